@@ -1,0 +1,212 @@
+/*
+ * attograd.h - a minimal reverse-mode autograd engine, enough to train
+ * multi-head causal self-attention.  This is the whole public API.
+ *
+ * Example: y = sum(relu(x * w)), then dy/dw.
+ *
+ *     ag_ctx *ctx = ag_ctx_new();                    // arena + tape + dropout RNG
+ *     ag_params *ps = ag_params_new();               // long-lived tensors
+ *     ag_tensor *w = ag_params_add(ps, "w", 1, (int[]){3});
+ *     ag_params_alloc(ps);                           // one block for data, one for grads
+ *     w->data[0] = 1; w->data[1] = -2; w->data[2] = 3;
+ *
+ *     ag_reset(ctx);                                 // start a step: empty arena and tape
+ *     ag_tensor *x = ag_from(ctx, 1, (int[]){3}, (ag_real[]){2, 2, 2});
+ *     ag_tensor *y = ag_sum_all(ctx, ag_relu(ctx, ag_mul(ctx, x, w)));
+ *     ag_params_zero_grad(ps);
+ *     ag_backward(ctx, y);                           // reverse loop over the tape
+ *     // y->data[0] == 8, w->grad == {2, 0, 2}
+ *
+ *     ag_params_free(ps); ag_ctx_free(ctx);
+ *
+ * Conventions: every op takes the context first and returns a new tensor
+ * allocated in the context's arena; the tensor lives until the next
+ * ag_reset().  Ops record themselves on the tape when gradients are enabled
+ * and an input requires a gradient.  Tensors are contiguous and row-major,
+ * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims) goes to the
+ * error handler, which by default prints one line and exits with status 2.
+ */
+#ifndef ATTOGRAD_H
+#define ATTOGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The element type is chosen at compile time: float by default, double when
+ * built with -DAG_DOUBLE (make PRECISION=double), used by the gradient checks. */
+#ifdef AG_DOUBLE
+typedef double ag_real;
+#define AG_PRECISION_NAME "double"
+#else
+typedef float ag_real;
+#define AG_PRECISION_NAME "float"
+#endif
+
+#define AG_MAX_DIMS 4
+
+typedef struct ag_node ag_node;
+typedef struct ag_ctx ag_ctx;
+
+typedef struct ag_tensor {
+    int ndim;
+    int shape[AG_MAX_DIMS];
+    size_t size;            /* number of elements */
+    ag_real *data;
+    ag_real *grad;          /* NULL until a gradient reaches it */
+    int requires_grad;      /* parameters, and anything computed from them */
+    int is_param;
+    const char *name;       /* parameter name, or NULL */
+    ag_node *node;          /* the tape entry that produced it, or NULL for leaves */
+} ag_tensor;
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Called with one line (no newline) describing the misuse.  The handler must
+ * not return (exit or longjmp); if it does, the engine aborts. */
+typedef void (*ag_error_fn)(const char *msg, void *user);
+void ag_set_error_handler(ag_error_fn fn, void *user);   /* NULL restores the default */
+void ag_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
+/* ---- random numbers: PCG32 (XSH-RR, 64-bit state) ---------------------- */
+
+typedef struct ag_pcg32 {
+    uint64_t state;
+    uint64_t inc;           /* stream selector, always odd */
+} ag_pcg32;
+
+void ag_pcg32_seed(ag_pcg32 *g, uint64_t seed, uint64_t stream);
+uint32_t ag_pcg32_next(ag_pcg32 *g);
+double ag_pcg32_uniform(ag_pcg32 *g);                 /* [0, 1), 53 random bits */
+double ag_pcg32_normal(ag_pcg32 *g);                  /* N(0, 1), Box-Muller, no cached spare */
+uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), unbiased */
+
+/* ---- context: arena, tape, modes --------------------------------------- */
+
+ag_ctx *ag_ctx_new(void);
+void ag_ctx_free(ag_ctx *ctx);
+/* Forget every tensor and tape entry of the previous step.  Arena blocks are
+ * kept, so a loop whose steps have the same shapes allocates only once. */
+void ag_reset(ag_ctx *ctx);
+size_t ag_arena_used(const ag_ctx *ctx);
+size_t ag_arena_peak(const ag_ctx *ctx);      /* high-water mark since creation */
+size_t ag_arena_reserved(const ag_ctx *ctx);  /* bytes held from malloc */
+/* Gradient recording on (default) or off; returns the previous setting. */
+int ag_set_grad_enabled(ag_ctx *ctx, int enabled);
+/* The generator dropout draws its masks from. */
+ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
+/* Threads used by the kernels (OpenMP); n <= 0 means all cores. */
+void ag_set_threads(int n);
+int ag_get_threads(void);
+
+/* Reverse-mode pass from a one-element tensor: d(loss)/d(loss) = 1, then every
+ * tape entry in reverse order accumulates (+=) into its inputs' gradients.
+ * Parameter gradients accumulate across calls until ag_params_zero_grad. */
+void ag_backward(ag_ctx *ctx, ag_tensor *loss);
+/* Write the recorded graph that produced `root` in Graphviz DOT. */
+void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out);
+/* Number of tape entries recorded since the last reset. */
+int ag_tape_length(const ag_ctx *ctx);
+
+/* ---- tensors in the arena ---------------------------------------------- */
+
+ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape);    /* zero-filled */
+ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values);
+ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value);
+/* Mark an arena tensor as a leaf whose gradient is wanted. */
+void ag_requires_grad(ag_tensor *t);
+/* "[2,3,4]" into buf; returns buf. */
+const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len);
+
+/* ---- parameters: live as long as the model ----------------------------- */
+
+typedef struct ag_params {
+    int count;
+    ag_tensor **list;       /* in registration order */
+    size_t total;           /* elements over all parameters */
+    ag_real *data;          /* one block: every parameter's values */
+    ag_real *grad;          /* one block: every parameter's gradient */
+    int capacity;
+} ag_params;
+
+ag_params *ag_params_new(void);
+/* Register a parameter; its storage is assigned by ag_params_alloc. */
+ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape);
+void ag_params_alloc(ag_params *ps);          /* data and grads zeroed */
+void ag_params_zero_grad(ag_params *ps);
+ag_tensor *ag_params_find(const ag_params *ps, const char *name);
+void ag_params_free(ag_params *ps);
+
+/* ---- ops: forward here, backward recorded on the tape ------------------ */
+
+/* Elementwise with PyTorch broadcasting (shapes aligned from the right). */
+ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_sub(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s);       /* a * s */
+ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s);  /* a + s */
+
+ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a);
+ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a);
+ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a);
+ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a);
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a);   /* exact: x * Phi(x), as torch.nn.GELU() */
+
+/* torch.matmul for 2-D to 4-D operands: the last two dims multiply, leading
+ * (batch) dims broadcast.  1-D operands are not accepted: reshape first. */
+ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
+/* x[..., in] W[out, in]^T + b[out]; b may be NULL.  PyTorch's nn.Linear layout. */
+ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
+
+/* Shapes.  A reshape is a view: it shares data (and gradient) with its input.
+ * One entry of shape may be -1 (inferred).  transpose copies. */
+ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape);
+ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1);
+/* Concatenate n tensors along dim, and the inverse: the slice [start, start+len) of dim. */
+ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim);
+ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len);
+
+/* Reductions; negative dims count from the end as in PyTorch. */
+ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
+ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
+ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a);    /* shape [1] */
+ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a);   /* shape [1] */
+
+/* softmax and log_softmax subtract the maximum of each row.  A row whose
+ * entries are all -inf (everything masked) gives all zeros from softmax (and
+ * -inf from log_softmax), never NaN, and passes a zero gradient back. */
+ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *a, int dim);
+ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim);
+/* out = mask != 0 ? value : a, mask broadcast to a's shape.  value may be
+ * -INFINITY; masked positions pass no gradient back. */
+ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value);
+/* Inverted dropout: zero with probability p, scale survivors by 1/(1-p).  The
+ * mask comes from the context's dropout generator and is reused by backward.
+ * p == 0 or training == 0 returns the input itself (exact identity). */
+ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
+
+/* Rows of W[V, d] picked by ids (shape ids_shape, values in [0, V)):
+ * output shape ids_shape + [d].  Backward scatter-adds into repeated rows. */
+ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
+/* Normalize over the last dim, then * weight + bias (both [last dim]). */
+ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
+/* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
+ * per row, a negative target is ignored (not counted in the mean).  Fused:
+ * backward is (softmax - onehot) / counted rows.  Shape [1]; 0 if no row counts. */
+ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets);
+
+/* Name of an op as shown in errors and graphs. */
+const char *ag_op_name(int op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

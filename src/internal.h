@@ -1,0 +1,104 @@
+/*
+ * internal.h - what the engine's source files share and users never see:
+ * the context (arena + tape), the tape entry, the op list and the helpers
+ * every op uses to allocate, record itself and reach its inputs' gradients.
+ */
+#ifndef ATTOGRAD_INTERNAL_H
+#define ATTOGRAD_INTERNAL_H
+
+#include "attograd.h"
+
+/* Every op, in one list: the enum, the name table and the backward table are
+ * all generated from it, so adding an op is one line here plus its
+ * forward/backward pair. */
+#define AG_OPS(X)                                                            \
+    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(SCALE, "scale")              \
+    X(ADD_SCALAR, "add_scalar") X(EXP, "exp") X(LOG, "log") X(TANH, "tanh")  \
+    X(RELU, "relu") X(GELU, "gelu") X(MATMUL, "matmul") X(LINEAR, "linear")  \
+    X(RESHAPE, "reshape") X(TRANSPOSE, "transpose") X(CONCAT, "concat")      \
+    X(SLICE, "slice") X(SUM, "sum") X(SUM_ALL, "sum_all")                    \
+    X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                      \
+    X(MASKED_FILL, "masked_fill") X(DROPOUT, "dropout")                      \
+    X(EMBEDDING, "embedding") X(LAYER_NORM, "layer_norm")                    \
+    X(CROSS_ENTROPY, "cross_entropy")
+
+enum {
+#define AG_OP_ENUM(id, name) AG_OP_##id,
+    AG_OPS(AG_OP_ENUM)
+#undef AG_OP_ENUM
+    AG_OP_COUNT
+};
+
+#define AG_NODE_MAX_INPUTS 3
+
+struct ag_node {
+    int op;
+    int id;                         /* position on the tape, from 0 */
+    ag_tensor *out;
+    ag_tensor *in[AG_NODE_MAX_INPUTS];
+    int n_in;
+    ag_tensor **in_list;            /* concat: any number of inputs */
+    int iarg[4];                    /* op-specific integers (dims, counts) */
+    ag_real farg[2];                /* op-specific scalars */
+    void *saved;                    /* op-specific values kept for backward */
+    ag_node *prev;                  /* the tape is walked backwards through this */
+    int mark;                       /* scratch for graph traversals */
+};
+
+typedef struct ag_block {
+    struct ag_block *next;
+    size_t size, used;
+    unsigned char *mem;             /* AG_ALIGN-aligned */
+} ag_block;
+
+struct ag_ctx {
+    ag_block *first, *cur;
+    size_t used, peak, reserved;
+    ag_node *tail;                  /* last recorded op */
+    int n_nodes;
+    int grad_enabled;
+    ag_pcg32 dropout_rng;
+};
+
+#define AG_ALIGN 64
+
+/* Arena memory that lives until the next ag_reset. */
+void *ag_alloc(ag_ctx *ctx, size_t bytes);
+void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);
+
+/* A new arena tensor with the given shape, data uninitialized. */
+ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape);
+/* A new tensor sharing `data` (for views). */
+ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape);
+
+/* Whether an op on these inputs is recorded: grad mode on and some input
+ * requires a gradient.  Sets out->requires_grad accordingly. */
+int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
+/* Append a tape entry producing `out`; returns it for the op to fill. */
+ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
+/* The gradient buffer of t, created zeroed in the arena on first use. */
+ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
+
+/* Two shapes aligned from the right (PyTorch broadcasting), padded to 4 dims.
+ * For each operand, a stride of 0 on a dim where it has size 1 repeats it. */
+typedef struct {
+    int n[4];                       /* output shape, padded */
+    size_t sa[4], sb[4];            /* element strides of a and b per output dim */
+    int out_ndim;
+    int out_shape[AG_MAX_DIMS];
+} ag_bcast;
+ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b);
+
+/* Normalize a possibly negative dim for an op's error messages. */
+int ag_norm_dim(const char *op, const ag_tensor *t, int dim);
+/* Product of shape[from..to). */
+size_t ag_span(const ag_tensor *t, int from, int to);
+
+/* One backward function per op: reads node->out->grad, accumulates into
+ * the inputs' gradients.  The table lives in tape.c. */
+typedef void (*ag_backward_fn)(ag_ctx *ctx, ag_node *node);
+#define AG_OP_DECL(id, name) void ag_backward_##id(ag_ctx *ctx, ag_node *node);
+AG_OPS(AG_OP_DECL)
+#undef AG_OP_DECL
+
+#endif

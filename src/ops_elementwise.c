@@ -1,0 +1,263 @@
+/*
+ * ops_elementwise.c - add, sub, mul with PyTorch broadcasting; scalar scale
+ * and shift; the pointwise nonlinearities exp, log, tanh, relu, gelu.
+ * Each forward is followed by its backward.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- broadcasting ------------------------------------------------------ */
+
+static void pad4(const ag_tensor *t, int *dims)
+{
+    int off = 4 - t->ndim;
+    for (int i = 0; i < 4; i++)
+        dims[i] = i < off ? 1 : t->shape[i - off];
+}
+
+static void strides4(const int *dims, const int *out, size_t *s)
+{
+    size_t stride = 1;
+    for (int i = 3; i >= 0; i--) {
+        s[i] = dims[i] == 1 && out[i] != 1 ? 0 : stride;
+        stride *= (size_t)dims[i];
+    }
+}
+
+ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b)
+{
+    ag_bcast bc;
+    int da[4], db[4];
+    pad4(a, da);
+    pad4(b, db);
+    for (int i = 0; i < 4; i++) {
+        if (da[i] != db[i] && da[i] != 1 && db[i] != 1) {
+            char sa[64], sb[64];
+            ag_error("%s: shapes cannot broadcast: %s and %s", op, ag_shape_str(a, sa, sizeof sa),
+                     ag_shape_str(b, sb, sizeof sb));
+        }
+        bc.n[i] = da[i] > db[i] ? da[i] : db[i];
+    }
+    strides4(da, bc.n, bc.sa);
+    strides4(db, bc.n, bc.sb);
+    bc.out_ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < bc.out_ndim; i++)
+        bc.out_shape[i] = bc.n[4 - bc.out_ndim + i];
+    return bc;
+}
+
+enum { BIN_ADD, BIN_SUB, BIN_MUL };
+
+/* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
+static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const ag_real *b, ag_real *out)
+{
+    size_t o = 0;
+    for (int i0 = 0; i0 < bc->n[0]; i0++)
+        for (int i1 = 0; i1 < bc->n[1]; i1++)
+            for (int i2 = 0; i2 < bc->n[2]; i2++) {
+                const ag_real *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2];
+                const ag_real *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2];
+                size_t s3a = bc->sa[3], s3b = bc->sb[3];
+                ag_real *po = out + o;
+                int n3 = bc->n[3];
+                if (kind == BIN_ADD)
+                    for (int j = 0; j < n3; j++) po[j] = pa[j * s3a] + pb[j * s3b];
+                else if (kind == BIN_SUB)
+                    for (int j = 0; j < n3; j++) po[j] = pa[j * s3a] - pb[j * s3b];
+                else
+                    for (int j = 0; j < n3; j++) po[j] = pa[j * s3a] * pb[j * s3b];
+                o += (size_t)n3;
+            }
+}
+
+/* dst[id] += sign * g[i] (* other[io] when other is given), summing over the
+ * dims that dst was broadcast along: the adjoint of broadcasting is a sum. */
+static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, const ag_real *g,
+                          const size_t *so, const ag_real *other, ag_real sign)
+{
+    size_t o = 0;
+    for (int i0 = 0; i0 < bc->n[0]; i0++)
+        for (int i1 = 0; i1 < bc->n[1]; i1++)
+            for (int i2 = 0; i2 < bc->n[2]; i2++) {
+                ag_real *pd = dst + i0 * sd[0] + i1 * sd[1] + i2 * sd[2];
+                const ag_real *pg = g + o;
+                size_t s3 = sd[3];
+                int n3 = bc->n[3];
+                if (other) {
+                    const ag_real *po = other + i0 * so[0] + i1 * so[1] + i2 * so[2];
+                    size_t s3o = so[3];
+                    for (int j = 0; j < n3; j++) pd[j * s3] += pg[j] * po[j * s3o];
+                } else {
+                    for (int j = 0; j < n3; j++) pd[j * s3] += sign * pg[j];
+                }
+                o += (size_t)n3;
+            }
+}
+
+static ag_tensor *binary(ag_ctx *ctx, int kind, int op, const char *name, ag_tensor *a, ag_tensor *b)
+{
+    ag_bcast bc = ag_broadcast(name, a, b);
+    ag_tensor *out = ag_empty(ctx, bc.out_ndim, bc.out_shape);
+    binary_forward(kind, &bc, a->data, b->data, out->data);
+    if (ag_should_record(ctx, out, a, b, NULL)) {
+        ag_bcast *saved = ag_alloc(ctx, sizeof *saved);
+        *saved = bc;
+        ag_record(ctx, op, out, a, b, NULL)->saved = saved;
+    }
+    return out;
+}
+
+ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, BIN_ADD, AG_OP_ADD, "ag_add", a, b); }
+ag_tensor *ag_sub(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, BIN_SUB, AG_OP_SUB, "ag_sub", a, b); }
+ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, BIN_MUL, AG_OP_MUL, "ag_mul", a, b); }
+
+/* d(a+b) = da + db;  d(a-b) = da - db;  each reduced over broadcast dims. */
+static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
+{
+    const ag_bcast *bc = n->saved;
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    if (a->requires_grad)
+        binary_reduce(bc, bc->sa, ag_grad(ctx, a), n->out->grad, NULL, NULL, 1);
+    if (b->requires_grad)
+        binary_reduce(bc, bc->sb, ag_grad(ctx, b), n->out->grad, NULL, NULL, sign_b);
+}
+
+void ag_backward_ADD(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
+void ag_backward_SUB(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
+
+/* d(a*b) = b da + a db */
+void ag_backward_MUL(ag_ctx *ctx, ag_node *n)
+{
+    const ag_bcast *bc = n->saved;
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    if (a->requires_grad)
+        binary_reduce(bc, bc->sa, ag_grad(ctx, a), n->out->grad, bc->sb, b->data, 1);
+    if (b->requires_grad)
+        binary_reduce(bc, bc->sb, ag_grad(ctx, b), n->out->grad, bc->sa, a->data, 1);
+}
+
+/* ---- scalars ----------------------------------------------------------- */
+
+ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
+{
+    ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
+    const ag_real *x = a->data;
+    ag_real *y = out->data;
+    for (size_t i = 0; i < a->size; i++)
+        y[i] = x[i] * s;
+    if (ag_should_record(ctx, out, a, NULL, NULL))
+        ag_record(ctx, AG_OP_SCALE, out, a, NULL, NULL)->farg[0] = s;
+    return out;
+}
+
+/* y = s x  =>  dx += s dy */
+void ag_backward_SCALE(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad;
+    ag_real s = n->farg[0];
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += s * dy[i];
+}
+
+ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
+{
+    ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
+    const ag_real *x = a->data;
+    ag_real *y = out->data;
+    for (size_t i = 0; i < a->size; i++)
+        y[i] = x[i] + s;
+    if (ag_should_record(ctx, out, a, NULL, NULL))
+        ag_record(ctx, AG_OP_ADD_SCALAR, out, a, NULL, NULL);
+    return out;
+}
+
+/* y = x + s  =>  dx += dy */
+void ag_backward_ADD_SCALAR(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += dy[i];
+}
+
+/* ---- pointwise nonlinearities ------------------------------------------ */
+
+static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
+{
+    ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
+    const ag_real *x = a->data;
+    ag_real *y = out->data;
+    size_t n = a->size;
+    switch (op) {
+    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]); break;
+    case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = log(x[i]); break;
+    case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;
+    case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
+    case AG_OP_GELU:
+        /* gelu(x) = x Phi(x) = x/2 (1 + erf(x/sqrt 2)) */
+        for (size_t i = 0; i < n; i++)
+            y[i] = (ag_real)(0.5 * x[i] * (1.0 + erf(x[i] * 0.70710678118654752440)));
+        break;
+    }
+    if (ag_should_record(ctx, out, a, NULL, NULL))
+        ag_record(ctx, op, out, a, NULL, NULL);
+    return out;
+}
+
+ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, a); }
+ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, a); }
+ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, a); }
+ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, a); }
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, a); }
+
+/* d exp(x) = exp(x) dx, reusing the output */
+void ag_backward_EXP(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad, *y = n->out->data;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += dy[i] * y[i];
+}
+
+/* d log(x) = dx / x */
+void ag_backward_LOG(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad, *x = n->in[0]->data;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += dy[i] / x[i];
+}
+
+/* d tanh(x) = (1 - tanh(x)^2) dx */
+void ag_backward_TANH(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad, *y = n->out->data;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += dy[i] * (1 - y[i] * y[i]);
+}
+
+/* d relu(x) = [x > 0] dx  (the derivative at 0 is taken as 0, as PyTorch does) */
+void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad, *x = n->in[0]->data;
+    for (size_t i = 0; i < n->out->size; i++)
+        dx[i] += x[i] > 0 ? dy[i] : 0;
+}
+
+/* d gelu(x) = Phi(x) + x phi(x), phi the standard normal density */
+void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
+{
+    ag_real *dx = ag_grad(ctx, n->in[0]);
+    const ag_real *dy = n->out->grad, *x = n->in[0]->data;
+    for (size_t i = 0; i < n->out->size; i++) {
+        double xi = x[i];
+        double cdf = 0.5 * (1.0 + erf(xi * 0.70710678118654752440));
+        double pdf = 0.39894228040143267794 * exp(-0.5 * xi * xi);
+        dx[i] += (ag_real)(dy[i] * (cdf + xi * pdf));
+    }
+}

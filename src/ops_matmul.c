@@ -1,0 +1,193 @@
+/*
+ * ops_matmul.c - batched matmul (torch.matmul semantics for 2-D to 4-D) and
+ * linear (x W^T + b, nn.Linear's layout).  All arithmetic goes through
+ * ag_gemm, whose transpose flags let backward use A^T and B^T in place.
+ */
+#include <string.h>
+
+#include "gemm.h"
+#include "internal.h"
+
+/* The batch (leading) dims of a matmul, broadcast and padded to 2. */
+typedef struct {
+    int nb[2];                  /* output batch shape */
+    long sa[2], sb[2];          /* element strides of a's and b's matrices per batch dim (0: broadcast) */
+    int M, K, N;
+} mm_plan;
+
+static void batch_dims(const ag_tensor *t, int *d)
+{
+    int nbatch = t->ndim - 2;
+    d[0] = d[1] = 1;
+    for (int i = 0; i < nbatch; i++)
+        d[2 - nbatch + i] = t->shape[i];
+}
+
+static mm_plan plan_matmul(const ag_tensor *a, const ag_tensor *b, int out_shape[AG_MAX_DIMS], int *out_ndim)
+{
+    char sa[64], sb[64];
+    if (a->ndim < 2 || b->ndim < 2)
+        ag_error("ag_matmul: operands need at least 2 dims: %s @ %s", ag_shape_str(a, sa, sizeof sa),
+                 ag_shape_str(b, sb, sizeof sb));
+    mm_plan p;
+    p.M = a->shape[a->ndim - 2];
+    p.K = a->shape[a->ndim - 1];
+    p.N = b->shape[b->ndim - 1];
+    if (b->shape[b->ndim - 2] != p.K)
+        ag_error("ag_matmul: inner dimensions differ: %s @ %s", ag_shape_str(a, sa, sizeof sa),
+                 ag_shape_str(b, sb, sizeof sb));
+    int da[2], db[2];
+    batch_dims(a, da);
+    batch_dims(b, db);
+    long mat_a = (long)p.M * p.K, mat_b = (long)p.K * p.N;
+    for (int i = 0; i < 2; i++) {
+        if (da[i] != db[i] && da[i] != 1 && db[i] != 1)
+            ag_error("ag_matmul: batch dimensions cannot broadcast: %s @ %s", ag_shape_str(a, sa, sizeof sa),
+                     ag_shape_str(b, sb, sizeof sb));
+        p.nb[i] = da[i] > db[i] ? da[i] : db[i];
+    }
+    /* strides of the batch index in matrices: row-major over (d0, d1) */
+    p.sa[1] = da[1] == 1 ? 0 : mat_a;
+    p.sa[0] = da[0] == 1 ? 0 : mat_a * da[1];
+    p.sb[1] = db[1] == 1 ? 0 : mat_b;
+    p.sb[0] = db[0] == 1 ? 0 : mat_b * db[1];
+    *out_ndim = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int nbatch = *out_ndim - 2;
+    for (int i = 0; i < nbatch; i++)
+        out_shape[i] = p.nb[2 - nbatch + i];
+    out_shape[nbatch] = p.M;
+    out_shape[nbatch + 1] = p.N;
+    return p;
+}
+
+/* Whether operand strides make the batch one regular sequence (stride s per
+ * item over the flattened batch), so one batched kernel call covers it. */
+static int regular(const long *s, const int *nb, long *stride)
+{
+    *stride = 0;
+    if (s[0] == 0 && s[1] == 0) { *stride = 0; return 1; }
+    if (nb[0] == 1 || s[0] == s[1] * nb[1]) { *stride = s[1]; return s[1] != 0 || nb[1] == 1; }
+    return 0;
+}
+
+ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
+{
+    int shape[AG_MAX_DIMS], ndim;
+    mm_plan p = plan_matmul(a, b, shape, &ndim);
+    ag_tensor *out = ag_empty(ctx, ndim, shape);
+    long mat_c = (long)p.M * p.N, stride_a, stride_b;
+    int batch = p.nb[0] * p.nb[1];
+    if (p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride_a) && stride_a == (long)p.M * p.K) {
+        /* b is one matrix shared by every batch item and a is contiguous:
+         * stack a's rows into one tall product. */
+        ag_gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
+    } else if (regular(p.sa, p.nb, &stride_a) && regular(p.sb, p.nb, &stride_b)) {
+        ag_gemm_batched(batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
+                        0, out->data, mat_c, p.N);
+    } else {
+        for (int i = 0; i < p.nb[0]; i++)
+            for (int j = 0; j < p.nb[1]; j++)
+                ag_gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
+                        b->data + i * p.sb[0] + j * p.sb[1], p.N, 0,
+                        out->data + (i * p.nb[1] + j) * mat_c, p.N);
+    }
+    if (ag_should_record(ctx, out, a, b, NULL)) {
+        mm_plan *saved = ag_alloc(ctx, sizeof *saved);
+        *saved = p;
+        ag_record(ctx, AG_OP_MATMUL, out, a, b, NULL)->saved = saved;
+    }
+    return out;
+}
+
+/* C = A B  =>  dA += dC B^T,  dB += A^T dC  (per batch item; a broadcast
+ * operand sums the contributions of every item it was used in). */
+void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
+{
+    const mm_plan *p = n->saved;
+    ag_tensor *a = n->in[0], *b = n->in[1];
+    const ag_real *dc = n->out->grad;
+    long mat_c = (long)p->M * p->N, stride_a, stride_b;
+    int batch = p->nb[0] * p->nb[1];
+    int a_reg = regular(p->sa, p->nb, &stride_a), b_reg = regular(p->sb, p->nb, &stride_b);
+    int b_shared = p->sb[0] == 0 && p->sb[1] == 0;
+    if (a->requires_grad) {
+        ag_real *da = ag_grad(ctx, a);
+        if (b_shared && a_reg && stride_a == (long)p->M * p->K)
+            ag_gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
+        else if (a_reg && stride_a != 0 && b_reg)
+            ag_gemm_batched(batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
+                            1, da, stride_a, p->K);
+        else
+            for (int i = 0; i < p->nb[0]; i++)
+                for (int j = 0; j < p->nb[1]; j++)
+                    ag_gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
+                            b->data + i * p->sb[0] + j * p->sb[1], p->N, 1,
+                            da + i * p->sa[0] + j * p->sa[1], p->K);
+    }
+    if (b->requires_grad) {
+        ag_real *db = ag_grad(ctx, b);
+        if (b_shared && a_reg && stride_a == (long)p->M * p->K)
+            /* dB = sum over items of A_i^T dC_i = (stacked A)^T (stacked dC) */
+            ag_gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
+        else if (b_reg && stride_b != 0 && a_reg)
+            ag_gemm_batched(batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
+                            1, db, stride_b, p->N);
+        else
+            for (int i = 0; i < p->nb[0]; i++)
+                for (int j = 0; j < p->nb[1]; j++)
+                    ag_gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
+                            dc + (i * p->nb[1] + j) * mat_c, p->N, 1,
+                            db + i * p->sb[0] + j * p->sb[1], p->N);
+    }
+}
+
+/* ---- linear ------------------------------------------------------------ */
+
+ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
+{
+    char sx[64], sw[64], sb[64];
+    int in = x->shape[x->ndim - 1];
+    if (W->ndim != 2 || W->shape[1] != in)
+        ag_error("ag_linear: weight %s does not fit input %s (need [out,%d])", ag_shape_str(W, sw, sizeof sw),
+                 ag_shape_str(x, sx, sizeof sx), in);
+    int outf = W->shape[0];
+    if (b && (b->ndim != 1 || b->shape[0] != outf))
+        ag_error("ag_linear: bias %s does not fit weight %s (need [%d])", ag_shape_str(b, sb, sizeof sb),
+                 ag_shape_str(W, sw, sizeof sw), outf);
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = outf;
+    ag_tensor *out = ag_empty(ctx, x->ndim, shape);
+    int rows = (int)(x->size / (size_t)in);
+    /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
+    ag_gemm(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
+    if (b)
+        for (int r = 0; r < rows; r++) {
+            ag_real *y = out->data + (size_t)r * outf;
+            for (int o = 0; o < outf; o++)
+                y[o] += b->data[o];
+        }
+    if (ag_should_record(ctx, out, x, W, b))
+        ag_record(ctx, AG_OP_LINEAR, out, x, W, b)->iarg[0] = rows;
+    return out;
+}
+
+/* y = x W^T + b  =>  dx += dy W,  dW += dy^T x,  db += sum over rows of dy */
+void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
+{
+    ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+    int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];
+    const ag_real *dy = n->out->grad;
+    if (x->requires_grad)
+        ag_gemm(0, 0, rows, in, outf, dy, outf, W->data, in, 1, ag_grad(ctx, x), in);
+    if (W->requires_grad)
+        ag_gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
+    if (b && b->requires_grad) {
+        ag_real *db = ag_grad(ctx, b);
+        for (int r = 0; r < rows; r++) {
+            const ag_real *g = dy + (size_t)r * outf;
+            for (int o = 0; o < outf; o++)
+                db[o] += g[o];
+        }
+    }
+}

@@ -1,0 +1,126 @@
+/*
+ * tape.c - define-by-run recording and the reverse-mode driver.
+ *
+ * Each op, as it runs, appends one entry (an ag_node) to the tape.  Entries
+ * are appended in creation order, which is already a topological order:
+ * an op's inputs exist before it does.  So backward needs no graph search and
+ * no recursion: walk the tape from the last entry to the first and let each
+ * entry push its output's gradient into its inputs' gradients (+=, so a
+ * tensor used twice receives both contributions).
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const op_names[AG_OP_COUNT] = {
+#define AG_OP_NAME(id, name) name,
+    AG_OPS(AG_OP_NAME)
+#undef AG_OP_NAME
+};
+
+static const ag_backward_fn backward_table[AG_OP_COUNT] = {
+#define AG_OP_BACKWARD(id, name) ag_backward_##id,
+    AG_OPS(AG_OP_BACKWARD)
+#undef AG_OP_BACKWARD
+};
+
+const char *ag_op_name(int op)
+{
+    return op >= 0 && op < AG_OP_COUNT ? op_names[op] : "unknown op";
+}
+
+int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
+{
+    int needs = (a && a->requires_grad) || (b && b->requires_grad) || (c && c->requires_grad);
+    out->requires_grad = ctx->grad_enabled && needs;
+    return out->requires_grad;
+}
+
+ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
+{
+    ag_node *n = ag_alloc_zero(ctx, sizeof *n);
+    n->op = op;
+    n->id = ctx->n_nodes++;
+    n->out = out;
+    n->in[0] = a;
+    n->in[1] = b;
+    n->in[2] = c;
+    n->n_in = c ? 3 : b ? 2 : a ? 1 : 0;
+    n->prev = ctx->tail;
+    ctx->tail = n;
+    out->node = n;
+    return n;
+}
+
+void ag_backward(ag_ctx *ctx, ag_tensor *loss)
+{
+    if (loss->size != 1) {
+        char s[64];
+        ag_error("ag_backward: loss must have one element, got shape %s", ag_shape_str(loss, s, sizeof s));
+    }
+    if (!loss->requires_grad)
+        ag_error("ag_backward: the loss does not depend on any parameter "
+                 "(were gradients disabled, or no tensor marked as requiring one?)");
+    ag_grad(ctx, loss)[0] += 1;
+    for (ag_node *n = ctx->tail; n; n = n->prev) {
+        if (!n->out->grad)
+            continue;              /* no gradient reached this entry */
+        ag_backward_fn fn = backward_table[n->op];
+        if (!fn)
+            ag_error("ag_backward: no backward for op '%s'", ag_op_name(n->op));
+        fn(ctx, n);
+    }
+}
+
+/* ---- Graphviz ---------------------------------------------------------- */
+
+static void dot_leaf(FILE *out, ag_tensor *t, const void *key)
+{
+    char s[64];
+    ag_shape_str(t, s, sizeof s);
+    if (t->is_param)
+        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"%s\\n%s\"];\n",
+                key, t->name, s);
+    else
+        fprintf(out, "  t%p [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"input\\n%s\"];\n",
+                key, s);
+}
+
+void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
+{
+    /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
+    for (ag_node *n = ctx->tail; n; n = n->prev)
+        n->mark = 0;
+    if (root->node)
+        root->node->mark = 1;
+    for (ag_node *n = ctx->tail; n; n = n->prev) {
+        if (!n->mark)
+            continue;
+        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        for (int i = 0; i < n->n_in; i++)
+            if (ins[i] && ins[i]->node)
+                ins[i]->node->mark = 1;
+    }
+    fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+    for (ag_node *n = ctx->tail; n; n = n->prev) {
+        if (!n->mark)
+            continue;
+        char s[64];
+        fprintf(out, "  n%d [shape=box, style=rounded, label=\"%s\\n%s\"];\n", n->id,
+                ag_op_name(n->op), ag_shape_str(n->out, s, sizeof s));
+        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        for (int i = 0; i < n->n_in; i++) {
+            ag_tensor *t = ins[i];
+            if (!t)
+                continue;
+            if (t->node) {
+                fprintf(out, "  n%d -> n%d;\n", t->node->id, n->id);
+            } else {
+                /* A leaf used by several ops is drawn once: keyed by its data. */
+                dot_leaf(out, t, (const void *)t->data);
+                fprintf(out, "  t%p -> n%d;\n", (const void *)t->data, n->id);
+            }
+        }
+    }
+    fprintf(out, "}\n");
+}

@@ -1,0 +1,352 @@
+/*
+ * tensor.c - the context (arena allocator and modes), arena tensors,
+ * long-lived parameters, and the error handler.
+ *
+ * Memory model: parameters and their gradients live in two contiguous blocks
+ * owned by ag_params; everything a step creates (tensors, saved values,
+ * activation gradients, tape entries) is bump-allocated from the arena and
+ * forgotten all at once by ag_reset.  The arena keeps its blocks, so a loop
+ * whose steps repeat the same shapes allocates from malloc only in step one.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "internal.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+static ag_error_fn error_fn;
+static void *error_user;
+
+void ag_set_error_handler(ag_error_fn fn, void *user)
+{
+    error_fn = fn;
+    error_user = user;
+}
+
+void ag_error(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (error_fn) {
+        error_fn(msg, error_user);
+        abort();                     /* a handler must not return */
+    }
+    fprintf(stderr, "attograd: %s\n", msg);
+    exit(2);
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        ag_error("out of memory allocating %zu bytes", n);
+    return p;
+}
+
+/* ---- context and arena ------------------------------------------------- */
+
+ag_ctx *ag_ctx_new(void)
+{
+    ag_ctx *ctx = xmalloc(sizeof *ctx);
+    memset(ctx, 0, sizeof *ctx);
+    ctx->grad_enabled = 1;
+    ag_pcg32_seed(&ctx->dropout_rng, 0, 2);
+    return ctx;
+}
+
+void ag_ctx_free(ag_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    for (ag_block *b = ctx->first, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(ctx);
+}
+
+void ag_reset(ag_ctx *ctx)
+{
+    for (ag_block *b = ctx->first; b; b = b->next)
+        b->used = 0;
+    ctx->cur = ctx->first;
+    ctx->used = 0;
+    ctx->tail = NULL;
+    ctx->n_nodes = 0;
+}
+
+static ag_block *block_new(size_t size)
+{
+    ag_block *b = malloc(sizeof *b + size + AG_ALIGN);
+    if (!b)
+        ag_error("out of memory: the arena needs another %zu bytes", size);
+    b->next = NULL;
+    b->size = size;
+    b->used = 0;
+    b->mem = (unsigned char *)(((uintptr_t)(b + 1) + AG_ALIGN - 1) & ~(uintptr_t)(AG_ALIGN - 1));
+    return b;
+}
+
+void *ag_alloc(ag_ctx *ctx, size_t bytes)
+{
+    bytes = (bytes + AG_ALIGN - 1) & ~(size_t)(AG_ALIGN - 1);
+    if (bytes == 0)
+        bytes = AG_ALIGN;
+    /* Walk forward through kept blocks; a block too small for this request is
+     * skipped (its tail stays unused this step).  Only when no kept block
+     * fits do we malloc, doubling so the number of blocks stays small. */
+    ag_block *b = ctx->cur;
+    while (b && b->used + bytes > b->size)
+        b = b->next;
+    if (!b) {
+        size_t last = 0;
+        ag_block **link = &ctx->first;
+        while (*link) {
+            last = (*link)->size;
+            link = &(*link)->next;
+        }
+        size_t size = last ? 2 * last : (size_t)1 << 20;
+        if (size < bytes)
+            size = bytes;
+        b = block_new(size);
+        *link = b;
+        ctx->reserved += size;
+    }
+    ctx->cur = b;
+    void *p = b->mem + b->used;
+    b->used += bytes;
+    ctx->used += bytes;
+    if (ctx->used > ctx->peak)
+        ctx->peak = ctx->used;
+    return p;
+}
+
+void *ag_alloc_zero(ag_ctx *ctx, size_t bytes)
+{
+    void *p = ag_alloc(ctx, bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+size_t ag_arena_used(const ag_ctx *ctx) { return ctx->used; }
+size_t ag_arena_peak(const ag_ctx *ctx) { return ctx->peak; }
+size_t ag_arena_reserved(const ag_ctx *ctx) { return ctx->reserved; }
+ag_pcg32 *ag_dropout_rng(ag_ctx *ctx) { return &ctx->dropout_rng; }
+int ag_tape_length(const ag_ctx *ctx) { return ctx->n_nodes; }
+
+int ag_set_grad_enabled(ag_ctx *ctx, int enabled)
+{
+    int old = ctx->grad_enabled;
+    ctx->grad_enabled = enabled != 0;
+    return old;
+}
+
+void ag_set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
+#else
+    (void)n;
+#endif
+}
+
+int ag_get_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---- tensors ----------------------------------------------------------- */
+
+static size_t shape_size(const char *op, int ndim, const int *shape)
+{
+    if (ndim < 1 || ndim > AG_MAX_DIMS)
+        ag_error("%s: %d dimensions (1 to %d supported)", op, ndim, AG_MAX_DIMS);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 1)
+            ag_error("%s: dimension %d has size %d (must be at least 1)", op, i, shape[i]);
+        if (n > SIZE_MAX / sizeof(ag_real) / (size_t)shape[i])
+            ag_error("%s: tensor too large", op);
+        n *= (size_t)shape[i];
+    }
+    return n;
+}
+
+static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size)
+{
+    memset(t, 0, sizeof *t);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->shape[i] = shape[i];
+    t->size = size;
+}
+
+ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape)
+{
+    size_t n = shape_size("ag_new", ndim, shape);
+    ag_tensor *t = ag_alloc(ctx, sizeof *t);
+    tensor_init(t, ndim, shape, n);
+    t->data = ag_alloc(ctx, n * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape)
+{
+    ag_tensor *t = ag_alloc(ctx, sizeof *t);
+    tensor_init(t, ndim, shape, base->size);
+    t->data = base->data;
+    return t;
+}
+
+ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
+{
+    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    memset(t->data, 0, t->size * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values)
+{
+    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    memcpy(t->data, values, t->size * sizeof(ag_real));
+    return t;
+}
+
+ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
+{
+    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    for (size_t i = 0; i < t->size; i++)
+        t->data[i] = value;
+    return t;
+}
+
+void ag_requires_grad(ag_tensor *t) { t->requires_grad = 1; }
+
+ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
+{
+    if (!t->grad)
+        t->grad = ag_alloc_zero(ctx, t->size * sizeof(ag_real));
+    return t->grad;
+}
+
+const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < t->ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? "," : "[", t->shape[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, "]");
+    return buf;
+}
+
+int ag_norm_dim(const char *op, const ag_tensor *t, int dim)
+{
+    int d = dim < 0 ? dim + t->ndim : dim;
+    if (d < 0 || d >= t->ndim) {
+        char s[64];
+        ag_error("%s: dim %d out of range for shape %s", op, dim, ag_shape_str(t, s, sizeof s));
+    }
+    return d;
+}
+
+size_t ag_span(const ag_tensor *t, int from, int to)
+{
+    size_t n = 1;
+    for (int i = from; i < to; i++)
+        n *= (size_t)t->shape[i];
+    return n;
+}
+
+/* ---- parameters -------------------------------------------------------- */
+
+ag_params *ag_params_new(void)
+{
+    ag_params *ps = xmalloc(sizeof *ps);
+    memset(ps, 0, sizeof *ps);
+    return ps;
+}
+
+ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape)
+{
+    if (ps->data)
+        ag_error("ag_params_add: '%s' added after ag_params_alloc", name);
+    if (ag_params_find(ps, name))
+        ag_error("ag_params_add: duplicate parameter name '%s'", name);
+    size_t n = shape_size("ag_params_add", ndim, shape);
+    if (ps->count == ps->capacity) {
+        int cap = ps->capacity ? 2 * ps->capacity : 16;
+        ag_tensor **list = realloc(ps->list, (size_t)cap * sizeof *list);
+        if (!list)
+            ag_error("out of memory registering parameter '%s'", name);
+        ps->list = list;
+        ps->capacity = cap;
+    }
+    ag_tensor *t = xmalloc(sizeof *t);
+    tensor_init(t, ndim, shape, n);
+    size_t len = strlen(name) + 1;
+    char *copy = xmalloc(len);
+    memcpy(copy, name, len);
+    t->name = copy;
+    t->is_param = 1;
+    t->requires_grad = 1;
+    ps->list[ps->count++] = t;
+    ps->total += n;
+    return t;
+}
+
+void ag_params_alloc(ag_params *ps)
+{
+    if (ps->data)
+        ag_error("ag_params_alloc: called twice");
+    ps->data = calloc(ps->total ? ps->total : 1, sizeof(ag_real));
+    ps->grad = calloc(ps->total ? ps->total : 1, sizeof(ag_real));
+    if (!ps->data || !ps->grad)
+        ag_error("out of memory: %zu parameters need %zu bytes", ps->total,
+                 2 * ps->total * sizeof(ag_real));
+    size_t off = 0;
+    for (int i = 0; i < ps->count; i++) {
+        ps->list[i]->data = ps->data + off;
+        ps->list[i]->grad = ps->grad + off;
+        off += ps->list[i]->size;
+    }
+}
+
+void ag_params_zero_grad(ag_params *ps)
+{
+    memset(ps->grad, 0, ps->total * sizeof(ag_real));
+}
+
+ag_tensor *ag_params_find(const ag_params *ps, const char *name)
+{
+    for (int i = 0; i < ps->count; i++)
+        if (strcmp(ps->list[i]->name, name) == 0)
+            return ps->list[i];
+    return NULL;
+}
+
+void ag_params_free(ag_params *ps)
+{
+    if (!ps)
+        return;
+    for (int i = 0; i < ps->count; i++) {
+        free((char *)ps->list[i]->name);
+        free(ps->list[i]);
+    }
+    free(ps->list);
+    free(ps->data);
+    free(ps->grad);
+    free(ps);
+}
