@@ -27,7 +27,7 @@ OPENMP := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o 
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unknown-pragmas
 CFLAGS  ?= $(OPT) $(ARCH) -g
-ALLCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(SAN) -Iinclude -Isrc -Itrain
+ALLCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(SAN) -Iinclude -Isrc -Itrain
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c)

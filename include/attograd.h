@@ -203,6 +203,36 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
  * backward is (softmax - onehot) / counted rows.  Shape [1]; 0 if no row counts. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets);
 
+/* ---- optimizers -------------------------------------------------------- */
+
+/* Moments live in blocks parallel to ag_params' data, so an update is one
+ * flat loop.  The update rules follow torch.optim.SGD and torch.optim.AdamW. */
+enum { AG_SGD, AG_ADAMW };
+
+typedef struct ag_optim {
+    int kind;
+    ag_params *ps;
+    double momentum, weight_decay;      /* SGD and AdamW */
+    double beta1, beta2, eps;           /* AdamW */
+    long step;                          /* updates taken so far */
+    ag_real *m;                         /* SGD momentum buffer / AdamW first moment */
+    ag_real *v;                         /* AdamW second moment (NULL for SGD) */
+} ag_optim;
+
+/* SGD: g += wd p;  buf = momentum buf + g;  p -= lr buf. */
+ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
+/* AdamW: p -= lr wd p (only parameters with 2 or more dims), then the Adam step
+ * with bias-corrected moments: p -= lr m^ / (sqrt(v^) + eps). */
+ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay);
+void ag_optim_step(ag_optim *opt, double lr);
+void ag_optim_free(ag_optim *opt);
+/* Scale all gradients so their global L2 norm is at most max_norm (as
+ * torch.nn.utils.clip_grad_norm_); returns the norm before clipping. */
+double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
+ * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
+double ag_lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
+
 /* Name of an op as shown in errors and graphs. */
 const char *ag_op_name(int op);
 

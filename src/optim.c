@@ -1,0 +1,132 @@
+/*
+ * optim.c - SGD with momentum, AdamW, global gradient-norm clipping and the
+ * learning-rate schedule.  Parameters, gradients and moments are parallel
+ * contiguous blocks, so every update is a flat loop over all parameters.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "attograd.h"
+
+#ifdef AG_DOUBLE
+#define SQRT sqrt
+#else
+#define SQRT sqrtf
+#endif
+
+static ag_optim *optim_new(ag_params *ps, int kind, int moments)
+{
+    ag_optim *o = calloc(1, sizeof *o);
+    if (!o)
+        ag_error("out of memory creating the optimizer");
+    o->kind = kind;
+    o->ps = ps;
+    size_t n = ps->total ? ps->total : 1;
+    o->m = calloc(n, sizeof(ag_real));
+    o->v = moments == 2 ? calloc(n, sizeof(ag_real)) : NULL;
+    if (!o->m || (moments == 2 && !o->v))
+        ag_error("out of memory: optimizer state for %zu parameters", ps->total);
+    return o;
+}
+
+ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
+{
+    ag_optim *o = optim_new(ps, AG_SGD, 1);
+    o->momentum = momentum;
+    o->weight_decay = weight_decay;
+    return o;
+}
+
+ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay)
+{
+    ag_optim *o = optim_new(ps, AG_ADAMW, 2);
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = weight_decay;
+    return o;
+}
+
+void ag_optim_free(ag_optim *o)
+{
+    if (!o)
+        return;
+    free(o->m);
+    free(o->v);
+    free(o);
+}
+
+static void sgd_step(ag_optim *o, double lr)
+{
+    ag_params *ps = o->ps;
+    ag_real *p = ps->data, *g = ps->grad, *buf = o->m;
+    ag_real wd = (ag_real)o->weight_decay, mu = (ag_real)o->momentum, rate = (ag_real)lr;
+    for (size_t i = 0; i < ps->total; i++) {
+        ag_real d = g[i] + wd * p[i];
+        if (mu != 0) {
+            /* the first step starts the buffer at the gradient itself */
+            buf[i] = o->step == 0 ? d : mu * buf[i] + d;
+            d = buf[i];
+        }
+        p[i] -= rate * d;
+    }
+}
+
+static void adamw_step(ag_optim *o, double lr)
+{
+    ag_params *ps = o->ps;
+    long t = o->step + 1;
+    double bc1 = 1 - pow(o->beta1, (double)t), bc2 = 1 - pow(o->beta2, (double)t);
+    ag_real b1 = (ag_real)o->beta1, b2 = (ag_real)o->beta2, eps = (ag_real)o->eps;
+    ag_real step_size = (ag_real)(lr / bc1), sqrt_bc2 = (ag_real)sqrt(bc2);
+    for (int k = 0; k < ps->count; k++) {
+        ag_tensor *t_ = ps->list[k];
+        size_t off = (size_t)(t_->data - ps->data);
+        ag_real *p = t_->data, *g = t_->grad, *m = o->m + off, *v = o->v + off;
+        /* decoupled weight decay: matrices only, never biases or norm gains */
+        ag_real decay = t_->ndim >= 2 ? (ag_real)(1 - lr * o->weight_decay) : 1;
+        for (size_t i = 0; i < t_->size; i++) {
+            p[i] *= decay;
+            m[i] = b1 * m[i] + (1 - b1) * g[i];
+            v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+            p[i] -= step_size * m[i] / (SQRT(v[i]) / sqrt_bc2 + eps);
+        }
+    }
+}
+
+void ag_optim_step(ag_optim *o, double lr)
+{
+    if (o->kind == AG_SGD)
+        sgd_step(o, lr);
+    else
+        adamw_step(o, lr);
+    o->step++;
+}
+
+double ag_clip_grad_norm(ag_params *ps, double max_norm)
+{
+    double sq = 0;
+    for (size_t i = 0; i < ps->total; i++)
+        sq += (double)ps->grad[i] * ps->grad[i];
+    double norm = sqrt(sq);
+    double coef = max_norm / (norm + 1e-6);
+    if (coef < 1) {
+        ag_real c = (ag_real)coef;
+        for (size_t i = 0; i < ps->total; i++)
+            ps->grad[i] *= c;
+    }
+    return norm;
+}
+
+double ag_lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
+{
+    if (!cosine)
+        return lr;
+    if (step < warmup)
+        return lr * (double)(step + 1) / (double)warmup;
+    long span = total - warmup;
+    double progress = span > 0 ? (double)(step - warmup) / (double)span : 1;
+    if (progress > 1)
+        progress = 1;
+    return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
+}

@@ -1,0 +1,143 @@
+/*
+ * args.c - strict option parsing for the attograd subcommands.  A number
+ * must be the whole token ("1e-3x" is refused), inside the option's range;
+ * a value-taking option must have a value; unknown options are named.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+
+void die(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "attograd %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+opt *args_find(opt *opts, int nopts, const char *name)
+{
+    for (int i = 0; i < nopts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static void usage(const char *cmd, const char *summary, const opt *opts, int nopts)
+{
+    printf("usage: attograd %s [options]\n\n%s\n\noptions:\n", cmd, summary);
+    for (int i = 0; i < nopts; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
+                 opts[i].metavar ? opts[i].metavar : "");
+        printf("  %-22s %s\n", left, opts[i].help);
+    }
+    printf("  %-22s %s\n", "-h, --help", "show this help");
+}
+
+static void range_check(const char *cmd, const opt *o, double v, const char *text)
+{
+    int low = o->min_open ? !(v > o->min) : !(v >= o->min);
+    if (low || !(v <= o->max)) {
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%.10g", o->min);
+        snprintf(hi, sizeof hi, "%.10g", o->max);
+        die(cmd, "%s %s is out of range: it must be %s %s%s%s", o->name, text, o->min_open ? ">" : ">=", lo,
+            o->max < 1e300 ? " and <= " : "", o->max < 1e300 ? hi : "");
+    }
+}
+
+static void parse_value(const char *cmd, opt *o, const char *text)
+{
+    char *end;
+    errno = 0;
+    switch (o->kind) {
+    case OPT_INT:
+    case OPT_LONG: {
+        long long v = strtoll(text, &end, 10);
+        if (end == text || *end || errno == ERANGE)
+            die(cmd, "%s expects an integer, got '%s'", o->name, text);
+        range_check(cmd, o, (double)v, text);
+        if (o->kind == OPT_INT)
+            *(int *)o->dst = (int)v;
+        else
+            *(long *)o->dst = (long)v;
+        break;
+    }
+    case OPT_DOUBLE: {
+        double v = strtod(text, &end);
+        if (end == text || *end || errno == ERANGE || !isfinite(v))
+            die(cmd, "%s expects a number, got '%s'", o->name, text);
+        range_check(cmd, o, v, text);
+        *(double *)o->dst = v;
+        break;
+    }
+    case OPT_STRING:
+        if (!*text)
+            die(cmd, "%s expects a value, got an empty string", o->name);
+        *(const char **)o->dst = text;
+        break;
+    case OPT_STRINGS: {
+        opt_list *l = o->dst;
+        if (!*text)
+            die(cmd, "%s expects a value, got an empty string", o->name);
+        if (l->n == (int)(sizeof l->items / sizeof l->items[0]))
+            die(cmd, "%s given too many times (at most %d)", o->name, l->n);
+        l->items[l->n++] = text;
+        break;
+    }
+    case OPT_FLAG:
+        break;
+    }
+}
+
+void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(cmd, summary, opts, nopts);
+            exit(0);
+        }
+        /* --name=value is accepted as well as --name value */
+        char name[64];
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, a, len);
+        name[len] = 0;
+        opt *o = strncmp(a, "--", 2) == 0 ? args_find(opts, nopts, name) : NULL;
+        if (!o) {
+            if (a[0] == '-')
+                die(cmd, "unknown option '%s' (see attograd %s --help)", a, cmd);
+            die(cmd, "unexpected argument '%s' (options start with --; see attograd %s --help)", a, cmd);
+        }
+        if (o->given && o->kind != OPT_STRINGS)
+            die(cmd, "%s given twice", o->name);
+        o->given = 1;
+        if (o->kind == OPT_FLAG) {
+            if (eq)
+                die(cmd, "%s takes no value", o->name);
+            *(int *)o->dst = 1;
+            continue;
+        }
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                die(cmd, "%s needs a value (%s)", o->name, o->metavar ? o->metavar : "value");
+            value = argv[++i];
+        }
+        parse_value(cmd, o, value);
+    }
+}

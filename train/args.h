@@ -1,0 +1,40 @@
+/*
+ * args.h - the command line: a table of options per subcommand, parsed
+ * strictly (whole-token numbers, ranges checked), with --help generated from
+ * the same table.  Any problem is one line on stderr and exit status 2.
+ */
+#ifndef ATTOGRAD_ARGS_H
+#define ATTOGRAD_ARGS_H
+
+typedef enum { OPT_INT, OPT_LONG, OPT_DOUBLE, OPT_STRING, OPT_FLAG, OPT_STRINGS } opt_kind;
+
+typedef struct opt {
+    const char *name;       /* "--lr" */
+    opt_kind kind;
+    void *dst;              /* int*, long*, double*, const char**, int* (flag), or opt_list* */
+    const char *metavar;    /* "X" in "--lr X" */
+    const char *help;
+    double min, max;        /* inclusive range for numbers */
+    int min_open;           /* the range excludes min (e.g. lr > 0) */
+    int given;              /* set by the parser */
+} opt;
+
+/* A repeatable string option (e.g. --log a.csv --log b.csv). */
+typedef struct opt_list {
+    const char *items[16];
+    int n;
+} opt_list;
+
+/* Parse argv[first..argc) against opts.  Prints usage and exits 0 on --help;
+ * exits 2 with one line naming the problem on anything else wrong. */
+void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
+/* The option named `name` in opts (for `given`). */
+opt *args_find(opt *opts, int nopts, const char *name);
+/* "attograd <cmd>: <message>" on stderr, exit 2. */
+void die(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3), noreturn))
+#endif
+    ;
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * main.c - the attograd command: one binary, a subcommand per job.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    { "train", cmd_train, "train a model on a toy task or a text file (default: the copy task)" },
+
+
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: attograd <command> [options]\n\n"
+                 "A minimal reverse-mode autograd engine that trains multi-head causal\n"
+                 "self-attention on toy next-token tasks.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("attograd 0.1 (%s)\n", AG_PRECISION_NAME);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 2, argv + 2);
+    fprintf(stderr, "attograd: unknown command '%s' (see attograd --help)\n", argv[1]);
+    return 2;
+}

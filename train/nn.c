@@ -1,0 +1,120 @@
+/*
+ * nn.c - Linear, LayerNorm and MultiHeadAttention from the engine's ops.
+ * MultiHeadAttention follows the seeds step by step: project to queries,
+ * keys and values; split d into heads by view + transpose; scores Q K^T;
+ * causal mask with -inf; scale by 1/sqrt(head_dim); softmax; dropout on the
+ * weights; weighted sum of values; merge heads; output projection.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "nn.h"
+
+static ag_tensor *param(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    return ag_params_add(ps, name, ndim, shape);
+}
+
+nn_linear nn_linear_new(ag_params *ps, const char *prefix, int in, int out, int bias)
+{
+    nn_linear l;
+    l.weight = param(ps, prefix, "weight", 2, (int[]){out, in});
+    l.bias = bias ? param(ps, prefix, "bias", 1, (int[]){out}) : NULL;
+    return l;
+}
+
+ag_tensor *nn_linear_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x)
+{
+    return ag_linear(ctx, x, l->weight, l->bias);
+}
+
+nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d)
+{
+    nn_layer_norm n;
+    n.weight = param(ps, prefix, "weight", 1, (int[]){d});
+    n.bias = param(ps, prefix, "bias", 1, (int[]){d});
+    return n;
+}
+
+ag_tensor *nn_layer_norm_forward(ag_ctx *ctx, const nn_layer_norm *n, ag_tensor *x)
+{
+    return ag_layer_norm(ctx, x, n->weight, n->bias, (ag_real)1e-5);
+}
+
+nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, int qkv_bias,
+                  double dropout, int causal)
+{
+    if (n_head < 1 || d_model % n_head != 0)
+        ag_error("nn_mha_new: d_model %d is not divisible by %d heads", d_model, n_head);
+    nn_mha a;
+    char name[128];
+    snprintf(name, sizeof name, "%s.W_query", prefix);
+    a.W_query = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
+    snprintf(name, sizeof name, "%s.W_key", prefix);
+    a.W_key = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
+    snprintf(name, sizeof name, "%s.W_value", prefix);
+    a.W_value = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
+    snprintf(name, sizeof name, "%s.out_proj", prefix);
+    a.out_proj = nn_linear_new(ps, name, d_model, d_model, 1);
+    a.d_model = d_model;
+    a.n_head = n_head;
+    a.head_dim = d_model / n_head;
+    a.dropout = dropout;
+    a.causal = causal;
+    return a;
+}
+
+ag_tensor *nn_causal_mask(ag_ctx *ctx, int T, int S)
+{
+    ag_tensor *m = ag_new(ctx, 2, (int[]){T, S});
+    for (int i = 0; i < T; i++)
+        for (int j = i + 1; j < S; j++)
+            m->data[(size_t)i * S + j] = 1;
+    return m;
+}
+
+/* [B,T,d] -> [B,H,T,hd]: a view that splits d into heads, then a transpose. */
+static ag_tensor *split_heads(ag_ctx *ctx, ag_tensor *x, int H, int hd)
+{
+    ag_tensor *v = ag_reshape(ctx, x, 4, (int[]){x->shape[0], x->shape[1], H, hd});
+    return ag_transpose(ctx, v, 1, 2);
+}
+
+ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
+                          ag_tensor **weights_out)
+{
+    char sx[64];
+    if (x->ndim != 3 || x->shape[2] != a->d_model)
+        ag_error("nn_mha_forward: input %s is not [B,T,%d]", ag_shape_str(x, sx, sizeof sx), a->d_model);
+    if (!kv)
+        kv = x;
+    if (kv->ndim != 3 || kv->shape[0] != x->shape[0] || kv->shape[2] != a->d_model)
+        ag_error("nn_mha_forward: keys/values %s do not fit queries %s", ag_shape_str(kv, sx, sizeof sx),
+                 ag_shape_str(x, (char[64]){0}, 64));
+    int B = x->shape[0], T = x->shape[1], S = kv->shape[1], H = a->n_head, hd = a->head_dim;
+    if (a->causal && S != T)
+        ag_error("nn_mha_forward: a causal mask needs as many keys (%d) as queries (%d)", S, T);
+
+    ag_tensor *q = split_heads(ctx, nn_linear_forward(ctx, &a->W_query, x), H, hd);   /* [B,H,T,hd] */
+    ag_tensor *k = split_heads(ctx, nn_linear_forward(ctx, &a->W_key, kv), H, hd);    /* [B,H,S,hd] */
+    ag_tensor *v = split_heads(ctx, nn_linear_forward(ctx, &a->W_value, kv), H, hd);  /* [B,H,S,hd] */
+
+    /* scores[b,h,i,j] = q_i . k_j, one row of keys per query */
+    ag_tensor *scores = ag_matmul(ctx, q, ag_transpose(ctx, k, 2, 3));               /* [B,H,T,S] */
+    if (a->causal)
+        scores = ag_masked_fill(ctx, scores, nn_causal_mask(ctx, T, S), -INFINITY);
+    /* Dividing by sqrt(hd) keeps the scores' variance near 1 whatever the
+     * head size, so softmax does not saturate into a one-hot. */
+    scores = ag_scale(ctx, scores, (ag_real)(1.0 / sqrt((double)hd)));
+    ag_tensor *w = ag_softmax(ctx, scores, -1);
+    if (weights_out)
+        *weights_out = w;
+    w = ag_dropout(ctx, w, (ag_real)a->dropout, training);
+
+    ag_tensor *y = ag_matmul(ctx, w, v);                                               /* [B,H,T,hd] */
+    y = ag_transpose(ctx, y, 1, 2);                                                    /* [B,T,H,hd] */
+    y = ag_reshape(ctx, y, 3, (int[]){B, T, a->d_model});                              /* heads merged */
+    return nn_linear_forward(ctx, &a->out_proj, y);
+}

@@ -1,0 +1,246 @@
+/*
+ * run.c - data, evaluation and generation shared by the subcommands.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run.h"
+
+int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    if (task_open(&d->task, name, err, errlen) != 0)
+        return -1;
+    d->is_task = 1;
+    d->n_heldout = task_heldout(&d->task, seed, &d->heldout);
+    if (d->n_heldout < 0) {
+        snprintf(err, errlen, "out of memory building the held-out set of task %s", name);
+        return -1;
+    }
+    return 0;
+}
+
+int dataset_open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    return text_load_vocab(&d->text, path, vocab, vocab_size, err, errlen);
+}
+
+void dataset_free(dataset *d)
+{
+    if (!d->is_task)
+        text_free(&d->text);
+    free(d->heldout);
+    memset(d, 0, sizeof *d);
+}
+
+int dataset_vocab_size(const dataset *d) { return d->is_task ? d->task.vocab : d->text.vocab_size; }
+int dataset_seq_len(const dataset *d, int T) { return d->is_task ? d->task.len : T; }
+
+void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step, int B, int T,
+                   int32_t *x, int32_t *y)
+{
+    if (d->is_task)
+        task_train_batch(&d->task, rng, B, x, y);
+    else
+        text_batch(&d->text, random_order, rng, step, B, T, x, y);
+}
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *human(double v, char *buf, size_t len)
+{
+    if (v >= 1e9)
+        snprintf(buf, len, "%.2f G", v / 1e9);
+    else if (v >= 1e6)
+        snprintf(buf, len, "%.2f M", v / 1e6);
+    else if (v >= 1e4)
+        snprintf(buf, len, "%.1f k", v / 1e3);
+    else
+        snprintf(buf, len, "%.0f", v);
+    return buf;
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+#define EVAL_ROWS 64
+
+static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d)
+{
+    const task *t = &d->task;
+    int L = t->len, n = d->n_heldout;
+    int32_t *x = malloc((size_t)EVAL_ROWS * L * sizeof *x), *y = malloc((size_t)EVAL_ROWS * L * sizeof *y);
+    int32_t *work = malloc((size_t)n * (L + 1) * sizeof *work);
+    if (!x || !y || !work)
+        ag_error("out of memory evaluating %d held-out problems", n);
+    double loss_sum = 0;
+    long scored = 0;
+    for (int first = 0; first < n; first += EVAL_ROWS) {
+        int rows = n - first < EVAL_ROWS ? n - first : EVAL_ROWS;
+        long k = 0;
+        for (int r = 0; r < rows; r++) {
+            task_split(t, d->heldout + (size_t)(first + r) * (L + 1), x + (size_t)r * L, y + (size_t)r * L);
+            for (int i = 0; i < L; i++)
+                k += y[(size_t)r * L + i] >= 0;
+        }
+        ag_reset(ctx);
+        ag_tensor *logits = model_forward(ctx, m, x, rows, L, 0, NULL);
+        loss_sum += ag_cross_entropy(ctx, logits, y)->data[0] * (double)k;
+        scored += k;
+    }
+    memcpy(work, d->heldout, (size_t)n * (L + 1) * sizeof *work);
+    complete_greedy(ctx, m, work, n, L + 1, t->prompt, L + 1);
+    eval_result r = { scored ? loss_sum / (double)scored : 0, 0, n };
+    for (int i = 0; i < n; i++)
+        r.correct += memcmp(work + (size_t)i * (L + 1), d->heldout + (size_t)i * (L + 1),
+                            (size_t)(L + 1) * sizeof *work) == 0;
+    free(x);
+    free(y);
+    free(work);
+    return r;
+}
+
+static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows)
+{
+    const text_data *td = &d->text;
+    int T = m->cfg.context;
+    int splits[2], ns = 0;
+    if (split < 0) {
+        splits[ns++] = TEXT_TRAIN;
+        splits[ns++] = TEXT_VAL;
+    } else {
+        splits[ns++] = split;
+    }
+    int32_t *x = malloc((size_t)EVAL_ROWS * T * sizeof *x), *y = malloc((size_t)EVAL_ROWS * T * sizeof *y);
+    if (!x || !y)
+        ag_error("out of memory evaluating");
+    double loss_sum = 0;
+    long tokens = 0;
+    for (int s = 0; s < ns; s++) {
+        size_t n_split = splits[s] == TEXT_TRAIN ? td->n_train : td->n - td->n_train;
+        size_t windows = text_eval_windows(n_split, T);
+        if (max_windows > 0 && windows > (size_t)max_windows)
+            windows = (size_t)max_windows;
+        for (size_t first = 0; first < windows; first += EVAL_ROWS) {
+            int rows = text_eval_batch(td, splits[s], first, EVAL_ROWS, T, x, y);
+            if ((size_t)rows > windows - first)
+                rows = (int)(windows - first);
+            if (rows <= 0)
+                break;
+            ag_reset(ctx);
+            ag_tensor *logits = model_forward(ctx, m, x, rows, T, 0, NULL);
+            loss_sum += ag_cross_entropy(ctx, logits, y)->data[0] * (double)rows * T;
+            tokens += (long)rows * T;
+        }
+    }
+    free(x);
+    free(y);
+    eval_result r = { tokens ? loss_sum / (double)tokens : NAN, 0, 0 };
+    return r;
+}
+
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows)
+{
+    int old = ag_set_grad_enabled(ctx, 0);
+    eval_result r = d->is_task ? evaluate_task(ctx, m, d) : evaluate_text(ctx, m, d, split, max_windows);
+    ag_set_grad_enabled(ctx, old);
+    return r;
+}
+
+/* ---- generation --------------------------------------------------------- */
+
+static int argmax(const ag_real *v, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len)
+{
+    int V = m->cfg.vocab_size, old = ag_set_grad_enabled(ctx, 0);
+    int32_t *x = malloc((size_t)EVAL_ROWS * len * sizeof *x);
+    if (!x)
+        ag_error("out of memory for greedy completion");
+    for (int first = 0; first < n; first += EVAL_ROWS) {
+        int rows = n - first < EVAL_ROWS ? n - first : EVAL_ROWS;
+        /* Each new token needs a forward pass over everything before it. */
+        for (int t = prompt; t < len; t++) {
+            for (int r = 0; r < rows; r++)
+                memcpy(x + (size_t)r * t, seqs + (size_t)(first + r) * stride, (size_t)t * sizeof *x);
+            ag_reset(ctx);
+            ag_tensor *logits = model_forward(ctx, m, x, rows, t, 0, NULL);
+            for (int r = 0; r < rows; r++)
+                seqs[(size_t)(first + r) * stride + t] =
+                    argmax(logits->data + ((size_t)r * t + (size_t)(t - 1)) * V, V);
+        }
+    }
+    free(x);
+    ag_set_grad_enabled(ctx, old);
+}
+
+int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
+                  ag_pcg32 *rng)
+{
+    int V = m->cfg.vocab_size, T = m->cfg.context, old = ag_set_grad_enabled(ctx, 0);
+    double *p = malloc((size_t)V * sizeof *p);
+    if (!p)
+        ag_error("out of memory sampling");
+    for (int i = 0; i < n_new; i++) {
+        int len = n < T ? n : T;
+        ag_reset(ctx);
+        ag_tensor *logits = model_forward(ctx, m, tokens + (n - len), 1, len, 0, NULL);
+        const ag_real *last = logits->data + (size_t)(len - 1) * V;
+        int next;
+        if (temperature <= 0) {
+            next = argmax(last, V);
+        } else {
+            /* keep the top_k logits (ties at the cut kept), softmax at temperature, draw */
+            double cut = -INFINITY;
+            if (top_k > 0 && top_k < V) {
+                for (int k = 0; k < V; k++)
+                    p[k] = last[k];
+                for (int k = 0; k < top_k; k++) {
+                    int b = 0;
+                    for (int j = 1; j < V; j++)
+                        if (p[j] > p[b])
+                            b = j;
+                    cut = p[b];
+                    p[b] = -INFINITY;
+                }
+            }
+            double max = -INFINITY, sum = 0;
+            for (int k = 0; k < V; k++)
+                if (last[k] >= cut && last[k] > max)
+                    max = last[k];
+            for (int k = 0; k < V; k++) {
+                p[k] = last[k] >= cut ? exp((last[k] - max) / temperature) : 0;
+                sum += p[k];
+            }
+            double u = ag_pcg32_uniform(rng) * sum;
+            next = V - 1;
+            for (int k = 0; k < V; k++) {
+                if (u < p[k]) {
+                    next = k;
+                    break;
+                }
+                u -= p[k];
+            }
+            while (p[next] == 0 && next > 0)
+                next--;
+        }
+        tokens[n++] = next;
+    }
+    free(p);
+    ag_set_grad_enabled(ctx, old);
+    return n;
+}

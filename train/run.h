@@ -1,0 +1,53 @@
+/*
+ * run.h - what the subcommands share: the data a model trains on (a toy
+ * task or a text file), evaluation (loss, and exact-match accuracy of greedy
+ * completions on a task's held-out problems), sampling, and timing.
+ */
+#ifndef ATTOGRAD_RUN_H
+#define ATTOGRAD_RUN_H
+
+#include "attograd.h"
+#include "model.h"
+#include "tasks.h"
+
+typedef struct dataset {
+    int is_task;
+    task task;
+    text_data text;
+    int32_t *heldout;       /* task: n_heldout examples of len + 1 tokens */
+    int n_heldout;
+} dataset;
+
+/* Open a task by name, or a text file (vocab == NULL: derived from the file). */
+int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen);
+int dataset_open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen);
+void dataset_free(dataset *d);
+int dataset_vocab_size(const dataset *d);
+/* Tokens per training row for a model of context T: the task's L, or T. */
+int dataset_seq_len(const dataset *d, int T);
+/* One training batch: x, y are B * seq_len. */
+void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step, int B, int T,
+                   int32_t *x, int32_t *y);
+
+typedef struct eval_result {
+    double loss;            /* mean next-token cross-entropy over scored tokens */
+    long correct, total;    /* task: exact-match greedy completions */
+} eval_result;
+
+/* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
+ * non-overlapping window, or at most max_windows of them when > 0.
+ * Task: the held-out problems. */
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows);
+/* Greedy completion in place: seqs are n rows of stride tokens, each with its
+ * first `prompt` tokens set; positions prompt..len are filled. */
+void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len);
+/* Sample up to n_new tokens after tokens[0..n) (buffer of n + n_new):
+ * temperature 0 = greedy; top_k 0 = no cut.  Uses the last `context` tokens. */
+int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
+                  ag_pcg32 *rng);
+
+double now_seconds(void);
+/* "1.23 M", "456 k": for parameter counts and rates. */
+const char *human(double v, char *buf, size_t len);
+
+#endif
