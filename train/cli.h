@@ -8,5 +8,11 @@
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+/* cmd_viz.c: pictures and the seeds' walkthrough */
+int cmd_attn(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_graph(int argc, char **argv);
+int cmd_walkthrough(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "checkpoint.h"
 #include "run.h"
 
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3 };
@@ -150,7 +151,65 @@ int cmd_train(int argc, char **argv)
         die(CMD, "--task and --text both given: choose one data source");
     if (o.init && o.resume)
         die(CMD, "--init and --resume both given: --init starts a new run from weights, --resume continues one");
-    int arch = model_arch_parse(o.arch);
+    if (o.save_every > 0 && !o.save)
+        die(CMD, "--save-every needs --save FILE");
+    static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--context",
+                                               "--dropout", "--qkv-bias" };
+    static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
+                                             "--beta1", "--beta2", "--eps", "--clip", "--schedule", "--warmup",
+                                             "--min-lr", "--batch", "--seed", "--order" };
+    const char *from = o.resume ? o.resume : o.init;
+    for (size_t i = 0; from && i < sizeof model_flags / sizeof model_flags[0]; i++)
+        if (args_find(opts, nopts, model_flags[i])->given)
+            die(CMD, "%s cannot be used with %s: the model's config comes from the checkpoint", model_flags[i],
+                o.resume ? "--resume" : "--init");
+    for (size_t i = 0; o.resume && i < sizeof run_flags / sizeof run_flags[0]; i++)
+        if (args_find(opts, nopts, run_flags[i])->given)
+            die(CMD, "%s cannot be changed with --resume, which continues the saved run exactly "
+                     "(use --init FILE to start a new run from its weights)", run_flags[i]);
+
+    char err[512];
+    ckpt ck;
+    model m;
+    memset(&ck, 0, sizeof ck);
+    if (from && ckpt_open(&ck, from, &m, err, sizeof err))
+        die(CMD, "%s", err);
+    if (o.resume) {
+        if (!ck.has_state)
+            die(CMD, "%s holds weights only, no optimizer state to resume (use --init %s)", o.resume, o.resume);
+        /* the saved run's options, as they were */
+        o.optimizer = ck.optim_kind == AG_ADAMW ? "adamw" : "sgd";
+        const char *keys[] = { "lr", "momentum", "weight_decay", "beta1", "beta2", "eps", "clip", "min_lr" };
+        double *vals[] = { &o.lr, &o.momentum, &o.weight_decay, &o.beta1, &o.beta2, &o.eps, &o.clip, &o.min_lr };
+        for (int i = 0; i < 8; i++) {
+            const char *s = ckpt_meta(&ck, keys[i]);
+            if (!s)
+                die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", o.resume, keys[i]);
+            *vals[i] = strtod(s, NULL);
+        }
+        const char *s;
+        if ((s = ckpt_meta(&ck, "schedule"))) o.schedule = s;
+        if ((s = ckpt_meta(&ck, "order"))) o.order = s;
+        if ((s = ckpt_meta(&ck, "warmup"))) o.warmup = strtol(s, NULL, 10);
+        if ((s = ckpt_meta(&ck, "batch"))) o.batch = (int)strtol(s, NULL, 10);
+        if ((s = ckpt_meta(&ck, "seed"))) o.seed = strtol(s, NULL, 10);
+        if (!args_find(opts, nopts, "--steps")->given && (s = ckpt_meta(&ck, "steps")))
+            o.steps = strtol(s, NULL, 10);
+        if (o.batch < 1)
+            die(CMD, "%s: metadata batch is not a positive integer", o.resume);
+    }
+    if (from) {
+        int is_text = strcmp(ck.data, "text") == 0;
+        if (o.task && (is_text || strcmp(o.task, ck.data) != 0))
+            die(CMD, "--task %s does not match the checkpoint, which was trained on %s", o.task, ck.data);
+        if (o.text && !is_text)
+            die(CMD, "--text given but the checkpoint was trained on task %s", ck.data);
+        if (is_text && !o.text && !(o.text = ckpt_meta(&ck, "text_path")))
+            die(CMD, "the checkpoint was trained on a text file: give it with --text FILE");
+        if (!is_text)
+            o.task = ck.data;
+    }
+    int arch = from ? ck.cfg.arch : model_arch_parse(o.arch);
     if (arch < 0)
         die(CMD, "--arch '%s' is not an architecture (use gpt or attn-only)", o.arch);
     int adamw = strcmp(o.optimizer, "adamw") == 0;
@@ -162,70 +221,100 @@ int cmd_train(int argc, char **argv)
     int random_order = strcmp(o.order, "random") == 0;
     if (!random_order && strcmp(o.order, "sequential") != 0)
         die(CMD, "--order '%s' is not an order (use random or sequential)", o.order);
-    if (o.d_model % o.heads != 0)
+    if (!from && o.d_model % o.heads != 0)
         die(CMD, "--heads %d does not divide --d-model %d (each head gets d_model/heads dims)", o.heads, o.d_model);
-    if (o.save_every > 0 && !o.save)
-        die(CMD, "--save-every needs --save FILE");
-    if (o.init || o.resume)
-        die(CMD, "%s: checkpoints are not supported by this build yet", o.init ? "--init" : "--resume");
     if (o.lr < 0)
         o.lr = adamw ? 3e-3 : 0.1;
     if (!o.task && !o.text)
         o.task = "copy";
+    long start = o.resume ? ck.step : 0;
+    if (o.resume && o.steps < start)
+        die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o.steps, start);
     ag_set_threads(o.threads);
 
     /* ---- data and model ---- */
-    char err[512];
     dataset data;
     if (o.task ? dataset_open_task(&data, o.task, (uint64_t)o.seed, err, sizeof err)
-               : dataset_open_text(&data, o.text, NULL, 0, err, sizeof err))
+               : dataset_open_text(&data, o.text, from ? ck.vocab : NULL, from ? ck.vocab_size : 0, err, sizeof err))
         die(CMD, "%s", err);
-    model_config cfg = { arch, dataset_vocab_size(&data), o.layers, o.heads, o.d_model, o.context,
-                         o.qkv_bias, o.dropout };
+    uint8_t vocab[256];
+    int vocab_size = dataset_vocab_size(&data);
+    for (int i = 0; i < vocab_size; i++)
+        vocab[i] = data.is_task ? (uint8_t)data.task.chars[i] : data.text.vocab[i];
+    if (from && (vocab_size != ck.vocab_size || memcmp(vocab, ck.vocab, (size_t)vocab_size) != 0))
+        die(CMD, "%s: its vocabulary does not match task %s", from, o.task);
+    model_config cfg = { arch, vocab_size, o.layers, o.heads, o.d_model, o.context, o.qkv_bias, o.dropout };
+    if (from)
+        cfg = ck.cfg;
     if (!cfg.context)
         cfg.context = data.is_task ? data.task.len : 64;
     if (data.is_task ? task_check_context(&data.task, cfg.context, err, sizeof err)
-                     : text_check_context(&data.text, cfg.context, 1, err, sizeof err)) {
-        dataset_free(&data);
+                     : text_check_context(&data.text, cfg.context, 1, err, sizeof err))
         die(CMD, "%s", err);
-    }
     double need = model_param_bytes(&cfg) * (adamw ? 2 : 1.5);
-    if (need > 16e9) {
-        dataset_free(&data);
+    if (need > 16e9)
         die(CMD, "this model needs about %.1f GB for parameters, gradients and optimizer state; "
                  "reduce --d-model or --layers", need / 1e9);
-    }
     int S = dataset_seq_len(&data, cfg.context), B = o.batch;
 
-    model m;
-    model_build(&m, &cfg);
     ag_pcg32 init_rng, data_rng;
     ag_pcg32_seed(&init_rng, (uint64_t)o.seed, STREAM_INIT);
     ag_pcg32_seed(&data_rng, (uint64_t)o.seed, STREAM_DATA);
-    model_init(&m, &init_rng);
+    if (!from) {
+        model_build(&m, &cfg);
+        model_init(&m, &init_rng);
+    }
     ag_ctx *ctx = ag_ctx_new();
     ag_pcg32_seed(ag_dropout_rng(ctx), (uint64_t)o.seed, STREAM_DROPOUT);
     ag_optim *optim = adamw ? ag_optim_adamw(m.params, o.beta1, o.beta2, o.eps, o.weight_decay)
-                          : ag_optim_sgd(m.params, o.momentum, o.weight_decay);
+                            : ag_optim_sgd(m.params, o.momentum, o.weight_decay);
+    if (o.resume)
+        ckpt_load_state(&ck, optim, &data_rng, ag_dropout_rng(ctx));
+
+    /* what a later --resume needs to continue exactly */
+    char ov[14][40];
+    snprintf(ov[0], 40, "%.17g", o.lr);
+    snprintf(ov[1], 40, "%.17g", o.momentum);
+    snprintf(ov[2], 40, "%.17g", o.weight_decay);
+    snprintf(ov[3], 40, "%.17g", o.beta1);
+    snprintf(ov[4], 40, "%.17g", o.beta2);
+    snprintf(ov[5], 40, "%.17g", o.eps);
+    snprintf(ov[6], 40, "%.17g", o.clip);
+    snprintf(ov[7], 40, "%.17g", o.min_lr);
+    snprintf(ov[8], 40, "%ld", o.warmup);
+    snprintf(ov[9], 40, "%d", o.batch);
+    snprintf(ov[10], 40, "%ld", o.seed);
+    snprintf(ov[11], 40, "%ld", o.steps);
+    const char *options[] = { "lr", ov[0], "momentum", ov[1], "weight_decay", ov[2], "beta1", ov[3],
+                              "beta2", ov[4], "eps", ov[5], "clip", ov[6], "min_lr", ov[7], "warmup", ov[8],
+                              "batch", ov[9], "seed", ov[10], "steps", ov[11], "schedule", o.schedule,
+                              "order", o.order, "text_path", o.text ? o.text : "" };
+    int n_options = (int)(sizeof options / sizeof options[0]) / 2 - (o.text ? 0 : 1);
+    ckpt_state state = { optim, &data_rng, ag_dropout_rng(ctx), options, n_options };
+    const char *data_name = data.is_task ? data.task.name : "text";
 
     FILE *log = NULL;
     if (o.log_path) {
-        log = fopen(o.log_path, "w");
+        log = fopen(o.log_path, o.resume ? "a" : "w");
         if (!log)
             die(CMD, "cannot write log %s: %s", o.log_path, strerror(errno));
-        fprintf(log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
+        if (!o.resume || ftell(log) == 0)
+            fprintf(log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
     }
-    if (!o.quiet)
+    if (!o.quiet) {
         print_config(&o, &cfg, &data, &m);
+        if (from)
+            printf("  %s %s at step %ld\n", o.resume ? "resuming" : "initialized from", from, ck.step);
+    }
 
     int32_t *x = malloc((size_t)B * S * sizeof *x), *y = malloc((size_t)B * S * sizeof *y);
     if (!x || !y)
         die(CMD, "out of memory for a batch of %d x %d tokens", B, S);
     int tty = isatty(fileno(stdout)) && !o.quiet;
     double t_start = now_seconds(), t_mark = t_start, loss = NAN;
-    long mark_step = 0;
+    long mark_step = start, step = start;
     int status = 0;
-    for (long step = 0; step < o.steps; step++) {
+    for (; step < o.steps; step++) {
         double lr = ag_lr_schedule(cosine, step, o.warmup, o.steps, o.lr, o.min_lr);
         dataset_batch(&data, random_order, &data_rng, step, B, S, x, y);
         ag_reset(ctx);
@@ -247,6 +336,12 @@ int cmd_train(int argc, char **argv)
         long done = step + 1;
         int log_now = done % o.log_every == 0 || done == o.steps;
         int eval_now = (o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps;
+        if (o.save && o.save_every > 0 && done % o.save_every == 0 && done != o.steps &&
+            ckpt_save(o.save, &m, data_name, vocab, vocab_size, done, &state, err, sizeof err)) {
+            fprintf(stderr, "attograd train: %s\n", err);
+            status = 1;
+            break;
+        }
         if (log_now || eval_now) {
             double t = now_seconds(), ms = 1e3 * (t - t_mark) / (double)(done - mark_step);
             double tps = (double)B * S / (ms / 1e3);
@@ -279,14 +374,22 @@ int cmd_train(int argc, char **argv)
             t_mark = now_seconds();     /* evaluation time is not training time */
             mark_step = done;
         } else if (tty && done % 5 == 0) {
-            progress_bar(done, o.steps, loss, now_seconds() - t_start, done);
+            progress_bar(done, o.steps, loss, now_seconds() - t_start, done - start);
         }
     }
     double elapsed = now_seconds() - t_start;
 
+    if (status == 0 && o.save) {
+        if (ckpt_save(o.save, &m, data_name, vocab, vocab_size, step, &state, err, sizeof err)) {
+            fprintf(stderr, "attograd train: %s\n", err);
+            status = 1;
+        } else if (!o.quiet) {
+            printf("saved %s (step %ld)\n", o.save, step);
+        }
+    }
     if (status == 0) {
         eval_result ev = evaluate(ctx, &m, &data, TEXT_VAL, 0);
-        printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", o.steps, elapsed, loss,
+        printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - start, elapsed, loss,
                data.is_task ? "held-out" : "validation", ev.loss);
         if (data.is_task)
             printf(", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
@@ -303,5 +406,7 @@ int cmd_train(int argc, char **argv)
     ag_ctx_free(ctx);
     model_free(&m);
     dataset_free(&data);
+    if (from)
+        ckpt_close(&ck);
     return status;
 }

@@ -13,6 +13,9 @@ static const struct {
     const char *help;
 } commands[] = {
     { "train", cmd_train, "train a model on a toy task or a text file (default: the copy task)" },
+    { "eval", cmd_eval, "mean next-token loss (and task accuracy) of a saved model" },
+    { "sample", cmd_sample, "generate text (or a task's answer) from a saved model" },
+    { "info", cmd_info, "a checkpoint's config, parameter count and tensors" },
 
 
 };

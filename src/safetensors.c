@@ -1,0 +1,989 @@
+/*
+ * safetensors.c - reading and writing safetensors checkpoints.  The reader
+ * trusts nothing in the file: every length and offset is checked before it
+ * is used, and every problem becomes a one-line message, never a crash.
+ */
+#include "safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NDTYPES 6
+static const char *const dtype_names[NDTYPES] = {"F32", "F64", "I32", "I64", "U64", "U8"};
+static const size_t dtype_sizes[NDTYPES] = {4, 8, 4, 8, 8, 1};
+#define METADATA_KEY "__metadata__"
+#define ALIGN 64   /* each tensor's copy starts on a cache line */
+
+size_t ag_st_dtype_size(int dtype)
+{
+    return dtype >= 0 && dtype < NDTYPES ? dtype_sizes[dtype] : 0;
+}
+
+const char *ag_st_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype < NDTYPES ? dtype_names[dtype] : "?";
+}
+
+/* ---- shared helpers ------------------------------------------------------ */
+
+/* Messages are one line even when a path or name carries a newline. */
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* A name as shown in a message: quoted, control bytes as '?', cut at about
+ * 60 bytes (on a UTF-8 character boundary) so one hostile name cannot fill
+ * the whole error buffer. */
+typedef struct { char s[80]; } shown_name;
+
+static shown_name show(const char *name)
+{
+    shown_name out;
+    size_t len = strlen(name), keep = len > 60 ? 60 : len;
+    while (keep < len && keep > 0 && ((unsigned char)name[keep] & 0xC0) == 0x80) keep--;
+    size_t j = 0;
+    out.s[j++] = '"';
+    for (size_t i = 0; i < keep; i++) {
+        unsigned char c = (unsigned char)name[i];
+        out.s[j++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
+    }
+    out.s[j++] = '"';
+    if (keep < len) { memcpy(out.s + j, "...", 3); j += 3; }
+    out.s[j] = '\0';
+    return out;
+}
+
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
+ * Returns the offset of the first bad byte, or len if all is well. */
+static size_t utf8_bad_at(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        size_t need;
+        unsigned char lo = 0x80, hi = 0xBF;   /* allowed range of the 2nd byte */
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) { need = 2; lo = 0xA0; }
+        else if (c >= 0xE1 && c <= 0xEC) need = 2;
+        else if (c == 0xED) { need = 2; hi = 0x9F; }
+        else if (c >= 0xEE && c <= 0xEF) need = 2;
+        else if (c == 0xF0) { need = 3; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) { need = 3; hi = 0x8F; }
+        else return i;
+        if (len - i <= need) return i;
+        if (s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return i;
+        i += need + 1;
+    }
+    return len;
+}
+
+/* NaN and Inf are the values whose exponent bits are all ones; looking at
+ * the little-endian bytes directly needs no alignment and no type punning.
+ * F32: exponent = bits 30..23, i.e. byte 3 & 0x7F and byte 2 & 0x80.
+ * F64: exponent = bits 62..52, i.e. byte 7 & 0x7F and byte 6 & 0xF0. */
+static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
+{
+    if (dtype == AG_ST_F32) {
+        for (size_t i = 0; i + 4 <= nbytes; i += 4)
+            if ((p[i + 3] & 0x7F) == 0x7F && (p[i + 2] & 0x80) == 0x80) return 1;
+    } else if (dtype == AG_ST_F64) {
+        for (size_t i = 0; i + 8 <= nbytes; i += 8)
+            if ((p[i + 7] & 0x7F) == 0x7F && (p[i + 6] & 0xF0) == 0xF0) return 1;
+    }
+    return 0;
+}
+
+/* product(shape) * elsize, or -1 on overflow of 64 bits or of size_t. */
+static int shape_bytes(const int64_t *shape, int ndim, size_t elsize, uint64_t *out)
+{
+    uint64_t n = 1;
+    int zero = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 0) zero = 1;
+        else if (!zero && n > UINT64_MAX / (uint64_t)shape[d]) return -1;
+        else if (!zero) n *= (uint64_t)shape[d];
+    }
+    if (zero) n = 0;
+    if (n > UINT64_MAX / elsize || n * elsize > SIZE_MAX) return -1;
+    *out = n * elsize;
+    return 0;
+}
+
+/* ---- reader: the JSON header ---------------------------------------------- */
+
+typedef struct entry {
+    ag_st_tensor t;
+    uint64_t begin, end;
+    int order;            /* position in the header, to break ties */
+} entry;
+
+typedef struct parser {
+    const unsigned char *h;   /* the JSON header */
+    size_t n, pos;
+    const char *label;
+    char *err;
+    size_t errlen;
+    char *pool;               /* decoded strings; n + 1 bytes always suffice */
+    size_t used;
+    entry *ents;
+    int nents, capents;
+    const char **meta;        /* key, value, key, value ... */
+    int nmeta, capmeta;
+    int have_meta;
+} parser;
+
+static int fail(parser *p, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    set_err(p->err, p->errlen, "%s: %s", p->label, msg);
+    return -1;
+}
+
+static int syntax(parser *p, const char *what)
+{
+    if (p->pos >= p->n)
+        return fail(p, "bad JSON in header: unexpected end of header (%s)", what);
+    return fail(p, "bad JSON in header at byte %zu: %s", p->pos, what);
+}
+
+static int peek(const parser *p) { return p->pos < p->n ? p->h[p->pos] : -1; }
+
+static void skip_ws(parser *p)
+{
+    while (p->pos < p->n) {
+        unsigned char c = p->h[p->pos];
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
+        p->pos++;
+    }
+}
+
+static int expect(parser *p, int c, const char *what)
+{
+    skip_ws(p);
+    if (peek(p) != c) return syntax(p, what);
+    p->pos++;
+    skip_ws(p);
+    return 0;
+}
+
+static int hex4(parser *p, unsigned *out)
+{
+    if (p->n - p->pos < 4) { p->pos = p->n; return syntax(p, "truncated \\u escape"); }
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        unsigned char c = p->h[p->pos];
+        unsigned d;
+        if (c >= '0' && c <= '9') d = c - '0';
+        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+        else return syntax(p, "bad hex digit in \\u escape");
+        v = v * 16 + d;
+        p->pos++;
+    }
+    *out = v;
+    return 0;
+}
+
+/* \uXXXX, with UTF-16 surrogate pairs joined: cp = 0x10000 +
+ * ((hi - 0xD800) << 10) + (lo - 0xDC00).  Written out as UTF-8. */
+static int unicode_escape(parser *p, char **w)
+{
+    unsigned cp, lo;
+    if (hex4(p, &cp)) return -1;
+    if (cp >= 0xDC00 && cp <= 0xDFFF) return syntax(p, "unpaired low surrogate in \\u escape");
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (p->n - p->pos < 2 || p->h[p->pos] != '\\' || p->h[p->pos + 1] != 'u')
+            return syntax(p, "unpaired high surrogate in \\u escape");
+        p->pos += 2;
+        if (hex4(p, &lo)) return -1;
+        if (lo < 0xDC00 || lo > 0xDFFF) return syntax(p, "unpaired high surrogate in \\u escape");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    if (cp == 0) return syntax(p, "\\u0000 is not allowed in a name or value");
+    unsigned char *o = (unsigned char *)*w;
+    if (cp < 0x80) { *o++ = (unsigned char)cp; }
+    else if (cp < 0x800) {
+        *o++ = (unsigned char)(0xC0 | cp >> 6);
+        *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+    }
+    else if (cp < 0x10000) {
+        *o++ = (unsigned char)(0xE0 | cp >> 12);
+        *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+    } else {
+        *o++ = (unsigned char)(0xF0 | cp >> 18);
+        *o++ = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
+        *o++ = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        *o++ = (unsigned char)(0x80 | (cp & 0x3F));
+    }
+    *w = (char *)o;
+    return 0;
+}
+
+/* A JSON string at pos, decoded into the pool.  Every escape decodes to no
+ * more bytes than it occupies and the two quotes pay for the NUL, so the
+ * pool (header size + 1) can never overflow. */
+static int parse_string(parser *p, const char **out)
+{
+    if (peek(p) != '"') return syntax(p, "expected a string");
+    p->pos++;
+    char *start = p->pool + p->used, *w = start;
+    for (;;) {
+        if (p->pos >= p->n) return syntax(p, "unterminated string");
+        unsigned char c = p->h[p->pos++];
+        if (c == '"') break;
+        if (c < 0x20) { p->pos--; return syntax(p, "raw control character in string"); }
+        if (c != '\\') { *w++ = (char)c; continue; }
+        if (p->pos >= p->n) return syntax(p, "unterminated string");
+        c = p->h[p->pos++];
+        switch (c) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '/': *w++ = '/'; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case 'u': if (unicode_escape(p, &w)) return -1; break;
+        default: p->pos--; return syntax(p, "bad escape in string");
+        }
+    }
+    *w++ = '\0';
+    p->used = (size_t)(w - p->pool);
+    *out = start;
+    return 0;
+}
+
+/* A non-negative JSON integer.  Anything else that JSON allows as a number
+ * (a sign, a fraction, an exponent) is a semantic error, named as such. */
+static int parse_count(parser *p, uint64_t max, uint64_t *out, const char *what, const char *tname)
+{
+    if (peek(p) == '-') {
+        if (p->pos + 1 < p->n && p->h[p->pos + 1] >= '0' && p->h[p->pos + 1] <= '9')
+            return fail(p, "tensor %s: negative %s", show(tname).s, what);
+        p->pos++;
+        return syntax(p, "expected a digit after '-'");
+    }
+    int c = peek(p);
+    if (c == '"' || c == '[' || c == '{' || c == 't' || c == 'f' || c == 'n')
+        return fail(p, "tensor %s: %s must be non-negative integers", show(tname).s, what);
+    if (c < '0' || c > '9') return syntax(p, "expected a number");
+    uint64_t v = 0;
+    size_t first = p->pos;
+    while ((c = peek(p)) >= '0' && c <= '9') {
+        unsigned d = (unsigned)(c - '0');
+        if (v > (max - d) / 10) return fail(p, "tensor %s: %s too large", show(tname).s, what);
+        v = v * 10 + d;
+        p->pos++;
+    }
+    if (p->h[first] == '0' && p->pos - first > 1) {
+        p->pos = first;
+        return syntax(p, "number with a leading zero");
+    }
+    if (c == '.' || c == 'e' || c == 'E')
+        return fail(p, "tensor %s: %s must be integers, not fractions", show(tname).s, what);
+    *out = v;
+    return 0;
+}
+
+/* [n, n, ...] into vals, at most maxn entries (more is an error). */
+static int parse_count_array(parser *p, uint64_t *vals, int maxn, int *count, uint64_t max,
+                             const char *what, const char *tname)
+{
+    if (peek(p) != '[') return fail(p, "tensor %s: %s must be an array", show(tname).s, what);
+    p->pos++;
+    skip_ws(p);
+    *count = 0;
+    if (peek(p) == ']') { p->pos++; return 0; }
+    for (;;) {
+        if (*count == maxn) {
+            if (maxn == AG_ST_MAX_DIMS) return fail(p, "tensor %s: more than %d dims", show(tname).s, maxn);
+            return fail(p, "tensor %s: %s must have exactly %d entries", show(tname).s, what, maxn);
+        }
+        if (parse_count(p, max, &vals[*count], what, tname)) return -1;
+        (*count)++;
+        skip_ws(p);
+        int c = peek(p);
+        if (c == ']') { p->pos++; return 0; }
+        if (c != ',') return syntax(p, "expected ',' or ']' in array");
+        p->pos++;
+        skip_ws(p);
+    }
+}
+
+static int dtype_from_name(const char *s)
+{
+    for (int i = 0; i < NDTYPES; i++)
+        if (strcmp(s, dtype_names[i]) == 0) return i;
+    return -1;
+}
+
+/* {"dtype": "...", "shape": [...], "data_offsets": [b, e]}, nothing else. */
+static int parse_tensor(parser *p, entry *e)
+{
+    const char *name = e->t.name;
+    int seen_dtype = 0, seen_shape = 0, seen_offs = 0;
+    if (peek(p) != '{') return fail(p, "tensor %s: entry must be a JSON object", show(name).s);
+    p->pos++;
+    skip_ws(p);
+    if (peek(p) == '}') p->pos++;
+    else for (;;) {
+        size_t mark = p->used;   /* field names and dtype strings are not kept */
+        const char *key, *s;
+        if (parse_string(p, &key) || expect(p, ':', "expected ':' after key")) return -1;
+        if (strcmp(key, "dtype") == 0) {
+            if (seen_dtype++) return fail(p, "tensor %s: duplicate field \"dtype\"", show(name).s);
+            if (peek(p) != '"') return fail(p, "tensor %s: dtype must be a string", show(name).s);
+            if (parse_string(p, &s)) return -1;
+            e->t.dtype = dtype_from_name(s);
+            if (e->t.dtype < 0)
+                return fail(p, "tensor %s: unknown dtype %s (known: F32 F64 I32 I64 U64 U8)",
+                            show(name).s, show(s).s);
+        } else if (strcmp(key, "shape") == 0) {
+            uint64_t dims[AG_ST_MAX_DIMS];
+            if (seen_shape++) return fail(p, "tensor %s: duplicate field \"shape\"", show(name).s);
+            if (parse_count_array(p, dims, AG_ST_MAX_DIMS, &e->t.ndim, INT64_MAX, "shape dims", name))
+                return -1;
+            for (int d = 0; d < e->t.ndim; d++) e->t.shape[d] = (int64_t)dims[d];
+        } else if (strcmp(key, "data_offsets") == 0) {
+            uint64_t offs[2];
+            int count;
+            if (seen_offs++) return fail(p, "tensor %s: duplicate field \"data_offsets\"", show(name).s);
+            if (parse_count_array(p, offs, 2, &count, UINT64_MAX, "data_offsets", name)) return -1;
+            if (count != 2) return fail(p, "tensor %s: data_offsets must have exactly 2 entries", show(name).s);
+            e->begin = offs[0];
+            e->end = offs[1];
+        } else {
+            return fail(p, "tensor %s: unknown field %s", show(name).s, show(key).s);
+        }
+        p->used = mark;
+        skip_ws(p);
+        int c = peek(p);
+        if (c == '}') { p->pos++; break; }
+        if (c != ',') return syntax(p, "expected ',' or '}' in tensor entry");
+        p->pos++;
+        skip_ws(p);
+    }
+    if (!seen_dtype) return fail(p, "tensor %s: missing \"dtype\"", show(name).s);
+    if (!seen_shape) return fail(p, "tensor %s: missing \"shape\"", show(name).s);
+    if (!seen_offs) return fail(p, "tensor %s: missing \"data_offsets\"", show(name).s);
+    return 0;
+}
+
+static int push_meta(parser *p, const char *s)
+{
+    if (p->nmeta == p->capmeta) {
+        int cap = p->capmeta ? 2 * p->capmeta : 16;
+        const char **m = realloc(p->meta, (size_t)cap * sizeof *m);
+        if (!m) return fail(p, "out of memory");
+        p->meta = m;
+        p->capmeta = cap;
+    }
+    p->meta[p->nmeta++] = s;
+    return 0;
+}
+
+/* "__metadata__": {"key": "value", ...}; duplicates are found later. */
+static int parse_metadata(parser *p)
+{
+    if (p->have_meta++) return fail(p, "duplicate key \"" METADATA_KEY "\"");
+    if (peek(p) != '{') return fail(p, METADATA_KEY " must be a JSON object");
+    p->pos++;
+    skip_ws(p);
+    if (peek(p) == '}') { p->pos++; return 0; }
+    for (;;) {
+        const char *key, *val;
+        if (parse_string(p, &key) || expect(p, ':', "expected ':' after key")) return -1;
+        if (peek(p) != '"') return fail(p, "metadata value for key %s is not a string", show(key).s);
+        if (parse_string(p, &val) || push_meta(p, key) || push_meta(p, val)) return -1;
+        skip_ws(p);
+        int c = peek(p);
+        if (c == '}') { p->pos++; return 0; }
+        if (c != ',') return syntax(p, "expected ',' or '}' in " METADATA_KEY);
+        p->pos++;
+        skip_ws(p);
+    }
+}
+
+static int parse_header(parser *p)
+{
+    skip_ws(p);
+    if (peek(p) != '{') return fail(p, "header is not a JSON object");
+    p->pos++;
+    skip_ws(p);
+    if (peek(p) == '}') p->pos++;
+    else for (;;) {
+        const char *key;
+        if (parse_string(p, &key) || expect(p, ':', "expected ':' after key")) return -1;
+        if (strcmp(key, METADATA_KEY) == 0) {
+            if (parse_metadata(p)) return -1;
+        } else {
+            if (p->nents == p->capents) {
+                if (p->capents > INT_MAX / 2) return fail(p, "too many tensors");
+                int cap = p->capents ? 2 * p->capents : 16;
+                entry *ne = realloc(p->ents, (size_t)cap * sizeof *ne);
+                if (!ne) return fail(p, "out of memory");
+                p->ents = ne;
+                p->capents = cap;
+            }
+            entry *e = &p->ents[p->nents];
+            memset(e, 0, sizeof *e);
+            e->t.name = key;
+            e->order = p->nents;
+            if (parse_tensor(p, e)) return -1;
+            p->nents++;
+        }
+        skip_ws(p);
+        int c = peek(p);
+        if (c == '}') { p->pos++; break; }
+        if (c != ',') return syntax(p, "expected ',' or '}' after a top-level entry");
+        p->pos++;
+        skip_ws(p);
+    }
+    skip_ws(p);   /* writers pad with spaces */
+    if (p->pos != p->n) return syntax(p, "unexpected bytes after the JSON object");
+    return 0;
+}
+
+/* ---- reader: checks across entries, and the result ------------------------ */
+
+struct ag_st_file {
+    int n, nmeta;
+    ag_st_tensor *tensors;     /* file (offset) order */
+    int *by_name;              /* tensor indices sorted by strcmp of name */
+    const char **meta;         /* key, value pairs in file order */
+    int *meta_by_key;          /* pair indices sorted by key */
+    char *strings;             /* every name, key and value */
+    unsigned char *data;       /* ALIGN-aligned copy of every tensor's bytes */
+};
+
+static int cmp_offsets(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Sorting an index by name needs the names; qsort has no context pointer, so
+ * the index holds pointers to the strings and is turned into numbers after. */
+typedef struct { const char *s; int i; } named;
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const named *)a)->s, ((const named *)b)->s);
+}
+
+/* Sorts n names into idx; returns the index of a duplicated name or -1. */
+static int sort_names(named *tmp, int *idx, int n)
+{
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_named);
+    for (int i = 0; i < n; i++) {
+        idx[i] = tmp[i].i;
+        if (i > 0 && strcmp(tmp[i - 1].s, tmp[i].s) == 0) return tmp[i].i;
+    }
+    return -1;
+}
+
+static int build_indexes(parser *p, ag_st_file *f)
+{
+    int m = p->nents > p->nmeta / 2 ? p->nents : p->nmeta / 2;
+    named *tmp = malloc((size_t)(m ? m : 1) * sizeof *tmp);
+    f->by_name = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->by_name);
+    f->meta_by_key = malloc((size_t)(p->nmeta ? p->nmeta : 1) * sizeof *f->meta_by_key);
+    if (!tmp || !f->by_name || !f->meta_by_key) { free(tmp); return fail(p, "out of memory"); }
+    int dup;
+    for (int i = 0; i < p->nents; i++) tmp[i] = (named){p->ents[i].t.name, i};
+    if ((dup = sort_names(tmp, f->by_name, p->nents)) >= 0) {
+        free(tmp);
+        return fail(p, "duplicate tensor name %s", show(p->ents[dup].t.name).s);
+    }
+    f->nmeta = p->nmeta / 2;
+    for (int i = 0; i < f->nmeta; i++) tmp[i] = (named){p->meta[2 * i], i};
+    if ((dup = sort_names(tmp, f->meta_by_key, f->nmeta)) >= 0) {
+        free(tmp);
+        return fail(p, "duplicate metadata key %s", show(p->meta[2 * dup]).s);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Each tensor's byte count must follow from its shape, and the ranges,
+ * sorted by begin, must tile [0, dlen) exactly: contiguous from 0, no gap,
+ * no overlap, ending at dlen.  Entries are already sorted by offset. */
+static int check_layout(parser *p, uint64_t dlen)
+{
+    uint64_t pos = 0;
+    for (int i = 0; i < p->nents; i++) {
+        entry *e = &p->ents[i];
+        shown_name shown = show(e->t.name);
+        const char *nm = shown.s;
+        uint64_t nbytes;
+        if (e->begin > e->end)
+            return fail(p, "tensor %s: data_offsets begin %llu > end %llu", nm,
+                        (unsigned long long)e->begin, (unsigned long long)e->end);
+        if (shape_bytes(e->t.shape, e->t.ndim, dtype_sizes[e->t.dtype], &nbytes))
+            return fail(p, "tensor %s: shape size overflows", nm);
+        if (nbytes != e->end - e->begin)
+            return fail(p, "tensor %s: shape and dtype need %llu bytes but data_offsets span %llu", nm,
+                        (unsigned long long)nbytes, (unsigned long long)(e->end - e->begin));
+        if (e->end > dlen)
+            return fail(p, "tensor %s: data_offsets end %llu is past the end of the data buffer (%llu bytes)",
+                        nm, (unsigned long long)e->end, (unsigned long long)dlen);
+        if (e->begin < pos)
+            return fail(p, "tensor %s: data_offsets [%llu, %llu) overlap the previous tensor", nm,
+                        (unsigned long long)e->begin, (unsigned long long)e->end);
+        if (e->begin > pos)
+            return fail(p, "tensor %s: gap in the data buffer before offset %llu (previous data ends at %llu)",
+                        nm, (unsigned long long)e->begin, (unsigned long long)pos);
+        e->t.nbytes = (size_t)nbytes;
+        pos = e->end;
+    }
+    if (pos != dlen)
+        return fail(p, "%llu trailing bytes after the last tensor in the data buffer",
+                    (unsigned long long)(dlen - pos));
+    return 0;
+}
+
+/* Copies every tensor to its own ALIGN-aligned place and checks floats. */
+static int copy_data(parser *p, ag_st_file *f, const unsigned char *dbuf)
+{
+    size_t total = ALIGN;
+    for (int i = 0; i < p->nents; i++) {
+        size_t padded = (p->ents[i].t.nbytes + ALIGN - 1) / ALIGN * ALIGN;
+        if (padded < p->ents[i].t.nbytes || total > SIZE_MAX - padded) return fail(p, "out of memory");
+        total += padded;
+    }
+    f->data = aligned_alloc(ALIGN, total);
+    f->tensors = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->tensors);
+    if (!f->data || !f->tensors) return fail(p, "out of memory");
+    size_t at = 0;
+    for (int i = 0; i < p->nents; i++) {
+        ag_st_tensor *t = &f->tensors[i];
+        *t = p->ents[i].t;
+        const unsigned char *src = dbuf + p->ents[i].begin;
+        if (has_nonfinite(src, t->nbytes, t->dtype))
+            return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
+        if (t->nbytes) memcpy(f->data + at, src, t->nbytes);
+        t->data = f->data + at;
+        at += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    f->n = p->nents;
+    return 0;
+}
+
+static uint64_t read_u64le(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *err, size_t errlen)
+{
+    const unsigned char *b = buf;
+    parser p = {.label = label ? label : "(buffer)", .err = err, .errlen = errlen};
+    if (!b && len) { fail(&p, "no data"); return NULL; }
+    if (len < 8) {
+        fail(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
+        return NULL;
+    }
+    uint64_t hlen = read_u64le(b);
+    if (hlen == 0) { fail(&p, "header length is 0"); return NULL; }
+    if (hlen > AG_ST_MAX_HEADER) {
+        fail(&p, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)hlen,
+             AG_ST_MAX_HEADER);
+        return NULL;
+    }
+    if (hlen > len - 8) {
+        fail(&p, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen, len);
+        return NULL;
+    }
+    p.h = b + 8;
+    p.n = (size_t)hlen;
+    size_t bad = utf8_bad_at(p.h, p.n);
+    if (bad != p.n) { fail(&p, "header is not valid UTF-8 (byte %zu of the header)", bad); return NULL; }
+
+    ag_st_file *f = calloc(1, sizeof *f);
+    p.pool = malloc(p.n + 1);
+    if (!f || !p.pool) {
+        fail(&p, "out of memory");
+        free(f);
+        free(p.pool);
+        return NULL;
+    }
+    f->strings = p.pool;
+    int rc = parse_header(&p);
+    if (!rc && p.nents > 1) qsort(p.ents, (size_t)p.nents, sizeof *p.ents, cmp_offsets);
+    rc = rc || build_indexes(&p, f) || check_layout(&p, len - 8 - p.n)
+         || copy_data(&p, f, b + 8 + p.n);
+    f->meta = p.meta;
+    free(p.ents);
+    if (rc) { ag_st_free(f); return NULL; }
+    return f;
+}
+
+ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
+        set_err(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        close(fd);
+        return NULL;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size >= SIZE_MAX) {
+        set_err(err, errlen, "%s: file too large", path);
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    unsigned char *buf = malloc(size + 1);
+    if (!buf) {
+        set_err(err, errlen, "%s: out of memory reading %zu bytes", path, size);
+        close(fd);
+        return NULL;
+    }
+    /* Read exactly the size fstat promised, then make sure nothing follows:
+     * a file being rewritten under us is reported instead of half-parsed. */
+    const char *problem = NULL;
+    int saved = 0;
+    while (got < size && !problem) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { problem = "read error"; saved = errno; }
+        else if (r == 0) problem = "file shrank while being read";
+        else got += (size_t)r;
+    }
+    if (!problem) {
+        ssize_t r;
+        do r = read(fd, buf + size, 1); while (r < 0 && errno == EINTR);
+        if (r < 0) { problem = "read error"; saved = errno; }
+        else if (r > 0) problem = "file grew while being read";
+    }
+    close(fd);
+    if (problem) {
+        if (saved) set_err(err, errlen, "%s: %s: %s", path, problem, strerror(saved));
+        else set_err(err, errlen, "%s: %s (expected %zu bytes)", path, problem, size);
+        free(buf);
+        return NULL;
+    }
+    ag_st_file *f = ag_st_parse(buf, size, path, err, errlen);
+    free(buf);
+    return f;
+}
+
+int ag_st_count(const ag_st_file *f) { return f ? f->n : 0; }
+
+const ag_st_tensor *ag_st_at(const ag_st_file *f, int i)
+{
+    return f && i >= 0 && i < f->n ? &f->tensors[i] : NULL;
+}
+
+const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name)
+{
+    if (!f || !name) return NULL;
+    int lo = 0, hi = f->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        const ag_st_tensor *t = &f->tensors[f->by_name[mid]];
+        int c = strcmp(name, t->name);
+        if (c == 0) return t;
+        if (c < 0) hi = mid - 1; else lo = mid + 1;
+    }
+    return NULL;
+}
+
+const char *ag_st_meta(const ag_st_file *f, const char *key)
+{
+    if (!f || !key) return NULL;
+    int lo = 0, hi = f->nmeta - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int pair = f->meta_by_key[mid];
+        int c = strcmp(key, f->meta[2 * pair]);
+        if (c == 0) return f->meta[2 * pair + 1];
+        if (c < 0) hi = mid - 1; else lo = mid + 1;
+    }
+    return NULL;
+}
+
+int ag_st_meta_count(const ag_st_file *f) { return f ? f->nmeta : 0; }
+
+const char *ag_st_meta_key(const ag_st_file *f, int i)
+{
+    return f && i >= 0 && i < f->nmeta ? f->meta[2 * i] : NULL;
+}
+
+void ag_st_free(ag_st_file *f)
+{
+    if (!f) return;
+    free(f->tensors);
+    free(f->by_name);
+    free(f->meta);
+    free(f->meta_by_key);
+    free(f->strings);
+    free(f->data);
+    free(f);
+}
+
+/* ---- writer ----------------------------------------------------------------- */
+
+typedef struct sbuf { char *p; size_t len, cap; int oom; } sbuf;
+
+static void sb_put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* A JSON string literal.  Only '"', '\\' and control bytes need escapes;
+ * UTF-8 goes through as it is (checked valid beforehand). */
+static void sb_json(sbuf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    sb_put(b, "\"", 1);
+    size_t run = 0;   /* bytes copied in one go between escapes */
+    for (const char *c = s;; c++) {
+        unsigned char ch = (unsigned char)*c;
+        if (ch && ch >= 0x20 && ch != '"' && ch != '\\') { run++; continue; }
+        sb_put(b, c - run, run);
+        run = 0;
+        if (!ch) break;
+        char esc[7] = {'\\', (char)ch, 0};
+        if (ch == '\n') esc[1] = 'n';
+        else if (ch == '\t') esc[1] = 't';
+        else if (ch == '\r') esc[1] = 'r';
+        else if (ch < 0x20) {
+            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
+            esc[4] = hex[ch >> 4]; esc[5] = hex[ch & 15]; esc[6] = 0;
+        }
+        sb_str(b, esc);
+    }
+    sb_put(b, "\"", 1);
+}
+
+static void sb_u64(sbuf *b, uint64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%llu", (unsigned long long)v);
+    sb_str(b, s);
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Returns a duplicated string among n, or NULL. */
+static const char *find_duplicate(const char **s, int n)
+{
+    qsort(s, (size_t)n, sizeof *s, cmp_cstr);
+    for (int i = 1; i < n; i++)
+        if (strcmp(s[i - 1], s[i]) == 0) return s[i];
+    return NULL;
+}
+
+static int valid_utf8(const char *s)
+{
+    size_t n = strlen(s);
+    return utf8_bad_at((const unsigned char *)s, n) == n;
+}
+
+/* Everything that would make the file unreadable is refused up front. */
+static int check_inputs(const char *path, const ag_st_tensor *ts, int n, const char *const *meta,
+                        int nmeta, char *err, size_t errlen)
+{
+    if (n < 0 || nmeta < 0 || (n > 0 && !ts) || (nmeta > 0 && !meta)) {
+        set_err(err, errlen, "%s: bad tensor or metadata count", path);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const ag_st_tensor *t = &ts[i];
+        uint64_t need;
+        const char *why = NULL;
+        if (!t->name || !*t->name) { set_err(err, errlen, "%s: tensor %d has no name", path, i); return -1; }
+        if (strcmp(t->name, METADATA_KEY) == 0) why = "name is reserved";
+        else if (!valid_utf8(t->name)) why = "name is not valid UTF-8";
+        else if (ag_st_dtype_size(t->dtype) == 0) why = "unknown dtype";
+        else if (t->ndim < 0 || t->ndim > AG_ST_MAX_DIMS) why = "ndim must be 0..8";
+        for (int d = 0; !why && d < t->ndim; d++)
+            if (t->shape[d] < 0) why = "negative dim";
+        if (!why && shape_bytes(t->shape, t->ndim, ag_st_dtype_size(t->dtype), &need)) why = "shape overflows";
+        if (!why && need != t->nbytes) why = "nbytes does not match shape and dtype";
+        if (!why && t->nbytes && !t->data) why = "data is NULL";
+        if (!why && has_nonfinite(t->data, t->nbytes, t->dtype)) why = "data contains NaN or Inf";
+        if (why) { set_err(err, errlen, "%s: tensor %s: %s", path, show(t->name).s, why); return -1; }
+    }
+    for (int i = 0; i < 2 * nmeta; i++) {
+        if (!meta[i]) { set_err(err, errlen, "%s: metadata entry %d is NULL", path, i / 2); return -1; }
+        if (!valid_utf8(meta[i])) {
+            set_err(err, errlen, "%s: metadata %s %s is not valid UTF-8", path, i % 2 ? "value" : "key",
+                    show(meta[i]).s);
+            return -1;
+        }
+    }
+    int m = n > nmeta ? n : nmeta;
+    const char **names = malloc((size_t)(m ? m : 1) * sizeof *names);
+    if (!names) { set_err(err, errlen, "%s: out of memory", path); return -1; }
+    for (int i = 0; i < n; i++) names[i] = ts[i].name;
+    const char *dup = find_duplicate(names, n);
+    if (dup) set_err(err, errlen, "%s: duplicate tensor name %s", path, show(dup).s);
+    if (!dup) {
+        for (int i = 0; i < nmeta; i++) names[i] = meta[2 * i];
+        dup = find_duplicate(names, nmeta);
+        if (dup) set_err(err, errlen, "%s: duplicate metadata key %s", path, show(dup).s);
+    }
+    free(names);
+    return dup ? -1 : 0;
+}
+
+/* The 8-byte length plus the JSON, padded with spaces to a multiple of 8 so
+ * the data buffer starts 8-aligned in the file. */
+static int build_header(sbuf *b, const ag_st_tensor *ts, int n, const char *const *meta, int nmeta)
+{
+    sb_put(b, "\0\0\0\0\0\0\0\0", 8);
+    sb_str(b, "{");
+    if (nmeta > 0) {
+        sb_str(b, "\"" METADATA_KEY "\":{");
+        for (int i = 0; i < nmeta; i++) {
+            if (i) sb_str(b, ",");
+            sb_json(b, meta[2 * i]);
+            sb_str(b, ":");
+            sb_json(b, meta[2 * i + 1]);
+        }
+        sb_str(b, "}");
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const ag_st_tensor *t = &ts[i];
+        if (i || nmeta > 0) sb_str(b, ",");
+        sb_json(b, t->name);
+        sb_str(b, ":{\"dtype\":\"");
+        sb_str(b, dtype_names[t->dtype]);
+        sb_str(b, "\",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            if (d) sb_str(b, ",");
+            sb_u64(b, (uint64_t)t->shape[d]);
+        }
+        sb_str(b, "],\"data_offsets\":[");
+        sb_u64(b, off);
+        sb_str(b, ",");
+        off += t->nbytes;
+        sb_u64(b, off);
+        sb_str(b, "]}");
+    }
+    sb_str(b, "}");
+    while (b->len % 8) sb_str(b, " ");
+    if (b->oom) return -1;
+    uint64_t hlen = b->len - 8;
+    for (int i = 0; i < 8; i++) b->p[i] = (char)(hlen >> (8 * i) & 0xFF);
+    return 0;
+}
+
+/* Makes the rename durable: fsync the directory holding path.  Filesystems
+ * that cannot sync directories say EINVAL; that is not a failure. */
+static int sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) { errno = ENOMEM; return -1; }
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    if (rc != 0 && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+static int write_all(FILE *fp, const void *p, size_t n)
+{
+    return n == 0 || fwrite(p, 1, n, fp) == n ? 0 : -1;
+}
+
+int ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
+               char *err, size_t errlen)
+{
+    if (!path || !*path) { set_err(err, errlen, "(no path): empty checkpoint path"); return -1; }
+    if (check_inputs(path, tensors, n, meta, nmeta, err, errlen)) return -1;
+    sbuf hdr = {0};
+    size_t tlen = strlen(path) + 32;
+    char *tmp = malloc(tlen);
+    if (!tmp || build_header(&hdr, tensors, n, meta, nmeta)) {
+        set_err(err, errlen, "%s: out of memory", path);
+        free(tmp);
+        free(hdr.p);
+        return -1;
+    }
+    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+    const char *step = "cannot create temp file";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !fp) close(fd);
+    int rc = fp ? 0 : -1;
+    if (!rc) {
+        step = "write failed";
+        rc = write_all(fp, hdr.p, hdr.len);
+        for (int i = 0; i < n && !rc; i++) rc = write_all(fp, tensors[i].data, tensors[i].nbytes);
+        if (!rc && fflush(fp) != 0) rc = -1;
+        if (!rc) { step = "fsync failed"; rc = fsync(fileno(fp)); }
+    }
+    int saved = errno;
+    if (fp && fclose(fp) != 0 && !rc) { rc = -1; saved = errno; step = "close failed"; }
+    if (!rc && rename(tmp, path) != 0) { rc = -1; saved = errno; step = "cannot rename temp file over it"; }
+    if (rc) {
+        if (fd >= 0) unlink(tmp);
+        set_err(err, errlen, "%s: %s (%s): %s", path, step, tmp, strerror(saved));
+    } else if (sync_dir(path) != 0) {
+        rc = -1;
+        set_err(err, errlen, "%s: written, but syncing its directory failed: %s", path, strerror(errno));
+    }
+    free(tmp);
+    free(hdr.p);
+    return rc;
+}

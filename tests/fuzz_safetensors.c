@@ -1,0 +1,57 @@
+/*
+ * fuzz_safetensors.c - libFuzzer entry point for the safetensors reader.
+ * Any input must either be refused with a one-line message or give a file
+ * whose tensors are consistent and tile the input's data buffer exactly.
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+ *       tests/fuzz_safetensors.c src/safetensors.c -o fuzz_st
+ *   mkdir -p corpus && ./fuzz_st corpus tests/corpus/safetensors -max_total_time=120
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A broken invariant is a bug in the reader: stop with a crash the fuzzer records. */
+#define MUST(cond) do { if (!(cond)) abort(); } while (0)
+
+static void walk(const ag_st_file *f, const uint8_t *data, size_t size)
+{
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | data[i];
+    size_t at = 8 + (size_t)hlen;   /* the data buffer starts here */
+    for (int i = 0; i < ag_st_count(f); i++) {
+        const ag_st_tensor *t = ag_st_at(f, i);
+        MUST(t && t->name && ag_st_get(f, t->name) == t);
+        MUST(t->ndim >= 0 && t->ndim <= AG_ST_MAX_DIMS && ag_st_dtype_size(t->dtype) > 0);
+        uint64_t elems = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            MUST(t->shape[d] >= 0);
+            elems *= (uint64_t)t->shape[d];
+        }
+        MUST(elems * ag_st_dtype_size(t->dtype) == t->nbytes);
+        MUST((uintptr_t)t->data % 64 == 0);
+        MUST(t->nbytes <= size - at && memcmp(t->data, data + at, t->nbytes) == 0);
+        at += t->nbytes;
+    }
+    MUST(at == size);
+    for (int i = 0; i < ag_st_meta_count(f); i++) {
+        const char *k = ag_st_meta_key(f, i), *v = ag_st_meta(f, k);
+        MUST(k && v);
+        (void)strlen(v);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[256];
+    err[0] = '\0';
+    ag_st_file *f = ag_st_parse(data, size, "fuzz", err, sizeof err);
+    if (f) walk(f, data, size);
+    else MUST(strncmp(err, "fuzz: ", 6) == 0 && !strchr(err, '\n'));
+    ag_st_free(f);
+    return 0;
+}

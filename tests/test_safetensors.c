@@ -1,0 +1,689 @@
+/*
+ * test_safetensors.c - the checkpoint file layer: round trips through a real
+ * file, the byte layout checked by hand, atomic replacement when saving
+ * fails, and a catalogue of broken files each rejected for its own reason.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "safetensors.h"
+
+#define CORPUS_DIR "tests/corpus/safetensors"
+
+static char dir[64];   /* scratch directory for this run */
+
+/* Declares char var[] holding dir/name. */
+#define PATH_IN(var, name)                                                   \
+    char var[300];                                                           \
+    snprintf(var, sizeof var, "%s/%s", dir, name)
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)n + 1);
+    *len = fread(b, 1, (size_t)n, fp);
+    fclose(fp);
+    return b;
+}
+
+static void spill(const char *path, const void *b, size_t len)
+{
+    FILE *fp = fopen(path, "wb");
+    if (!fp) { perror(path); exit(1); }
+    fwrite(b, 1, len, fp);
+    fclose(fp);
+}
+
+static uint64_t le64(const unsigned char *b)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+static void put_le64(unsigned char *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A file by hand: length, the JSON exactly as given (no padding), data. */
+static unsigned char *mk(const char *json, const void *data, size_t dlen, size_t *len)
+{
+    size_t n = strlen(json);
+    unsigned char *b = malloc(8 + n + dlen + 1);
+    put_le64(b, n);
+    memcpy(b + 8, json, n);
+    if (dlen) memcpy(b + 8 + n, data, dlen);
+    *len = 8 + n + dlen;
+    return b;
+}
+
+/* Files in dir other than "." and "..", to catch leftover temp files. */
+static int count_entries(const char *d)
+{
+    DIR *dp = opendir(d);
+    if (!dp) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(dp);
+    return n;
+}
+
+static int one_line(const char *s) { return strchr(s, '\n') == NULL && strchr(s, '\r') == NULL; }
+
+/* ---- round trip --------------------------------------------------------- */
+
+#define WEIRD_NAME "we\"ird\\name\n\t\x01 \xc3\xa9 \xe2\x98\x83 \xf0\x9d\x84\x9e"
+#define WEIRD_NAME_JSON "\"we\\\"ird\\\\name\\n\\t\\u0001 \xc3\xa9 \xe2\x98\x83 \xf0\x9d\x84\x9e\""
+
+static float wte[12];
+static double pi_val = 3.141592653589793;
+static int32_t ids[5] = {-1, 0, 7, INT32_MIN, INT32_MAX};
+static int64_t big[4] = {INT64_MIN, -2, 3, INT64_MAX};
+static uint64_t step[1] = {UINT64_MAX};
+static uint8_t bytes3[3] = {0, 0x80, 0xff};
+static float weird[2] = {-0.0f, 1e-45f};
+
+enum { NT = 8 };
+static ag_st_tensor sample[NT];
+static const char *const sample_meta[] = {
+    "format", "pt",
+    "note", "quote \" backslash \\ newline \n tab \t ctrl \x1f unicode \xc3\xa9\xf0\x9d\x84\x9e",
+    "key with \"quotes\"", "v",
+};
+
+static void init_sample(void)
+{
+    for (int i = 0; i < 12; i++) wte[i] = 0.5f * (float)i - 1.0f;
+    wte[11] = 3.4028235e38f;   /* FLT_MAX: large but finite */
+    ag_st_tensor t[NT] = {
+        {"wte", AG_ST_F32, 2, {4, 3}, wte, sizeof wte},
+        {"scalar", AG_ST_F64, 0, {0}, &pi_val, 8},
+        {"bytes", AG_ST_U8, 1, {3}, bytes3, 3},      /* odd size: the rest is unaligned in the file */
+        {"ids", AG_ST_I32, 1, {5}, ids, sizeof ids},
+        {"empty", AG_ST_F32, 2, {0, 7}, NULL, 0},     /* zero elements: allowed, no bytes */
+        {"big", AG_ST_I64, 2, {2, 2}, big, sizeof big},
+        {"step", AG_ST_U64, 1, {1}, step, 8},
+        {WEIRD_NAME, AG_ST_F32, 1, {2}, weird, sizeof weird},
+    };
+    memcpy(sample, t, sizeof t);
+}
+
+static void test_round_trip(void)
+{
+    char err[512] = "";
+    PATH_IN(path, "model.safetensors");
+    int rc = ag_st_save(path, sample, NT, sample_meta, 3, err, sizeof err);
+    CHECK(rc == 0, "save failed: %s", err);
+    CHECK(count_entries(dir) == 1, "a temp file was left behind (%d entries)", count_entries(dir));
+
+    ag_st_file *f = ag_st_load(path, err, sizeof err);
+    CHECK(f != NULL, "load failed: %s", err);
+    if (!f) return;
+    CHECK(ag_st_count(f) == NT, "count %d", ag_st_count(f));
+    for (int i = 0; i < NT && i < ag_st_count(f); i++) {
+        const ag_st_tensor *in = &sample[i], *out = ag_st_get(f, in->name);
+        CHECK(out != NULL, "tensor %d missing", i);
+        if (!out) continue;
+        /* the writer lays tensors out in the given order, so offset order is the same */
+        CHECK(ag_st_at(f, i) == out, "tensor %d not at position %d", i, i);
+        CHECK(strcmp(out->name, in->name) == 0, "name %d", i);
+        CHECK(out->dtype == in->dtype && out->ndim == in->ndim, "dtype/ndim of %d", i);
+        for (int d = 0; d < in->ndim; d++) CHECK(out->shape[d] == in->shape[d], "shape %d[%d]", i, d);
+        CHECK(out->nbytes == in->nbytes, "nbytes of %d: %zu", i, out->nbytes);
+        CHECK(out->data != NULL && (uintptr_t)out->data % 64 == 0, "data of %d not 64-aligned", i);
+        CHECK(in->nbytes == 0 || memcmp(out->data, in->data, in->nbytes) == 0, "data of %d differs", i);
+    }
+    /* typed reads straight from the pointer, thanks to the alignment */
+    const ag_st_tensor *b = ag_st_get(f, "big");
+    CHECK(b && ((const int64_t *)b->data)[0] == INT64_MIN && ((const int64_t *)b->data)[3] == INT64_MAX,
+          "int64 extremes");
+    const ag_st_tensor *w = ag_st_get(f, WEIRD_NAME);
+    CHECK(w && signbit(((const float *)w->data)[0]), "-0.0 keeps its sign");
+    CHECK(ag_st_get(f, "nope") == NULL && ag_st_get(f, "") == NULL, "absent names");
+    CHECK(ag_st_at(f, -1) == NULL && ag_st_at(f, NT) == NULL, "out-of-range at");
+
+    CHECK(ag_st_meta_count(f) == 3, "meta count %d", ag_st_meta_count(f));
+    for (int i = 0; i < 3; i++) {
+        const char *k = ag_st_meta_key(f, i), *v = ag_st_meta(f, sample_meta[2 * i]);
+        CHECK(k && strcmp(k, sample_meta[2 * i]) == 0, "meta key %d in file order", i);
+        CHECK(v && strcmp(v, sample_meta[2 * i + 1]) == 0, "meta value %d", i);
+    }
+    CHECK(ag_st_meta(f, "absent") == NULL && ag_st_meta_key(f, 3) == NULL, "absent metadata");
+    ag_st_free(f);
+}
+
+/* The layout read back without the reader: length field, padding, the JSON
+ * entries with offsets summed here, and the data buffer as the plain
+ * concatenation of the inputs. */
+static void test_layout(void)
+{
+    size_t len = 0;
+    PATH_IN(model, "model.safetensors");
+    unsigned char *b = slurp(model, &len);
+    CHECK(b != NULL && len >= 8, "cannot read back the file");
+    if (!b || len < 8) { free(b); return; }
+    uint64_t n = le64(b);
+    size_t total = 0;
+    for (int i = 0; i < NT; i++) total += sample[i].nbytes;
+    CHECK((8 + n) % 8 == 0, "8 + header length %llu not a multiple of 8", (unsigned long long)n);
+    CHECK(8 + n + total == len, "file is %zu bytes, expected %llu", len, (unsigned long long)(8 + n + total));
+    if (8 + n + total != len) { free(b); return; }
+
+    char *json = malloc(n + 1);
+    memcpy(json, b + 8, n);
+    json[n] = '\0';
+    CHECK(json[0] == '{', "header starts with %c", json[0]);
+    size_t end = n;
+    while (end > 0 && json[end - 1] == ' ') end--;
+    CHECK(end > 0 && json[end - 1] == '}' && n - end < 8, "padding: %zu spaces after the object", n - end);
+    CHECK(strstr(json, "\"__metadata__\":{\"format\":\"pt\",") != NULL, "metadata entry");
+    CHECK(strstr(json, "\"quote \\\" backslash \\\\ newline \\n tab \\t ctrl \\u001f unicode") != NULL,
+          "metadata value escaped");
+    CHECK(strstr(json, "\"key with \\\"quotes\\\"\":\"v\"") != NULL, "metadata key escaped");
+    uint64_t off = 0;
+    for (int i = 0; i < NT; i++) {
+        const ag_st_tensor *t = &sample[i];
+        char want[320], shape[96] = "", qname[64];
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "",
+                     (long long)t->shape[d]);
+        if (i == NT - 1) snprintf(qname, sizeof qname, "%s", WEIRD_NAME_JSON);
+        else snprintf(qname, sizeof qname, "\"%.40s\"", t->name);   /* plain names need no escapes */
+        snprintf(want, sizeof want, "%s:{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+                 qname, ag_st_dtype_name(t->dtype), shape, (unsigned long long)off,
+                 (unsigned long long)(off + t->nbytes));
+        CHECK(strstr(json, want) != NULL, "header lacks %s", want);
+        if (t->nbytes)
+            CHECK(memcmp(b + 8 + n + off, t->data, t->nbytes) == 0, "data of %s not at offset %llu", t->name,
+                  (unsigned long long)off);
+        off += t->nbytes;
+    }
+    free(json);
+    free(b);
+}
+
+/* Escapes in names written by someone else: \uXXXX, surrogate pairs, \/. */
+static void test_reader_escapes(void)
+{
+    char err[512] = "";
+    const char *json =
+        "{\"\\u00e9\\ud834\\udd1e\\u0041\\/\\b\\f\\r\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]},"
+        "\n \"__metadata__\" : {\"k\\u00E9\" : \"\\\"v\\\\\"}\t}\r\n  ";
+    size_t len;
+    unsigned char *b = mk(json, "\x2a", 1, &len);
+    ag_st_file *f = ag_st_parse(b, len, "esc", err, sizeof err);
+    CHECK(f != NULL, "escapes: %s", err);
+    if (f) {
+        const ag_st_tensor *t = ag_st_get(f, "\xc3\xa9\xf0\x9d\x84\x9e" "A/\b\f\r");
+        CHECK(t && t->ndim == 0 && t->nbytes == 1 && *(const uint8_t *)t->data == 42, "decoded name");
+        CHECK(ag_st_meta(f, "k\xc3\xa9") && strcmp(ag_st_meta(f, "k\xc3\xa9"), "\"v\\") == 0, "decoded meta");
+    }
+    ag_st_free(f);
+    free(b);
+
+    /* empty header object, no tensors, no data: a valid (useless) file */
+    b = mk("{}      ", NULL, 0, &len);
+    f = ag_st_parse(b, len, "empty", err, sizeof err);
+    CHECK(f && ag_st_count(f) == 0 && ag_st_meta_count(f) == 0, "empty file: %s", f ? "" : err);
+    ag_st_free(f);
+    free(b);
+}
+
+/* ---- saving: replacement and failure ------------------------------------ */
+
+static void check_intact(const char *path, const unsigned char *old, size_t oldlen, const char *what)
+{
+    size_t len = 0;
+    unsigned char *b = slurp(path, &len);
+    CHECK(b && len == oldlen && memcmp(b, old, len) == 0, "%s: the existing file was changed", what);
+    free(b);
+}
+
+static void test_save_failures(void)
+{
+    char err[512] = "", tmpname[340];
+    PATH_IN(path, "model.safetensors");
+    size_t oldlen = 0;
+    unsigned char *old = slurp(path, &oldlen);
+    ag_st_tensor one = {"x", AG_ST_F32, 1, {2}, (float[]){1, 2}, 8};
+
+    /* a successful save replaces the file */
+    PATH_IN(p2, "second.safetensors");
+    CHECK(ag_st_save(p2, sample, 2, NULL, 0, err, sizeof err) == 0, "save: %s", err);
+    CHECK(ag_st_save(p2, &one, 1, NULL, 0, err, sizeof err) == 0, "resave: %s", err);
+    ag_st_file *f = ag_st_load(p2, err, sizeof err);
+    CHECK(f && ag_st_count(f) == 1 && ag_st_get(f, "x") && !ag_st_get(f, "wte"), "replaced contents");
+    ag_st_free(f);
+    unlink(p2);
+
+    /* directory does not exist */
+    PATH_IN(nodir, "no/such/dir/m.safetensors");
+    err[0] = '\0';
+    CHECK(ag_st_save(nodir, &one, 1, NULL, 0, err, sizeof err) == -1, "save into a missing directory");
+    CHECK(strncmp(err, nodir, strlen(nodir)) == 0 && strstr(err, strerror(ENOENT)) && one_line(err),
+          "missing dir message: %s", err);
+
+    /* the temp path is taken by a directory: the file cannot even be created */
+    snprintf(tmpname, sizeof tmpname, "%s.tmp.%ld", path, (long)getpid());
+    mkdir(tmpname, 0755);
+    err[0] = '\0';
+    CHECK(ag_st_save(path, &one, 1, NULL, 0, err, sizeof err) == -1, "save with the temp path blocked");
+    CHECK(strstr(err, "cannot create temp file") && strstr(err, strerror(EISDIR)), "blocked: %s", err);
+    check_intact(path, old, oldlen, "blocked temp path");
+    rmdir(tmpname);
+
+    /* disk full: the temp path is a symlink to /dev/full, so every write
+     * fails with ENOSPC; the symlink (our "temp file") must be gone after */
+    if (access("/dev/full", W_OK) == 0 && symlink("/dev/full", tmpname) == 0) {
+        err[0] = '\0';
+        CHECK(ag_st_save(path, sample, NT, sample_meta, 3, err, sizeof err) == -1, "save to a full disk");
+        CHECK(strstr(err, "write failed") && strstr(err, strerror(ENOSPC)), "disk full: %s", err);
+        check_intact(path, old, oldlen, "disk full");
+        struct stat st;
+        CHECK(lstat(tmpname, &st) != 0, "temp file left after ENOSPC");
+        unlink(tmpname);
+    } else {
+        printf("note: /dev/full unavailable, disk-full case not run\n");
+    }
+
+    /* rename fails (the target is a non-empty directory): temp file removed */
+    PATH_IN(dpath, "adir");
+    mkdir(dpath, 0755);
+    PATH_IN(keep, "adir/keep");
+    spill(keep, "k", 1);
+    int before = count_entries(dir);
+    err[0] = '\0';
+    CHECK(ag_st_save(dpath, &one, 1, NULL, 0, err, sizeof err) == -1, "save over a directory");
+    CHECK(strstr(err, "cannot rename"), "rename failure: %s", err);
+    CHECK(count_entries(dir) == before, "temp file left after a failed rename");
+    unlink(keep);
+    rmdir(dpath);
+
+    /* an unwritable directory; root ignores permissions, so then the save
+     * runs in a child that has dropped to an unprivileged user */
+    PATH_IN(ro, "ro");
+    mkdir(ro, 0755);
+    PATH_IN(ropath, "ro/m.safetensors");
+    CHECK(ag_st_save(ropath, &one, 1, NULL, 0, err, sizeof err) == 0, "save in ro before chmod: %s", err);
+    size_t rolen = 0;
+    unsigned char *roold = slurp(ropath, &rolen);
+    chmod(ro, 0555);
+    chmod(dir, 0755);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        free(roold);   /* the child ends with _exit; keep leak checkers quiet */
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(4);
+        err[0] = '\0';
+        int rc = ag_st_save(ropath, sample, NT, NULL, 0, err, sizeof err);
+        if (rc == -1 && strstr(err, strerror(EACCES)) && strncmp(err, ropath, strlen(ropath)) == 0) _exit(0);
+        printf("unwritable dir: rc %d, '%s'\n", rc, err);
+        _exit(1);
+    }
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 4)
+        printf("note: cannot drop root privileges, unwritable-directory case not run\n");
+    else
+        CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "save in an unwritable dir (status %d)",
+              status);
+    check_intact(ropath, roold, rolen, "unwritable dir");
+    CHECK(count_entries(ro) == 1, "stray files in unwritable dir");
+    chmod(dir, 0700);
+    chmod(ro, 0755);
+    free(roold);
+    unlink(ropath);
+    rmdir(ro);
+
+    /* bad input is refused before anything touches the disk */
+    float nanv[2] = {1, NAN};
+    double infv[1] = {-INFINITY};
+    struct { ag_st_tensor t[2]; int n; const char *want; } bad[] = {
+        {{{"a", AG_ST_F32, 1, {2}, wte, 8}, {"a", AG_ST_F32, 1, {2}, wte, 8}}, 2, "duplicate tensor name \"a\""},
+        {{{"n", AG_ST_F32, 1, {2}, nanv, 8}}, 1, "tensor \"n\": data contains NaN or Inf"},
+        {{{"i", AG_ST_F64, 0, {0}, infv, 8}}, 1, "tensor \"i\": data contains NaN or Inf"},
+        {{{"m", AG_ST_F32, 1, {3}, wte, 8}}, 1, "nbytes does not match"},
+        {{{"__metadata__", AG_ST_F32, 1, {2}, wte, 8}}, 1, "name is reserved"},
+        {{{"bad\xff", AG_ST_F32, 1, {2}, wte, 8}}, 1, "not valid UTF-8"},
+        {{{"d", 17, 1, {2}, wte, 8}}, 1, "unknown dtype"},
+        {{{"g", AG_ST_F32, 1, {-2}, wte, 8}}, 1, "negative dim"},
+        {{{"h", AG_ST_F32, 9, {1, 1, 1, 1, 1, 1, 1, 1}, wte, 4}}, 1, "ndim must be 0..8"},
+        {{{"", AG_ST_F32, 1, {2}, wte, 8}}, 1, "has no name"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        CHECK(ag_st_save(path, bad[i].t, bad[i].n, NULL, 0, err, sizeof err) == -1, "bad input %zu saved", i);
+        CHECK(strstr(err, bad[i].want) && one_line(err), "bad input %zu: got '%s'", i, err);
+        check_intact(path, old, oldlen, bad[i].want);
+    }
+    const char *dupmeta[] = {"k", "1", "k", "2"};
+    err[0] = '\0';
+    CHECK(ag_st_save(path, &one, 1, dupmeta, 2, err, sizeof err) == -1 &&
+          strstr(err, "duplicate metadata key \"k\""), "duplicate metadata key saved: %s", err);
+    CHECK(count_entries(dir) == 1, "stray files after refused saves");
+    check_intact(path, old, oldlen, "refused saves");
+    free(old);
+}
+
+/* ---- loading: files that are not files ---------------------------------- */
+
+static void test_load_failures(void)
+{
+    char err[512];
+    PATH_IN(missing, "missing.safetensors");
+    CHECK(!ag_st_load(missing, err, sizeof err) && strncmp(err, missing, strlen(missing)) == 0 &&
+          strstr(err, "cannot open") && strstr(err, strerror(ENOENT)), "missing file: %s", err);
+    CHECK(!ag_st_load(dir, err, sizeof err) && strstr(err, "is a directory"), "directory: %s", err);
+    CHECK(!ag_st_load("/dev/null", err, sizeof err) && strstr(err, "not a regular file"), "/dev/null: %s", err);
+    /* a file truncated on disk goes through the same checks as a buffer */
+    size_t len = 0;
+    PATH_IN(model, "model.safetensors");
+    unsigned char *b = slurp(model, &len);
+    PATH_IN(cut, "cut.safetensors");
+    spill(cut, b, len - 3);
+    CHECK(!ag_st_load(cut, err, sizeof err) && strncmp(err, cut, strlen(cut)) == 0 &&
+          strstr(err, "past the end of the data buffer"), "truncated file: %s", err);
+    spill(cut, b, 5);
+    CHECK(!ag_st_load(cut, err, sizeof err) && strstr(err, "shorter than the 8-byte"), "5-byte file: %s", err);
+    unlink(cut);
+    free(b);
+}
+
+/* ---- broken files, each with its own message ---------------------------- */
+
+/* A valid base: tensor a = F32[2] at [0,8), b = U8[3] at [8,11). */
+#define BASE_A "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"
+#define BASE_B "\"b\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[8,11]}"
+#define BASE_JSON "{\"__metadata__\":{\"format\":\"pt\"}," BASE_A "," BASE_B "}"
+static const unsigned char base_data[11] = {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 1, 2, 3};  /* 1.0f, 2.0f */
+
+static void expect_reject(const unsigned char *b, size_t len, const char *want, const char *what)
+{
+    char err[512] = "";
+    ag_st_file *f = ag_st_parse(b, len, "broken.st", err, sizeof err);
+    CHECK(f == NULL, "%s: accepted", what);
+    CHECK(strncmp(err, "broken.st: ", 11) == 0 && one_line(err), "%s: message format '%s'", what, err);
+    CHECK(strstr(err, want) != NULL, "%s: wanted '%s', got '%s'", what, want, err);
+    ag_st_free(f);
+}
+
+static void reject_json(const char *json, const void *data, size_t dlen, const char *want)
+{
+    size_t len;
+    unsigned char *b = mk(json, data, dlen, &len);
+    expect_reject(b, len, want, json);
+    free(b);
+}
+
+static void test_truncation_and_lengths(void)
+{
+    char err[512];
+    size_t len;
+    unsigned char *b = mk(BASE_JSON, base_data, sizeof base_data, &len);
+    ag_st_file *f = ag_st_parse(b, len, "base", err, sizeof err);
+    CHECK(f && ag_st_count(f) == 2 && ((const float *)ag_st_get(f, "a")->data)[1] == 2.0f, "base: %s", err);
+    ag_st_free(f);
+    size_t n = strlen(BASE_JSON);
+    for (size_t cut = 0; cut < len; cut++) {
+        const char *want = cut < 8 ? "shorter than the 8-byte header length"
+                         : cut < 8 + n ? "runs past the end of the file"
+                                       : "past the end of the data buffer";
+        char what[64];
+        snprintf(what, sizeof what, "truncated to %zu bytes", cut);
+        /* a fresh copy of exactly cut bytes, so ASan sees any read past it */
+        unsigned char *c = malloc(cut ? cut : 1);
+        memcpy(c, b, cut);
+        expect_reject(c, cut, want, what);
+        free(c);
+    }
+    unsigned char *c = malloc(len);
+    memcpy(c, b, len);
+    put_le64(c, (uint64_t)1 << 63);
+    expect_reject(c, len, "exceeds the limit", "length 2^63");
+    put_le64(c, UINT64_MAX);
+    expect_reject(c, len, "exceeds the limit", "length 2^64-1");
+    put_le64(c, len - 8 + 1);
+    expect_reject(c, len, "runs past the end of the file", "length one past the end");
+    put_le64(c, 0);
+    expect_reject(c, len, "header length is 0", "length zero");
+    put_le64(c, n - 1);   /* header ends one byte early: the '}' is taken as data */
+    expect_reject(c, len, "unexpected end of header", "length one short");
+    put_le64(c, n + 2);   /* two data bytes read as JSON */
+    expect_reject(c, len, "bad JSON in header at byte", "length two long");
+    free(c);
+    free(b);
+}
+
+static void test_bad_json(void)
+{
+    const unsigned char *d = base_data;
+    reject_json("{\"a\"{", d, 0, "bad JSON in header at byte 4: expected ':' after key");
+    reject_json("{" BASE_A ",}", d, 8, "expected a string");
+    reject_json("{\"a", d, 0, "unexpected end of header (unterminated string)");
+    reject_json("{" BASE_A "}x", d, 8, "unexpected bytes after the JSON object");
+    reject_json("{" BASE_A " " BASE_B "}", d, 11, "expected ',' or '}' after a top-level entry");
+    reject_json("{\"a\\q\":1}", d, 0, "bad escape in string");
+    reject_json("{\"a\nb\":1}", d, 0, "raw control character in string");
+    reject_json("[1,2]", d, 0, "header is not a JSON object");
+    reject_json("   ", d, 0, "header is not a JSON object");
+    reject_json("{\"\\ud800\":1}", d, 0, "unpaired high surrogate");
+    reject_json("{\"\\ud800\\u0041\":1}", d, 0, "unpaired high surrogate");
+    reject_json("{\"\\udc00\":1}", d, 0, "unpaired low surrogate");
+    reject_json("{\"\\u00G0\":1}", d, 0, "bad hex digit");
+    reject_json("{\"\\u00", d, 0, "truncated \\u escape");
+    reject_json("{\"a\\u0000\":1}", d, 0, "\\u0000 is not allowed");
+    reject_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", d, 8, "leading zero");
+    reject_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2,],\"data_offsets\":[0,8]}}", d, 8, "expected a number");
+    reject_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[2}", d, 8, "expected ',' or ']' in array");
+    reject_json("{\"a\":{\"dtype\":\"F32\" \"shape\":[2]}}", d, 8, "expected ',' or '}' in tensor entry");
+    reject_json("{\"a\":{\"dtype\":\"F32\",\"shape\":[-]}}", d, 8, "expected a digit after '-'");
+    reject_json("{\"__metadata__\":{\"k\":\"v\" \"x\":\"y\"}}", d, 0, "expected ',' or '}' in __metadata__");
+    reject_json("{\"a\":{\"dtype\":\"F32\"", d, 0, "unexpected end of header");
+
+    /* invalid UTF-8: a stray byte, an overlong '/', a UTF-16 surrogate, a cut sequence */
+    reject_json("{\"\xff\":1}", d, 0, "header is not valid UTF-8 (byte 2 of the header)");
+    reject_json("{\"\xc0\xaf\":1}", d, 0, "not valid UTF-8");
+    reject_json("{\"\xed\xa0\x80\":1}", d, 0, "not valid UTF-8");
+    reject_json("{\"\xf4\x90\x80\x80\":1}", d, 0, "not valid UTF-8");
+    reject_json("{\"a\":1}\xe2\x98", d, 0, "not valid UTF-8");
+}
+
+static void test_bad_entries(void)
+{
+    const unsigned char *d = base_data;
+    float nanf_[2] = {1, NAN}, inff_[2] = {INFINITY, 0};
+    double nand[1] = {-NAN}, infd[1] = {-INFINITY};
+    struct { const char *json; const void *data; size_t dlen; const char *want; } cases[] = {
+        {"{" BASE_A "," BASE_A "}", d, 8, "duplicate tensor name \"a\""},
+        {"{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", d, 0, "duplicate metadata key \"k\""},
+        {"{\"__metadata__\":{},\"__metadata__\":{}}", d, 0, "duplicate key \"__metadata__\""},
+        {"{\"__metadata__\":{\"k\":1}}", d, 0, "metadata value for key \"k\" is not a string"},
+        {"{\"__metadata__\":{\"k\":[\"v\"]}}", d, 0, "metadata value for key \"k\" is not a string"},
+        {"{\"__metadata__\":[]}", d, 0, "__metadata__ must be a JSON object"},
+        {"{\"a\":{\"dtype\":\"F17\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, "unknown dtype \"F17\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", d, 8,
+         "shape and dtype need 12 bytes but data_offsets span 8"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[6,9]}}", d, 9, "overlap the previous tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[9,11]}}", d, 11, "gap in the data buffer"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", d, 8, "gap in the data buffer"},
+        {"{" BASE_A "}", d, 11, "3 trailing bytes after the last tensor"},
+        {"{}", d, 1, "1 trailing bytes"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", d, 8, "begin 8 > end 0"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", nanf_, 8,
+         "tensor \"a\": F32 data contains NaN or Inf"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", inff_, 8, "F32 data contains NaN"},
+        {"{\"x\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[0,8]}}", infd, 8,
+         "tensor \"x\": F64 data contains NaN or Inf"},
+        {"{\"x\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", nand, 8, "F64 data contains NaN"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", d, 8, "negative shape dims"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-1,8]}}", d, 8, "negative data_offsets"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,2],\"data_offsets\":[0,8]}}", d, 8,
+         "more than 8 dims"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", d, 8, "not fractions"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2e0],\"data_offsets\":[0,8]}}", d, 8, "not fractions"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[\"2\"],\"data_offsets\":[0,8]}}", d, 8,
+         "shape dims must be non-negative integers"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", d, 8, "shape dims must be an array"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808],\"data_offsets\":[0,8]}}", d, 8,
+         "shape dims too large"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", d, 8,
+         "shape size overflows"},
+        /* 2^62 elements fit in 64 bits but their 2^64 bytes wrap to 0 */
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", d, 0,
+         "shape size overflows"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,18446744073709551616]}}", d, 8,
+         "data_offsets too large"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,8]}}", d, 8, "exactly 2 entries"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", d, 8, "exactly 2 entries"},
+        {"{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, "tensor \"a\": missing \"dtype\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", d, 8, "missing \"shape\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", d, 8, "missing \"data_offsets\""},
+        {"{\"a\":{}}", d, 0, "missing \"dtype\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"crc\":1}}", d, 8,
+         "unknown field \"crc\""},
+        {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}", d, 8, "duplicate field \"dtype\""},
+        {"{\"a\":{\"dtype\":5,\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, "dtype must be a string"},
+        {"{\"a\":[0,8]}", d, 8, "tensor \"a\": entry must be a JSON object"},
+        {"{\"a\\nb\":7}", d, 0, "tensor \"a?b\": entry must be a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        reject_json(cases[i].json, cases[i].data, cases[i].dlen, cases[i].want);
+
+    /* 0-element tensors tile like any other: two at one offset is fine */
+    char err[512];
+    size_t len;
+    unsigned char *b = mk("{\"z\":{\"dtype\":\"F64\",\"shape\":[3,0],\"data_offsets\":[8,8]},"
+                          "\"y\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[8,8]}," BASE_A "}",
+                          d, 8, &len);
+    ag_st_file *f = ag_st_parse(b, len, "zeros", err, sizeof err);
+    CHECK(f && ag_st_count(f) == 3 && strcmp(ag_st_at(f, 0)->name, "a") == 0 &&
+          strcmp(ag_st_at(f, 1)->name, "z") == 0 && ag_st_get(f, "y")->nbytes == 0, "zero-size tensors: %s",
+          f ? "order" : err);
+    ag_st_free(f);
+    free(b);
+}
+
+/* Whatever a flipped byte does, the reader either refuses with a proper
+ * message or returns tensors that tile the file's data buffer exactly. */
+static void check_accepted(const ag_st_file *f, const unsigned char *b, size_t len, int *bad)
+{
+    size_t start = 8 + (size_t)le64(b), at = start;
+    for (int i = 0; i < ag_st_count(f); i++) {
+        const ag_st_tensor *t = ag_st_at(f, i);
+        uint64_t elems = 1;
+        for (int d = 0; d < t->ndim; d++) elems *= (uint64_t)t->shape[d];
+        if (ag_st_get(f, t->name) != t || elems * ag_st_dtype_size(t->dtype) != t->nbytes ||
+            at + t->nbytes > len || (t->nbytes && memcmp(t->data, b + at, t->nbytes) != 0)) {
+            (*bad)++;
+            return;
+        }
+        if (t->dtype == AG_ST_F32)
+            for (size_t k = 0; k < t->nbytes / 4; k++) *bad += !isfinite(((const float *)t->data)[k]);
+        if (t->dtype == AG_ST_F64)
+            for (size_t k = 0; k < t->nbytes / 8; k++) *bad += !isfinite(((const double *)t->data)[k]);
+        at += t->nbytes;
+    }
+    if (at != len) (*bad)++;
+    for (int i = 0; i < ag_st_meta_count(f); i++)
+        if (!ag_st_meta(f, ag_st_meta_key(f, i))) (*bad)++;
+}
+
+static void test_bit_flips(void)
+{
+    size_t len;
+    PATH_IN(model, "model.safetensors");
+    unsigned char *orig = slurp(model, &len);
+    unsigned char *b = malloc(len);
+    static const unsigned char masks[] = {0x01, 0x02, 0x20, 0x40, 0x80, 0xff};
+    int accepted = 0, rejected = 0, bad = 0, bad_msg = 0, data_ok = 0;
+    size_t data_start = 8 + (size_t)le64(orig);
+    for (size_t pos = 0; pos < len; pos++)
+        for (size_t m = 0; m < sizeof masks; m++) {
+            char err[512] = "";
+            memcpy(b, orig, len);
+            b[pos] ^= masks[m];
+            ag_st_file *f = ag_st_parse(b, len, "flip", err, sizeof err);
+            if (f) {
+                accepted++;
+                check_accepted(f, b, len, &bad);
+                data_ok += pos >= data_start;
+            } else {
+                rejected++;
+                bad_msg += strncmp(err, "flip: ", 6) != 0 || !one_line(err) || strlen(err) < 12;
+            }
+            ag_st_free(f);
+        }
+    CHECK(bad == 0, "%d inconsistent accepted files", bad);
+    CHECK(bad_msg == 0, "%d rejections with a malformed message", bad_msg);
+    /* integer data can hold any bytes, so flips there must be accepted */
+    CHECK(data_ok > 0 && accepted > 0 && rejected > 0, "accepted %d (data %d), rejected %d", accepted, data_ok,
+          rejected);
+    free(b);
+    free(orig);
+}
+
+/* Seed files for the fuzzer double as an independent check: they are made
+ * by tests/make_st_corpus.py with Python's json module.  ok_* must load,
+ * bad_* must not. */
+static void test_corpus(void)
+{
+    DIR *dp = opendir(CORPUS_DIR);
+    CHECK(dp != NULL, "cannot open %s (run from the repository root)", CORPUS_DIR);
+    if (!dp) return;
+    int nok = 0, nbad = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        int ok = strncmp(e->d_name, "ok_", 3) == 0, isbad = strncmp(e->d_name, "bad_", 4) == 0;
+        if (!ok && !isbad) continue;
+        char p[512], err[512] = "";
+        snprintf(p, sizeof p, "%s/%s", CORPUS_DIR, e->d_name);
+        ag_st_file *f = ag_st_load(p, err, sizeof err);
+        if (ok) CHECK(f != NULL, "%s rejected: %s", p, err);
+        else CHECK(f == NULL && strncmp(err, p, strlen(p)) == 0, "%s accepted", p);
+        nok += ok;
+        nbad += isbad;
+        ag_st_free(f);
+    }
+    closedir(dp);
+    CHECK(nok >= 3 && nbad >= 10, "corpus has only %d ok and %d bad files", nok, nbad);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/ag_st_test.XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    init_sample();
+    test_round_trip();
+    test_layout();
+    test_reader_escapes();
+    test_save_failures();
+    test_load_failures();
+    test_truncation_and_lengths();
+    test_bad_json();
+    test_bad_entries();
+    test_bit_flips();
+    test_corpus();
+    PATH_IN(model, "model.safetensors");
+    unlink(model);
+    if (rmdir(dir) != 0) printf("note: %s not empty\n", dir);
+    return check_done();
+}
