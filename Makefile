@@ -59,7 +59,7 @@ $(TRAINLIB): $(TRAIN_OBJ)
 $(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
 	$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(TRAINLIB) $(LIB)
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/gradcheck.h $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
 

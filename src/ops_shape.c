@@ -26,16 +26,19 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
         else
             known *= (size_t)s[i];
     }
+    ag_tensor want = { .ndim = ndim };
+    memcpy(want.shape, shape, (size_t)ndim * sizeof(int));
+    char sw[64];
     if (infer >= 0) {
         if (known == 0 || a->size % known)
-            ag_error("ag_reshape: cannot infer dim %d: %zu elements of %s", infer, a->size,
-                     ag_shape_str(a, sa, sizeof sa));
+            ag_error("ag_reshape: cannot view %s (%zu elements) as %s", ag_shape_str(a, sa, sizeof sa), a->size,
+                     ag_shape_str(&want, sw, sizeof sw));
         s[infer] = (int)(a->size / known);
         known *= (size_t)s[infer];
     }
     if (known != a->size)
-        ag_error("ag_reshape: %s has %zu elements, the new shape %zu", ag_shape_str(a, sa, sizeof sa),
-                 a->size, known);
+        ag_error("ag_reshape: cannot view %s (%zu elements) as %s (%zu elements)", ag_shape_str(a, sa, sizeof sa),
+                 a->size, ag_shape_str(&want, sw, sizeof sw), known);
     ag_tensor *out = ag_view_of(ctx, a, ndim, s);
     if (ag_should_record(ctx, out, a, NULL, NULL)) {
         /* The view shares the gradient buffer too, so backward has nothing to do. */

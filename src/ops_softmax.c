@@ -42,9 +42,11 @@ static void softmax_row(const ag_real *x, ag_real *y, size_t n, size_t s, int lo
             y[k * s] = e;
     }
     if (log_out) {
-        ag_real lse = max + (ag_real)log(sum);
+        /* (x - max) - log(sum), not x - (max + log(sum)): with large logits
+         * the latter rounds log(sum) to the spacing of floats near max. */
+        ag_real log_sum = (ag_real)log(sum);
         for (size_t k = 0; k < n; k++)
-            y[k * s] = x[k * s] - lse;
+            y[k * s] = (x[k * s] - max) - log_sum;
     } else {
         ag_real inv = (ag_real)(1.0 / sum);
         for (size_t k = 0; k < n; k++)
@@ -157,7 +159,7 @@ void ag_backward_MASKED_FILL(ag_ctx *ctx, ag_node *n)
 
 typedef struct {
     int32_t *targets;
-    ag_real *lse;                   /* log-sum-exp of each row */
+    ag_real *max, *log_sum;         /* per row: logsumexp = max + log_sum, kept apart for precision */
     size_t counted;
 } ce_saved;
 
@@ -167,7 +169,8 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
     size_t R = logits->size / (size_t)V;
     ce_saved *sv = ag_alloc(ctx, sizeof *sv);
     sv->targets = ag_alloc(ctx, R * sizeof(int32_t));
-    sv->lse = ag_alloc(ctx, R * sizeof(ag_real));
+    sv->max = ag_alloc(ctx, R * sizeof(ag_real));
+    sv->log_sum = ag_alloc(ctx, R * sizeof(ag_real));
     sv->counted = 0;
     memcpy(sv->targets, targets, R * sizeof(int32_t));
     double total = 0;
@@ -183,10 +186,11 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
         double sum = 0;
         for (int k = 0; k < V; k++)
             sum += exp(x[k] - max);
-        sv->lse[r] = max + (ag_real)log(sum);
+        sv->max[r] = max;
+        sv->log_sum[r] = (ag_real)log(sum);
         if (t >= 0) {
-            /* -log softmax(x)[t] = logsumexp(x) - x[t] */
-            total += sv->lse[r] - x[t];
+            /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
+            total += (double)(max - x[t]) + log(sum);
             sv->counted++;
         }
     }
@@ -213,9 +217,9 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
         if (t < 0)
             continue;
         const ag_real *x = logits->data + r * (size_t)V;
-        ag_real *g = dx + r * (size_t)V, lse = sv->lse[r];
+        ag_real *g = dx + r * (size_t)V, max = sv->max[r], log_sum = sv->log_sum[r];
         for (int k = 0; k < V; k++)
-            g[k] += scale * exp(x[k] - lse);
+            g[k] += scale * exp((x[k] - max) - log_sum);
         g[t] -= scale;
     }
 }

@@ -61,6 +61,13 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     if (!loss->requires_grad)
         ag_error("ag_backward: the loss does not depend on any parameter "
                  "(were gradients disabled, or no tensor marked as requiring one?)");
+    /* A second backward over the same tape (another loss of the same step)
+     * must not resend the gradients the first one left on intermediates.
+     * A reshape's gradient is its input's buffer: that one is cleared by the
+     * input's own entry, or belongs to a leaf and keeps accumulating. */
+    for (ag_node *n = ctx->tail; n; n = n->prev)
+        if (n->op != AG_OP_RESHAPE && n->out->grad)
+            memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
     ag_grad(ctx, loss)[0] += 1;
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (!n->out->grad)

@@ -1,0 +1,997 @@
+/*
+ * test_engine.c - behaviour of the engine beyond single-op gradients: the
+ * PCG32 reference sequence and its distributions, softmax with extreme and
+ * masked (-inf) inputs, dropout, every misuse error, autograd semantics
+ * (accumulation, no-grad mode, views, very deep graphs), arena reuse across
+ * steps, and the forward VALUES of the ops against plain double loops.
+ *
+ * Tolerances: where the engine rounds to ag_real once or a few times, the
+ * relative tolerance is a few units of ag_real's epsilon (REL_TIGHT); where a
+ * value is a sum of up to ~100 products, REL_SUM (float 2e-5, double 1e-12).
+ */
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attograd.h"
+#include "check.h"
+
+#ifdef AG_DOUBLE
+#define REAL_EPS DBL_EPSILON
+#define REL_SUM 1e-12
+#else
+#define REAL_EPS FLT_EPSILON
+#define REL_SUM 2e-5
+#endif
+#define REL_TIGHT (8 * REAL_EPS)
+
+static ag_pcg32 rng;
+
+static int close_to(double got, double want, double tol)
+{
+    return fabs(got - want) <= tol * (1 + fabs(want));
+}
+
+static ag_tensor *random_tensor(ag_ctx *ctx, int ndim, const int *shape, double lo, double hi)
+{
+    ag_tensor *t = ag_new(ctx, ndim, shape);
+    for (size_t i = 0; i < t->size; i++)
+        t->data[i] = (ag_real)(lo + (hi - lo) * ag_pcg32_uniform(&rng));
+    return t;
+}
+
+static ag_tensor *leaf(ag_ctx *ctx, int ndim, const int *shape, double lo, double hi)
+{
+    ag_tensor *t = random_tensor(ctx, ndim, shape, lo, hi);
+    ag_requires_grad(t);
+    return t;
+}
+
+/* sum(out * R) for a random R: every output element gets its own upstream gradient. */
+static ag_tensor *weighted_loss(ag_ctx *ctx, ag_tensor *out, ag_tensor **R_out)
+{
+    ag_tensor *R = random_tensor(ctx, out->ndim, out->shape, -1, 1);
+    if (R_out)
+        *R_out = R;
+    return ag_sum_all(ctx, ag_mul(ctx, out, R));
+}
+
+/* ======================================================================= */
+/* PCG32                                                                   */
+/* ======================================================================= */
+
+static void test_pcg32_reference(void)
+{
+    /* The sequence printed by the reference implementation's demo for
+     * pcg32_srandom_r(&rng, 42u, 54u). */
+    static const uint32_t want[6] = { 0xa15c02b7u, 0x7b47f409u, 0xba1d3330u,
+                                      0x83d2f293u, 0xbfa4784bu, 0xcbed606eu };
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, 42, 54);
+    for (int i = 0; i < 6; i++) {
+        uint32_t got = ag_pcg32_next(&g);
+        CHECK(got == want[i], "pcg32(42, 54) output %d: got 0x%08x, want 0x%08x", i, got, want[i]);
+    }
+    /* A different stream with the same seed is a different sequence. */
+    ag_pcg32 h;
+    ag_pcg32_seed(&g, 42, 54);
+    ag_pcg32_seed(&h, 42, 55);
+    int same = 0;
+    for (int i = 0; i < 8; i++)
+        same += ag_pcg32_next(&g) == ag_pcg32_next(&h);
+    CHECK(same < 8, "streams 54 and 55 gave the same 8 outputs");
+}
+
+/* Sample mean and variance of n draws; each must lie within 4 sigma of the
+ * true value, where sigma(mean) = sqrt(var / n) and
+ * sigma(sample var) ~ sqrt((mu4 - var^2) / n), mu4 the fourth central moment. */
+static void check_moments(const char *what, const double *x, int n, double mean, double var, double mu4)
+{
+    double m = 0, v = 0;
+    for (int i = 0; i < n; i++)
+        m += x[i];
+    m /= n;
+    for (int i = 0; i < n; i++)
+        v += (x[i] - mean) * (x[i] - mean);
+    v /= n;
+    double sm = sqrt(var / n), sv = sqrt((mu4 - var * var) / n);
+    CHECK(fabs(m - mean) <= 4 * sm, "%s: mean %.6f, want %.6f +- %.6f", what, m, mean, 4 * sm);
+    CHECK(fabs(v - var) <= 4 * sv, "%s: variance %.6f, want %.6f +- %.6f", what, v, var, 4 * sv);
+}
+
+static void test_pcg32_distributions(void)
+{
+    enum { N = 100000 };
+    double *x = malloc(N * sizeof *x);
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, 2024, 7);
+    int in_range = 1;
+    for (int i = 0; i < N; i++) {
+        x[i] = ag_pcg32_uniform(&g);
+        in_range &= x[i] >= 0 && x[i] < 1;
+    }
+    CHECK(in_range, "uniform left [0, 1)");
+    /* U(0,1): var 1/12, fourth central moment 1/80 */
+    check_moments("uniform", x, N, 0.5, 1.0 / 12, 1.0 / 80);
+
+    int finite = 1;
+    for (int i = 0; i < N; i++) {
+        x[i] = ag_pcg32_normal(&g);
+        finite &= isfinite(x[i]) != 0;
+    }
+    CHECK(finite, "normal produced a non-finite value");
+    /* N(0,1): var 1, fourth moment 3 */
+    check_moments("normal", x, N, 0, 1, 3);
+    free(x);
+}
+
+static void test_pcg32_below(void)
+{
+    enum { N = 100000, BOUND = 7 };
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, 99, 3);
+    int count[BOUND] = { 0 }, in_range = 1;
+    for (int i = 0; i < N; i++) {
+        uint32_t r = ag_pcg32_below(&g, BOUND);
+        if (r < BOUND)
+            count[r]++;
+        else
+            in_range = 0;
+    }
+    CHECK(in_range, "below(%d) returned a value out of range", BOUND);
+    double p = 1.0 / BOUND, sigma = sqrt(N * p * (1 - p));
+    for (int k = 0; k < BOUND; k++)
+        CHECK(fabs(count[k] - N * p) <= 4 * sigma, "below(%d): residue %d seen %d times, want %.0f +- %.0f",
+              BOUND, k, count[k], N * p, 4 * sigma);
+
+    /* bound = 3 * 2^30: plain r % bound would map both r and r + bound onto
+     * [0, 2^30), giving it probability 1/2 instead of 1/3.  Only rejection
+     * sampling gets 1/3. */
+    uint32_t big = 3u << 30;
+    int low = 0;
+    in_range = 1;
+    for (int i = 0; i < N; i++) {
+        uint32_t r = ag_pcg32_below(&g, big);
+        low += r < (1u << 30);
+        in_range &= r < big;
+    }
+    sigma = sqrt(N * (1.0 / 3) * (2.0 / 3));
+    CHECK(in_range, "below(3*2^30) returned a value out of range");
+    CHECK(fabs(low - N / 3.0) <= 4 * sigma, "below(3*2^30) is biased: %d of %d below 2^30, want %.0f +- %.0f",
+          low, N, N / 3.0, 4 * sigma);
+    CHECK(ag_pcg32_below(&g, 1) == 0, "below(1) must be 0");
+}
+
+/* ======================================================================= */
+/* softmax and masking                                                     */
+/* ======================================================================= */
+
+static void test_softmax_extremes(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    const ag_real v[4] = { 1e4, -1e4, 0, 1e4 - 1 };
+    ag_tensor *x = ag_from(ctx, 1, (int[]){4}, v);
+    ag_tensor *y = ag_softmax(ctx, x, 0), *ly = ag_log_softmax(ctx, x, 0);
+    /* Closed form, subtracting the max 1e4: exp terms {1, e^-2e4, e^-1e4, e^-1}. */
+    long double e1 = expl(-1.0L), z = 1 + e1, lz = log1pl(e1);
+    long double want_y[4] = { 1 / z, 0, 0, e1 / z };
+    long double want_ly[4] = { -lz, -2e4L - lz, -1e4L - lz, -1 - lz };
+    for (int k = 0; k < 4; k++) {
+        CHECK(isfinite(y->data[k]) && fabs((double)(y->data[k] - want_y[k])) <= REL_TIGHT * (double)want_y[k],
+              "softmax([1e4,-1e4,0,1e4-1])[%d] = %.17g, want %.17Lg", k, (double)y->data[k], want_y[k]);
+        CHECK(isfinite(ly->data[k]) &&
+                  fabs((double)(ly->data[k] - want_ly[k])) <= REL_TIGHT * fabsl(want_ly[k]),
+              "log_softmax([1e4,-1e4,0,1e4-1])[%d] = %.17g, want %.17Lg", k, (double)ly->data[k], want_ly[k]);
+    }
+    CHECK(y->data[1] == 0 && y->data[2] == 0, "exp(-1e4) must underflow to exactly 0");
+}
+
+/* softmax along dim 0 of a [5,3] tensor: rows are strided (stride 3). */
+static void test_softmax_strided(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = random_tensor(ctx, 2, (int[]){5, 3}, -3, 3);
+    ag_tensor *y = ag_softmax(ctx, x, 0), *ly = ag_log_softmax(ctx, x, -2);
+    int ok = 1;
+    for (int c = 0; c < 3; c++) {
+        double s = 0;
+        for (int r = 0; r < 5; r++)
+            s += exp((double)x->data[r * 3 + c]);
+        for (int r = 0; r < 5; r++) {
+            double p = exp((double)x->data[r * 3 + c]) / s;
+            ok &= close_to(y->data[r * 3 + c], p, REL_TIGHT) && close_to(ly->data[r * 3 + c], log(p), REL_TIGHT);
+        }
+    }
+    CHECK(ok, "softmax/log_softmax along dim 0 differ from the direct formula");
+}
+
+/* A fully masked row: softmax zeros and zero gradient; a partly masked row:
+ * zero weight where masked, the usual gradient elsewhere. */
+static void test_softmax_masked_rows(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    const ag_real v[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, 1, -INFINITY, 2, 0.5 };
+    ag_tensor *x = ag_from(ctx, 2, (int[]){2, 4}, v);
+    ag_requires_grad(x);
+    ag_tensor *R, *y = ag_softmax(ctx, x, -1);
+    ag_backward(ctx, weighted_loss(ctx, y, &R));
+    for (int k = 0; k < 4; k++) {
+        CHECK(y->data[k] == 0, "softmax of an all -inf row: element %d is %g, want 0", k, (double)y->data[k]);
+        CHECK(x->grad[k] == 0, "softmax of an all -inf row: gradient %d is %g, want 0", k, (double)x->grad[k]);
+    }
+    double e[4] = { exp(1.0), 0, exp(2.0), exp(0.5) }, s = e[0] + e[2] + e[3], dot = 0;
+    for (int k = 0; k < 4; k++)
+        dot += (double)R->data[4 + k] * e[k] / s;
+    for (int k = 0; k < 4; k++) {
+        double p = e[k] / s, g = p * (R->data[4 + k] - dot);
+        CHECK(close_to(y->data[4 + k], p, REL_TIGHT), "masked row softmax[%d] = %g, want %g", k,
+              (double)y->data[4 + k], p);
+        CHECK(close_to(x->grad[4 + k], g, REL_SUM), "masked row gradient[%d] = %g, want %g", k,
+              (double)x->grad[4 + k], g);
+    }
+    CHECK(y->data[5] == 0 && x->grad[5] == 0, "a -inf entry must get weight 0 and gradient 0");
+
+    /* log_softmax: -inf where the input is -inf.  The upstream gradient is
+     * nonzero everywhere (so the loss itself is not finite); the -inf entries
+     * are constants and must pass back exactly 0, the rest
+     * dx_k = dy_k - p_k sum over finite j of dy_j. */
+    ag_reset(ctx);
+    x = ag_from(ctx, 2, (int[]){2, 4}, v);
+    ag_requires_grad(x);
+    ag_tensor *ly = ag_log_softmax(ctx, x, -1);
+    ag_backward(ctx, weighted_loss(ctx, ly, &R));
+    for (int k = 0; k < 4; k++) {
+        CHECK(ly->data[k] == -INFINITY, "log_softmax of an all -inf row: element %d is %g, want -inf", k,
+              (double)ly->data[k]);
+        CHECK(x->grad[k] == 0, "log_softmax of an all -inf row: gradient %d is %g, want 0", k,
+              (double)x->grad[k]);
+    }
+    double rs = R->data[4] + R->data[6] + R->data[7];
+    for (int k = 0; k < 4; k++) {
+        if (k == 1) {
+            CHECK(ly->data[5] == -INFINITY && x->grad[5] == 0, "log_softmax -inf entry: %g, grad %g",
+                  (double)ly->data[5], (double)x->grad[5]);
+            continue;
+        }
+        double p = e[k] / s, g = R->data[4 + k] - p * rs;
+        CHECK(close_to(ly->data[4 + k], log(p), REL_TIGHT), "log_softmax masked row[%d] = %g, want %g", k,
+              (double)ly->data[4 + k], log(p));
+        CHECK(close_to(x->grad[4 + k], g, REL_SUM), "log_softmax masked row gradient[%d] = %g, want %g", k,
+              (double)x->grad[4 + k], g);
+    }
+}
+
+/* Causal attention in the [B,H,T,T] layout with one fully masked query row:
+ * masked_fill(-inf) -> softmax -> @ V -> loss.  No NaN may reach any gradient,
+ * masked scores get exactly zero weight and zero gradient, and the scores'
+ * gradient matches the softmax adjoint computed here in double. */
+static void test_masked_attention_gradients(ag_ctx *ctx)
+{
+    enum { B = 2, H = 2, T = 5, D = 3 };
+    ag_reset(ctx);
+    ag_tensor *scores = leaf(ctx, 4, (int[]){B, H, T, T}, -4, 4);
+    ag_tensor *V = leaf(ctx, 4, (int[]){B, H, T, D}, -1, 1);
+    ag_tensor *mask = ag_new(ctx, 4, (int[]){B, 1, T, T});
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                mask->data[(b * T + i) * T + j] = j > i || (b == 1 && i == 2);   /* batch 1, row 2: all masked */
+    ag_tensor *w = ag_softmax(ctx, ag_masked_fill(ctx, scores, mask, -INFINITY), -1);
+    ag_tensor *out = ag_matmul(ctx, w, V), *R;
+    ag_backward(ctx, weighted_loss(ctx, out, &R));
+
+    int finite = 1, zero_where_masked = 1, sums_ok = 1, grad_ok = 1;
+    for (size_t i = 0; i < scores->size; i++)
+        finite &= isfinite(scores->grad[i]) != 0;
+    for (size_t i = 0; i < V->size; i++)
+        finite &= isfinite(V->grad[i]) != 0;
+    for (size_t i = 0; i < out->size; i++)
+        finite &= isfinite(out->data[i]) != 0;
+    CHECK(finite, "a NaN or inf reached an output or gradient of masked attention");
+
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                size_t row = ((size_t)(b * H + h) * T + i) * T;
+                int full = b == 1 && i == 2;
+                /* dL/dw[i,j] = sum_d R[i,d] V[j,d]; dscore = w (dw - sum_j dw w) */
+                double dw[T], dot = 0, wsum = 0, gsum = 0;
+                for (int j = 0; j < T; j++) {
+                    dw[j] = 0;
+                    for (int d = 0; d < D; d++)
+                        dw[j] += (double)R->data[((size_t)(b * H + h) * T + i) * D + d] *
+                                 V->data[((size_t)(b * H + h) * T + j) * D + d];
+                    dot += dw[j] * w->data[row + j];
+                }
+                for (int j = 0; j < T; j++) {
+                    double wj = w->data[row + j], g = scores->grad[row + j];
+                    wsum += wj;
+                    gsum += g;
+                    if (j > i || full)
+                        zero_where_masked &= wj == 0 && g == 0;
+                    grad_ok &= close_to(g, wj * (dw[j] - dot), REL_SUM);
+                }
+                sums_ok &= full ? wsum == 0 : fabs(wsum - 1) <= REL_SUM;
+                sums_ok &= fabs(gsum) <= REL_SUM;   /* a softmax row's gradient sums to 0 */
+                if (full)
+                    for (int d = 0; d < D; d++)
+                        zero_where_masked &= out->data[((size_t)(b * H + h) * T + i) * D + d] == 0;
+            }
+    CHECK(zero_where_masked, "masked scores must get weight 0 and gradient 0 (and a fully masked row output 0)");
+    CHECK(sums_ok, "attention rows must sum to 1 (0 when fully masked) and their gradients to 0");
+    CHECK(grad_ok, "masked attention: score gradients differ from the softmax adjoint");
+}
+
+/* ======================================================================= */
+/* dropout                                                                 */
+/* ======================================================================= */
+
+/* The engine keeps an element when its draw is >= p 2^32 and multiplies it by
+ * (ag_real)(1 / (1 - p)) computed in double: survivors must equal x * scale
+ * exactly, and backward must reuse the forward's mask. */
+static void test_dropout_statistics(ag_ctx *ctx)
+{
+    enum { N = 100000 };
+    const ag_real ps[3] = { 0.1f, 0.5f, 0.9f };
+    for (int t = 0; t < 3; t++) {
+        ag_real p = ps[t];
+        ag_real scale = (ag_real)(1.0 / (1.0 - (double)p));
+        ag_reset(ctx);
+        ag_tensor *x = leaf(ctx, 2, (int[]){100, N / 100}, 1, 2);   /* never 0: a zero output means dropped */
+        ag_tensor *R, *y = ag_dropout(ctx, x, p, 1);
+        ag_backward(ctx, weighted_loss(ctx, y, &R));
+        int dropped = 0, exact = 1, grad_ok = 1;
+        for (size_t i = 0; i < y->size; i++) {
+            if (y->data[i] == 0) {
+                dropped++;
+                grad_ok &= x->grad[i] == 0;
+            } else {
+                exact &= y->data[i] == x->data[i] * scale;
+                grad_ok &= x->grad[i] == R->data[i] * scale;
+            }
+        }
+        double frac = (double)dropped / N, sigma = sqrt((double)p * (1 - (double)p) / N);
+        CHECK(fabs(frac - (double)p) <= 4 * sigma, "dropout p=%g: dropped fraction %.5f, want %g +- %.5f",
+              (double)p, frac, (double)p, 4 * sigma);
+        CHECK(exact, "dropout p=%g: survivors are not exactly x * %.9g", (double)p, (double)scale);
+        CHECK(grad_ok, "dropout p=%g: gradient is not 0 where dropped and R * scale where kept", (double)p);
+    }
+}
+
+static void test_dropout_identity(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = leaf(ctx, 2, (int[]){4, 5}, -1, 1);
+    ag_pcg32 before = *ag_dropout_rng(ctx);
+    ag_tensor *a = ag_dropout(ctx, x, 0, 1), *b = ag_dropout(ctx, x, 0.5f, 0);
+    CHECK(a == x && b == x, "dropout with p=0 or training=0 must return its input itself");
+    CHECK(ag_tape_length(ctx) == 0, "identity dropout recorded %d tape entries", ag_tape_length(ctx));
+    CHECK(memcmp(a->data, x->data, x->size * sizeof(ag_real)) == 0 &&
+              memcmp(b->data, x->data, x->size * sizeof(ag_real)) == 0,
+          "identity dropout changed values");
+    ag_pcg32 after = *ag_dropout_rng(ctx);
+    CHECK(before.state == after.state && before.inc == after.inc, "identity dropout drew from the generator");
+}
+
+static ag_tensor *dropout_with_seed(ag_ctx *ctx, ag_tensor *x, uint64_t seed)
+{
+    ag_pcg32_seed(ag_dropout_rng(ctx), seed, 2);
+    return ag_dropout(ctx, x, 0.5f, 1);
+}
+
+static void test_dropout_seeding(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = ag_full(ctx, 1, (int[]){256}, 1);
+    ag_tensor *a = dropout_with_seed(ctx, x, 11), *b = dropout_with_seed(ctx, x, 11);
+    ag_tensor *c = dropout_with_seed(ctx, x, 12);
+    CHECK(memcmp(a->data, b->data, x->size * sizeof(ag_real)) == 0, "the same dropout seed gave different masks");
+    CHECK(memcmp(a->data, c->data, x->size * sizeof(ag_real)) != 0, "different dropout seeds gave the same mask");
+    /* Without reseeding, the next call continues the stream: a new mask. */
+    ag_tensor *d = ag_dropout(ctx, x, 0.5f, 1);
+    CHECK(memcmp(c->data, d->data, x->size * sizeof(ag_real)) != 0, "two consecutive dropout calls gave the same mask");
+}
+
+/* ======================================================================= */
+/* errors                                                                  */
+/* ======================================================================= */
+
+static jmp_buf error_jump;
+static char error_msg[512];
+static int error_count;
+
+static void record_error(const char *msg, void *user)
+{
+    (void)user;
+    snprintf(error_msg, sizeof error_msg, "%s", msg);
+    error_count++;
+    longjmp(error_jump, 1);
+}
+
+/* The error raised by `stmt` must contain every fragment (op name, shapes). */
+static void check_error(const char *stmt, int raised, const char *const *fragments)
+{
+    if (!raised) {
+        CHECK(0, "%s raised no error", stmt);
+        return;
+    }
+    for (int i = 0; fragments[i]; i++)
+        CHECK(strstr(error_msg, fragments[i]) != NULL, "%s: error \"%s\" does not name \"%s\"", stmt, error_msg,
+              fragments[i]);
+}
+
+#define EXPECT_ERROR(stmt, ...)                                                  \
+    do {                                                                         \
+        volatile int raised_ = 0;                                                \
+        error_msg[0] = 0;                                                        \
+        if (setjmp(error_jump) == 0) {                                           \
+            stmt;                                                                \
+        } else {                                                                 \
+            raised_ = 1;                                                         \
+        }                                                                        \
+        check_error(#stmt, raised_, (const char *const[]){ __VA_ARGS__, NULL }); \
+    } while (0)
+
+static ag_tensor *zeros(ag_ctx *ctx, int ndim, const int *shape) { return ag_new(ctx, ndim, shape); }
+#define Z(...) zeros(ctx, (int)(sizeof((int[]){ __VA_ARGS__ }) / sizeof(int)), (int[]){ __VA_ARGS__ })
+
+static void test_shape_errors(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    EXPECT_ERROR((void)ag_add(ctx, Z(2, 3), Z(4)), "ag_add", "[2,3]", "[4]");
+    EXPECT_ERROR((void)ag_sub(ctx, Z(2, 3), Z(2, 2)), "ag_sub", "[2,3]", "[2,2]");
+    EXPECT_ERROR((void)ag_mul(ctx, Z(3, 1, 5), Z(2, 4)), "ag_mul", "[3,1,5]", "[2,4]");
+    EXPECT_ERROR((void)ag_mul(ctx, Z(2, 3, 4), Z(3, 3, 4)), "ag_mul", "[2,3,4]", "[3,3,4]");
+
+    /* The message the header's example promises, word for word. */
+    EXPECT_ERROR((void)ag_matmul(ctx, Z(2, 3), Z(4, 5)), "ag_matmul", "[2,3]", "[4,5]");
+    CHECK(strcmp(error_msg, "ag_matmul: inner dimensions differ: [2,3] @ [4,5]") == 0,
+          "matmul inner-dimension error reads \"%s\"", error_msg);
+    EXPECT_ERROR((void)ag_matmul(ctx, Z(2, 3, 4), Z(3, 4, 5)), "ag_matmul", "[2,3,4]", "[3,4,5]");
+    EXPECT_ERROR((void)ag_matmul(ctx, Z(3), Z(3, 2)), "ag_matmul", "[3]", "[3,2]");
+    EXPECT_ERROR((void)ag_matmul(ctx, Z(2, 3), Z(3)), "ag_matmul", "[2,3]", "[3]");
+
+    EXPECT_ERROR((void)ag_linear(ctx, Z(2, 3), Z(4, 5), NULL), "ag_linear", "[2,3]", "[4,5]");
+    EXPECT_ERROR((void)ag_linear(ctx, Z(2, 3), Z(4, 3), Z(5)), "ag_linear", "[4,3]", "[5]");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(4), NULL, 1e-5f), "ag_layer_norm", "[2,3]", "[4]");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(3), Z(2), 1e-5f), "ag_layer_norm", "[2,3]", "[2]");
+
+    EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(3, 3), 0), "ag_masked_fill", "[2,3]", "[3,3]");
+    EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(2, 2, 3), 0), "ag_masked_fill", "[2,3]", "[2,2,3]");
+
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){4, 2}), "ag_reshape", "[2,3]", "[4,2]");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){-1, 4}), "ag_reshape", "[2,3]", "[-1,4]");
+
+    EXPECT_ERROR((void)ag_transpose(ctx, Z(2, 3), 0, 2), "ag_transpose", "dim 2", "[2,3]");
+    EXPECT_ERROR((void)ag_softmax(ctx, Z(2, 3), -3), "ag_softmax", "dim -3", "[2,3]");
+    EXPECT_ERROR((void)ag_log_softmax(ctx, Z(2, 3), 2), "ag_log_softmax", "dim 2", "[2,3]");
+    EXPECT_ERROR((void)ag_sum(ctx, Z(2, 3), 5, 0), "ag_sum", "dim 5", "[2,3]");
+    EXPECT_ERROR((void)ag_mean(ctx, Z(2, 3), -4, 1), "ag_mean", "dim -4", "[2,3]");
+
+    EXPECT_ERROR((void)ag_slice(ctx, Z(4, 3), 0, 3, 2), "ag_slice", "[4,3]");
+    EXPECT_ERROR((void)ag_slice(ctx, Z(4, 3), 1, -1, 2), "ag_slice", "[4,3]");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ Z(2, 3), Z(2, 4) }, 2, 0), "ag_concat", "[2,3]", "[2,4]");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ Z(2, 3), Z(2, 3, 1) }, 2, 1), "ag_concat", "[2,3]",
+                 "[2,3,1]");
+
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(5, 3), (const int32_t[]){1, 5}, 1, (int[]){2}), "ag_embedding",
+                 "id 5", "[0,5)");
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(5, 3), (const int32_t[]){-1}, 1, (int[]){1}), "ag_embedding", "id -1");
+    EXPECT_ERROR((void)ag_cross_entropy(ctx, Z(2, 4), (const int32_t[]){0, 4}), "ag_cross_entropy", "target 4",
+                 "[0,4)");
+    EXPECT_ERROR((void)ag_dropout(ctx, Z(3), 1, 1), "ag_dropout", "p = 1");
+    EXPECT_ERROR((void)ag_dropout(ctx, Z(3), -0.25f, 1), "ag_dropout", "p = -0.25");
+    EXPECT_ERROR((void)ag_dropout(ctx, Z(3), NAN, 0), "ag_dropout");
+}
+
+static void test_usage_errors(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = leaf(ctx, 2, (int[]){2, 3}, -1, 1);
+    EXPECT_ERROR(ag_backward(ctx, ag_scale(ctx, x, 2)), "ag_backward", "[2,3]");
+    EXPECT_ERROR(ag_backward(ctx, ag_sum_all(ctx, Z(2, 3))), "ag_backward");
+    int was = ag_set_grad_enabled(ctx, 0);
+    EXPECT_ERROR(ag_backward(ctx, ag_sum_all(ctx, x)), "ag_backward");
+    ag_set_grad_enabled(ctx, was);
+
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "w", 1, (int[]){3});
+    EXPECT_ERROR(ag_params_add(ps, "w", 1, (int[]){4}), "ag_params_add", "'w'");
+    ag_params_alloc(ps);
+    EXPECT_ERROR(ag_params_add(ps, "late", 1, (int[]){2}), "ag_params_add", "'late'");
+    CHECK(ps->count == 1 && ps->total == 3, "failed ag_params_add calls changed the set: %d params, %zu elements",
+          ps->count, ps->total);
+    ag_params_free(ps);
+}
+
+/* ======================================================================= */
+/* autograd semantics                                                      */
+/* ======================================================================= */
+
+static void test_accumulation(ag_ctx *ctx)
+{
+    /* A tensor used by several ops receives every contribution:
+     * d/da sum(a*a + 3a) = 2a + 3. */
+    ag_reset(ctx);
+    ag_tensor *a = leaf(ctx, 1, (int[]){5}, -2, 2);
+    ag_backward(ctx, ag_sum_all(ctx, ag_add(ctx, ag_mul(ctx, a, a), ag_scale(ctx, a, 3))));
+    int ok = 1;
+    for (int i = 0; i < 5; i++)
+        ok &= close_to(a->grad[i], 2.0 * a->data[i] + 3, REL_TIGHT);
+    CHECK(ok, "a tensor used three times did not collect all three gradient contributions");
+
+    /* Parameter gradients add up over steps until zeroed. */
+    ag_params *ps = ag_params_new();
+    ag_tensor *w = ag_params_add(ps, "w", 1, (int[]){3});
+    ag_params_alloc(ps);
+    const ag_real xv[3] = { 0.5f, -1.25f, 2 };
+    for (int step = 1; step <= 3; step++) {
+        if (step == 3)
+            ag_params_zero_grad(ps);
+        ag_reset(ctx);
+        ag_tensor *x = ag_from(ctx, 1, (int[]){3}, xv);
+        ag_backward(ctx, ag_sum_all(ctx, ag_mul(ctx, w, x)));   /* d/dw = x */
+        double times = step == 2 ? 2 : 1;
+        CHECK(w->grad[0] == times * xv[0] && w->grad[1] == times * xv[1] && w->grad[2] == times * xv[2],
+              "step %d: w->grad = {%g, %g, %g}, want %g * x", step, (double)w->grad[0], (double)w->grad[1],
+              (double)w->grad[2], times);
+    }
+
+    /* Two losses that share an intermediate, backward on each in the same
+     * step: the parameter gradient must be the sum of the two gradients,
+     * as each backward starts from d(loss)/d(loss) = 1 alone.
+     * h = tanh(w x), L1 = sum h, L2 = sum h^2:
+     * dL1/dw = x (1 - h^2), dL2/dw = 2 h x (1 - h^2). */
+    ag_params_zero_grad(ps);
+    ag_reset(ctx);
+    ag_tensor *x = ag_from(ctx, 1, (int[]){3}, xv);
+    for (int i = 0; i < 3; i++)
+        w->data[i] = (ag_real)(0.3 * (i + 1));
+    ag_tensor *h = ag_tanh(ctx, ag_mul(ctx, w, x));
+    ag_tensor *l1 = ag_sum_all(ctx, h), *l2 = ag_sum_all(ctx, ag_mul(ctx, h, h));
+    ag_backward(ctx, l1);
+    ag_backward(ctx, l2);
+    ok = 1;
+    for (int i = 0; i < 3; i++) {
+        double hi = tanh((double)w->data[i] * xv[i]), d = xv[i] * (1 - hi * hi);
+        ok &= close_to(w->grad[i], d + 2 * hi * d, REL_SUM);
+    }
+    CHECK(ok, "backward(L1) then backward(L2) in one step: w->grad = {%g, %g, %g} is not dL1/dw + dL2/dw",
+          (double)w->grad[0], (double)w->grad[1], (double)w->grad[2]);
+    ag_params_free(ps);
+}
+
+static void test_no_grad(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = leaf(ctx, 2, (int[]){4, 6}, -1, 1), *W = leaf(ctx, 2, (int[]){3, 6}, -1, 1);
+    ag_tensor *lnw = leaf(ctx, 1, (int[]){3}, 0.5, 1.5), *E = leaf(ctx, 2, (int[]){5, 6}, -1, 1);
+    ag_tensor *with_grad = ag_linear(ctx, x, W, NULL);
+    int tape = ag_tape_length(ctx);
+    CHECK(tape == 1 && with_grad->requires_grad, "grad mode: linear must be recorded (tape %d)", tape);
+
+    int prev = ag_set_grad_enabled(ctx, 0);
+    CHECK(prev == 1, "gradients must be enabled by default");
+    ag_tensor *outs[12];
+    int n = 0;
+    ag_tensor *y = outs[n++] = ag_linear(ctx, x, W, NULL);
+    outs[n++] = ag_matmul(ctx, x, ag_transpose(ctx, W, 0, 1));
+    outs[n++] = ag_add(ctx, y, y);
+    outs[n++] = ag_softmax(ctx, y, -1);
+    outs[n++] = ag_masked_fill(ctx, y, ag_full(ctx, 1, (int[]){3}, 0), 0);
+    outs[n++] = ag_dropout(ctx, y, 0.5f, 1);
+    outs[n++] = ag_layer_norm(ctx, y, lnw, NULL, 1e-5f);
+    outs[n++] = ag_concat(ctx, (ag_tensor *[]){ y, y }, 2, 0);
+    outs[n++] = ag_reshape(ctx, x, 1, (int[]){24});
+    outs[n++] = ag_embedding(ctx, E, (const int32_t[]){1, 4}, 1, (int[]){2});
+    outs[n++] = ag_cross_entropy(ctx, y, (const int32_t[]){0, 1, 2, 0});
+    outs[n++] = ag_mean_all(ctx, ag_gelu(ctx, y));
+    CHECK(ag_tape_length(ctx) == tape, "no-grad mode recorded %d tape entries", ag_tape_length(ctx) - tape);
+    for (int i = 0; i < n; i++)
+        CHECK(!outs[i]->requires_grad && !outs[i]->node, "no-grad output %d requires a gradient", i);
+    CHECK(memcmp(y->data, with_grad->data, y->size * sizeof(ag_real)) == 0,
+          "no-grad mode changed the forward values");
+    CHECK(ag_set_grad_enabled(ctx, prev) == 0, "ag_set_grad_enabled must return the previous setting");
+}
+
+static void test_reshape_view(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = leaf(ctx, 2, (int[]){2, 6}, -1, 1);
+    ag_tensor *r = ag_reshape(ctx, x, 3, (int[]){3, -1, 2});
+    CHECK(r->data == x->data, "reshape must share its input's data");
+    CHECK(r->ndim == 3 && r->shape[0] == 3 && r->shape[1] == 2 && r->shape[2] == 2 && r->size == 12,
+          "reshape to [3,-1,2] gave the wrong shape");
+    /* The gradient reaches the base through the view, and adds to the base's own uses. */
+    ag_tensor *R, *S;
+    ag_tensor *loss = ag_add(ctx, weighted_loss(ctx, r, &R), weighted_loss(ctx, x, &S));
+    ag_backward(ctx, loss);
+    int ok = 1;
+    for (size_t i = 0; i < x->size; i++)
+        ok &= close_to(x->grad[i], (double)R->data[i] + S->data[i], REL_TIGHT);
+    CHECK(ok, "gradient through a reshape did not reach its base");
+}
+
+/* x_{k+1} = c x_k + 0.5, 100000 times: 200000 tape entries.  Backward must
+ * walk them without recursion, and dx_N/dx_0 = c^N.  Each backward step
+ * rounds once, so float may drift by up to N ulps: 1e5 * 6e-8 = 6e-3. */
+static void test_deep_graph(void)
+{
+    enum { STEPS = 100000 };
+    ag_ctx *ctx = ag_ctx_new();
+    ag_real c = (ag_real)1.00001;
+    ag_tensor *x0 = ag_full(ctx, 1, (int[]){1}, 0.25f);
+    ag_requires_grad(x0);
+    ag_tensor *x = x0;
+    for (int k = 0; k < STEPS; k++)
+        x = ag_add_scalar(ctx, ag_scale(ctx, x, c), 0.5f);
+    CHECK(ag_tape_length(ctx) == 2 * STEPS, "deep graph: tape holds %d entries, want %d", ag_tape_length(ctx),
+          2 * STEPS);
+    ag_backward(ctx, x);
+    double cn = pow((double)c, STEPS), want_x = 0.25 * cn + 0.5 * (cn - 1) / ((double)c - 1);
+#ifdef AG_DOUBLE
+    double tol = 1e-9;
+#else
+    double tol = 1e-2;
+#endif
+    CHECK(close_to(x0->grad[0], cn, tol), "deep graph: gradient %.10g, want c^N = %.10g", (double)x0->grad[0], cn);
+    CHECK(close_to(x->data[0], want_x, tol), "deep graph: value %.10g, want %.10g", (double)x->data[0], want_x);
+    ag_ctx_free(ctx);
+}
+
+/* ======================================================================= */
+/* memory                                                                  */
+/* ======================================================================= */
+
+/* One training step of a small model; the same shapes every time. */
+static void model_step(ag_ctx *ctx, ag_params *ps, uint64_t seed)
+{
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, seed, 1);
+    ag_real xv[4 * 8];
+    int32_t targets[4];
+    for (int i = 0; i < 32; i++)
+        xv[i] = (ag_real)(2 * ag_pcg32_uniform(&g) - 1);
+    for (int i = 0; i < 4; i++)
+        targets[i] = (int32_t)ag_pcg32_below(&g, 5);
+    ag_tensor *x = ag_from(ctx, 2, (int[]){4, 8}, xv);
+    ag_tensor *h = ag_gelu(ctx, ag_linear(ctx, x, ag_params_find(ps, "W1"), ag_params_find(ps, "b1")));
+    h = ag_layer_norm(ctx, ag_dropout(ctx, h, 0.1f, 1), ag_params_find(ps, "g"), NULL, 1e-5f);
+    ag_tensor *logits = ag_linear(ctx, h, ag_params_find(ps, "W2"), NULL);
+    ag_params_zero_grad(ps);
+    ag_backward(ctx, ag_cross_entropy(ctx, logits, targets));
+}
+
+static void test_arena_steady(void)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "W1", 2, (int[]){16, 8});
+    ag_params_add(ps, "b1", 1, (int[]){16});
+    ag_params_add(ps, "g", 1, (int[]){16});
+    ag_params_add(ps, "W2", 2, (int[]){5, 16});
+    ag_params_alloc(ps);
+    for (size_t i = 0; i < ps->total; i++)
+        ps->data[i] = (ag_real)(ag_pcg32_uniform(&rng) - 0.5);
+    size_t reserved = 0, peak = 0;
+    int used_zero = 1, reserved_same = 1, peak_same = 1;
+    for (int step = 0; step < 100; step++) {
+        ag_reset(ctx);
+        used_zero &= ag_arena_used(ctx) == 0;
+        model_step(ctx, ps, (uint64_t)step);
+        if (step == 0) {
+            reserved = ag_arena_reserved(ctx);
+            peak = ag_arena_peak(ctx);
+        }
+        reserved_same &= ag_arena_reserved(ctx) == reserved;
+        peak_same &= ag_arena_peak(ctx) == peak;
+    }
+    CHECK(used_zero, "ag_arena_used must be 0 right after ag_reset");
+    CHECK(peak > 0 && reserved >= peak, "arena peak %zu, reserved %zu", peak, reserved);
+    CHECK(reserved_same, "identical steps kept allocating: reserved %zu after step 1, %zu after 100", reserved,
+          ag_arena_reserved(ctx));
+    CHECK(peak_same, "identical steps changed the peak: %zu after step 1, %zu after 100", peak, ag_arena_peak(ctx));
+    ag_params_free(ps);
+    ag_ctx_free(ctx);
+}
+
+/* ======================================================================= */
+/* forward values                                                          */
+/* ======================================================================= */
+
+/* torch.matmul by its definition: pad both to 4-D; a batch dim of size 1
+ * is read at index 0 for every output batch index. */
+static int matmul_matches(ag_ctx *ctx, int na, const int *sa, int nb, const int *sb)
+{
+    ag_tensor *a = random_tensor(ctx, na, sa, -1, 1), *b = random_tensor(ctx, nb, sb, -1, 1);
+    ag_tensor *c = ag_matmul(ctx, a, b);
+    int A[4], B[4];
+    for (int i = 0; i < 4; i++) {
+        A[i] = i < 4 - na ? 1 : sa[i - (4 - na)];
+        B[i] = i < 4 - nb ? 1 : sb[i - (4 - nb)];
+    }
+    int M = A[2], K = A[3], N = B[3], n0 = A[0] > B[0] ? A[0] : B[0], n1 = A[1] > B[1] ? A[1] : B[1];
+    int nout = na > nb ? na : nb, ok = c->ndim == nout && c->shape[nout - 1] == N && c->shape[nout - 2] == M;
+    if (!ok)
+        return 0;
+    size_t o = 0;
+    for (int i0 = 0; i0 < n0; i0++)
+        for (int i1 = 0; i1 < n1; i1++) {
+            const ag_real *pa = a->data + ((size_t)(A[0] == 1 ? 0 : i0) * A[1] + (A[1] == 1 ? 0 : i1)) * M * K;
+            const ag_real *pb = b->data + ((size_t)(B[0] == 1 ? 0 : i0) * B[1] + (B[1] == 1 ? 0 : i1)) * K * N;
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++, o++) {
+                    double s = 0;
+                    for (int k = 0; k < K; k++)
+                        s += (double)pa[m * K + k] * pb[k * N + n];
+                    ok &= fabs(c->data[o] - s) <= REL_SUM * (1 + sqrt((double)K));
+                }
+        }
+    return ok && o == c->size;
+}
+
+static void test_matmul_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    CHECK(matmul_matches(ctx, 2, (int[]){3, 4}, 2, (int[]){4, 5}), "matmul [3,4] @ [4,5]");
+    CHECK(matmul_matches(ctx, 3, (int[]){2, 3, 4}, 2, (int[]){4, 5}), "matmul [2,3,4] @ [4,5]");
+    CHECK(matmul_matches(ctx, 2, (int[]){3, 4}, 3, (int[]){2, 4, 5}), "matmul [3,4] @ [2,4,5]");
+    CHECK(matmul_matches(ctx, 4, (int[]){2, 3, 3, 4}, 4, (int[]){2, 3, 4, 5}), "matmul [2,3,3,4] @ [2,3,4,5]");
+    CHECK(matmul_matches(ctx, 4, (int[]){2, 1, 3, 4}, 3, (int[]){3, 4, 5}), "matmul [2,1,3,4] @ [3,4,5]");
+    CHECK(matmul_matches(ctx, 4, (int[]){2, 2, 3, 4}, 4, (int[]){2, 1, 4, 5}), "matmul [2,2,3,4] @ [2,1,4,5]");
+    CHECK(matmul_matches(ctx, 4, (int[]){1, 2, 3, 4}, 4, (int[]){3, 1, 4, 5}), "matmul [1,2,3,4] @ [3,1,4,5]");
+    CHECK(matmul_matches(ctx, 3, (int[]){3, 33, 65}, 2, (int[]){65, 17}), "matmul [3,33,65] @ [65,17]");
+    CHECK(matmul_matches(ctx, 4, (int[]){2, 3, 19, 70}, 4, (int[]){2, 3, 70, 23}), "matmul [2,3,19,70] @ [2,3,70,23]");
+}
+
+static void test_transpose_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = random_tensor(ctx, 4, (int[]){2, 3, 4, 5}, -1, 1);
+    ag_tensor *y = ag_transpose(ctx, x, 1, 3);   /* [2,5,4,3]: y[i,j,k,l] = x[i,l,k,j] */
+    int ok = y->shape[0] == 2 && y->shape[1] == 5 && y->shape[2] == 4 && y->shape[3] == 3;
+    for (int i = 0; ok && i < 2; i++)
+        for (int j = 0; j < 5; j++)
+            for (int k = 0; k < 4; k++)
+                for (int l = 0; l < 3; l++)
+                    ok &= y->data[((i * 5 + j) * 4 + k) * 3 + l] == x->data[((i * 3 + l) * 4 + k) * 5 + j];
+    CHECK(ok, "transpose(1,3) of [2,3,4,5] misplaces elements");
+
+    ag_tensor *m = random_tensor(ctx, 2, (int[]){3, 7}, -1, 1), *mt = ag_transpose(ctx, m, -1, -2);
+    ok = mt->shape[0] == 7 && mt->shape[1] == 3;
+    for (int i = 0; ok && i < 3; i++)
+        for (int j = 0; j < 7; j++)
+            ok &= mt->data[j * 3 + i] == m->data[i * 7 + j];
+    CHECK(ok, "transpose(-1,-2) of [3,7] misplaces elements");
+
+    ag_tensor *z = random_tensor(ctx, 3, (int[]){2, 3, 4}, -1, 1), *zt = ag_transpose(ctx, z, 0, 2);
+    ok = zt->shape[0] == 4 && zt->shape[1] == 3 && zt->shape[2] == 2;
+    for (int i = 0; ok && i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                ok &= zt->data[(k * 3 + j) * 2 + i] == z->data[(i * 3 + j) * 4 + k];
+    CHECK(ok, "transpose(0,2) of [2,3,4] misplaces elements");
+}
+
+static void test_concat_slice_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *a = random_tensor(ctx, 3, (int[]){2, 2, 3}, -1, 1), *b = random_tensor(ctx, 3, (int[]){2, 1, 3}, -1, 1);
+    ag_tensor *c = ag_concat(ctx, (ag_tensor *[]){ a, b }, 2, 1);
+    int ok = c->ndim == 3 && c->shape[0] == 2 && c->shape[1] == 3 && c->shape[2] == 3;
+    for (int i = 0; ok && i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 3; k++)
+                ok &= c->data[(i * 3 + j) * 3 + k] == (j < 2 ? a->data[(i * 2 + j) * 3 + k] : b->data[i * 3 + k]);
+    CHECK(ok, "concat along dim 1 misplaces elements");
+    ag_tensor *sa = ag_slice(ctx, c, 1, 0, 2), *sb = ag_slice(ctx, c, -2, 2, 1);
+    CHECK(sa->shape[1] == 2 && memcmp(sa->data, a->data, a->size * sizeof(ag_real)) == 0,
+          "slice [0,2) of dim 1 does not give back the first part");
+    CHECK(sb->shape[1] == 1 && memcmp(sb->data, b->data, b->size * sizeof(ag_real)) == 0,
+          "slice [2,3) of dim 1 does not give back the second part");
+
+    ag_tensor *p = random_tensor(ctx, 2, (int[]){3, 2}, -1, 1), *q = random_tensor(ctx, 2, (int[]){3, 4}, -1, 1);
+    ag_tensor *pq = ag_concat(ctx, (ag_tensor *[]){ p, q, p }, 3, -1);
+    ok = pq->shape[0] == 3 && pq->shape[1] == 8;
+    for (int i = 0; ok && i < 3; i++)
+        for (int j = 0; j < 8; j++)
+            ok &= pq->data[i * 8 + j] == (j < 2 ? p->data[i * 2 + j] : j < 6 ? q->data[i * 4 + j - 2]
+                                                                             : p->data[i * 2 + j - 6]);
+    CHECK(ok, "concat of three along the last dim misplaces elements");
+}
+
+static void test_reduction_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = random_tensor(ctx, 3, (int[]){2, 3, 4}, -1, 1);
+    ag_tensor *s1 = ag_sum(ctx, x, 1, 0), *s1k = ag_sum(ctx, x, 1, 1), *m2 = ag_mean(ctx, x, -1, 0);
+    CHECK(s1->ndim == 2 && s1->shape[0] == 2 && s1->shape[1] == 4, "sum(dim 1) of [2,3,4] must be [2,4]");
+    CHECK(s1k->ndim == 3 && s1k->shape[1] == 1, "sum(dim 1, keepdim) of [2,3,4] must be [2,1,4]");
+    CHECK(m2->ndim == 2 && m2->shape[0] == 2 && m2->shape[1] == 3, "mean(dim -1) of [2,3,4] must be [2,3]");
+    int ok = 1;
+    double total = 0;
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            double s = 0;
+            for (int j = 0; j < 3; j++)
+                s += x->data[(i * 3 + j) * 4 + k];
+            ok &= close_to(s1->data[i * 4 + k], s, REL_TIGHT) && s1k->data[i * 4 + k] == s1->data[i * 4 + k];
+        }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) {
+            double s = 0;
+            for (int k = 0; k < 4; k++)
+                s += x->data[(i * 3 + j) * 4 + k];
+            total += s;
+            ok &= close_to(m2->data[i * 3 + j], s / 4, REL_TIGHT);
+        }
+    CHECK(ok, "sum/mean over a dim differ from plain loops");
+    ag_tensor *sa = ag_sum_all(ctx, x), *ma = ag_mean_all(ctx, x), *s0 = ag_sum(ctx, ag_reshape(ctx, x, 1, (int[]){24}), 0, 0);
+    CHECK(sa->ndim == 1 && sa->shape[0] == 1 && close_to(sa->data[0], total, REL_TIGHT), "sum_all = %g, want %g",
+          (double)sa->data[0], total);
+    CHECK(close_to(ma->data[0], total / 24, REL_TIGHT), "mean_all = %g, want %g", (double)ma->data[0], total / 24);
+    CHECK(s0->ndim == 1 && s0->shape[0] == 1 && close_to(s0->data[0], total, REL_SUM),
+          "sum of a 1-D tensor must be shape [1] holding the total");
+}
+
+static void test_layer_norm_values(ag_ctx *ctx)
+{
+    enum { R = 3, D = 16 };
+    ag_reset(ctx);
+    ag_tensor *x = random_tensor(ctx, 2, (int[]){R, D}, -3, 3);
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < D; k++)
+            x->data[r * D + k] += (ag_real)(10 * r);   /* row offsets 0, 10, 20 must not matter */
+    ag_tensor *w = random_tensor(ctx, 1, (int[]){D}, 0.5, 2), *b = random_tensor(ctx, 1, (int[]){D}, -1, 1);
+    ag_tensor *y = ag_layer_norm(ctx, x, NULL, NULL, 1e-5f), *yw = ag_layer_norm(ctx, x, w, b, 1e-5f);
+    int ok = 1, affine = 1;
+    for (int r = 0; r < R; r++) {
+        double mean = 0, var = 0, xm = 0, xv = 0;
+        for (int k = 0; k < D; k++) {
+            mean += y->data[r * D + k];
+            xm += x->data[r * D + k];
+        }
+        mean /= D;
+        xm /= D;
+        for (int k = 0; k < D; k++) {
+            var += (y->data[r * D + k] - mean) * (y->data[r * D + k] - mean);
+            xv += (x->data[r * D + k] - xm) * (x->data[r * D + k] - xm);
+        }
+        var /= D;
+        xv /= D;
+        /* Biased variance v: the output variance is v / (v + eps), just under 1. */
+        ok &= fabs(mean) <= 1e-5 && close_to(var, xv / (xv + 1e-5), 1e-5);
+        for (int k = 0; k < D; k++) {
+            double xhat = (x->data[r * D + k] - xm) / sqrt(xv + 1e-5);
+            affine &= close_to(y->data[r * D + k], xhat, REL_SUM) &&
+                      close_to(yw->data[r * D + k], xhat * w->data[k] + b->data[k], REL_SUM);
+        }
+    }
+    CHECK(ok, "layer_norm rows must have mean 0 and variance v/(v+eps)");
+    CHECK(affine, "layer_norm differs from (x - mean)/sqrt(var + eps) * w + b");
+}
+
+static void test_gelu_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    const ag_real x[5] = { 1, -1, 0, 3, -6 };
+    ag_tensor *y = ag_gelu(ctx, ag_from(ctx, 1, (int[]){5}, x));
+    /* x Phi(x): Phi(1) = 0.8413447460685429, Phi(3) = 0.9986501019683699,
+     * Phi(-6) = 9.865876450377012e-10.  Phi(x) = (1 + erf(x/sqrt 2))/2 loses
+     * the low bits of 1 + erf for negative x, an absolute error of a few
+     * double ulps times |x|: allowed on top of the relative tolerance. */
+    const double want[5] = { 0.8413447460685429, -0.15865525393145707, 0, 3 * 0.9986501019683699,
+                             -6 * 9.865876450377012e-10 };
+    for (int i = 0; i < 5; i++)
+        CHECK(fabs(y->data[i] - want[i]) <= REL_TIGHT * fabs(want[i]) + 4 * DBL_EPSILON * fabs((double)x[i]),
+              "gelu(%g) = %.17g, want %.17g", (double)x[i], (double)y->data[i], want[i]);
+}
+
+static void test_cross_entropy_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    const ag_real v[12] = { 1, 2, 3, 4, 0, 0, 0, 0, 5, -5, 0, 1 };
+    ag_tensor *logits = ag_from(ctx, 2, (int[]){3, 4}, v);
+    ag_requires_grad(logits);
+    /* Row 0, target 3: log(e + e^2 + e^3 + e^4) - 4 = log(1 + e^-1 + e^-2 + e^-3).
+     * Row 1, uniform logits: log 4.  Row 2 is ignored (target -1). */
+    double l0 = log(1 + exp(-1.0) + exp(-2.0) + exp(-3.0)), l1 = log(4.0), want = (l0 + l1) / 2;
+    ag_tensor *loss = ag_cross_entropy(ctx, logits, (const int32_t[]){3, 2, -1});
+    CHECK(close_to(loss->data[0], want, REL_TIGHT), "cross_entropy = %.10g, want %.10g", (double)loss->data[0], want);
+    ag_backward(ctx, loss);
+    /* d/dlogits = (softmax - onehot) / 2 on counted rows, 0 on the ignored row. */
+    double z0 = exp(1.0) + exp(2.0) + exp(3.0) + exp(4.0);
+    int ok = 1;
+    for (int k = 0; k < 4; k++) {
+        ok &= close_to(logits->grad[k], (exp(k + 1.0) / z0 - (k == 3)) / 2, REL_SUM);
+        ok &= close_to(logits->grad[4 + k], (0.25 - (k == 2)) / 2, REL_SUM);
+        ok &= logits->grad[8 + k] == 0;
+    }
+    CHECK(ok, "cross_entropy gradient is not (softmax - onehot) / counted rows");
+
+    ag_tensor *big = ag_from(ctx, 2, (int[]){1, 2}, (const ag_real[]){1e4, 0});
+    ag_tensor *lb = ag_cross_entropy(ctx, big, (const int32_t[]){1});
+    CHECK(close_to(lb->data[0], 1e4, REL_TIGHT), "cross_entropy([1e4, 0], 1) = %g, want 1e4", (double)lb->data[0]);
+
+    /* Large logits close together: the loss is O(1) and must be as exact as
+     * for small logits.  [1e4, 1e4-1] with targets 0 and 1:
+     * log(1 + e^-1) and 1 + log(1 + e^-1); softmax = [1, e^-1] / (1 + e^-1). */
+    ag_tensor *near = ag_from(ctx, 2, (int[]){2, 2}, (const ag_real[]){1e4, 1e4 - 1, 1e4, 1e4 - 1});
+    ag_requires_grad(near);
+    ag_tensor *ln = ag_cross_entropy(ctx, near, (const int32_t[]){0, 1});
+    double lz = log1p(exp(-1.0)), p0 = 1 / (1 + exp(-1.0));
+    CHECK(close_to(ln->data[0], (lz + 1 + lz) / 2, REL_TIGHT), "cross_entropy([1e4, 1e4-1]) = %.10g, want %.10g",
+          (double)ln->data[0], (lz + 1 + lz) / 2);
+    ag_backward(ctx, ln);
+    CHECK(close_to(near->grad[0], (p0 - 1) / 2, REL_TIGHT) && close_to(near->grad[1], (1 - p0) / 2, REL_TIGHT) &&
+              close_to(near->grad[2], p0 / 2, REL_TIGHT) && close_to(near->grad[3], (1 - p0 - 1) / 2, REL_TIGHT),
+          "cross_entropy([1e4, 1e4-1]) gradient {%.9g, %.9g, %.9g, %.9g}, want (softmax - onehot) / 2",
+          (double)near->grad[0], (double)near->grad[1], (double)near->grad[2], (double)near->grad[3]);
+    ag_tensor *none = ag_cross_entropy(ctx, logits, (const int32_t[]){-1, -1, -1});
+    CHECK(none->data[0] == 0, "cross_entropy with every target ignored = %g, want 0", (double)none->data[0]);
+}
+
+static void test_embedding_values(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *W = leaf(ctx, 2, (int[]){5, 3}, -1, 1);
+    const int32_t ids[4] = { 4, 0, 2, 4 };
+    ag_tensor *y = ag_embedding(ctx, W, ids, 2, (int[]){2, 2});
+    CHECK(y->ndim == 3 && y->shape[0] == 2 && y->shape[1] == 2 && y->shape[2] == 3, "embedding shape");
+    int ok = 1;
+    for (int i = 0; i < 4; i++)
+        ok &= memcmp(y->data + i * 3, W->data + ids[i] * 3, 3 * sizeof(ag_real)) == 0;
+    CHECK(ok, "embedding rows differ from the weight's rows");
+    ag_backward(ctx, ag_sum_all(ctx, y));
+    const double uses[5] = { 1, 0, 1, 0, 2 };
+    ok = 1;
+    for (int r = 0; r < 5; r++)
+        for (int k = 0; k < 3; k++)
+            ok &= W->grad[r * 3 + k] == uses[r];
+    CHECK(ok, "embedding backward must add one per use of each row (row 4 used twice)");
+}
+
+int main(void)
+{
+    ag_pcg32_seed(&rng, 12345, 1);
+    ag_ctx *ctx = ag_ctx_new();
+
+    test_pcg32_reference();
+    test_pcg32_distributions();
+    test_pcg32_below();
+
+    test_softmax_extremes(ctx);
+    test_softmax_strided(ctx);
+    test_softmax_masked_rows(ctx);
+    test_masked_attention_gradients(ctx);
+
+    test_dropout_statistics(ctx);
+    test_dropout_identity(ctx);
+    test_dropout_seeding(ctx);
+
+    ag_set_error_handler(record_error, NULL);
+    test_shape_errors(ctx);
+    test_usage_errors(ctx);
+    ag_set_error_handler(NULL, NULL);
+    CHECK(error_count > 0, "the error handler was never called");
+
+    test_accumulation(ctx);
+    test_no_grad(ctx);
+    test_reshape_view(ctx);
+    test_deep_graph();
+    test_arena_steady();
+
+    test_matmul_values(ctx);
+    test_transpose_values(ctx);
+    test_concat_slice_values(ctx);
+    test_reduction_values(ctx);
+    test_layer_norm_values(ctx);
+    test_gelu_values(ctx);
+    test_cross_entropy_values(ctx);
+    test_embedding_values(ctx);
+
+    ag_ctx_free(ctx);
+    return check_done();
+}

@@ -1,0 +1,141 @@
+/*
+ * test_model.c - MultiHeadAttention and a whole model step gradient-checked
+ * (tolerances in gradcheck.h): causal and non-causal, several heads, qkv
+ * bias on and off, cross-attention, dropout with a fixed seed; the GPT and
+ * attn-only models end to end through cross-entropy; parameter names and
+ * counts as the checkpoint contract states them.
+ */
+#include "gradcheck.h"
+#include "model.h"
+
+typedef struct mha_case {
+    int heads, qkv_bias, causal, cross;
+    double dropout;
+} mha_case;
+
+/* Inputs: x [2,5,6] (and kv [2,3,6] for cross-attention) plus the layer's
+ * parameters, all registered in one ag_params so every gradient is checked. */
+static ag_tensor *f_mha(ag_ctx *c, ag_tensor **in, const void *arg)
+{
+    const nn_mha *a = arg;
+    ag_pcg32_seed(ag_dropout_rng(c), 11, 2);   /* the same dropout mask on every evaluation */
+    ag_tensor *kv = a->causal ? NULL : in[1];
+    return nn_mha_forward(c, a, in[0], kv, 1, NULL);
+}
+
+static void check_mha(const char *label, mha_case mc)
+{
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "x", 3, (int[]){2, 5, 6});
+    ag_params_add(ps, "kv", 3, (int[]){2, mc.cross ? 3 : 5, 6});
+    nn_mha a = nn_mha_new(ps, "attn", 6, mc.heads, mc.qkv_bias, mc.dropout, mc.causal);
+    ag_params_alloc(ps);
+    for (int i = 0; i < ps->count; i++)
+        fill(ps->list[i], -1, 1, 0);
+    if (mc.causal) {
+        /* causal self-attention ignores kv: keep it out of the comparison */
+        ps->list[1]->requires_grad = 0;
+    }
+    gradcheck(label, f_mha, ps, &a);
+    ag_params_free(ps);
+}
+
+typedef struct step_case {
+    model *m;
+    int32_t ids[2 * 7], targets[2 * 7];
+    int dropout;
+} step_case;
+
+static ag_tensor *f_model(ag_ctx *c, ag_tensor **in, const void *arg)
+{
+    (void)in;
+    const step_case *s = arg;
+    ag_pcg32_seed(ag_dropout_rng(c), 5, 2);
+    ag_tensor *logits = model_forward(c, s->m, s->ids, 2, 7, s->dropout, NULL);
+    return ag_cross_entropy(c, logits, s->targets);
+}
+
+static void check_model(const char *label, int arch, int qkv_bias, double dropout)
+{
+    model_config cfg = { arch, 9, 2, 3, 6, 8, qkv_bias, dropout };   /* odd sizes: 3 heads of 2 */
+    model m;
+    model_build(&m, &cfg);
+    ag_pcg32 init;
+    ag_pcg32_seed(&init, 3, 1);
+    model_init(&m, &init);
+    /* larger weights than the 0.02 init so every path carries signal */
+    for (size_t i = 0; i < m.params->total; i++)
+        m.params->data[i] += (ag_real)(0.3 * ag_pcg32_normal(&rng));
+    step_case s = { &m, {0}, {0}, dropout > 0 };
+    for (int i = 0; i < 14; i++) {
+        s.ids[i] = (int32_t)ag_pcg32_below(&rng, 9);
+        s.targets[i] = i % 5 == 0 ? -1 : (int32_t)ag_pcg32_below(&rng, 9);
+    }
+    gradcheck(label, f_model, m.params, &s);
+
+    /* the checkpoint contract: names and count */
+    CHECK(ag_params_find(m.params, "tok_emb.weight") && ag_params_find(m.params, "pos_emb.weight") &&
+              ag_params_find(m.params, "blocks.1.attn.W_query.weight") &&
+              ag_params_find(m.params, "blocks.0.attn.out_proj.bias") && ag_params_find(m.params, "out_head.weight") &&
+              !ag_params_find(m.params, "out_head.bias"),
+          "%s: parameter names", label);
+    CHECK((ag_params_find(m.params, "blocks.0.attn.W_key.bias") != NULL) == qkv_bias, "%s: qkv bias", label);
+    CHECK((ag_params_find(m.params, "final_norm.weight") != NULL) == (arch == ARCH_GPT) &&
+              (ag_params_find(m.params, "blocks.1.mlp.fc2.weight") != NULL) == (arch == ARCH_GPT),
+          "%s: gpt-only parameters", label);
+    CHECK((double)m.params->total == model_param_count(&cfg), "%s: %zu parameters, model_param_count says %.0f",
+          label, m.params->total, model_param_count(&cfg));
+    model_free(&m);
+}
+
+int main(void)
+{
+    ag_pcg32_seed(&rng, 99, 1);
+    printf("model gradient checks in %s precision\n", AG_PRECISION_NAME);
+    check_mha("mha causal, 1 head", (mha_case){ 1, 0, 1, 0, 0 });
+    check_mha("mha causal, 3 heads, qkv bias", (mha_case){ 3, 1, 1, 0, 0 });
+    check_mha("mha non-causal, 2 heads", (mha_case){ 2, 0, 0, 0, 0 });
+    check_mha("mha cross-attention, 3 heads, qkv bias", (mha_case){ 3, 1, 0, 1, 0 });
+    check_mha("mha causal, 2 heads, dropout 0.3", (mha_case){ 2, 0, 1, 0, 0.3 });
+    check_model("gpt step", ARCH_GPT, 0, 0);
+    check_model("gpt step, qkv bias, dropout 0.2", ARCH_GPT, 1, 0.2);
+    check_model("attn-only step", ARCH_ATTN_ONLY, 1, 0);
+
+    /* The causal mask means position t never sees t+1..: changing the last
+     * token must leave the logits of every earlier position unchanged. */
+    model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, 0, 0 };
+    model m;
+    model_build(&m, &cfg);
+    ag_pcg32 init;
+    ag_pcg32_seed(&init, 4, 1);
+    model_init(&m, &init);
+    for (size_t i = 0; i < m.params->total; i++)
+        m.params->data[i] += (ag_real)(0.3 * ag_pcg32_normal(&rng));
+    ag_ctx *ctx = ag_ctx_new();
+    int32_t a[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, b[8] = { 1, 2, 3, 4, 5, 6, 7, 0 };
+    ag_tensor *la = model_forward(ctx, &m, a, 1, 8, 0, NULL), *lb = model_forward(ctx, &m, b, 1, 8, 0, NULL);
+    int same_prefix = memcmp(la->data, lb->data, 7 * 9 * sizeof(ag_real)) == 0;
+    int last_differs = memcmp(la->data + 7 * 9, lb->data + 7 * 9, 9 * sizeof(ag_real)) != 0;
+    CHECK(same_prefix && last_differs, "causal: earlier logits unchanged (%d), last changed (%d)", same_prefix,
+          last_differs);
+    ag_tensor *w[2];
+    model_forward(ctx, &m, a, 1, 8, 0, w);
+    int upper_zero = 1, rows_sum_one = 1;
+    for (int h = 0; h < 3; h++)
+        for (int i = 0; i < 8; i++) {
+            double s = 0;
+            for (int j = 0; j < 8; j++) {
+                ag_real v = w[1]->data[(h * 8 + i) * 8 + j];
+                s += v;
+                if (j > i && v != 0)
+                    upper_zero = 0;
+            }
+            if (fabs(s - 1) > 1e-5)
+                rows_sum_one = 0;
+        }
+    CHECK(w[1]->ndim == 4 && w[1]->shape[1] == 3 && upper_zero && rows_sum_one,
+          "attention weights: [B,H,T,T], zero above the diagonal, rows sum to 1");
+    ag_ctx_free(ctx);
+    model_free(&m);
+    return check_done();
+}
