@@ -14,11 +14,12 @@ ARCH      ?= -march=native
 OPT       ?= -O2
 SAN       ?=
 
+BUILDDIR  ?= build
 ifeq ($(PRECISION),double)
-BUILD     ?= build-double
+BUILD      = $(BUILDDIR)-double
 PRECFLAGS  = -DAG_DOUBLE
 else
-BUILD     ?= build
+BUILD      = $(BUILDDIR)
 PRECFLAGS  =
 endif
 
@@ -46,22 +47,25 @@ lib: $(LIB)
 
 $(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h train/*.h) Makefile
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) -c $< -o $@
+	@echo "  CC  $@"
+	@$(CC) $(ALLCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(TRAINLIB): $(TRAIN_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
-	$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
+	@echo "  LD  $@"
+	@$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/gradcheck.h $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+	@echo "  LD  $@"
+	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
 
 tests: $(TEST_BIN)
 
@@ -70,15 +74,16 @@ tests: $(TEST_BIN)
 test:
 	@$(MAKE) -s --no-print-directory all tests
 	@$(MAKE) -s --no-print-directory PRECISION=double all tests
-	@sh tests/run.sh $(TEST_BIN) $(TEST_SRC:tests/%.c=build-double/tests/%) \
-	    $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
+	@ATTOGRAD=./$(BUILDDIR)/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) \
+	    $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
 
+# The same suite with every C test and the CLI under ASan + UBSan.
 test-asan:
-	@$(MAKE) -s --no-print-directory test BUILD=build-asan OPT=-O1 \
+	@$(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
 run: all
 	./$(CLI) train
 
 clean:
-	rm -rf build build-double build-asan build-asan-double
+	rm -rf build build-double build-asan build-asan-double build-fuzz

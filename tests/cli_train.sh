@@ -1,0 +1,84 @@
+#!/bin/bash
+# cli_train.sh - the attograd command end to end: learning is asserted
+# (copy with SGD and with AdamW, sort, text), runs are reproducible bit for
+# bit from the seed, and flags are validated.  Run from the repository root.
+A=${ATTOGRAD:-./build/attograd}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+check() { if eval "$2"; then ok; else fail "$1"; fi; }
+# the held-out exact-match percentage from a run's summary line
+acc() { sed -nE 's/.*held-out exact match ([0-9.]+)%.*/\1/p' "$1"; }
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 >= b + 0) }'; }
+lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'; }
+
+# --- learning: the default run (make run) is SGD with momentum on copy
+$A train --quiet --seed 1 > "$tmp/copy_sgd.txt" 2>&1
+check "copy with SGD reaches >= 99% held-out exact match ($(acc "$tmp/copy_sgd.txt")%)" 'ge "$(acc "$tmp/copy_sgd.txt")" 99'
+$A train --quiet --seed 2 --optimizer adamw --lr 3e-3 > "$tmp/copy_adamw.txt" 2>&1
+check "copy with AdamW reaches >= 99% ($(acc "$tmp/copy_adamw.txt")%)" 'ge "$(acc "$tmp/copy_adamw.txt")" 99'
+$A train --quiet --seed 1 --task sort --optimizer adamw --steps 600 > "$tmp/sort.txt" 2>&1
+check "sort reaches 100% held-out ($(acc "$tmp/sort.txt")%)" 'ge "$(acc "$tmp/sort.txt")" 100'
+# text: the validation loss must fall well below the unigram entropy of data/tiny.txt (3.08 nats)
+$A train --quiet --text data/tiny.txt --optimizer adamw --lr 3e-3 --steps 300 --context 32 --batch 16 \
+    --eval-every 0 > "$tmp/text.txt" 2>&1
+vl=$(sed -nE 's/.*validation loss ([0-9.]+).*/\1/p' "$tmp/text.txt")
+check "text: validation loss $vl < 2.2 nats" 'lt "$vl" 2.2'
+
+# --- determinism: same seed, same losses bit for bit; another seed differs
+for s in a b; do
+    $A train --quiet --steps 30 --dropout 0.1 --log-every 1 --eval-every 0 --log "$tmp/det_$s.csv" >/dev/null
+done
+$A train --quiet --steps 30 --dropout 0.1 --log-every 1 --eval-every 0 --seed 7 --log "$tmp/det_c.csv" >/dev/null
+cut -d, -f2 "$tmp/det_a.csv" > "$tmp/la"; cut -d, -f2 "$tmp/det_b.csv" > "$tmp/lb"; cut -d, -f2 "$tmp/det_c.csv" > "$tmp/lc"
+check "same seed gives identical losses" 'cmp -s "$tmp/la" "$tmp/lb" && [ $(wc -l < "$tmp/la") -eq 31 ]'
+check "a different seed gives different losses" '! cmp -s "$tmp/la" "$tmp/lc"'
+
+# --- flags: each mistake is one line on stderr, exit status 2, no file written
+bad() {  # bad "<expected substring>" args...
+    local want="$1"; shift
+    "$A" "$@" > "$tmp/out" 2> "$tmp/err"
+    local rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -qF -- "$want" "$tmp/err" && [ ! -s "$tmp/out" ]; then
+        ok
+    else
+        fail "attograd $* -> exit $rc, stderr: $(cat "$tmp/err")"
+    fi
+}
+bad "unknown command 'frobnicate'" frobnicate
+bad "unknown option '--bogus'" train --bogus 1
+bad "--lr expects a number, got '1e-3x'" train --lr 1e-3x
+bad "--steps expects an integer" train --steps ten
+bad "--lr 0 is out of range" train --lr 0
+bad "--lr needs a value" train --lr
+bad "--steps -1 is out of range" train --steps -1
+bad "--d-model 0 is out of range" train --d-model 0
+bad "--heads 5 does not divide --d-model 64" train --heads 5
+bad "--dropout 1 is out of range" train --dropout 1
+bad "--task and --text both given" train --task copy --text data/tiny.txt
+bad "--init and --resume both given" train --init a --resume b
+bad "unknown task 'juggle'" train --task juggle
+bad "--arch 'rnn' is not an architecture" train --arch rnn
+bad "--optimizer 'lbfgs' is not an optimizer" train --optimizer lbfgs
+bad "--schedule 'step' is not a schedule" train --schedule step
+bad "--order 'shuffled' is not an order" train --order shuffled
+bad "--save-every needs --save" train --save-every 5
+bad "needs a context of at least 16" train --context 8
+bad "--steps given twice" train --steps 1 --steps 2
+bad "unexpected argument 'copy'" train copy
+bad "--model FILE is required" eval
+bad "--model FILE is required" sample
+bad "expects exactly one checkpoint file" info
+printf 'aaaa' > "$tmp/one.txt"
+bad "one distinct byte" train --text "$tmp/one.txt" --steps 1
+bad "$tmp/missing.txt" train --text "$tmp/missing.txt"
+bad "is a directory" train --text "$tmp"
+bad "this model needs about" train --d-model 65536 --layers 256 --heads 1 --save "$tmp/never.st"
+check "no checkpoint written by a refused run" '[ ! -e "$tmp/never.st" ]'
+check "--help exits 0 and lists the flags" '$A train --help | grep -q -- "--qkv-bias"'
+check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --help >/dev/null && $A info --help >/dev/null'
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
