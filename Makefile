@@ -41,7 +41,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-float test-double test-asan run bench clean
+.PHONY: all lib tests test test-asan run bench fuzz clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -81,6 +81,16 @@ test:
 test-asan:
 	@$(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+# libFuzzer on the checkpoint reader (clang), seeded with tests/corpus/.
+FUZZ_TIME ?= 60
+fuzz:
+	@mkdir -p build-fuzz/corpus-st
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 \
+	    -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc tests/fuzz_safetensors.c src/safetensors.c \
+	    -o build-fuzz/fuzz_safetensors
+	./build-fuzz/fuzz_safetensors build-fuzz/corpus-st tests/corpus/safetensors \
+	    -dict=tests/fuzz_safetensors.dict -max_total_time=$(FUZZ_TIME)
 
 run: all
 	./$(CLI) train

@@ -80,5 +80,25 @@ check "no checkpoint written by a refused run" '[ ! -e "$tmp/never.st" ]'
 check "--help exits 0 and lists the flags" '$A train --help | grep -q -- "--qkv-bias"'
 check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --help >/dev/null && $A info --help >/dev/null'
 
+# --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
+$A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1
+cp "$tmp/good.st" "$tmp/good.bak"
+$A train --quiet --lr 1e6 --clip 0 --steps 50 --save "$tmp/good.st" > /dev/null 2> "$tmp/nan.err"
+rc=$?
+check "diverging run exits 3 naming the step ($(cat "$tmp/nan.err"))" '[ $rc -eq 3 ] && grep -q "at step" "$tmp/nan.err"'
+check "diverging run keeps the last good checkpoint" 'cmp -s "$tmp/good.st" "$tmp/good.bak"'
+$A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/int.st" > /dev/null 2>&1 &
+pid=$!; sleep 1.5; kill -INT $pid; wait $pid; rc=$?
+check "SIGINT exits 130 after saving" '[ $rc -eq 130 ] && $A info "$tmp/int.st" > /dev/null'
+$A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/term.st" > /dev/null 2>&1 &
+pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; rc=$?
+check "SIGTERM exits 143 after saving" '[ $rc -eq 143 ] && $A info "$tmp/term.st" > /dev/null'
+mkdir -p "$tmp/ro" && cp "$tmp/good.bak" "$tmp/ro/m.st" && chmod 555 "$tmp/ro"
+if [ "$(id -u)" -ne 0 ]; then
+    $A train --quiet --steps 5 --save "$tmp/ro/m.st" > /dev/null 2> "$tmp/ro.err"; rc=$?
+    check "unwritable directory: error, old checkpoint intact" '[ $rc -ne 0 ] && cmp -s "$tmp/ro/m.st" "$tmp/good.bak"'
+fi
+chmod 755 "$tmp/ro"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -6,6 +6,7 @@
  * dropout (2) and data (3) -- so a run is reproducible bit for bit.
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,32 @@ typedef struct train_opts {
 } train_opts;
 
 static const char *CMD = "train";
+
+/* SIGINT/SIGTERM: the first one lets the current step finish (and the run
+ * save, with --save); a second SIGINT leaves at once without touching the
+ * checkpoint. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    if (stop_signal && sig == SIGINT)
+        _exit(130);
+    stop_signal = sig;
+}
+
+/* The first parameter whose gradient holds a NaN or infinity, or NULL. */
+static const ag_tensor *first_bad_grad(const ag_params *ps)
+{
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *t = ps->list[i];
+        ag_real acc = 0;
+        for (size_t k = 0; k < t->size; k++)
+            acc += t->grad[k] * 0;     /* 0 * x is NaN exactly when x is NaN or inf */
+        if (acc != acc)
+            return t;
+    }
+    return NULL;
+}
 
 static void print_config(const train_opts *o, const model_config *c, const dataset *d, const model *m)
 {
@@ -311,6 +338,12 @@ int cmd_train(int argc, char **argv)
     if (!x || !y)
         die(CMD, "out of memory for a batch of %d x %d tokens", B, S);
     int tty = isatty(fileno(stdout)) && !o.quiet;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     double t_start = now_seconds(), t_mark = t_start, loss = NAN;
     long mark_step = start, step = start;
     int status = 0;
@@ -323,9 +356,17 @@ int cmd_train(int argc, char **argv)
         ag_params_zero_grad(m.params);
         ag_backward(ctx, l);
         loss = l->data[0];
-        if (!isfinite(loss)) {
-            fprintf(stderr, "attograd train: loss is %g at step %ld; stopping (lower --lr or enable --clip)\n",
-                    loss, step + 1);
+        const ag_tensor *bad = isfinite(loss) ? first_bad_grad(m.params) : NULL;
+        if (!isfinite(loss) || bad) {
+            if (tty)
+                printf("\n");
+            if (bad)
+                fprintf(stderr, "attograd train: the gradient of %s is not finite at step %ld; stopping without "
+                                "saving (lower --lr or use --clip)%s\n", bad->name, step + 1,
+                        o.save ? "; the last saved checkpoint is kept" : "");
+            else
+                fprintf(stderr, "attograd train: loss is %g at step %ld; stopping without saving (lower --lr or "
+                                "use --clip)%s\n", loss, step + 1, o.save ? "; the last saved checkpoint is kept" : "");
             status = 3;
             break;
         }
@@ -376,10 +417,19 @@ int cmd_train(int argc, char **argv)
         } else if (tty && done % 5 == 0) {
             progress_bar(done, o.steps, loss, now_seconds() - t_start, done - start);
         }
+        if (stop_signal) {
+            step++;
+            if (tty)
+                printf("\n");
+            fprintf(stderr, "attograd train: %s at step %ld: stopping%s\n",
+                    stop_signal == SIGINT ? "interrupted" : "terminated", step, o.save ? " and saving" : "");
+            status = stop_signal == SIGINT ? 130 : 143;
+            break;
+        }
     }
     double elapsed = now_seconds() - t_start;
 
-    if (status == 0 && o.save) {
+    if ((status == 0 || status >= 128) && o.save) {
         if (ckpt_save(o.save, &m, data_name, vocab, vocab_size, step, &state, err, sizeof err)) {
             fprintf(stderr, "attograd train: %s\n", err);
             status = 1;
