@@ -268,8 +268,8 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
     for (int i = 0; i < ag_st_count(f); i++)
         data_bytes += (double)ag_st_at(f, i)->nbytes;
     if (model_param_count(cfg) * 4 > data_bytes)
-        FAIL("%s: the config needs %.0f parameters but the file holds only %.0f bytes of tensors", path,
-             model_param_count(cfg), data_bytes);
+        FAIL("%s: the config needs %.0f parameters (%.0f bytes of F32) but the file holds only %.0f bytes of tensors", path,
+             model_param_count(cfg), model_param_count(cfg) * 4, data_bytes);
 
     model_build(m, cfg);
     const ag_params *ps = m->params;
@@ -310,7 +310,7 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
                 (name[6] == 'v' && c->optim_kind == AG_ADAMW)) && name[7] == '.')
                 known = ag_params_find(ps, name + 8) != NULL;
             if (!known)
-                FAIL("%s: unknown tensor '%s' (not part of a %s model with this config)", path, name, arch);
+                FAIL("%s: unknown tensor '%s' (not part of the %s model this config describes)", path, name, arch);
         }
         FAIL("%s: %d tensors where the config expects %d", path, ag_st_count(f), expected);
     }

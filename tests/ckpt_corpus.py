@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""ckpt_corpus.py - broken variants of a good attograd checkpoint, for
+tests/cli_checkpoint.sh.
+
+    python3 tests/ckpt_corpus.py GOOD.safetensors OUTDIR > manifest
+
+GOOD must be a run checkpoint attograd wrote with AdamW (weights, optim.m.*,
+optim.v.*, state.rng).  Each case is written to OUTDIR/<name>.safetensors
+and listed on stdout as "<name>\t<substring>": the substring the one-line
+error must contain, or "OK" for the control files that must load (the
+good file taken apart and put back together by this script, and its
+weights-only form).  Standard library only: json and struct are an
+implementation of the format independent of attograd's.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+F32 = struct.Struct("<f")
+
+
+def read(path):
+    """(raw bytes, header length, metadata dict, [name, dtype, shape, bytes] in offset order)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack_from("<Q", raw, 0)
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__")
+    data = raw[8 + n:]
+    entries = [[k, e["dtype"], list(e["shape"]), data[e["data_offsets"][0]:e["data_offsets"][1]]]
+               for k, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0])]
+    return raw, n, meta, entries
+
+
+def frame(header_text, data=b""):
+    """Length + header padded with spaces to 8 + N = 0 mod 8 + data."""
+    h = header_text.encode("utf-8") if isinstance(header_text, str) else header_text
+    h += b" " * (-(8 + len(h)) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def entry_json(name, dtype, shape, begin, end):
+    return (json.dumps(name) + ":" + json.dumps({"dtype": dtype, "shape": shape, "data_offsets": [begin, end]},
+                                                separators=(",", ":")))
+
+
+def build(meta, entries, extra_json="", offsets=None, meta_json=None):
+    """A file from metadata and entries laid out one after another; offsets
+    (a list of (begin, end)) overrides the layout, extra_json is appended
+    inside the top-level object verbatim, meta_json replaces the metadata text."""
+    parts = ['"__metadata__":' + (meta_json if meta_json is not None else json.dumps(meta, separators=(",", ":")))]
+    data, pos = b"", 0
+    for i, (name, dtype, shape, blob) in enumerate(entries):
+        begin, end = offsets[i] if offsets else (pos, pos + len(blob))
+        parts.append(entry_json(name, dtype, shape, begin, end))
+        data += blob
+        pos += len(blob)
+    return frame("{" + ",".join(parts) + extra_json + "}", data)
+
+
+def with_meta(meta, **changes):
+    m = dict(meta)
+    for k, v in changes.items():
+        if v is None:
+            m.pop(k, None)
+        else:
+            m[k] = v
+    return m
+
+
+def replace(entries, name, dtype=None, shape=None, blob=None):
+    out = []
+    for e in entries:
+        if e[0] == name:
+            e = [name, dtype or e[1], shape if shape is not None else e[2], blob if blob is not None else e[3]]
+        out.append(e)
+    return out
+
+
+def main():
+    src, outdir = sys.argv[1], sys.argv[2]
+    os.makedirs(outdir, exist_ok=True)
+    raw, n, meta, entries = read(src)
+    blob = {e[0]: e[3] for e in entries}
+    shape = {e[0]: e[2] for e in entries}
+    V, d = shape["tok_emb.weight"]
+    cases = []
+
+    def case(name, content, expect):
+        with open(os.path.join(outdir, name + ".safetensors"), "wb") as f:
+            f.write(content)
+        cases.append((name, expect))
+
+    weights = [e for e in entries if not e[0].startswith(("optim.", "state."))]
+    wmeta = with_meta(meta, optimizer=None, optim_step=None)
+
+    # controls: rebuilt here, they must load, so every case below fails for its own reason
+    case("ok_rebuilt", build(meta, entries), "OK")
+    case("ok_weights_only", build(wmeta, weights), "OK")
+
+    # truncated at each boundary: inside the length, after it, inside and at
+    # the end of the JSON, after every tensor but the last, one byte short
+    for cut in (0, 4, 7):
+        case(f"trunc_at_{cut}", raw[:cut], "shorter than the 8-byte header length")
+    for cut in (8, 8 + n // 2, 8 + n - 1):
+        case(f"trunc_at_{cut}", raw[:cut], "runs past the end of the file")
+    pos = 8 + n
+    case(f"trunc_at_{pos}_no_data", raw[:pos], "past the end of the data buffer")
+    for name_, _, _, b in entries[:-1]:
+        pos += len(b)
+        case(f"trunc_after_{name_}", raw[:pos], "past the end of the data buffer")
+    case("trunc_last_byte", raw[:-1], "past the end of the data buffer")
+
+    # flipped bytes
+    def flip(offset, mask):
+        b = bytearray(raw)
+        b[offset] ^= mask
+        return bytes(b)
+
+    case("flip_length_top_bit", flip(7, 0x80), "exceeds the limit")
+    case("flip_open_brace", flip(8, 0x20), "header is not a JSON object")   # '{' -> '['
+    case("flip_quote", flip(9, 0x01), "bad JSON in header at byte")         # '"' -> '#'
+    case("flip_high_bit", flip(10, 0x80), "not valid UTF-8")
+    at = raw.index(b'"F32"', 8) + 3                                          # "F32" -> "F33"
+    case("flip_dtype_digit", flip(at, 0x01), "unknown dtype")
+
+    # the length field
+    case("len_huge", struct.pack("<Q", 2**64 - 1) + raw[8:], "exceeds the limit")
+    case("len_past_end", struct.pack("<Q", len(raw)) + raw[8:], "runs past the end of the file")
+    case("len_zero", struct.pack("<Q", 0) + raw[8:], "header length is 0")
+
+    # JSON
+    good = build(meta, entries)
+    (gn,) = struct.unpack_from("<Q", good, 0)
+    text = good[8:8 + gn].rstrip(b" ")
+    case("json_trailing_comma", frame(text[:-1] + b",}", good[8 + gn:]), "bad JSON in header")
+    case("json_unclosed", frame(text[:-1], good[8 + gn:]), "bad JSON in header")
+    case("json_array", frame(b"[]"), "header is not a JSON object")
+    case("json_meta_number", build(meta, entries, meta_json=json.dumps(meta)[:-1] + ',"extra":5}'),
+         "metadata value for key")
+
+    # names, dtypes, shapes
+    t0 = entries[0]
+    case("dup_tensor_name", build(meta, entries, extra_json="," + entry_json(t0[0], "F32", t0[2], 0, len(t0[3]))),
+         "duplicate tensor name")
+    case("dup_meta_key", build(meta, entries, meta_json=json.dumps(meta)[:-1] + ',"step":"0"}'),
+         "duplicate metadata key")
+    case("unknown_dtype", build(meta, replace(entries, "tok_emb.weight", dtype="F16")), "unknown dtype")
+    f64 = struct.pack(f"<{V * d}d", *struct.unpack(f"<{V * d}f", blob["tok_emb.weight"]))
+    case("dtype_f64", build(meta, replace(entries, "tok_emb.weight", dtype="F64", blob=f64)),
+         "'tok_emb.weight' has dtype F64, expected F32")
+    case("shape_transposed", build(meta, replace(entries, "tok_emb.weight", shape=[d, V])),
+         f"'tok_emb.weight' has shape [{d},{V}], the config needs [{V},{d}]")
+    case("shape_vs_bytes", build(meta, replace(entries, "tok_emb.weight", shape=[V, d + 1])),
+         "shape and dtype need")
+    case("missing_weight", build(meta, [e for e in entries if e[0] != "out_head.weight"]),
+         "tensor 'out_head.weight' is missing")
+    case("missing_moment", build(meta, [e for e in entries if e[0] != "optim.v.out_head.weight"]),
+         "tensor 'optim.v.out_head.weight' is missing")
+    case("missing_weight_weights_only", build(wmeta, [e for e in weights if e[0] != "tok_emb.weight"]),
+         "but the file holds only")
+    case("extra_tensor", build(meta, entries + [["extra.weight", "F32", [1], F32.pack(1.0)]]),
+         "unknown tensor 'extra.weight'")
+    case("extra_tensor_weights_only", build(wmeta, weights + [["blocks.9.attn.W_key.weight", "F32", [1],
+                                                                   F32.pack(1.0)]]),
+         "unknown tensor 'blocks.9.attn.W_key.weight'")
+
+    # offsets
+    spans, pos = [], 0
+    for e in entries:
+        spans.append([pos, pos + len(e[3])])
+        pos += len(e[3])
+    ov = [list(s) for s in spans]
+    ov[1] = [ov[1][0] - 4, ov[1][1] - 4]
+    case("offsets_overlap", build(meta, entries, offsets=ov), "overlap the previous tensor")
+    gap = [list(s) for s in spans]
+    for s in gap[1:]:
+        s[0] += 4
+        s[1] += 4
+    gapped = [list(e) for e in entries]
+    gapped[0][3] = gapped[0][3] + b"\0\0\0\0"
+    case("offsets_gap", build(meta, gapped, offsets=gap), "gap in the data buffer")
+    case("offsets_reversed", build(meta, entries, offsets=[[s[1], s[0]] if i == 2 else s for i, s in enumerate(spans)]),
+         "data_offsets begin")
+    case("trailing_bytes", good + b"\0" * 8, "trailing bytes after the last tensor")
+
+    # values
+    def poke(name, value, dtype="<f"):
+        b = bytearray(blob[name])
+        struct.pack_into(dtype, b, 0, value)
+        return bytes(b)
+
+    case("nan_in_weight", build(meta, replace(entries, "tok_emb.weight", blob=poke("tok_emb.weight", math.nan))),
+         "data contains NaN or Inf")
+    case("inf_in_moment", build(meta, replace(entries, "optim.v.out_head.weight",
+                                              blob=poke("optim.v.out_head.weight", math.inf))),
+         "data contains NaN or Inf")
+    rng = blob["state.rng"]
+    case("rng_even_stream", build(meta, replace(entries, "state.rng", blob=poke("state.rng", 2, "<8xQ"))),
+         "invalid generator")
+    case("rng_wrong_shape", build(meta, replace(entries, "state.rng", shape=[3], blob=rng[:24])),
+         "'state.rng' must be U64 [4]")
+
+    # metadata
+    def meta_case(name, expect, base=None, ents=None, **changes):
+        case(name, build(with_meta(base or meta, **changes), ents or entries), expect)
+
+    meta_case("meta_no_metadata_format", "not an attograd checkpoint (metadata format is missing", format=None)
+    meta_case("meta_format_v2", "metadata format is 'attograd/2'", format="attograd/2")
+    meta_case("meta_arch_unknown", "metadata arch is rnn", arch="rnn")
+    meta_case("meta_arch_other", "unknown tensor 'blocks.0.norm1.weight' (not part of the attn-only model",
+              arch="attn-only")
+    meta_case("meta_n_layer_zero", "metadata n_layer = 0 is out of range", n_layer="0")
+    meta_case("meta_n_layer_more", "but the file holds only", base=wmeta, ents=weights,
+              n_layer=str(int(meta["n_layer"]) + 1))
+    meta_case("meta_vocab_size_big", "metadata vocab_size = 300 is out of range", vocab_size="300")
+    meta_case("meta_n_head_missing", "metadata 'n_head' is missing", n_head=None)
+    meta_case("meta_n_head_divide", f"metadata n_head {d + 1} does not divide d_model {d}", n_head=str(d + 1))
+    meta_case("meta_d_model_word", "metadata d_model = 'eight' is not an integer", d_model="eight")
+    meta_case("meta_context_huge", "metadata context_length = 100000 is out of range", context_length="100000")
+    ctx = int(meta["context_length"])
+    meta_case("meta_context_other", f"'pos_emb.weight' has shape [{ctx},{d}], the config needs [{ctx + 1},{d}]",
+              context_length=str(ctx + 1))
+    meta_case("meta_step_negative", "metadata step = -1 is out of range", step="-1")
+    meta_case("meta_qkv_bias_yes", "metadata qkv_bias is yes", qkv_bias="yes")
+    meta_case("meta_qkv_bias_true", "tensor 'blocks.0.attn.W_query.bias' is missing", qkv_bias="true")
+    meta_case("meta_dropout_one", "metadata dropout is 1 ", dropout="1")
+    meta_case("meta_dropout_nan", "metadata dropout is nan", dropout="nan")
+    meta_case("meta_data_empty", "metadata data (task name or text) is missing", data="")
+    vocab = json.loads(meta["vocab"])
+    meta_case("meta_vocab_unsorted", "metadata vocab must list", vocab=json.dumps(vocab[::-1]).replace(" ", ""))
+    meta_case("meta_vocab_short", "metadata vocab must list", vocab=json.dumps(vocab[:-1]).replace(" ", ""))
+    meta_case("meta_optimizer_unknown", "metadata optimizer is rmsprop", optimizer="rmsprop")
+    meta_case("meta_optim_step_missing", "metadata 'optim_step' is missing", optim_step=None)
+
+    for name, expect in cases:
+        print(f"{name}\t{expect}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+#!/bin/sh
+# cli_checkpoint.sh - checkpoints through the attograd command line: a save /
+# load round trip is bit-exact, N + N steps with a --resume in between equal
+# 2N steps in one run (dropout on), kill -9 during periodic saving never
+# leaves an unloadable file, and a corpus of broken files (tests/ckpt_corpus.py)
+# is each refused with exit status 2 and its own one-line message.
+# Run from the repository root; ATTOGRAD overrides ./build/attograd.
+# Option lists ($SMALL, $opt, $common) are split into words on purpose.
+# shellcheck disable=SC2086
+AG=${ATTOGRAD:-./build/attograd}
+TEXT=${TEXT:-data/tiny.txt}
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+
+passed=0; failed=0
+check() {   # check CONDITION-STATUS MESSAGE
+    if [ "$1" -eq 0 ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAIL: $2"
+    fi
+}
+
+if [ ! -x "$AG" ]; then
+    echo "cli_checkpoint: $AG not found (run make first)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/attograd-ckpt.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT
+trap 'exit 1' INT TERM
+
+SMALL="--text $TEXT --d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --quiet"
+
+# ---- round trip: load + save reproduces every byte --------------------------
+# --resume with --steps equal to the saved step trains nothing and saves
+# again: weights, moments, generators and metadata must all come back as read.
+for opt in "--optimizer adamw" "--optimizer sgd --momentum 0.9"; do
+    rm -f "$W/a.st" "$W/b.st"
+    $AG train $SMALL $opt --dropout 0.1 --qkv-bias --steps 7 --save "$W/a.st" >/dev/null 2>&1
+    check $? "round trip ($opt): train --save"
+    $AG train --resume "$W/a.st" --save "$W/b.st" >/dev/null 2>&1
+    check $? "round trip ($opt): train --resume --save"
+    cmp -s "$W/a.st" "$W/b.st"
+    check $? "round trip ($opt): a checkpoint loaded and saved again is byte-identical"
+done
+# --init keeps the weights: the same loss to every printed digit
+$AG train --init "$W/a.st" --text "$TEXT" --steps 0 --quiet --save "$W/c.st" >/dev/null 2>&1
+check $? "round trip: train --init --steps 0 --save"
+l1=$($AG eval --model "$W/a.st" --text "$TEXT" --split all 2>&1)
+l2=$($AG eval --model "$W/c.st" --text "$TEXT" --split all 2>&1)
+[ -n "$l1" ] && [ "$l1" = "$l2" ]
+check $? "round trip: --init then --save keeps the weights ($l1 vs $l2)"
+
+# ---- resume determinism: 2N steps = N + resume + N --------------------------
+N=6
+for opt in "--optimizer adamw --weight-decay 0.1" "--optimizer sgd --momentum 0.9 --order sequential"; do
+    common="$SMALL $opt --dropout 0.2 --seed 5 --log-every 1"
+    rm -f "$W"/full.* "$W"/half.*
+    $AG train $common --steps $((2 * N)) --save "$W/full.st" --log "$W/full.csv" >/dev/null 2>&1
+    check $? "resume ($opt): one run of $((2 * N)) steps"
+    $AG train $common --steps $N --save "$W/half.st" --log "$W/half.csv" >/dev/null 2>&1
+    check $? "resume ($opt): first $N steps"
+    $AG train --resume "$W/half.st" --steps $((2 * N)) --log-every 1 --eval-every 0 --quiet \
+        --save "$W/half.st" --log "$W/half.csv" >/dev/null 2>&1
+    check $? "resume ($opt): --resume for $N more steps"
+    # step and training loss columns (timings and evaluation points differ)
+    cut -d, -f1,2 "$W/full.csv" >"$W/full.loss"
+    cut -d, -f1,2 "$W/half.csv" >"$W/half.loss"
+    [ "$(wc -l <"$W/full.loss")" -eq $((2 * N + 1)) ] && cmp -s "$W/full.loss" "$W/half.loss"
+    check $? "resume ($opt): the $((2 * N)) logged losses are identical"
+    cmp -s "$W/full.st" "$W/half.st"
+    check $? "resume ($opt): the final checkpoints are byte-identical"
+done
+
+# ---- kill -9 during periodic saving ------------------------------------------
+# Every step saves (write to a temp file, fsync, rename); killing the process
+# at any instant must leave either no file yet or a complete loadable one.
+existed=0; midsave=0
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    rm -f "$W"/k.st*
+    $AG train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 --batch 4 --optimizer adamw \
+        --steps 1000000 --save-every 1 --save "$W/k.st" --eval-every 0 --quiet --threads 1 >/dev/null 2>&1 &
+    pid=$!
+    delay=$(awk -v s="$$$i" 'BEGIN { srand(s); printf "%.3f", 0.02 + 0.5 * rand() }')
+    sleep "$delay"
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    ls "$W"/k.st.tmp.* >/dev/null 2>&1 && midsave=$((midsave + 1))
+    if [ -e "$W/k.st" ]; then
+        existed=$((existed + 1))
+        out=$($AG info "$W/k.st" 2>&1)
+        check $? "kill -9 after ${delay}s left an unloadable checkpoint: $out"
+    fi
+done
+echo "kill -9: $existed of 12 runs had saved, $midsave were killed in the middle of a save"
+[ "$existed" -gt 0 ]
+check $? "kill -9: no run got as far as its first save (the test proved nothing)"
+
+# ---- broken files ------------------------------------------------------------
+$AG train $SMALL --optimizer adamw --steps 3 --save "$W/good.st" >/dev/null 2>&1
+check $? "corpus: train the good checkpoint"
+mkdir -p "$W/corpus"
+if ! $PY tests/ckpt_corpus.py "$W/good.st" "$W/corpus" >"$W/manifest" 2>"$W/corpus.err"; then
+    cat "$W/corpus.err"
+    check 1 "corpus: tests/ckpt_corpus.py failed"
+fi
+tab=$(printf '\t')
+while IFS="$tab" read -r name expect; do
+    f="$W/corpus/$name.safetensors"
+    for cmd in info eval; do
+        if [ $cmd = info ]; then
+            $AG info "$f" >"$W/out" 2>"$W/err"
+        else
+            $AG eval --model "$f" --text "$TEXT" >"$W/out" 2>"$W/err"
+        fi
+        rc=$?
+        if [ "$expect" = OK ]; then
+            check $rc "$name: $cmd should load it: $(cat "$W/err")"
+            continue
+        fi
+        msg=$(cat "$W/err")
+        [ $rc -eq 2 ]
+        check $? "$name: $cmd exited $rc, expected 2 ($msg)"
+        [ "$(wc -l <"$W/err")" -eq 1 ] && [ ! -s "$W/out" ]
+        check $? "$name: $cmd should print exactly one line, on stderr ($msg)"
+        case "$msg" in
+            *"$f"*"$expect"*) check 0 "" ;;
+            *) check 1 "$name: $cmd message lacks the file name or '$expect': $msg" ;;
+        esac
+    done
+done <"$W/manifest"
+[ "$(wc -l <"$W/manifest")" -ge 60 ]
+check $? "corpus: only $(wc -l <"$W/manifest") cases were generated"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
