@@ -82,6 +82,10 @@ test-asan:
 	@$(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
+# Speed against PyTorch on the same three models (tests/bench.sh).
+bench: all
+	@sh tests/bench.sh
+
 # libFuzzer on the checkpoint reader (clang), seeded with tests/corpus/.
 FUZZ_TIME ?= 60
 fuzz:

@@ -1,0 +1,132 @@
+/*
+ * bench_train.c - speed of one full training step (forward, cross-entropy,
+ * backward, clip, optimizer) on the configurations tests/bench_torch.py runs
+ * in PyTorch.  Usage: bench_train [--threads N] [toy|small|medium]...
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "model.h"
+#include "run.h"
+
+typedef struct bench_config {
+    const char *name;
+    int arch, vocab, context, d_model, n_head, n_layer, batch;
+    int adamw;              /* 0: SGD lr 0.1 momentum 0.9; 1: AdamW lr 3e-3 */
+    int warmup, steps;      /* untimed, then timed */
+} bench_config;
+
+static const bench_config CONFIGS[] = {
+    { "toy", ARCH_ATTN_ONLY, 65, 32, 64, 4, 1, 16, 0, 5, 200 },
+    { "small", ARCH_GPT, 65, 64, 128, 4, 4, 12, 1, 2, 30 },
+    { "medium", ARCH_GPT, 65, 256, 384, 6, 6, 16, 1, 1, 5 },
+};
+enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Inputs and next-token targets: uniform tokens in [0, V) from PCG32. */
+static void random_batch(ag_pcg32 *rng, int V, int n, int32_t *x, int32_t *y)
+{
+    for (int i = 0; i < n; i++) {
+        x[i] = (int32_t)ag_pcg32_below(rng, (uint32_t)V);
+        y[i] = (int32_t)ag_pcg32_below(rng, (uint32_t)V);
+    }
+}
+
+/* FLOPs of one step.  Matmuls against the weights cost 2 flops per parameter
+ * per token forward and 4 backward: 6 N tokens (counting the embeddings too,
+ * a slight overestimate).  Attention adds Q K^T and W V, each 2 T^2 d per
+ * sequence and layer forward, twice that backward: 12 L B T^2 d. */
+static double step_flops(const bench_config *c, double n_params)
+{
+    double tokens = (double)c->batch * c->context;
+    double T = c->context, d = c->d_model;
+    return 6 * n_params * tokens + 12.0 * c->n_layer * c->batch * T * T * d;
+}
+
+static void run_config(const bench_config *c)
+{
+    model_config cfg = { c->arch, c->vocab, c->n_layer, c->n_head, c->d_model, c->context, 0, 0.0 };
+    model m;
+    ag_pcg32 rng;
+    ag_pcg32_seed(&rng, 1, 1);
+    model_build(&m, &cfg);
+    model_init(&m, &rng);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_optim *opt = c->adamw ? ag_optim_adamw(m.params, 0.9, 0.999, 1e-8, 0.0) : ag_optim_sgd(m.params, 0.9, 0.0);
+    double lr = c->adamw ? 3e-3 : 0.1;
+    int n = c->batch * c->context;
+    int32_t *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    double *ms = malloc((size_t)c->steps * sizeof *ms);
+    if (!x || !y || !ms) {
+        fprintf(stderr, "bench_train: out of memory\n");
+        exit(1);
+    }
+    double loss = 0;
+    for (int s = 0; s < c->warmup + c->steps; s++) {
+        random_batch(&rng, c->vocab, n, x, y);
+        double t0 = now_seconds();
+        ag_reset(ctx);
+        ag_tensor *logits = model_forward(ctx, &m, x, c->batch, c->context, 1, NULL);
+        ag_tensor *l = ag_cross_entropy(ctx, logits, y);
+        ag_params_zero_grad(m.params);
+        ag_backward(ctx, l);
+        ag_clip_grad_norm(m.params, 1.0);
+        ag_optim_step(opt, lr);
+        double t1 = now_seconds();
+        loss = l->data[0];
+        if (s >= c->warmup)
+            ms[s - c->warmup] = 1e3 * (t1 - t0);
+    }
+    qsort(ms, (size_t)c->steps, sizeof *ms, cmp_double);
+    double med = c->steps % 2 ? ms[c->steps / 2] : 0.5 * (ms[c->steps / 2 - 1] + ms[c->steps / 2]);
+    double n_params = (double)m.params->total;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss is in kilobytes on Linux */
+    printf("config %-6s params %9.0f  B %2d T %3d  steps %3d  ms/step %9.3f  tokens/s %9.0f  GFLOP/s %7.2f  "
+           "peak_rss_MB %7.1f  arena_peak_MB %7.1f  loss %.3f\n",
+           c->name, n_params, c->batch, c->context, c->steps, med, n / (med / 1e3),
+           step_flops(c, n_params) / (med / 1e3) / 1e9, (double)ru.ru_maxrss / 1024.0,
+           (double)ag_arena_peak(ctx) / 1e6, loss);
+    fflush(stdout);
+    free(x);
+    free(y);
+    free(ms);
+    ag_optim_free(opt);
+    ag_ctx_free(ctx);
+    model_free(&m);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 2, chosen[N_CONFIGS] = { 0 }, any = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+            threads = atoi(argv[++i]);
+            continue;
+        }
+        int found = 0;
+        for (int k = 0; k < N_CONFIGS; k++)
+            if (strcmp(argv[i], CONFIGS[k].name) == 0)
+                chosen[k] = found = any = 1;
+        if (!found) {
+            fprintf(stderr, "bench_train: '%s' is not a config (toy, small, medium) or --threads N\n", argv[i]);
+            return 2;
+        }
+    }
+    ag_set_threads(threads);
+    printf("attograd %s precision, %d thread%s; GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) "
+           "/ median step time\n", AG_PRECISION_NAME, ag_get_threads(), ag_get_threads() == 1 ? "" : "s");
+    for (int k = 0; k < N_CONFIGS; k++)
+        if (!any || chosen[k])
+            run_config(&CONFIGS[k]);
+    return 0;
+}
