@@ -41,7 +41,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench fuzz clean
+.PHONY: all lib tests test test-asan run bench bench-gemm fuzz clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -85,6 +85,11 @@ test-asan:
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all
 	@sh tests/bench.sh
+
+# The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev).
+bench-gemm: $(LIB)
+	@$(CC) $(ALLCFLAGS) tests/bench_gemm.c $(LIB) -o $(BUILD)/bench_gemm -lopenblas $(LDLIBS)
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 ./$(BUILD)/bench_gemm 2
 
 # libFuzzer on the checkpoint reader (clang), seeded with tests/corpus/.
 FUZZ_TIME ?= 60

@@ -12,23 +12,24 @@
 #endif
 
 /*
- * Loop structure (Goto/BLIS style, row-major):
+ * Loop structure (Goto/BLIS style, row-major), for one block of C:
  *
- *   for each column chunk jc of NC_PANELS*NR columns
- *     for each row chunk ic of MC_PANELS*MR rows
- *       for each K block pc (sizes depend only on K)
- *         pack op(A)[ic.., pc..] into MR-row panels  (A~[k][i], k-major)
- *         pack op(B)[pc.., jc..] into NR-column panels (B~[k][j])
- *         for each work item (a tile of row panels x column panels)
- *           for each column panel      -- B~ panel (kc x NR) stays in L1
- *             for each row panel       -- A~ item (rows x kc) stays in L2
- *               C[MR,NR] (+)= A~ panel * B~ panel     (micro-kernel)
+ *   for each column chunk jc of NC columns
+ *     for each K block pc (block sizes depend only on K)
+ *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (~1 MB, L2/L3)
+ *       for each row chunk ic of MC rows
+ *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (~200 KB, L2)
+ *         for each column panel          -- its kc x NR B~ stays in L1
+ *           for each row panel
+ *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
- * cases.  Threads share the packed panels and split the work items; each C
- * element is still summed by one thread, k = 0..K-1 in order, block by
- * block, with block sizes that depend only on K.  The result is therefore
- * bitwise independent of the thread count and of scheduling.
+ * cases.  Threads split C into rectangular units, each a block as above with
+ * the thread's own packing buffers: no barriers inside a product, and units
+ * are handed out dynamically so a thread that loses its core does not hold
+ * up the others.  Each C element is summed within one unit, k = 0..K-1 in
+ * order, block by block, with block sizes that depend only on K, so the
+ * result is bitwise the same for any thread count and any schedule.
  */
 
 /* Register tile MR x NR and block sizes.  With AVX-512 there are 32 vector
@@ -42,14 +43,14 @@
 #define MR 6
 #endif
 #define NR (2 * GEMM_VEC_BYTES / (int)sizeof(ag_real))   /* two vectors wide */
-#define GEMM_VLEN (GEMM_VEC_BYTES / (int)sizeof(ag_real))
-#define KC_MAX 256         /* K block: a kc x NR panel of B~ is 32 KB (float) */
-#define MC_PANELS 96       /* row chunk packed at once: 1152 rows (float, AVX-512) */
-#define NC_PANELS 64       /* column chunk packed at once: 2048 columns */
-#define ITEM_ROW_PANELS 12 /* a work item spans at most 144 rows ...          */
-#define ITEM_COL_PANELS 16 /* ... and 512 columns                             */
+#define KC_MAX 256           /* K block: a kc x NR panel of B~ is 32 KB (float) */
+#define MC (16 * MR)         /* rows of A~ packed at once: 192 (AVX-512) */
+#define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
+#define UNIT_ROWS (32 * MR)  /* a parallel unit is at most 384 rows ... */
+#define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
+#define UNITS_PER_THREAD 2   /* slack for threads that run at unequal speed */
 /* Below this many multiply-adds a product runs on one thread: waking the
- * other threads and the barriers cost more than they save. */
+ * other threads costs more than it saves. */
 #define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
 /* The micro-kernel's inner update c += a*b.  An explicit fma() gives one
@@ -74,6 +75,8 @@
 #define GEMM_PRAGMA_STR(x) _Pragma(#x)
 #define GEMM_PRAGMA(x) GEMM_PRAGMA_STR(x)
 #if defined(__clang__) && defined(__AVX512F__)
+/* -O0/-O1 skip the loop vectorizer; the request then just goes unmet. */
+#pragma clang diagnostic ignored "-Wpass-failed"
 #define KERNEL_ATTR __attribute__((min_vector_width(512)))
 #define VEC_LOOP GEMM_PRAGMA(clang loop vectorize_width(GEMM_VLEN_LIT) interleave_count(1))
 #elif defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
@@ -95,24 +98,30 @@
 #define UNROLL_ROWS
 #endif
 
-/* C~[MR,NR] = A~ B~ over kc steps, then C = C~ (accumulate == 0) or
- * C += C~.  A~ is k-major MR-wide, B~ is k-major NR-wide. */
-KERNEL_ATTR
-static void micro_kernel(int kc, const ag_real *restrict a, const ag_real *restrict b,
-                         ag_real *restrict c, long ldc, int accumulate)
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* C~[MR,width] = A~ B~ over kc steps, then C = C~ (accumulate == 0) or
+ * C += C~.  A~ is k-major MR wide; B~ is k-major NR wide, of which the first
+ * `width` (a compile-time constant after inlining) columns are used. */
+static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, const ag_real *restrict b,
+                                    ag_real *restrict c, long ldc, int accumulate, const int width)
 {
     ag_real acc[MR][NR];
     UNROLL_ROWS
     for (int i = 0; i < MR; i++) {
         VEC_LOOP
-        for (int j = 0; j < NR; j++) acc[i][j] = 0;
+        for (int j = 0; j < width; j++) acc[i][j] = 0;
     }
     for (int k = 0; k < kc; k++) {
         UNROLL_ROWS
         for (int i = 0; i < MR; i++) {
             const ag_real ai = a[i];
             VEC_LOOP
-            for (int j = 0; j < NR; j++) acc[i][j] = GEMM_FMA(ai, b[j], acc[i][j]);
+            for (int j = 0; j < width; j++) acc[i][j] = GEMM_FMA(ai, b[j], acc[i][j]);
         }
         a += MR;
         b += NR;
@@ -121,15 +130,32 @@ static void micro_kernel(int kc, const ag_real *restrict a, const ag_real *restr
         UNROLL_ROWS
         for (int i = 0; i < MR; i++) {
             VEC_LOOP
-            for (int j = 0; j < NR; j++) c[i * ldc + j] += acc[i][j];
+            for (int j = 0; j < width; j++) c[i * ldc + j] += acc[i][j];
         }
     } else {
         UNROLL_ROWS
         for (int i = 0; i < MR; i++) {
             VEC_LOOP
-            for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];
+            for (int j = 0; j < width; j++) c[i * ldc + j] = acc[i][j];
         }
     }
+}
+
+/* The full MR x NR tile. */
+KERNEL_ATTR
+static void micro_kernel(int kc, const ag_real *restrict a, const ag_real *restrict b,
+                         ag_real *restrict c, long ldc, int accumulate)
+{
+    tile_body(kc, a, b, c, ldc, accumulate, NR);
+}
+
+/* MR x NR/2, for column panels at most half full (e.g. a head size of 16):
+ * half the FMAs of the full tile on zero padding would be wasted. */
+KERNEL_ATTR
+static void micro_kernel_half(int kc, const ag_real *restrict a, const ag_real *restrict b,
+                              ag_real *restrict c, long ldc, int accumulate)
+{
+    tile_body(kc, a, b, c, ldc, accumulate, NR / 2);
 }
 
 /* ---- packing ------------------------------------------------------------ */
@@ -194,7 +220,7 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
     }
 }
 
-/* ---- one product -------------------------------------------------------- */
+/* ---- one block of C ----------------------------------------------------- */
 
 typedef struct {
     int trans_a, trans_b, M, N, K;
@@ -215,40 +241,22 @@ static int k_block(int K)
     return ceil_div(K, nblocks);
 }
 
-/* Packed-panel space one product needs, in elements: A~ for one row chunk,
- * then B~ for one column chunk, each starting on a 64-byte boundary. */
+/* Elements, rounded up to whole 64-byte lines so packed panels stay aligned. */
 static size_t round_up64(size_t n)
 {
     const size_t per_line = 64 / sizeof(ag_real);
     return (n + per_line - 1) / per_line * per_line;
 }
 
-static size_t panels_a_len(int M, int K)
+/* Packing space for a block of at most rows x cols: A~ then B~. */
+static size_t a_space(int rows, int K)
 {
-    return round_up64((size_t)k_block(K) * MR * min_int(ceil_div(M, MR), MC_PANELS));
+    return round_up64((size_t)k_block(K) * min_int(ceil_div(rows, MR) * MR, MC));
 }
 
-static size_t panels_len(int M, int N, int K)
+static size_t block_space(int rows, int cols, int K)
 {
-    return panels_a_len(M, K) +
-           round_up64((size_t)k_block(K) * NR * min_int(ceil_div(N, NR), NC_PANELS));
-}
-
-/* Split rp row panels x cp column panels into a grid of work items, at most
- * ITEM_*_PANELS each way, with enough items (a multiple of nth where the
- * panels allow) to keep nth threads evenly busy. */
-static void plan_items(int rp, int cp, int nth, int *rows, int *cols)
-{
-    int r = ceil_div(rp, ITEM_ROW_PANELS), c = ceil_div(cp, ITEM_COL_PANELS);
-    while (nth > 1 && (r * c) % nth != 0 && r * c < 8 * nth) {
-        /* split the dimension whose items are larger, if it can be split */
-        if (rp / r >= cp / c && r < rp) r++;
-        else if (c < cp) c++;
-        else if (r < rp) r++;
-        else break;
-    }
-    *rows = r;
-    *cols = c;
+    return a_space(rows, K) + round_up64((size_t)k_block(K) * min_int(ceil_div(cols, NR) * NR, NC));
 }
 
 /* Merge a partial tile computed into tmp (leading dim NR) into C. */
@@ -264,20 +272,26 @@ static void store_edge(const ag_real *tmp, ag_real *c, long ldc, int rows, int c
     }
 }
 
-/* Multiply the packed row panels [r0, r1) by column panels [c0, c1) of the
- * current block; (i0, j0) is the C position of panel (0, 0). */
-static void run_item(const gemm_job *g, const ag_real *pa, const ag_real *pb, int kc,
-                     int i0, int j0, int r0, int r1, int c0, int c1, int accumulate)
+/* C[ic:ic+mc, jc:jc+nc] (+)= A~ B~ for one K block of size kc. */
+static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb, int kc,
+                         int ic, int mc, int jc, int nc, int accumulate)
 {
     ag_real tmp[MR * NR];
-    for (int cpan = c0; cpan < c1; cpan++) {
+    for (int cpan = 0; cpan * NR < nc; cpan++) {
         const ag_real *bp = pb + (long)cpan * kc * NR;
-        int j = j0 + cpan * NR, cols = min_int(NR, g->N - j);
-        for (int rpan = r0; rpan < r1; rpan++) {
+        int cols = min_int(NR, nc - cpan * NR);
+        for (int rpan = 0; rpan * MR < mc; rpan++) {
             const ag_real *ap = pa + (long)rpan * kc * MR;
-            int i = i0 + rpan * MR, rows = min_int(MR, g->M - i);
-            ag_real *c = g->C + i * g->ldc + j;
-            if (rows == MR && cols == NR) {
+            int rows = min_int(MR, mc - rpan * MR);
+            ag_real *c = g->C + (long)(ic + rpan * MR) * g->ldc + jc + cpan * NR;
+            if (cols <= NR / 2) {
+                if (rows == MR && cols == NR / 2) {
+                    micro_kernel_half(kc, ap, bp, c, g->ldc, accumulate);
+                } else {
+                    micro_kernel_half(kc, ap, bp, tmp, NR, 0);
+                    store_edge(tmp, c, g->ldc, rows, cols, accumulate);
+                }
+            } else if (rows == MR && cols == NR) {
                 micro_kernel(kc, ap, bp, c, g->ldc, accumulate);
             } else {
                 micro_kernel(kc, ap, bp, tmp, NR, 0);
@@ -287,61 +301,79 @@ static void run_item(const gemm_job *g, const ag_real *pa, const ag_real *pb, in
     }
 }
 
-/* The whole product as run by thread tid of nth (nth == 1: serially).  The
- * packed buffers pa/pb are shared by the team; barriers separate packing
- * from use.  With nth == 1 no OpenMP construct is executed, so this is also
- * safe to call from inside someone else's parallel loop. */
-static void gemm_run(const gemm_job *g, ag_real *pa, ag_real *pb, int tid, int nth)
+/* The product restricted to rows [i0, i1) and columns [j0, j1) of C, run
+ * serially with packing space ws (block_space of the block's size). */
+static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_real *ws)
 {
     const int kc_max = k_block(g->K);
-    for (int jc = 0; jc < g->N; jc += NC_PANELS * NR) {
-        const int nc = min_int(NC_PANELS * NR, g->N - jc), cp = ceil_div(nc, NR);
-        for (int ic = 0; ic < g->M; ic += MC_PANELS * MR) {
-            const int mc = min_int(MC_PANELS * MR, g->M - ic), rp = ceil_div(mc, MR);
-            int ir, jr;
-            plan_items(rp, cp, nth, &ir, &jr);
-            for (int pc = 0; pc < g->K; pc += kc_max) {
-                const int kc = min_int(kc_max, g->K - pc);
-                const int accumulate = pc > 0 || !g->overwrite;
-                /* pack: panels dealt to threads as contiguous ranges */
-                for (int p = rp * tid / nth; p < rp * (tid + 1) / nth; p++)
+    ag_real *pa = ws, *pb = ws + a_space(i1 - i0, g->K);
+    for (int jc = j0; jc < j1; jc += NC) {
+        const int nc = min_int(NC, j1 - jc);
+        for (int pc = 0; pc < g->K; pc += kc_max) {
+            const int kc = min_int(kc_max, g->K - pc);
+            const int accumulate = pc > 0 || !g->overwrite;
+            for (int p = 0; p * NR < nc; p++)
+                pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, jc + p * NR,
+                             min_int(NR, nc - p * NR), pb + (long)p * kc * NR);
+            for (int ic = i0; ic < i1; ic += MC) {
+                const int mc = min_int(MC, i1 - ic);
+                for (int p = 0; p * MR < mc; p++)
                     pack_a_panel(g->trans_a, g->A, g->lda, ic + p * MR, min_int(MR, mc - p * MR),
                                  pc, kc, pa + (long)p * kc * MR);
-                for (int p = cp * tid / nth; p < cp * (tid + 1) / nth; p++)
-                    pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, jc + p * NR,
-                                 min_int(NR, nc - p * NR), pb + (long)p * kc * NR);
-                if (nth > 1) {
-#pragma omp barrier
-                }
-                const int items = ir * jr;
-                for (int t = items * tid / nth; t < items * (tid + 1) / nth; t++) {
-                    int bi = t / jr, bj = t % jr;
-                    run_item(g, pa, pb, kc, ic, jc, rp * bi / ir, rp * (bi + 1) / ir,
-                             cp * bj / jr, cp * (bj + 1) / jr, accumulate);
-                }
-                if (nth > 1) {
-#pragma omp barrier
-                }
+                macro_kernel(g, pa, pb, kc, ic, mc, jc, nc, accumulate);
             }
         }
     }
+}
+
+/* ---- parallel units ----------------------------------------------------- */
+
+/* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS,
+ * and cut further (the longer side first) until there are UNITS_PER_THREAD
+ * per thread or the panels run out.  Unit (bi, bj) covers row panels
+ * [rp*bi/r, rp*(bi+1)/r), likewise columns. */
+typedef struct {
+    int rp, cp, r, c;
+} unit_plan;
+
+static unit_plan plan_units(int M, int N, int nth)
+{
+    unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 0, 0};
+    u.r = ceil_div(u.rp, UNIT_ROWS / MR);
+    u.c = ceil_div(u.cp, UNIT_COLS / NR);
+    while (u.r * u.c < UNITS_PER_THREAD * nth) {
+        int can_r = u.rp / (u.r + 1) >= 2, can_c = u.cp / (u.c + 1) >= 1;
+        int rows = u.rp / u.r * MR, cols = u.cp / u.c * NR;
+        if (can_r && (rows >= cols || !can_c)) u.r++;
+        else if (can_c) u.c++;
+        else break;
+    }
+    return u;
+}
+
+static void run_unit(const gemm_job *g, const unit_plan *u, int t, ag_real *ws)
+{
+    int bi = t / u->c, bj = t % u->c;
+    int i0 = u->rp * bi / u->r * MR, i1 = min_int(g->M, u->rp * (bi + 1) / u->r * MR);
+    int j0 = u->cp * bj / u->c * NR, j1 = min_int(g->N, u->cp * (bj + 1) / u->c * NR);
+    gemm_block(g, i0, i1, j0, j1, ws);
 }
 
 /* ---- workspace ---------------------------------------------------------- */
 
 /* Each calling thread keeps one 64-byte aligned buffer, grown on demand and
  * reused, so steady-state calls do not allocate.  Only the thread that calls
- * ag_gemm* allocates (before any parallel region); worker threads are handed
- * slices of it. */
+ * ag_gemm* allocates (before any parallel region); the team's threads each
+ * get a slice of it. */
 static _Thread_local ag_real *ws_buf;
 static _Thread_local size_t ws_cap;
 
 static ag_real *workspace(size_t n)
 {
     if (n > ws_cap) {
-        size_t bytes = (n * sizeof(ag_real) + 63) / 64 * 64;
+        size_t bytes = n * sizeof(ag_real);
         free(ws_buf);
-        ws_buf = aligned_alloc(64, bytes);
+        ws_buf = aligned_alloc(64, bytes);   /* n is whole 64-byte lines */
         ws_cap = ws_buf ? n : 0;
         if (!ws_buf) ag_error("out of memory: %zu bytes for matrix-multiply panels", bytes);
     }
@@ -354,6 +386,15 @@ static int max_threads(void)
     return omp_in_parallel() ? 1 : omp_get_max_threads();
 #else
     return 1;
+#endif
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
 #endif
 }
 
@@ -389,18 +430,19 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A, B, lda, ldb, ldc, C, 0};
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
-    ag_real *pa = workspace(panels_len(M, N, K));
-    ag_real *pb = pa + panels_a_len(M, K);
-
-#ifdef _OPENMP
     int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : max_threads();
-    if (nth > 1) {
-#pragma omp parallel num_threads(nth)
-        gemm_run(&g, pa, pb, omp_get_thread_num(), omp_get_num_threads());
+    unit_plan u = plan_units(M, N, nth);
+    if (nth == 1 || u.r * u.c == 1) {
+        gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
     }
+    const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
+    ag_real *ws = workspace(slice * (size_t)nth);
+    const int units = u.r * u.c;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nth) schedule(dynamic)
 #endif
-    gemm_run(&g, pa, pb, 0, 1);
+    for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
 }
 
 void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -411,30 +453,25 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
     check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
     int nth = max_threads();
-    double work = (double)batch * M * N * K;
-    if (nth > 1 && batch < nth) nth = 1;   /* few items: parallelize inside each */
-    if (nth <= 1 || work < GEMM_PARALLEL_MIN || K == 0) {
+    if (batch < nth) nth = 1;   /* few items: parallelize inside each instead */
+    if (nth == 1 || (double)batch * M * N * K < GEMM_PARALLEL_MIN || K == 0) {
         for (int b = 0; b < batch; b++)
             ag_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
                     C + b * stride_c, ldc);
         return;
     }
 
-    /* One serial product per item; each thread gets its own packing slice. */
-    size_t a_len = panels_a_len(M, K), slice = panels_len(M, N, K);
+    /* One serial product per item; guided scheduling hands out big runs of
+     * items first and small ones at the end to even out the finish. */
+    const size_t slice = block_space(M, N, K);
     ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(static)
+#pragma omp parallel for num_threads(nth) schedule(guided)
 #endif
     for (int b = 0; b < batch; b++) {
-#ifdef _OPENMP
-        ag_real *pa = ws + slice * (size_t)omp_get_thread_num();
-#else
-        ag_real *pa = ws;
-#endif
         gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A + b * stride_a, B + b * stride_b,
                       lda, ldb, ldc, C + b * stride_c, 0};
         if (!gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite))
-            gemm_run(&g, pa, pa + a_len, 0, 1);
+            gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)thread_id());
     }
 }

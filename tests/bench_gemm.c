@@ -1,0 +1,172 @@
+/*
+ * bench_gemm.c - GFLOP/s of ag_gemm against OpenBLAS on square products and
+ * on the shapes a small transformer runs (projections, their backward passes,
+ * per-head attention products).  Usage: bench_gemm [threads] (default 2).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "gemm.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef AG_DOUBLE
+#define BLAS_GEMM cblas_dgemm
+#else
+#define BLAS_GEMM cblas_sgemm
+#endif
+
+typedef struct {
+    const char *what;
+    int batch, ta, tb, M, N, K;
+    double ours, blas;   /* median GFLOP/s */
+} shape;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    ag_real *A, *B, *C;
+} operands;
+
+/* Operands as the engine stores them: op(A) is A[M,K] or A[K,M]^T, etc.,
+ * densely packed (ld = row width), batch items back to back. */
+static void run_once(const shape *s, const operands *o, int use_blas)
+{
+    int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N, ldc = s->N;
+    long sa = (long)s->M * s->K, sb = (long)s->K * s->N, sc = (long)s->M * s->N;
+    if (!use_blas) {
+        if (s->batch == 1)
+            ag_gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
+        else
+            ag_gemm_batched(s->batch, s->ta, s->tb, s->M, s->N, s->K, o->A, sa, lda, o->B, sb,
+                            ldb, 0, o->C, sc, ldc);
+        return;
+    }
+    for (int b = 0; b < s->batch; b++)
+        BLAS_GEMM(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                  s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1, o->A + b * sa, lda,
+                  o->B + b * sb, ldb, 0, o->C + b * sc, ldc);
+}
+
+/* Median GFLOP/s over 11 timings, each long enough (>= 5 ms) to be reliable. */
+static double measure(const shape *s, const operands *o, int use_blas)
+{
+    const double flops = 2.0 * s->batch * s->M * s->N * s->K;
+    run_once(s, o, use_blas);   /* warm up: page in, grow buffers, wake threads */
+    int reps = 1;
+    for (double t = 0; reps < (1 << 20); reps *= 2) {
+        double t0 = now();
+        for (int r = 0; r < reps; r++) run_once(s, o, use_blas);
+        t = now() - t0;
+        if (t > 5e-3) break;
+    }
+    double rate[11];
+    for (int m = 0; m < 11; m++) {
+        double t0 = now();
+        for (int r = 0; r < reps; r++) run_once(s, o, use_blas);
+        rate[m] = flops * reps / (now() - t0) * 1e-9;
+    }
+    qsort(rate, 11, sizeof rate[0], cmp_double);
+    return rate[5];
+}
+
+static void fill(ag_real *x, size_t n)
+{
+    unsigned s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        x[i] = (ag_real)((int)(s >> 16 & 1023) - 512) / 512;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int threads = argc > 1 ? atoi(argv[1]) : 2;
+    if (threads < 1) {
+        fprintf(stderr, "bench_gemm: thread count must be >= 1\n");
+        return 2;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    openblas_set_num_threads(threads);
+    /* OpenBLAS's new worker threads busy-wait for work for a while (~0.1 s)
+     * and would take a core from ours during the first measurements. */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
+
+    /* rows = batch*seq (e.g. 16 x 256 = 4096), d_model 128..512, MLP 4*d */
+    shape shapes[] = {
+        {"square", 1, 0, 0, 256, 256, 256, 0, 0},
+        {"square", 1, 0, 0, 512, 512, 512, 0, 0},
+        {"square", 1, 0, 0, 1024, 1024, 1024, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 128, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 1536, 384, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 1536, 0, 0},
+        {"linear x W^T", 1, 0, 1, 512, 512, 512, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 384, 1536, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 128, 384, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 1536, 384, 4096, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 128, 128, 4096, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 64, 256, 512, 0, 0},
+        {"attn q k^T", 256, 0, 1, 32, 32, 16, 0, 0},
+        {"attn p v", 256, 0, 0, 32, 16, 32, 0, 0},
+        {"attn q k^T", 128, 0, 1, 64, 64, 32, 0, 0},
+        {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0},
+        {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0},
+        {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0},
+    };
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+
+    size_t most = 0;
+    for (int i = 0; i < ns; i++) {
+        const shape *s = &shapes[i];
+        size_t big = (size_t)s->batch * s->M * s->K;
+        if ((size_t)s->batch * s->K * s->N > big) big = (size_t)s->batch * s->K * s->N;
+        if ((size_t)s->batch * s->M * s->N > big) big = (size_t)s->batch * s->M * s->N;
+        if (big > most) most = big;
+    }
+    operands o = {malloc(most * sizeof(ag_real)), malloc(most * sizeof(ag_real)),
+                  malloc(most * sizeof(ag_real))};
+    if (!o.A || !o.B || !o.C) {
+        fprintf(stderr, "bench_gemm: out of memory\n");
+        return 1;
+    }
+    fill(o.A, most);
+    fill(o.B, most);
+
+    /* All of ours, then all of OpenBLAS: each library's idle threads spin for
+     * a while after a call and would steal the core from the other. */
+    for (int i = 0; i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, 0);
+    for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, 1);
+
+    printf("%s gemm, %d thread%s, median GFLOP/s\n", AG_PRECISION_NAME, threads,
+           threads == 1 ? "" : "s");
+    printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s\n", "shape", "batch", "op", "M", "N", "K",
+           "attograd", "OpenBLAS", "ratio");
+    for (int i = 0; i < ns; i++) {
+        const shape *s = &shapes[i];
+        printf("%-14s %5d %c%c %5d %5d %5d %9.1f %9.1f %6.2f\n", s->what, s->batch,
+               s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->ours, s->blas,
+               s->ours / s->blas);
+    }
+    free(o.A);
+    free(o.B);
+    free(o.C);
+    return 0;
+}

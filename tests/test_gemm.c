@@ -1,0 +1,282 @@
+/*
+ * test_gemm.c - the matrix-multiply kernel against a naive triple loop in
+ * double: every transpose combination, odd sizes, padded leading dimensions,
+ * beta 0 and 1, K == 0, batched products and thread-count determinism.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gemm.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef AG_DOUBLE
+#define EPS DBL_EPSILON
+#else
+#define EPS FLT_EPSILON
+#endif
+
+/* A small fixed LCG so the test needs nothing but itself. */
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ull;
+static double uniform(void)   /* in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 4503599627370496.0 - 1.0;   /* 2^52 */
+}
+
+/* A stored matrix: rows x cols of data inside rows x ld, the padding NaN so
+ * that reading past the width poisons the result. */
+static ag_real *matrix(int rows, int cols, int ld, int integers)
+{
+    ag_real *m = malloc(sizeof(ag_real) * ((size_t)rows * ld + 1));
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < ld; j++)
+            m[(size_t)i * ld + j] = j >= cols ? (ag_real)NAN
+                                  : integers ? (ag_real)(int)floor(uniform() * 3)   /* -3..2 */
+                                             : (ag_real)uniform();
+    return m;
+}
+
+static double elem_a(const ag_real *A, int lda, int ta, int i, int k)
+{
+    return ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k];
+}
+
+static double elem_b(const ag_real *B, int ldb, int tb, int k, int j)
+{
+    return tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j];
+}
+
+/*
+ * Checks C (after the call) against the double reference computed from the
+ * inputs and C0 (before).  Float summation of K products has the classic
+ * bound |err| <= (K+1) u (sum_k |a_ik b_kj| + |beta c0|), u = eps/2; we allow
+ * (K+2) eps times that sum, which only a wrong term, not rounding, exceeds.
+ * With integer inputs every partial sum is exact, so C must match exactly.
+ * Columns between N and ldc must be untouched.  Returns the failure count.
+ */
+static int verify(const char *what, int ta, int tb, int M, int N, int K, const ag_real *A, int lda,
+                  const ag_real *B, int ldb, ag_real beta, const ag_real *C0, const ag_real *C,
+                  int ldc, int exact)
+{
+    int bad = 0, bi = -1, bj = -1;
+    double got = 0, want = 0, tol_at = 0;
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            int ok;
+            double ref = 0, tol = 0;
+            if (j >= N) {
+                ok = memcmp(&C[at], &C0[at], sizeof(ag_real)) == 0;
+                ref = C0[at];
+            } else {
+                ref = beta == 0 ? 0 : (double)beta * C0[at];
+                double mag = fabs(ref);
+                for (int k = 0; k < K; k++) {
+                    double p = elem_a(A, lda, ta, i, k) * elem_b(B, ldb, tb, k, j);
+                    ref += p;
+                    mag += fabs(p);
+                }
+                tol = exact ? 0 : (K + 2) * EPS * mag;
+                ok = fabs((double)C[at] - ref) <= tol;   /* false for NaN */
+            }
+            if (!ok && bad++ == 0) {
+                bi = i;
+                bj = j;
+                got = C[at];
+                want = ref;
+                tol_at = tol;
+            }
+        }
+    }
+    CHECK(bad == 0, "%s ta=%d tb=%d %dx%dx%d beta=%g: %d bad, first C[%d][%d] = %.9g, want %.9g "
+          "(tol %.3g%s)", what, ta, tb, M, N, K, (double)beta, bad, bi, bj, got, want, tol_at,
+          bj >= N ? ", padding" : "");
+    return bad;
+}
+
+/* One product with leading dims padded by `pad`; C starts as NaN for beta 0
+ * (it must be ignored) and random for beta 1. */
+static void one_case(int ta, int tb, int M, int N, int K, int pad, ag_real beta, int integers)
+{
+    int lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+    ag_real *A = matrix(ta ? K : M, ta ? M : K, lda, integers);
+    ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, integers);
+    ag_real *C0 = matrix(M, N, ldc, integers);
+    if (beta == 0)
+        for (size_t i = 0; i < (size_t)M * ldc; i++)
+            if (i % ldc < (size_t)N) C0[i] = (ag_real)NAN;
+    ag_real *C = malloc(sizeof(ag_real) * ((size_t)M * ldc + 1));
+    memcpy(C, C0, sizeof(ag_real) * (size_t)M * ldc);
+    ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    verify(integers ? "exact" : "random", ta, tb, M, N, K, A, lda, B, ldb, beta, C0, C, ldc,
+           integers);
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+}
+
+static void test_sizes(void)
+{
+    static const int sizes[] = {1, 3, 17, 65, 257};
+    const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int a = 0; a < ns; a++)
+                for (int b = 0; b < ns; b++)
+                    for (int c = 0; c < ns; c++) {
+                        int M = sizes[a], N = sizes[b], K = sizes[c];
+                        int pad = (a + b + c) % 3 == 0 ? 0 : 5;
+                        /* big ones once per (ta, tb); small ones both ways */
+                        if ((double)M * N * K > 257.0 * 65 * 65 && (a + b + c) % 2) continue;
+                        one_case(ta, tb, M, N, K, pad, (a + c) % 2 ? 1 : 0, 0);
+                    }
+}
+
+/* Shapes that cross every blocking boundary: several K blocks (K > 256),
+ * several row chunks (M > 1152), several column chunks (N > 2048), tile
+ * edges in both directions, and integer data that must come out exact. */
+static void test_blocking(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            one_case(ta, tb, 1201, 37, 300, 3, 0, 0);
+            one_case(ta, tb, 29, 2100, 33, 0, 1, 0);
+            one_case(ta, tb, 130, 130, 777, 1, 1, 0);
+            one_case(ta, tb, 200, 96, 513, 0, 0, 1);
+            one_case(ta, tb, 13, 47, 1029, 2, 1, 1);
+        }
+}
+
+static void test_k_zero_and_empty(void)
+{
+    ag_real A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8};
+    ag_real C[6] = {NAN, NAN, NAN, 1, 2, 3};
+    ag_gemm(0, 0, 2, 3, 0, A, 1, B, 3, 0, C, 3);
+    int zero = 1;
+    for (int i = 0; i < 6; i++) zero &= C[i] == 0;
+    CHECK(zero, "K = 0, beta = 0 must zero C (NaN included)");
+
+    ag_real D[6] = {1, 2, 3, 4, 5, 6};
+    ag_gemm(1, 1, 2, 3, 0, A, 2, B, 1, 1, D, 3);
+    CHECK(D[0] == 1 && D[5] == 6, "K = 0, beta = 1 must leave C alone");
+
+    ag_real E[2] = {7, 7};
+    ag_gemm(0, 0, 0, 2, 2, A, 2, B, 2, 0, E, 2);
+    ag_gemm(0, 0, 2, 0, 2, A, 2, B, 1, 0, E, 1);
+    CHECK(E[0] == 7 && E[1] == 7, "an empty product must write nothing");
+
+    /* 1x1x1 with beta 1: c = 5 + 2*3 */
+    ag_real a = 2, b = 3, c = 5;
+    ag_gemm(0, 0, 1, 1, 1, &a, 1, &b, 1, 1, &c, 1);
+    CHECK(c == 11, "1x1x1: got %g, want 11", (double)c);
+}
+
+/* Batched products, including broadcast operands (stride 0) and padded
+ * leading dims; each item checked against the reference, and the whole
+ * batch against one ag_gemm call per item (same arithmetic: bitwise). */
+static void batched_case(int batch, int ta, int tb, int M, int N, int K, int bcast, ag_real beta)
+{
+    int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+    long sa = bcast == 1 ? 0 : (long)(ta ? K : M) * lda;
+    long sb = bcast == 2 ? 0 : (long)(tb ? N : K) * ldb;
+    long sc = (long)M * ldc + 7;
+    ag_real *A = matrix(batch * (ta ? K : M), ta ? M : K, lda, 0);
+    ag_real *B = matrix(batch * (tb ? N : K), tb ? K : N, ldb, 0);
+    size_t clen = (size_t)sc * batch;
+    ag_real *C0 = malloc(sizeof(ag_real) * clen), *C = malloc(sizeof(ag_real) * clen),
+            *L = malloc(sizeof(ag_real) * clen);
+    for (size_t i = 0; i < clen; i++) C0[i] = (ag_real)uniform();
+    memcpy(C, C0, sizeof(ag_real) * clen);
+    memcpy(L, C0, sizeof(ag_real) * clen);
+    ag_gemm_batched(batch, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, beta, C, sc, ldc);
+    for (int b = 0; b < batch; b++)
+        ag_gemm(ta, tb, M, N, K, A + b * sa, lda, B + b * sb, ldb, beta, L + b * sc, ldc);
+    int bad = 0;
+    for (int b = 0; b < batch && !bad; b++)
+        bad += verify("batched", ta, tb, M, N, K, A + b * sa, lda, B + b * sb, ldb, beta,
+                      C0 + b * sc, C + b * sc, ldc, 0);
+    /* the gap between items (sc > M*ldc) must be untouched too */
+    int gaps = 1;
+    for (int b = 0; b < batch; b++)
+        for (long t = (long)M * ldc; t < sc; t++) gaps &= C[b * sc + t] == C0[b * sc + t];
+    CHECK(gaps, "batched %dx%dx%d: wrote between items", M, N, K);
+    CHECK(memcmp(C, L, sizeof(ag_real) * clen) == 0,
+          "batched %dx%dx%d ta=%d tb=%d bcast=%d differs from per-item ag_gemm", M, N, K, ta, tb,
+          bcast);
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+    free(L);
+}
+
+static void test_batched(void)
+{
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            batched_case(12, ta, tb, 32, 32, 16, 0, 0);
+            batched_case(7, ta, tb, 33, 17, 65, 1, 1);
+            batched_case(5, ta, tb, 64, 64, 32, 2, 1);
+            batched_case(3, ta, tb, 3, 5, 7, 0, 0);
+        }
+    batched_case(4, 0, 1, 130, 140, 150, 0, 0);
+    batched_case(1, 1, 0, 200, 100, 300, 0, 1);
+}
+
+/* Each C element is summed by one thread in a K order fixed by K alone, so
+ * 1 and 2 threads must agree bit for bit, batched or not. */
+static void test_threads(void)
+{
+#ifdef _OPENMP
+    const int M = 333, N = 517, K = 290;
+    const size_t len = (size_t)M * N;
+    int saved = omp_get_max_threads();
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            long item_a = ta ? 111 : 111L * lda;   /* 3 items of 111 rows each */
+            ag_real *A = matrix(ta ? K : M, ta ? M : K, lda, 0);
+            ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
+            ag_real *C[2], *D[2];
+            for (int t = 0; t < 2; t++) {
+                C[t] = calloc(len, sizeof(ag_real));
+                D[t] = calloc(len, sizeof(ag_real));
+                for (size_t i = 0; i < len; i++) D[t][i] = (ag_real)(i % 7) - 3;
+                omp_set_num_threads(t + 1);
+                ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
+                ag_gemm_batched(3, ta, tb, 111, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
+                                111L * N, N);
+            }
+            omp_set_num_threads(saved);
+            CHECK(memcmp(C[0], C[1], sizeof(ag_real) * len) == 0,
+                  "ta=%d tb=%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb);
+            CHECK(memcmp(D[0], D[1], sizeof(ag_real) * len) == 0,
+                  "ta=%d tb=%d: ag_gemm_batched with 1 and 2 threads differs in bits", ta, tb);
+            verify("threads", ta, tb, M, N, K, A, lda, B, ldb, 0, C[1], C[1], N, 0);
+            free(A);
+            free(B);
+            for (int t = 0; t < 2; t++) {
+                free(C[t]);
+                free(D[t]);
+            }
+        }
+#else
+    printf("(built without OpenMP: thread determinism not tested)\n");
+#endif
+}
+
+int main(void)
+{
+    test_k_zero_and_empty();
+    test_sizes();
+    test_blocking();
+    test_batched();
+    test_threads();
+    return check_done();
+}
