@@ -12,6 +12,18 @@
 
 #include "args.h"
 
+void (*args_exit_hook)(int status);
+
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+static void leave(int status)
+{
+    if (args_exit_hook)
+        args_exit_hook(status);
+    exit(status);
+}
+
 void die(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -20,7 +32,7 @@ void die(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    exit(2);
+    leave(2);
 }
 
 opt *args_find(opt *opts, int nopts, const char *name)
@@ -105,7 +117,7 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(cmd, summary, opts, nopts);
-            exit(0);
+            leave(0);
         }
         /* --name=value is accepted as well as --name value */
         char name[64];

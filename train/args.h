@@ -30,6 +30,10 @@ typedef struct opt_list {
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);
+/* Where die() and --help end: exit(status) unless a program (the fuzzer)
+ * installs a hook that does not return (it longjmps). */
+extern void (*args_exit_hook)(int status);
+
 /* "attograd <cmd>: <message>" on stderr, exit 2. */
 void die(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
