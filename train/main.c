@@ -16,8 +16,10 @@ static const struct {
     { "eval", cmd_eval, "mean next-token loss (and task accuracy) of a saved model" },
     { "sample", cmd_sample, "generate text (or a task's answer) from a saved model" },
     { "info", cmd_info, "a checkpoint's config, parameter count and tensors" },
-
-
+    { "attn", cmd_attn, "attention heatmap (SVG) of a saved model on a prompt" },
+    { "plot", cmd_plot, "loss curves (SVG) from training logs" },
+    { "graph", cmd_graph, "autograd graph of one training step (Graphviz DOT)" },
+    { "walkthrough", cmd_walkthrough, "the seeds' worked examples, computed by the engine" },
 };
 
 static void usage(FILE *out)

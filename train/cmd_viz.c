@@ -1,0 +1,425 @@
+/*
+ * cmd_viz.c - pictures of a model: `attn` (attention heatmaps of a prompt),
+ * `plot` (loss curves from training logs) and `graph` (the autograd graph of
+ * one training step, in Graphviz DOT).  Every file is written atomically.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "svg.h"
+#include "tasks.h"
+
+/* ---- atomic output: a temporary file beside the target, renamed over it -- */
+
+typedef struct out_file {
+    FILE *f;
+    const char *path;
+    char tmp[4096];
+} out_file;
+
+/* 0, or -1 with err filled; nothing exists at path until out_commit. */
+static int out_open(out_file *o, const char *path, char *err, size_t errlen)
+{
+    o->path = path;
+    o->f = NULL;
+    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
+        snprintf(err, errlen, "%s: path too long", path);
+        return -1;
+    }
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static void out_abort(out_file *o)
+{
+    if (o->f)
+        fclose(o->f);
+    o->f = NULL;
+    unlink(o->tmp);
+}
+
+static int out_commit(out_file *o, char *err, size_t errlen)
+{
+    int bad = fflush(o->f) != 0 || ferror(o->f);
+    int saved = errno;
+    if (fclose(o->f) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    o->f = NULL;
+    if (!bad && rename(o->tmp, o->path) != 0) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(saved));
+        unlink(o->tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- attn ---------------------------------------------------------------- */
+
+/* The prompt as token ids (ids holds strlen(prompt) + 1), and one label per
+ * token: the character it is written as.  Returns the number of tokens the
+ * model reads, or -1 with err filled. */
+static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int32_t *ids, char (*labels)[2],
+                         char *err, size_t errlen)
+{
+    int T = m->cfg.context, n;
+    size_t cap = strlen(prompt) + 1;
+    char e[400];
+    if (strcmp(ck->data, "text") == 0) {
+        text_data td;
+        if (text_vocab_only(&td, ck->vocab, ck->vocab_size, e, sizeof e)) {
+            snprintf(err, errlen, "%s: %s", ck->path, e);
+            return -1;
+        }
+        long k = text_encode(&td, prompt, ids, cap, e, sizeof e);
+        text_free(&td);
+        if (k < 0) {
+            snprintf(err, errlen, "--prompt: %s", e);
+            return -1;
+        }
+        if (k > T) {
+            snprintf(err, errlen, "--prompt has %ld characters but the model's context is %d", k, T);
+            return -1;
+        }
+        for (long i = 0; i < k; i++)
+            labels[i][0] = (char)ck->vocab[ids[i]];
+        n = (int)k;
+    } else {
+        task t;
+        if (task_open(&t, ck->data, e, sizeof e)) {
+            snprintf(err, errlen, "%s: %s", ck->path, e);
+            return -1;
+        }
+        n = task_parse(&t, prompt, ids, (int)(cap < 1000000 ? cap : 1000000), e, sizeof e);
+        if (n < 0) {
+            snprintf(err, errlen, "--prompt: %s", e);
+            return -1;
+        }
+        /* A whole example has L + 1 tokens, of which training reads the first
+         * L (the last is only ever a target); accept it and read L. */
+        if (n == t.len + 1)
+            n = t.len;
+        if (n > t.len || n > T) {
+            snprintf(err, errlen, "--prompt has %d tokens but a %s model reads at most %d (e.g. '%s')", n,
+                     t.name, t.len < T ? t.len : T, t.example);
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            labels[i][0] = t.chars[ids[i]];
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "--prompt has no tokens");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        labels[i][1] = 0;
+    return n;
+}
+
+/* Which heads: "all" = -1, one index in [0, H), or -2 when neither. */
+static int parse_head(const char *s, int H)
+{
+    if (strcmp(s, "all") == 0)
+        return -1;
+    char *end;
+    long h = strtol(s, &end, 10);
+    return end == s || *end || h < 0 || h >= H ? -2 : (int)h;
+}
+
+/* Long format, one weight per line, for checking a picture by its numbers. */
+static void write_weights_csv(FILE *f, int layer, int h0, int nh, const float *w, int n)
+{
+    fprintf(f, "layer,head,query,key,weight\n");
+    for (int p = 0; p < nh; p++)
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                fprintf(f, "%d,%d,%d,%d,%.9g\n", layer, h0 + p, i, j, (double)w[((size_t)p * n + i) * n + j]);
+}
+
+int cmd_attn(int argc, char **argv)
+{
+    const char *CMD = "attn", *path = NULL, *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL;
+    const char *title = NULL;
+    int layer = 0, threads = 1;
+    opt opts[] = {
+        { "--model", OPT_STRING, &path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
+        { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
+        { "--layer", OPT_INT, &layer, "L", "block whose attention is drawn, from 0 (default 0)", 0, 1e6, 0, 0 },
+        { "--head", OPT_STRING, &head_s, "H", "a head index, or all: one panel per head (default all)", 0, 0, 0, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
+        { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
+        { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
+        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default 1)", 0, 1024, 0, 0 },
+    };
+    args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
+                    "on a prompt: queries down, keys across, the prompt's characters on both axes, one panel\n"
+                    "per head.  Masked (future) keys are hatched.  A task model reads at most L tokens; a\n"
+                    "whole example of L + 1 is accepted and its last token (never read in training) dropped.",
+               argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    if (!path)
+        die(CMD, "--model FILE is required");
+    if (!prompt)
+        die(CMD, "--prompt STR is required");
+    if (!out)
+        die(CMD, "--out FILE.svg is required");
+    ag_set_threads(threads);
+    char err[1024];
+    ckpt ck;
+    model m;
+    if (ckpt_open(&ck, path, &m, err, sizeof err))
+        die(CMD, "%s", err);
+    const model_config *c = &m.cfg;
+    int H = c->n_head, n = 0, head = -1, failed = 1;
+    size_t plen = strlen(prompt) + 1;
+    ag_ctx *ctx = NULL;
+    ag_tensor **attn = NULL;
+    float *w = NULL;
+    const char **rowl = NULL;
+    out_file svg = { 0 }, tab = { 0 };
+    int32_t *ids = malloc(plen * sizeof *ids);
+    char(*labels)[2] = malloc(plen * sizeof *labels);
+    char(*ptitle)[32] = malloc((size_t)H * sizeof *ptitle);
+    const char **ptitles = malloc((size_t)H * sizeof *ptitles);
+    if (!ids || !labels || !ptitle || !ptitles) {
+        snprintf(err, sizeof err, "out of memory");
+        goto done;
+    }
+    if (layer >= c->n_layer) {
+        snprintf(err, sizeof err, "--layer %d: the model has %d layer%s (0..%d)", layer, c->n_layer,
+                 c->n_layer == 1 ? "" : "s", c->n_layer - 1);
+        goto done;
+    }
+    if ((head = parse_head(head_s, H)) < -1) {
+        snprintf(err, sizeof err, "--head '%s' is not 'all' or a head index in 0..%d", head_s, H - 1);
+        goto done;
+    }
+    if ((n = encode_prompt(&ck, &m, prompt, ids, labels, err, sizeof err)) < 0)
+        goto done;
+
+    /* One forward pass without dropout or gradients; nn_mha_forward hands
+     * back each layer's weights [1,H,n,n] after softmax. */
+    int h0 = head < 0 ? 0 : head, nh = head < 0 ? H : 1;
+    size_t cells = (size_t)nh * n * n;
+    ctx = ag_ctx_new();
+    ag_set_grad_enabled(ctx, 0);
+    attn = calloc((size_t)c->n_layer, sizeof *attn);
+    w = malloc(cells * sizeof *w);
+    rowl = malloc((size_t)n * sizeof *rowl);
+    if (!attn || !w || !rowl) {
+        snprintf(err, sizeof err, "out of memory");
+        goto done;
+    }
+    model_forward(ctx, &m, ids, 1, n, 0, attn);
+    const ag_real *src = attn[layer]->data + (size_t)h0 * n * n;
+    for (size_t k = 0; k < cells; k++)
+        w[k] = (float)src[k];
+    for (int i = 0; i < n; i++)
+        rowl[i] = labels[i];
+    for (int p = 0; p < nh; p++) {
+        snprintf(ptitle[p], sizeof ptitle[p], "head %d", h0 + p);
+        ptitles[p] = ptitle[p];
+    }
+    char auto_title[300];
+    const char *base = strrchr(path, '/');
+    /* A small picture (few tokens, one head) gets a title that fits over it. */
+    if ((size_t)n * nh >= 20)
+        snprintf(auto_title, sizeof auto_title, "%s (%s, step %ld): layer %d attention", base ? base + 1 : path,
+                 ck.data, ck.step, layer);
+    else
+        snprintf(auto_title, sizeof auto_title, "layer %d", layer);
+
+    /* The CSV first, then the SVG, each committed only when whole. */
+    if (csv) {
+        if (out_open(&tab, csv, err, sizeof err))
+            goto done;
+        write_weights_csv(tab.f, layer, h0, nh, w, n);
+        if (out_open(&svg, out, err, sizeof err)) {
+            out_abort(&tab);
+            goto done;
+        }
+    } else if (out_open(&svg, out, err, sizeof err)) {
+        goto done;
+    }
+    if (svg_attention(svg.f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
+        (csv && out_commit(&tab, err, sizeof err))) {
+        out_abort(&svg);
+        if (csv && tab.f)
+            out_abort(&tab);
+        goto done;
+    }
+    if (out_commit(&svg, err, sizeof err))
+        goto done;
+    failed = 0;
+done:
+    free(ptitles);
+    free(ptitle);
+    free(rowl);
+    free(w);
+    free(attn);
+    free(labels);
+    free(ids);
+    if (ctx)
+        ag_ctx_free(ctx);
+    model_free(&m);
+    ckpt_close(&ck);
+    if (failed)
+        die(CMD, "%s", err);
+    return 0;
+}
+
+/* ---- plot ---------------------------------------------------------------- */
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *CMD = "plot", *out = NULL, *title = NULL;
+    opt_list logs = { { 0 }, 0 };
+    opt opts[] = {
+        { "--log", OPT_STRINGS, &logs, "FILE", "a CSV log from attograd train --log; repeat to compare runs", 0, 0, 0, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
+        { "--title", OPT_STRING, &title, "STR", "chart title (default: training loss)", 0, 0, 0, 0 },
+    };
+    args_parse(CMD, "Train (solid) and validation (dashed) loss against the step, one color per log.", argc, argv,
+               opts, (int)(sizeof opts / sizeof opts[0]));
+    if (logs.n == 0)
+        die(CMD, "--log FILE is required (repeat it to compare runs)");
+    if (!out)
+        die(CMD, "--out FILE.svg is required");
+    char err[512];
+    /* Read every log first so a bad one leaves no file behind. */
+    for (int i = 0; i < logs.n; i++) {
+        svg_log lg;
+        if (svg_read_log(logs.items[i], &lg, err, sizeof err))
+            die(CMD, "%s", err);
+        int n = lg.n;
+        svg_log_free(&lg);
+        if (n == 0)
+            die(CMD, "%s: no rows after the header", logs.items[i]);
+    }
+    out_file f;
+    if (out_open(&f, out, err, sizeof err))
+        die(CMD, "%s", err);
+    if (svg_plot_logs(f.f, title, logs.n, logs.items, err, sizeof err)) {
+        out_abort(&f);
+        die(CMD, "%s", err);
+    }
+    if (out_commit(&f, err, sizeof err))
+        die(CMD, "%s", err);
+    return 0;
+}
+
+/* ---- graph --------------------------------------------------------------- */
+
+int cmd_graph(int argc, char **argv)
+{
+    const char *CMD = "graph", *path = NULL, *out = NULL;
+    int tokens = 0;
+    long seed = 1;
+    opt opts[] = {
+        { "--model", OPT_STRING, &path, "FILE", "checkpoint whose training step is drawn (required)", 0, 0, 0, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the DOT file to write (required); render with dot -Tsvg", 0, 0, 0, 0 },
+        { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0 },
+    };
+    args_parse(CMD, "The autograd graph of one training step (the forward pass, with dropout as in training,\n"
+                    "and the cross-entropy loss on a batch of 1 sequence) in Graphviz DOT: one node per op\n"
+                    "with its output shape, edges from its inputs, parameters as filled boxes, other inputs\n"
+                    "as ellipses.  Render it with: dot -Tsvg FILE.dot -o FILE.svg",
+               argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    if (!path)
+        die(CMD, "--model FILE is required");
+    if (!out)
+        die(CMD, "--out FILE.dot is required");
+    char err[1024];
+    ckpt ck;
+    model m;
+    if (ckpt_open(&ck, path, &m, err, sizeof err))
+        die(CMD, "%s", err);
+    int T = m.cfg.context, V = m.cfg.vocab_size, failed = 1;
+    int is_text = strcmp(ck.data, "text") == 0;
+    int32_t *x = NULL;
+    ag_ctx *ctx = NULL;
+    task t;
+    if (!is_text && task_open(&t, ck.data, err, sizeof err))
+        goto done;
+    int max_n = is_text ? T : t.len;
+    if (tokens > max_n) {
+        snprintf(err, sizeof err, "--tokens %d is longer than %s (%d)", tokens,
+                 is_text ? "the model's context" : "the task's sequence length", max_n);
+        goto done;
+    }
+
+    /* The step's input x and targets y: for a task, one training problem
+     * split as in training (only answer tokens scored); for text, the
+     * vocabulary in order, predicting each next id. */
+    int n = tokens ? tokens : is_text ? (T < 8 ? T : 8) : t.len;
+    x = malloc((size_t)2 * (max_n + 1) * sizeof *x);
+    if (!x) {
+        snprintf(err, sizeof err, "out of memory");
+        goto done;
+    }
+    int32_t *y = x + max_n + 1;
+    if (!is_text) {
+        ag_pcg32 rng;
+        ag_pcg32_seed(&rng, (uint64_t)seed, 5);
+        int32_t ex[256];
+        task_draw(&t, &rng, ex);
+        task_split(&t, ex, x, y);
+    } else {
+        for (int i = 0; i < n; i++) {
+            x[i] = i % V;
+            y[i] = (i + 1) % V;
+        }
+    }
+    int scored = 0;
+    for (int i = 0; i < n; i++)
+        scored += y[i] >= 0;
+
+    ctx = ag_ctx_new();
+    ag_set_threads(1);   /* one short sequence: threads would only add overhead */
+    ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
+    ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
+    out_file f;
+    if (out_open(&f, out, err, sizeof err))
+        goto done;
+    ag_graph_dot(ctx, loss, f.f);
+    if (out_commit(&f, err, sizeof err))
+        goto done;
+    printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
+           (double)loss->data[0], scored, n);
+    failed = 0;
+done:
+    free(x);
+    if (ctx)
+        ag_ctx_free(ctx);
+    model_free(&m);
+    ckpt_close(&ck);
+    if (failed)
+        die(CMD, "%s", err);
+    return 0;
+}

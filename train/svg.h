@@ -1,0 +1,94 @@
+/*
+ * svg.h - pictures of what a model learned: attention heatmaps (one panel per
+ * head) and training-loss curves, written as standalone SVG documents.
+ * Pure C with no dependency on the autograd engine; also reads attograd's CSV
+ * training logs so `attograd plot` can draw them.
+ */
+#ifndef ATTOGRAD_SVG_H
+#define ATTOGRAD_SVG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/*
+ * Draw n_panels heatmaps (one per head) in a grid of up to 4 per row, each
+ * rows x cols of weights in [0,1]:
+ *   weights[p*rows*cols + i*cols + j] = attention of query i to key j in panel p.
+ * Every cell is one <rect class="cell ..."> with a <title> tooltip
+ * "query 3 'c' → key 1 'd': 0.123". Exact zeros (the masked future in a causal
+ * model) are hatched grey so the causal triangle stands out; NaN is hatched too.
+ * row_labels/col_labels: one string per row/column, any bytes; they are shown
+ * visibly (space as ␣, newline as ⏎, tab as ⇥, other control bytes and
+ * invalid UTF-8 as \xNN) and XML-escaped. Either may be NULL (indices are used).
+ * panel_titles may be NULL ("head p"), title may be NULL.
+ * Returns 0, or -1 with err filled on bad arguments or a write error.
+ */
+int svg_attention(FILE *out, const char *title, int n_panels, const char *const *panel_titles,
+                  const float *weights, int rows, int cols,
+                  const char *const *row_labels, const char *const *col_labels,
+                  char *err, size_t errlen);
+
+/* One line of a chart: n points (x[k], y[k]); points with a non-finite x or y
+ * are skipped and the line joins the neighbours around them. */
+typedef struct svg_series {
+    const char *label;
+    int n;
+    const double *x;
+    const double *y;
+} svg_series;
+
+/*
+ * Line chart with axes ticked at 1-2-5 steps, axis labels, a title and a
+ * legend entry per series (class="legend-entry"); each series is one
+ * <path class="series">. dashed (may be NULL) marks series drawn dashed, with
+ * a dot per point when they are sparse (validation losses measured every few
+ * steps). Colors: each solid series takes the next color of a colorblind-safe
+ * palette; a dashed series that directly follows a solid one shares its color,
+ * so a run's train (solid) and val (dashed) curves read as a pair.
+ * Returns 0, or -1 with err filled on bad arguments or a write error.
+ */
+int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylabel,
+              const svg_series *series, const int *dashed, int n_series,
+              char *err, size_t errlen);
+
+/* The exact header line of an attograd training log (`attograd train --log`). */
+#define SVG_LOG_HEADER "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s"
+
+/* An attograd training log, one entry per row; NaN where a field was empty
+ * (val_loss and val_acc are only measured at eval steps). */
+typedef struct svg_log {
+    int n;
+    double *step, *train_loss, *val_loss, *val_acc, *lr, *ms_per_step, *tokens_per_s;
+} svg_log;
+
+/*
+ * Read the CSV log at path into log (which svg_log_free releases). Rejects,
+ * with a one-line message naming the file (and line, where there is one): a
+ * missing or unreadable file, a directory, an empty file, a header other than
+ * SVG_LOG_HEADER, a row with the wrong number of fields, a field that is not a
+ * number, an empty step. Blank lines and a final CR per line are tolerated.
+ * Returns 0, or -1 with err filled and log left empty.
+ */
+int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen);
+void svg_log_free(svg_log *log);
+
+/*
+ * What `attograd plot` draws: for each log file, its train loss as a solid
+ * line and its val loss as a dashed line of the same color, labeled
+ * "<basename> train" / "<basename> val", against the step.
+ * Returns 0, or -1 with err filled (the first log that fails to read, or a
+ * write error).
+ */
+int svg_plot_logs(FILE *out, const char *title, int n_logs, const char *const *paths,
+                  char *err, size_t errlen);
+
+/*
+ * Tick values for an axis covering [lo, hi]: a step of 1, 2 or 5 times a power
+ * of ten chosen so there are at most max_ticks ticks, and the ticks are the
+ * multiples of that step from floor(lo/step) to ceil(hi/step), so they
+ * enclose [lo, hi]. Writes up to cap values to ticks and returns their count
+ * (0 if lo or hi is not finite, hi < lo, or max_ticks < 2).
+ */
+int svg_nice_ticks(double lo, double hi, int max_ticks, double *ticks, int cap);
+
+#endif
