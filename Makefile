@@ -11,7 +11,7 @@
 CC        ?= cc
 PRECISION ?= float
 ARCH      ?= -march=native
-OPT       ?= -O2
+OPT       ?= -O3
 SAN       ?=
 
 BUILDDIR  ?= build

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "internal.h"
 
 /* ---- broadcasting ------------------------------------------------------ */
@@ -192,14 +193,14 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     ag_real *y = out->data;
     size_t n = a->size;
     switch (op) {
-    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]); break;
+    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = ag_fast_exp(x[i]); break;
     case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = log(x[i]); break;
     case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;
     case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
     case AG_OP_GELU:
         /* gelu(x) = x Phi(x) = x/2 (1 + erf(x/sqrt 2)) */
         for (size_t i = 0; i < n; i++)
-            y[i] = (ag_real)(0.5 * x[i] * (1.0 + erf(x[i] * 0.70710678118654752440)));
+            y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
         break;
     }
     if (ag_should_record(ctx, out, a, NULL, NULL))
@@ -255,9 +256,9 @@ void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
     for (size_t i = 0; i < n->out->size; i++) {
-        double xi = x[i];
-        double cdf = 0.5 * (1.0 + erf(xi * 0.70710678118654752440));
-        double pdf = 0.39894228040143267794 * exp(-0.5 * xi * xi);
-        dx[i] += (ag_real)(dy[i] * (cdf + xi * pdf));
+        ag_real xi = x[i];
+        ag_real cdf = (ag_real)0.5 * (1 + ag_fast_erf(xi * (ag_real)0.70710678118654752440));
+        ag_real pdf = (ag_real)0.39894228040143267794 * ag_fast_exp((ag_real)-0.5 * xi * xi);
+        dx[i] += dy[i] * (cdf + xi * pdf);
     }
 }

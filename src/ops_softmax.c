@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "internal.h"
 
 /* A dim of a tensor seen as [outer, n, inner]: element k of row (o, i) is
@@ -23,8 +24,34 @@ static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
 /* y = softmax(x) along one row of stride s, or log_softmax when `log` is set.
  * A row of all -inf has no maximum to subtract: softmax gives zeros and
  * log_softmax gives -inf, instead of exp(-inf - -inf) = NaN. */
+static void softmax_contiguous(const ag_real *restrict x, ag_real *restrict y, size_t n, int log_out)
+{
+    ag_real max = ag_max_lanes(x, n);
+    if (max == -INFINITY) {
+        for (size_t k = 0; k < n; k++)
+            y[k] = log_out ? -INFINITY : 0;
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        y[k] = ag_fast_exp(x[k] - max);
+    double sum = ag_sum_lanes(y, n);
+    if (log_out) {
+        ag_real log_sum = (ag_real)log(sum);
+        for (size_t k = 0; k < n; k++)
+            y[k] = (x[k] - max) - log_sum;
+    } else {
+        ag_real inv = (ag_real)(1.0 / sum);
+        for (size_t k = 0; k < n; k++)
+            y[k] *= inv;
+    }
+}
+
 static void softmax_row(const ag_real *x, ag_real *y, size_t n, size_t s, int log_out)
 {
+    if (s == 1) {
+        softmax_contiguous(x, y, n, log_out);
+        return;
+    }
     ag_real max = -INFINITY;
     for (size_t k = 0; k < n; k++)
         if (x[k * s] > max)
@@ -36,7 +63,7 @@ static void softmax_row(const ag_real *x, ag_real *y, size_t n, size_t s, int lo
     }
     double sum = 0;
     for (size_t k = 0; k < n; k++) {
-        ag_real e = exp(x[k * s] - max);
+        ag_real e = ag_fast_exp(x[k * s] - max);
         sum += e;
         if (!log_out)
             y[k * s] = e;
@@ -85,8 +112,11 @@ void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node)
         for (size_t i = 0; i < r.inner; i++) {
             size_t base = o * r.n * r.inner + i, s = r.inner;
             double dot = 0;
-            for (size_t k = 0; k < r.n; k++)
-                dot += (double)dy[base + k * s] * y[base + k * s];
+            if (s == 1)
+                dot = ag_dot_lanes(dy + base, y + base, r.n);
+            else
+                for (size_t k = 0; k < r.n; k++)
+                    dot += (double)dy[base + k * s] * y[base + k * s];
             for (size_t k = 0; k < r.n; k++)
                 dx[base + k * s] += y[base + k * s] * (dy[base + k * s] - (ag_real)dot);
         }
@@ -111,7 +141,7 @@ void ag_backward_LOG_SOFTMAX(ag_ctx *ctx, ag_node *node)
             for (size_t k = 0; k < r.n; k++) {
                 ag_real yk = y[base + k * s];
                 if (yk != -INFINITY)
-                    dx[base + k * s] += dy[base + k * s] - exp(yk) * (ag_real)sum;
+                    dx[base + k * s] += dy[base + k * s] - ag_fast_exp(yk) * (ag_real)sum;
             }
         }
 }
@@ -179,13 +209,8 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
         if (t >= V)
             ag_error("ag_cross_entropy: target %d out of range [0,%d) at row %zu", t, V, r);
         const ag_real *x = logits->data + r * (size_t)V;
-        ag_real max = -INFINITY;
-        for (int k = 0; k < V; k++)
-            if (x[k] > max)
-                max = x[k];
-        double sum = 0;
-        for (int k = 0; k < V; k++)
-            sum += exp(x[k] - max);
+        ag_real max = ag_max_lanes(x, (size_t)V);
+        double sum = ag_sum_exp_lanes(x, (size_t)V, max);
         sv->max[r] = max;
         sv->log_sum[r] = (ag_real)log(sum);
         if (t >= 0) {
@@ -219,7 +244,7 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
         const ag_real *x = logits->data + r * (size_t)V;
         ag_real *g = dx + r * (size_t)V, max = sv->max[r], log_sum = sv->log_sum[r];
         for (int k = 0; k < V; k++)
-            g[k] += scale * exp((x[k] - max) - log_sum);
+            g[k] += scale * ag_fast_exp((x[k] - max) - log_sum);
         g[t] -= scale;
     }
 }

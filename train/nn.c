@@ -12,8 +12,9 @@
 
 static ag_tensor *param(ag_params *ps, const char *prefix, const char *suffix, int ndim, const int *shape)
 {
-    char name[128];
-    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    char name[256];
+    if (snprintf(name, sizeof name, "%s.%s", prefix, suffix) >= (int)sizeof name)
+        ag_error("parameter name too long: %s.%s", prefix, suffix);
     return ag_params_add(ps, name, ndim, shape);
 }
 
@@ -49,15 +50,14 @@ nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, in
     if (n_head < 1 || d_model % n_head != 0)
         ag_error("nn_mha_new: d_model %d is not divisible by %d heads", d_model, n_head);
     nn_mha a;
-    char name[128];
-    snprintf(name, sizeof name, "%s.W_query", prefix);
-    a.W_query = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
-    snprintf(name, sizeof name, "%s.W_key", prefix);
-    a.W_key = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
-    snprintf(name, sizeof name, "%s.W_value", prefix);
-    a.W_value = nn_linear_new(ps, name, d_model, d_model, qkv_bias);
-    snprintf(name, sizeof name, "%s.out_proj", prefix);
-    a.out_proj = nn_linear_new(ps, name, d_model, d_model, 1);
+    static const char *const parts[4] = { "W_query", "W_key", "W_value", "out_proj" };
+    nn_linear *layers[4] = { &a.W_query, &a.W_key, &a.W_value, &a.out_proj };
+    for (int i = 0; i < 4; i++) {
+        char name[256];
+        if (snprintf(name, sizeof name, "%s.%s", prefix, parts[i]) >= (int)sizeof name)
+            ag_error("parameter name too long: %s.%s", prefix, parts[i]);
+        *layers[i] = nn_linear_new(ps, name, d_model, d_model, i == 3 || qkv_bias);
+    }
     a.d_model = d_model;
     a.n_head = n_head;
     a.head_dim = d_model / n_head;
