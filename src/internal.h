@@ -62,6 +62,11 @@ struct ag_ctx {
 
 #define AG_ALIGN 64
 
+/* Loops over more elements than this run on all threads (OpenMP).  Each
+ * element or row is computed by exactly one thread with the same arithmetic,
+ * so results do not depend on the thread count. */
+#define AG_PARALLEL_MIN 32768
+
 /* Arena memory that lives until the next ag_reset. */
 void *ag_alloc(ag_ctx *ctx, size_t bytes);
 void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);

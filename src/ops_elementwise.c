@@ -52,8 +52,23 @@ ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b)
 enum { BIN_ADD, BIN_SUB, BIN_MUL };
 
 /* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
+static int same_shape(const ag_bcast *bc)
+{
+    for (int i = 0; i < 4; i++)
+        if (bc->sa[i] != bc->sb[i] || (bc->sa[i] == 0 && bc->n[i] > 1))
+            return 0;
+    return 1;
+}
+
 static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const ag_real *b, ag_real *out)
 {
+    if (same_shape(bc)) {
+        size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
+        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+        for (size_t i = 0; i < n; i++)
+            out[i] = kind == BIN_ADD ? a[i] + b[i] : kind == BIN_SUB ? a[i] - b[i] : a[i] * b[i];
+        return;
+    }
     size_t o = 0;
     for (int i0 = 0; i0 < bc->n[0]; i0++)
         for (int i1 = 0; i1 < bc->n[1]; i1++)
@@ -78,6 +93,20 @@ static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const
 static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, const ag_real *g,
                           const size_t *so, const ag_real *other, ag_real sign)
 {
+    if (same_shape(bc)) {
+        /* no broadcasting: one flat loop, every element its own */
+        size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
+        if (other) {
+            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+            for (size_t i = 0; i < n; i++)
+                dst[i] += g[i] * other[i];
+        } else {
+            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+            for (size_t i = 0; i < n; i++)
+                dst[i] += sign * g[i];
+        }
+        return;
+    }
     size_t o = 0;
     for (int i0 = 0; i0 < bc->n[0]; i0++)
         for (int i1 = 0; i1 < bc->n[1]; i1++)
@@ -199,6 +228,7 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
     case AG_OP_GELU:
         /* gelu(x) = x Phi(x) = x/2 (1 + erf(x/sqrt 2)) */
+        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
         for (size_t i = 0; i < n; i++)
             y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
         break;
@@ -255,6 +285,7 @@ void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
+    #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN)
     for (size_t i = 0; i < n->out->size; i++) {
         ag_real xi = x[i];
         ag_real cdf = (ag_real)0.5 * (1 + ag_fast_erf(xi * (ag_real)0.70710678118654752440));

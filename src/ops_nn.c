@@ -98,6 +98,7 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
     size_t R = x->size / (size_t)D;
     ag_tensor *out = ag_empty(ctx, x->ndim, x->shape);
     ag_real *stats = ag_alloc(ctx, 2 * R * sizeof(ag_real));   /* mean, 1/std per row */
+    #pragma omp parallel for schedule(static) if (x->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *xr = x->data + r * (size_t)D;
         ag_real *yr = out->data + r * (size_t)D;
@@ -139,20 +140,20 @@ void ag_backward_LAYER_NORM(ag_ctx *ctx, ag_node *n)
     ag_real *dx = x->requires_grad ? ag_grad(ctx, x) : NULL;
     ag_real *dw = w && w->requires_grad ? ag_grad(ctx, w) : NULL;
     ag_real *db = b && b->requires_grad ? ag_grad(ctx, b) : NULL;
-    for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
-        ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
-        double mean_g = 0, mean_gx = 0;
-        for (int k = 0; k < D; k++) {
-            ag_real xhat = (xr[k] - m) * rstd, g = dy[k] * (w ? w->data[k] : 1);
-            mean_g += g;
-            mean_gx += g * xhat;
-            if (dw) dw[k] += dy[k] * xhat;
-            if (db) db[k] += dy[k];
-        }
-        mean_g /= D;
-        mean_gx /= D;
-        if (dx) {
+    /* dx: each row on its own, so rows can go to different threads */
+    if (dx) {
+        #pragma omp parallel for schedule(static) if (x->size > AG_PARALLEL_MIN)
+        for (size_t r = 0; r < R; r++) {
+            const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
+            ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
+            double mean_g = 0, mean_gx = 0;
+            for (int k = 0; k < D; k++) {
+                ag_real xhat = (xr[k] - m) * rstd, g = dy[k] * (w ? w->data[k] : 1);
+                mean_g += g;
+                mean_gx += g * xhat;
+            }
+            mean_g /= D;
+            mean_gx /= D;
             ag_real *dxr = dx + r * (size_t)D;
             for (int k = 0; k < D; k++) {
                 ag_real xhat = (xr[k] - m) * rstd, g = dy[k] * (w ? w->data[k] : 1);
@@ -160,4 +161,14 @@ void ag_backward_LAYER_NORM(ag_ctx *ctx, ag_node *n)
             }
         }
     }
+    /* dw, db: sums over rows, in row order */
+    if (dw || db)
+        for (size_t r = 0; r < R; r++) {
+            const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
+            ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
+            for (int k = 0; k < D; k++) {
+                if (dw) dw[k] += dy[k] * ((xr[k] - m) * rstd);
+                if (db) db[k] += dy[k];
+            }
+        }
 }

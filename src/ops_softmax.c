@@ -86,11 +86,12 @@ static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
     int d;
     rows3 r = rows_of(op == AG_OP_SOFTMAX ? "ag_softmax" : "ag_log_softmax", a, dim, &d);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
-    for (size_t o = 0; o < r.outer; o++)
-        for (size_t i = 0; i < r.inner; i++) {
-            size_t base = o * r.n * r.inner + i;
-            softmax_row(a->data + base, out->data + base, r.n, r.inner, op == AG_OP_LOG_SOFTMAX);
-        }
+    size_t rows = r.outer * r.inner;
+    #pragma omp parallel for schedule(static) if (a->size > AG_PARALLEL_MIN)
+    for (size_t row = 0; row < rows; row++) {
+        size_t base = (row / r.inner) * r.n * r.inner + row % r.inner;
+        softmax_row(a->data + base, out->data + base, r.n, r.inner, op == AG_OP_LOG_SOFTMAX);
+    }
     if (ag_should_record(ctx, out, a, NULL, NULL))
         ag_record(ctx, op, out, a, NULL, NULL)->iarg[0] = d;
     return out;
@@ -108,18 +109,19 @@ void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node)
     rows3 r = rows_of("ag_softmax", node->out, node->iarg[0], &d);
     const ag_real *y = node->out->data, *dy = node->out->grad;
     ag_real *dx = ag_grad(ctx, node->in[0]);
-    for (size_t o = 0; o < r.outer; o++)
-        for (size_t i = 0; i < r.inner; i++) {
-            size_t base = o * r.n * r.inner + i, s = r.inner;
-            double dot = 0;
-            if (s == 1)
-                dot = ag_dot_lanes(dy + base, y + base, r.n);
-            else
-                for (size_t k = 0; k < r.n; k++)
-                    dot += (double)dy[base + k * s] * y[base + k * s];
+    size_t rows = r.outer * r.inner;
+    #pragma omp parallel for schedule(static) if (node->out->size > AG_PARALLEL_MIN)
+    for (size_t row = 0; row < rows; row++) {
+        size_t base = (row / r.inner) * r.n * r.inner + row % r.inner, s = r.inner;
+        double dot = 0;
+        if (s == 1)
+            dot = ag_dot_lanes(dy + base, y + base, r.n);
+        else
             for (size_t k = 0; k < r.n; k++)
-                dx[base + k * s] += y[base + k * s] * (dy[base + k * s] - (ag_real)dot);
-        }
+                dot += (double)dy[base + k * s] * y[base + k * s];
+        for (size_t k = 0; k < r.n; k++)
+            dx[base + k * s] += y[base + k * s] * (dy[base + k * s] - (ag_real)dot);
+    }
 }
 
 /* y = log_softmax(x):  dx_k += dy_k - softmax_k sum_j dy_j.
@@ -168,6 +170,7 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real va
                 o += (size_t)bc.n[3];
             }
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
+    #pragma omp parallel for schedule(static) if (a->size > AG_PARALLEL_MIN)
     for (size_t i = 0; i < a->size; i++)
         out->data[i] = m[i] ? value : a->data[i];
     if (ag_should_record(ctx, out, a, NULL, NULL))
@@ -181,6 +184,7 @@ void ag_backward_MASKED_FILL(ag_ctx *ctx, ag_node *n)
     const unsigned char *m = n->saved;
     const ag_real *dy = n->out->grad;
     ag_real *dx = ag_grad(ctx, n->in[0]);
+    #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN)
     for (size_t i = 0; i < n->out->size; i++)
         dx[i] += m[i] ? 0 : dy[i];
 }
