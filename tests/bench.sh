@@ -17,7 +17,7 @@ done
 
 openmp=$(printf 'int main(void){return 0;}' | $cc -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp || true)
 make -s --no-print-directory all build/libtrain.a
-$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O2 -march=native $openmp -Iinclude -Isrc -Itrain \
+$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain \
     tests/bench_train.c build/libtrain.a build/libattograd.a -lm -o build/bench_train
 
 echo "machine: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -31,6 +31,8 @@ trap 'rm -f "$ours" "$theirs" "$ours.row"' EXIT
 for c in $configs; do
     ./build/bench_train --threads "$threads" "$c" | grep '^config' >>"$ours"
 done
+# memory must stay flat across steps: 1000 more toy steps
+soak=$(./build/bench_train --threads "$threads" --soak 1000 toy | grep '^soak' || true)
 if "$py" -c 'import torch' 2>/dev/null; then
     "$py" tests/bench_torch.py --threads "$threads" $configs >"$theirs"
     echo "torch: $("$py" -c 'import torch; print(torch.__version__)')"
@@ -43,14 +45,19 @@ echo
 # value after a key on a "config NAME key value key value ..." line
 field() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$1"; }
 
-printf '%-7s | %16s | %15s | %24s | %9s | %8s | %13s\n' config "attograd ms/step" "PyTorch ms/step" \
-    "ratio (torch/attograd)" tokens/s GFLOP/s "peak RSS (MB)"
+printf '%-7s | %16s | %15s | %18s | %9s | %8s | %13s | %s\n' config "attograd ms/step" "PyTorch ms/step" \
+    "attograd / PyTorch" tokens/s GFLOP/s "peak RSS (MB)" "RSS / (state + arena peak)"
 for c in $configs; do
     grep "^config $c " "$ours" >"$ours.row" || true
     ms=$(field "$ours.row" ms/step)
     tms=$(grep "^config $c " "$theirs" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
-    ratio=$(awk -v a="$ms" -v b="$tms" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", b / a; else print "-" }')
-    printf '%-7s | %16s | %15s | %24s | %9s | %8s | %13s\n' "$c" "$ms" "${tms:--}" "$ratio" \
-        "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$(field "$ours.row" peak_rss_MB)"
+    ratio=$(awk -v a="$ms" -v b="$tms" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
+    rss=$(field "$ours.row" peak_rss_MB)
+    mem=$(awk -v r="$rss" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
+        'BEGIN { printf "%.2f", r / (s + a) }')
+    printf '%-7s | %16s | %15s | %18s | %9s | %8s | %13s | %s\n' "$c" "$ms" "${tms:--}" "$ratio" \
+        "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss" "$mem"
     rm -f "$ours.row"
 done
+echo
+echo "${soak:-soak: not measured}"

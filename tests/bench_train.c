@@ -1,7 +1,9 @@
 /*
  * bench_train.c - speed of one full training step (forward, cross-entropy,
  * backward, clip, optimizer) on the configurations tests/bench_torch.py runs
- * in PyTorch.  Usage: bench_train [--threads N] [toy|small|medium]...
+ * in PyTorch.  Usage: bench_train [--threads N] [--soak N] [toy|small|medium]...
+ * --soak N runs N more steps after the timed ones and reports peak RSS
+ * before and after them: memory must stay flat across steps.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,6 +54,15 @@ static double step_flops(const bench_config *c, double n_params)
     return 6 * n_params * tokens + 12.0 * c->n_layer * c->batch * T * T * d;
 }
 
+static long soak_steps;
+
+static double max_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss is in kilobytes on Linux */
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
 static void run_config(const bench_config *c)
 {
     model_config cfg = { c->arch, c->vocab, c->n_layer, c->n_head, c->d_model, c->context, 0, 0.0 };
@@ -70,8 +81,11 @@ static void run_config(const bench_config *c)
         fprintf(stderr, "bench_train: out of memory\n");
         exit(1);
     }
-    double loss = 0;
-    for (int s = 0; s < c->warmup + c->steps; s++) {
+    double loss = 0, rss_before = 0;
+    long total = c->warmup + c->steps + soak_steps;
+    for (long s = 0; s < total; s++) {
+        if (s == c->warmup + c->steps)
+            rss_before = max_rss_mb();
         random_batch(&rng, c->vocab, n, x, y);
         double t0 = now_seconds();
         ag_reset(ctx);
@@ -83,19 +97,22 @@ static void run_config(const bench_config *c)
         ag_optim_step(opt, lr);
         double t1 = now_seconds();
         loss = l->data[0];
-        if (s >= c->warmup)
+        if (s >= c->warmup && s < c->warmup + c->steps)
             ms[s - c->warmup] = 1e3 * (t1 - t0);
     }
     qsort(ms, (size_t)c->steps, sizeof *ms, cmp_double);
     double med = c->steps % 2 ? ms[c->steps / 2] : 0.5 * (ms[c->steps / 2 - 1] + ms[c->steps / 2]);
     double n_params = (double)m.params->total;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss is in kilobytes on Linux */
+    /* parameters, gradients and optimizer moments: the model's lasting state */
+    double state_mb = (double)m.params->total * sizeof(ag_real) * (c->adamw ? 4 : 3) / 1e6;
     printf("config %-6s params %9.0f  B %2d T %3d  steps %3d  ms/step %9.3f  tokens/s %9.0f  GFLOP/s %7.2f  "
-           "peak_rss_MB %7.1f  arena_peak_MB %7.1f  loss %.3f\n",
+           "peak_rss_MB %7.1f  arena_peak_MB %7.1f  state_MB %7.1f  loss %.3f\n",
            c->name, n_params, c->batch, c->context, c->steps, med, n / (med / 1e3),
-           step_flops(c, n_params) / (med / 1e3) / 1e9, (double)ru.ru_maxrss / 1024.0,
-           (double)ag_arena_peak(ctx) / 1e6, loss);
+           step_flops(c, n_params) / (med / 1e3) / 1e9, max_rss_mb(), (double)ag_arena_peak(ctx) / 1e6, state_mb,
+           loss);
+    if (soak_steps > 0)
+        printf("soak   %-6s peak RSS %.1f MB after %d steps, %.1f MB after %ld more\n", c->name, rss_before,
+               c->warmup + c->steps, max_rss_mb(), soak_steps);
     fflush(stdout);
     free(x);
     free(y);
@@ -111,6 +128,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             threads = atoi(argv[++i]);
+            continue;
+        }
+        if (strcmp(argv[i], "--soak") == 0 && i + 1 < argc) {
+            soak_steps = atol(argv[++i]);
             continue;
         }
         int found = 0;
