@@ -21,6 +21,10 @@ $A train --quiet --seed 2 --optimizer adamw --lr 3e-3 > "$tmp/copy_adamw.txt" 2>
 check "copy with AdamW reaches >= 99% ($(acc "$tmp/copy_adamw.txt")%)" 'ge "$(acc "$tmp/copy_adamw.txt")" 99'
 $A train --quiet --seed 1 --task sort --optimizer adamw --steps 600 > "$tmp/sort.txt" 2>&1
 check "sort reaches 100% held-out ($(acc "$tmp/sort.txt")%)" 'ge "$(acc "$tmp/sort.txt")" 100'
+$A train --quiet --seed 1 --task reverse > "$tmp/reverse.txt" 2>&1
+check "reverse reaches >= 99% ($(acc "$tmp/reverse.txt")%)" 'ge "$(acc "$tmp/reverse.txt")" 99'
+$A train --quiet --seed 1 --task add --optimizer adamw --steps 1500 --batch 64 > "$tmp/add.txt" 2>&1
+check "add reaches >= 95% ($(acc "$tmp/add.txt")%)" 'ge "$(acc "$tmp/add.txt")" 95'
 # text: the validation loss must fall well below the unigram entropy of data/tiny.txt (3.08 nats)
 $A train --quiet --text data/tiny.txt --optimizer adamw --lr 3e-3 --steps 300 --context 32 --batch 16 \
     --eval-every 0 > "$tmp/text.txt" 2>&1
