@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "safetensors.h"
+#include "attograd.h"
 
 #define CORPUS_DIR "tests/corpus/safetensors"
 

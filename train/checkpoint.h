@@ -12,7 +12,7 @@
 #define ATTOGRAD_CHECKPOINT_H
 
 #include "model.h"
-#include "safetensors.h"
+#include "attograd.h"
 
 #define CKPT_FORMAT "attograd/1"
 
