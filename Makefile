@@ -89,7 +89,7 @@ bench: all
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev).
 bench-gemm: $(LIB)
 	@$(CC) $(ALLCFLAGS) tests/bench_gemm.c $(LIB) -o $(BUILD)/bench_gemm -lopenblas $(LDLIBS)
-	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 ./$(BUILD)/bench_gemm 2
+	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 $(BUILD)/bench_gemm 2
 
 # libFuzzer on the checkpoint reader (clang), seeded with tests/corpus/.
 FUZZ_TIME ?= 60

@@ -1,7 +1,7 @@
 /*
  * gemm.c - the blocked matrix multiply behind every matmul and linear op.
- * Operands are packed into cache-sized panels and multiplied by a fixed-size
- * register tile written in plain C that the compiler turns into SIMD FMAs.
+ * Operands are packed into cache-sized panels, or read in place when small,
+ * and multiplied by register tiles written with compiler vector types.
  */
 #include "gemm.h"
 
@@ -27,9 +27,19 @@
  * cases.  Threads split C into rectangular units, each a block as above with
  * the thread's own packing buffers: no barriers inside a product, and units
  * are handed out dynamically so a thread that loses its core does not hold
- * up the others.  Each C element is summed within one unit, k = 0..K-1 in
- * order, block by block, with block sizes that depend only on K, so the
- * result is bitwise the same for any thread count and any schedule.
+ * up the others.
+ *
+ * The products of a small transformer (d_model 64..128, heads of 16..32)
+ * are too small for packing to pay: A~ would be copied for only a few
+ * column panels.  When op(B) is small, the kernels read A in place (rows
+ * with stride lda, or A^T's columns), and B too when it is stored [K, N];
+ * only ragged edge panels and B^T are packed, the latter once per product
+ * and shared by the threads.
+ *
+ * Every C element is summed k = 0..K-1 in order, one fused multiply-add per
+ * step, block by block with block sizes that depend only on K, on whichever
+ * path, tile or thread: results are bitwise the same for any thread count
+ * and schedule, and a batched product equals its items done one by one.
  */
 
 /* Register tile MR x NR and block sizes.  With AVX-512 there are 32 vector
@@ -53,10 +63,10 @@
  * other threads costs more than it saves. */
 #define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
-/* The micro-kernel's inner update c += a*b.  An explicit fma() gives one
- * rounding and vectorizes to vfmadd when the hardware has it (FP_FAST_FMA*);
- * with -std=c11 gcc would otherwise never contract a*b+c.  Without hardware
- * FMA the library call would be slow, so fall back to a separate multiply. */
+/* The scalar tile's inner update c += a*b (compilers without vector types).
+ * An explicit fma() gives one rounding when the hardware has it
+ * (FP_FAST_FMA*); without hardware FMA the library call would be slow, so
+ * fall back to a separate multiply, as the vector tile then does too. */
 #ifdef AG_DOUBLE
 #ifdef FP_FAST_FMA
 #define GEMM_FMA(a, b, c) fma((a), (b), (c))
@@ -70,98 +80,152 @@
 #define GEMM_FMA(a, b, c) ((a) * (b) + (c))
 #endif
 
-/* Both compilers default to 256-bit vectors on AVX-512 machines; the tile is
- * laid out for full 512-bit registers, so ask for them in the kernel only. */
 #define GEMM_PRAGMA_STR(x) _Pragma(#x)
 #define GEMM_PRAGMA(x) GEMM_PRAGMA_STR(x)
-#if defined(__clang__) && defined(__AVX512F__)
-/* -O0/-O1 skip the loop vectorizer; the request then just goes unmet. */
-#pragma clang diagnostic ignored "-Wpass-failed"
-#define KERNEL_ATTR __attribute__((min_vector_width(512)))
-#define VEC_LOOP GEMM_PRAGMA(clang loop vectorize_width(GEMM_VLEN_LIT) interleave_count(1))
-#elif defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
-#define KERNEL_ATTR __attribute__((target("prefer-vector-width=512")))
-#define VEC_LOOP
-#else
-#define KERNEL_ATTR
-#define VEC_LOOP
-#endif
-#ifdef AG_DOUBLE
-#define GEMM_VLEN_LIT 8
-#else
-#define GEMM_VLEN_LIT 16
-#endif
-/* Fully unroll the row loops so the accumulators live in registers. */
-#if defined(__GNUC__)
+#if defined(__clang__)
+#define UNROLL_ROWS GEMM_PRAGMA(clang loop unroll(full))
+#elif defined(__GNUC__)
 #define UNROLL_ROWS GEMM_PRAGMA(GCC unroll 16)
-#else
-#define UNROLL_ROWS
 #endif
-
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+#define NOINLINE __attribute__((noinline))
 #else
+#define UNROLL_ROWS
 #define ALWAYS_INLINE inline
+#define NOINLINE
 #endif
 
-/* C~[MR,width] = A~ B~ over kc steps, then C = C~ (accumulate == 0) or
- * C += C~.  A~ is k-major MR wide; B~ is k-major NR wide, of which the first
- * `width` (a compile-time constant after inlining) columns are used. */
-static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, const ag_real *restrict b,
-                                    ag_real *restrict c, long ldc, int accumulate, const int width)
+/* gcc and clang: the tile is written with vector types, so the accumulators
+ * are registers by construction rather than by the grace of the optimizer
+ * (at -O3 gcc would otherwise unroll the half-width tile's column loop before
+ * vectorizing it, and keeps the accumulators in memory around the k loop).
+ * acc += a*b must become one fused multiply-add, as GEMM_FMA does elsewhere:
+ * -std=c11 turns contraction off in gcc, so the kernels turn it back on.
+ * Clang keeps vectors wider than 256 bits only where asked to. */
+#if defined(__GNUC__)
+#define GEMM_VECTOR_TILE 1
+#if defined(__clang__)
+#define GEMM_CONTRACT GEMM_PRAGMA(STDC FP_CONTRACT ON)
+#define KERNEL_ATTR __attribute__((min_vector_width(GEMM_VEC_BYTES * 8)))
+#else
+#define GEMM_CONTRACT
+#define KERNEL_ATTR __attribute__((optimize("fp-contract=fast")))
+#endif
+#else
+#define GEMM_VECTOR_TILE 0
+#define GEMM_CONTRACT
+#define KERNEL_ATTR
+#endif
+
+/* C~[rows, nvec vectors] = op(A) op(B) over kc steps, then C = C~
+ * (accumulate == 0) or C += C~.  Element (i, k) of the A panel is
+ * a[i*a_rs + k*a_ks] and row k of the B panel starts at b + k*b_ks, so one
+ * body serves packed panels and operands read in place.  rows, nvec and one
+ * of the A strides are compile-time constants after inlining.  Every C
+ * element is acc = fma(a_ik, b_kj, acc) for k in order, whatever the tile. */
+#if GEMM_VECTOR_TILE
+#define VLEN (GEMM_VEC_BYTES / (int)sizeof(ag_real))
+typedef ag_real gemm_vec __attribute__((vector_size(GEMM_VEC_BYTES)));
+/* the same, loadable and storable at any element boundary */
+typedef ag_real gemm_vec_u
+    __attribute__((vector_size(GEMM_VEC_BYTES), aligned(sizeof(ag_real)), may_alias));
+
+KERNEL_ATTR
+static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs, long a_ks,
+                                    const ag_real *restrict b, long b_ks, ag_real *restrict c,
+                                    long ldc, int accumulate, const int rows, const int nvec)
 {
-    ag_real acc[MR][NR];
+    GEMM_CONTRACT
+    const gemm_vec zero = {0};
+    gemm_vec acc[MR][2];
     UNROLL_ROWS
-    for (int i = 0; i < MR; i++) {
-        VEC_LOOP
-        for (int j = 0; j < width; j++) acc[i][j] = 0;
-    }
+    for (int i = 0; i < rows; i++)
+        for (int v = 0; v < nvec; v++) acc[i][v] = zero;
     for (int k = 0; k < kc; k++) {
+        gemm_vec bv[2];
+        for (int v = 0; v < nvec; v++) bv[v] = *(const gemm_vec_u *)(b + v * VLEN);
         UNROLL_ROWS
-        for (int i = 0; i < MR; i++) {
-            const ag_real ai = a[i];
-            VEC_LOOP
+        for (int i = 0; i < rows; i++) {
+            const gemm_vec ai = a[i * a_rs] - zero;   /* broadcast: x - 0 is x, even -0 */
+            for (int v = 0; v < nvec; v++) acc[i][v] += ai * bv[v];
+        }
+        a += a_ks;
+        b += b_ks;
+    }
+    UNROLL_ROWS
+    for (int i = 0; i < rows; i++) {
+        gemm_vec_u *ci = (gemm_vec_u *)(c + i * ldc);
+        for (int v = 0; v < nvec; v++) {
+            if (accumulate) ci[v] += acc[i][v];
+            else ci[v] = acc[i][v];
+        }
+    }
+}
+#else
+static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs, long a_ks,
+                                    const ag_real *restrict b, long b_ks, ag_real *restrict c,
+                                    long ldc, int accumulate, const int rows, const int nvec)
+{
+    const int width = nvec * (NR / 2);
+    ag_real acc[MR][NR];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < width; j++) acc[i][j] = 0;
+    for (int k = 0; k < kc; k++) {
+        for (int i = 0; i < rows; i++) {
+            const ag_real ai = a[i * a_rs];
             for (int j = 0; j < width; j++) acc[i][j] = GEMM_FMA(ai, b[j], acc[i][j]);
         }
-        a += MR;
-        b += NR;
+        a += a_ks;
+        b += b_ks;
     }
-    if (accumulate) {
-        UNROLL_ROWS
-        for (int i = 0; i < MR; i++) {
-            VEC_LOOP
-            for (int j = 0; j < width; j++) c[i * ldc + j] += acc[i][j];
-        }
-    } else {
-        UNROLL_ROWS
-        for (int i = 0; i < MR; i++) {
-            VEC_LOOP
-            for (int j = 0; j < width; j++) c[i * ldc + j] = acc[i][j];
-        }
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < width; j++)
+            c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+#endif
+
+/* The kernels: rows a multiple of MR_STEP up to MR, width NR/2 or NR (a
+ * head size of 16 would waste half the FMAs of a full tile on padding), and
+ * two A layouts: k-major, a[i + k*a_stride] (packed panels, stride MR, or
+ * A^T read in place, stride lda), and row-major, a[i*a_stride + k] (A read
+ * in place).  Kept out of line: one is picked per tile from a table, and
+ * their callers lack KERNEL_ATTR. */
+#define MR_STEP (MR / 3)
+typedef void (*kernel_fn)(int kc, const ag_real *a, long a_stride, const ag_real *b, long b_stride,
+                          ag_real *c, long ldc, int accumulate);
+enum { A_KMAJOR, A_ROWMAJOR };
+
+#define GEMM_KERNEL(name, rows, nvec, a_rs, a_ks)                                              \
+    KERNEL_ATTR NOINLINE static void name(int kc, const ag_real *restrict a, long a_stride,     \
+                                          const ag_real *restrict b, long b_stride,            \
+                                          ag_real *restrict c, long ldc, int accumulate)       \
+    {                                                                                           \
+        tile_body(kc, a, a_rs, a_ks, b, b_stride, c, ldc, accumulate, rows, nvec);            \
     }
-}
+GEMM_KERNEL(kernel_k1h, MR_STEP, 1, 1, a_stride)
+GEMM_KERNEL(kernel_k1f, MR_STEP, 2, 1, a_stride)
+GEMM_KERNEL(kernel_k2h, 2 * MR_STEP, 1, 1, a_stride)
+GEMM_KERNEL(kernel_k2f, 2 * MR_STEP, 2, 1, a_stride)
+GEMM_KERNEL(kernel_k3h, MR, 1, 1, a_stride)
+GEMM_KERNEL(kernel_k3f, MR, 2, 1, a_stride)
+GEMM_KERNEL(kernel_r1h, MR_STEP, 1, a_stride, 1)
+GEMM_KERNEL(kernel_r1f, MR_STEP, 2, a_stride, 1)
+GEMM_KERNEL(kernel_r2h, 2 * MR_STEP, 1, a_stride, 1)
+GEMM_KERNEL(kernel_r2f, 2 * MR_STEP, 2, a_stride, 1)
+GEMM_KERNEL(kernel_r3h, MR, 1, a_stride, 1)
+GEMM_KERNEL(kernel_r3f, MR, 2, a_stride, 1)
 
-/* The full MR x NR tile. */
-KERNEL_ATTR
-static void micro_kernel(int kc, const ag_real *restrict a, const ag_real *restrict b,
-                         ag_real *restrict c, long ldc, int accumulate)
-{
-    tile_body(kc, a, b, c, ldc, accumulate, NR);
-}
-
-/* MR x NR/2, for column panels at most half full (e.g. a head size of 16):
- * half the FMAs of the full tile on zero padding would be wasted. */
-KERNEL_ATTR
-static void micro_kernel_half(int kc, const ag_real *restrict a, const ag_real *restrict b,
-                              ag_real *restrict c, long ldc, int accumulate)
-{
-    tile_body(kc, a, b, c, ldc, accumulate, NR / 2);
-}
+/* [layout][rows / MR_STEP - 1][width / (NR/2) - 1] */
+static const kernel_fn kernels[2][3][2] = {
+    {{kernel_k1h, kernel_k1f}, {kernel_k2h, kernel_k2f}, {kernel_k3h, kernel_k3f}},
+    {{kernel_r1h, kernel_r1f}, {kernel_r2h, kernel_r2f}, {kernel_r3h, kernel_r3f}},
+};
 
 /* ---- packing ------------------------------------------------------------ */
 
 /* One MR-row panel of op(A): rows i0.., k = p0..p0+kc-1, into dst[k*MR + i],
- * rows past M padded with zeros so the kernel always runs the full tile. */
+ * rows past M padded with zeros. */
 static void pack_a_panel(int trans_a, const ag_real *A, long lda, int i0, int rows,
                          int p0, int kc, ag_real *restrict dst)
 {
@@ -185,10 +249,12 @@ static void pack_a_panel(int trans_a, const ag_real *A, long lda, int i0, int ro
     }
 }
 
-/* One NR-column panel of op(B): k = p0.., columns j0.., into dst[k*NR + j]. */
+/* One NR-column panel of op(B): k = p0.., columns j0.., into dst[k*NR + j],
+ * zero-padded to the width its kernel reads (NR/2 or NR). */
 static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc,
                          int j0, int cols, ag_real *restrict dst)
 {
+    const int width = cols <= NR / 2 ? NR / 2 : NR;
     if (!trans_b) {
         /* B is stored [K, N]: each k is a contiguous run of columns. */
         for (int k = 0; k < kc; k++) {
@@ -196,7 +262,7 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
             ag_real *d = dst + (long)k * NR;
             int j = 0;
             for (; j < cols; j++) d[j] = src[j];
-            for (; j < NR; j++) d[j] = 0;
+            for (; j < width; j++) d[j] = 0;
         }
     } else {
         /* B is stored [N, K]: transpose in blocks of 8 k so each source row
@@ -209,13 +275,13 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
                 for (int t = 0; t < 8; t++) d[t * NR + j] = src[t];
             }
             for (int t = 0; t < 8; t++)
-                for (int j = cols; j < NR; j++) d[t * NR + j] = 0;
+                for (int j = cols; j < width; j++) d[t * NR + j] = 0;
         }
         for (; k < kc; k++) {
             ag_real *d = dst + (long)k * NR;
             int j = 0;
             for (; j < cols; j++) d[j] = B[(long)(j0 + j) * ldb + p0 + k];
-            for (; j < NR; j++) d[j] = 0;
+            for (; j < width; j++) d[j] = 0;
         }
     }
 }
@@ -227,7 +293,10 @@ typedef struct {
     const ag_real *A, *B;
     long lda, ldb, ldc;
     ag_real *C;
-    int overwrite;     /* beta == 0: the first K block stores instead of adding */
+    int overwrite;          /* beta == 0: the first K block stores instead of adding */
+    int in_place;           /* small op(B): A read in place where the layout allows */
+    int b_in_place;         /* ... and B too (stored [K, N], only a few KB) */
+    const ag_real *b_all;   /* op(B) packed once for every unit, or NULL: pack per block */
 } gemm_job;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
@@ -239,6 +308,33 @@ static int k_block(int K)
 {
     int nblocks = ceil_div(K, KC_MAX);
     return ceil_div(K, nblocks);
+}
+
+/* Products whose op(B) is this small (K*N elements) stay in cache whole, so
+ * packing A for them costs more than it saves: A is read in place by the
+ * row-major or k-major kernels, and so is B when it is stored [K, N] and a
+ * column panel is exactly NR or NR/2 wide.  Only ragged panels are packed.
+ * A stored [K, M] is read down its columns, one line per k: beyond a few
+ * hundred rows those lines are far apart and packing pays again. */
+#define IN_PLACE_MAX (128 * 1024)
+#define IN_PLACE_MAX_AT_ROWS 256
+/* B read in place walks kc rows ldb apart for every row panel, and they stay
+ * in L1 only while K*ldb is small; packing it is a copy of K*N elements that
+ * pays for itself only over many row panels.  So B stays in place when it is
+ * tiny or when C has few rows. */
+#define B_IN_PLACE_MAX 4096
+#define B_IN_PLACE_ROWS 128
+
+static int in_place_product(int trans_a, int M, int N, int K)
+{
+    return (long)K * N <= IN_PLACE_MAX && (!trans_a || M <= IN_PLACE_MAX_AT_ROWS);
+}
+
+static int a_in_place(const gemm_job *g, int rows) { return g->in_place && rows % MR_STEP == 0; }
+
+static int b_in_place(const gemm_job *g, int cols)
+{
+    return g->b_in_place && (cols == NR || cols == NR / 2);
 }
 
 /* Elements, rounded up to whole 64-byte lines so packed panels stay aligned. */
@@ -272,33 +368,80 @@ static void store_edge(const ag_real *tmp, ag_real *c, long ldc, int rows, int c
     }
 }
 
-/* C[ic:ic+mc, jc:jc+nc] (+)= A~ B~ for one K block of size kc. */
-static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb, int kc,
+/* C[ic:ic+mc, jc:jc+nc] (+)= op(A) op(B) for the K block pc..pc+kc-1.  pa
+ * holds the packed row panels of this chunk, pb the packed column panels
+ * (panel p at p*kc*NR); panels read in place skip them.  Ragged tiles run
+ * the next larger kernel into tmp (the packed padding is zero). */
+static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb, int pc, int kc,
                          int ic, int mc, int jc, int nc, int accumulate)
 {
     ag_real tmp[MR * NR];
     for (int cpan = 0; cpan * NR < nc; cpan++) {
+        const int j = jc + cpan * NR, cols = min_int(NR, nc - cpan * NR);
+        const int halves = cols <= NR / 2 ? 1 : 2;
         const ag_real *bp = pb + (long)cpan * kc * NR;
-        int cols = min_int(NR, nc - cpan * NR);
+        long b_stride = NR;
+        if (b_in_place(g, cols)) {
+            bp = g->B + (long)pc * g->ldb + j;
+            b_stride = g->ldb;
+        }
         for (int rpan = 0; rpan * MR < mc; rpan++) {
+            const int i = ic + rpan * MR, rows = min_int(MR, mc - rpan * MR);
+            const int steps = ceil_div(rows, MR_STEP);
             const ag_real *ap = pa + (long)rpan * kc * MR;
-            int rows = min_int(MR, mc - rpan * MR);
-            ag_real *c = g->C + (long)(ic + rpan * MR) * g->ldc + jc + cpan * NR;
-            if (cols <= NR / 2) {
-                if (rows == MR && cols == NR / 2) {
-                    micro_kernel_half(kc, ap, bp, c, g->ldc, accumulate);
-                } else {
-                    micro_kernel_half(kc, ap, bp, tmp, NR, 0);
-                    store_edge(tmp, c, g->ldc, rows, cols, accumulate);
-                }
-            } else if (rows == MR && cols == NR) {
-                micro_kernel(kc, ap, bp, c, g->ldc, accumulate);
+            long a_stride = MR;
+            int layout = A_KMAJOR;
+            if (a_in_place(g, rows)) {
+                ap = g->trans_a ? g->A + (long)pc * g->lda + i : g->A + (long)i * g->lda + pc;
+                a_stride = g->lda;
+                layout = g->trans_a ? A_KMAJOR : A_ROWMAJOR;
+            }
+            const kernel_fn kern = kernels[layout][steps - 1][halves - 1];
+            ag_real *c = g->C + (long)i * g->ldc + j;
+            if (rows == steps * MR_STEP && cols == halves * (NR / 2)) {
+                kern(kc, ap, a_stride, bp, b_stride, c, g->ldc, accumulate);
             } else {
-                micro_kernel(kc, ap, bp, tmp, NR, 0);
+                kern(kc, ap, a_stride, bp, b_stride, tmp, NR, 0);
                 store_edge(tmp, c, g->ldc, rows, cols, accumulate);
             }
         }
     }
+}
+
+/* Packs the column panels of op(B) in columns jc..jc+nc-1, K block pc.., that
+ * are not read in place. */
+static void pack_b_block(const gemm_job *g, int pc, int kc, int jc, int nc, ag_real *pb)
+{
+    for (int p = 0; p * NR < nc; p++) {
+        const int cols = min_int(NR, nc - p * NR);
+        if (!b_in_place(g, cols))
+            pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, jc + p * NR, cols, pb + (long)p * kc * NR);
+    }
+}
+
+static void pack_a_block(const gemm_job *g, int pc, int kc, int ic, int mc, ag_real *pa)
+{
+    for (int p = 0; p * MR < mc; p++) {
+        const int rows = min_int(MR, mc - p * MR);
+        if (!a_in_place(g, rows))
+            pack_a_panel(g->trans_a, g->A, g->lda, ic + p * MR, rows, pc, kc, pa + (long)p * kc * MR);
+    }
+}
+
+/* Columns of op(B) rounded up to whole panels: the row length of b_all. */
+static long padded_cols(int N) { return (long)ceil_div(N, NR) * NR; }
+
+/* Packs panel t of the (K block, column panel) grid of op(B) into b_all,
+ * where K block pc starts at pc * padded_cols(N); one panel is the unit of
+ * work when a team shares the packing. */
+static void pack_b_shared(const gemm_job *g, int t, ag_real *b_all)
+{
+    const int kc_max = k_block(g->K), panels = ceil_div(g->N, NR);
+    const int pc = t / panels * kc_max, p = t % panels;
+    const int kc = min_int(kc_max, g->K - pc), cols = min_int(NR, g->N - p * NR);
+    if (!b_in_place(g, cols))
+        pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, p * NR, cols,
+                     b_all + pc * padded_cols(g->N) + (long)p * kc * NR);
 }
 
 /* The product restricted to rows [i0, i1) and columns [j0, j1) of C, run
@@ -312,15 +455,15 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
         for (int pc = 0; pc < g->K; pc += kc_max) {
             const int kc = min_int(kc_max, g->K - pc);
             const int accumulate = pc > 0 || !g->overwrite;
-            for (int p = 0; p * NR < nc; p++)
-                pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, jc + p * NR,
-                             min_int(NR, nc - p * NR), pb + (long)p * kc * NR);
+            const ag_real *bp = pb;
+            if (g->b_all)
+                bp = g->b_all + pc * padded_cols(g->N) + (long)jc * kc;
+            else
+                pack_b_block(g, pc, kc, jc, nc, pb);
             for (int ic = i0; ic < i1; ic += MC) {
                 const int mc = min_int(MC, i1 - ic);
-                for (int p = 0; p * MR < mc; p++)
-                    pack_a_panel(g->trans_a, g->A, g->lda, ic + p * MR, min_int(MR, mc - p * MR),
-                                 pc, kc, pa + (long)p * kc * MR);
-                macro_kernel(g, pa, pb, kc, ic, mc, jc, nc, accumulate);
+                pack_a_block(g, pc, kc, ic, mc, pa);
+                macro_kernel(g, pa, bp, pc, kc, ic, mc, jc, nc, accumulate);
             }
         }
     }
@@ -422,12 +565,21 @@ static void check_args(const char *fn, int trans_a, int trans_b, int M, int N, i
                  lda, ldb, ldc, trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
 }
 
+static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, long lda,
+                         const ag_real *B, long ldb, ag_real *C, long ldc)
+{
+    gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A, B, lda, ldb, ldc, C, 0,
+                  in_place_product(trans_a, M, N, K), 0, NULL};
+    g.b_in_place = g.in_place && !trans_b && ((long)K * ldb <= B_IN_PLACE_MAX || M <= B_IN_PLACE_ROWS);
+    return g;
+}
+
 void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
 {
     check_args("ag_gemm", trans_a, trans_b, M, N, K, lda, ldb, ldc);
-    gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A, B, lda, ldb, ldc, C, 0};
+    gemm_job g = make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
     int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : max_threads();
@@ -436,13 +588,40 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
     }
-    const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
-    ag_real *ws = workspace(slice * (size_t)nth);
     const int units = u.r * u.c;
+    const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
+    if (!g.in_place) {
+        ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nth) schedule(dynamic)
 #endif
-    for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
+        for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
+        return;
+    }
+
+    /* A small op(B) is packed once, by the whole team, instead of once per
+     * unit; the units then only read it.  When every panel is read in place
+     * there is nothing to pack and no barrier to wait at. */
+    int b_panels = ceil_div(K, k_block(K)) * ceil_div(N, NR);
+    if (g.b_in_place && (N % NR == 0 || N % NR == NR / 2)) b_panels = 0;
+    ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));
+    ag_real *b_all = ws + slice * (size_t)nth;
+    g.b_all = b_all;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        if (b_panels > 0) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (int t = 0; t < b_panels; t++) pack_b_shared(&g, t, b_all);
+        }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic)
+#endif
+        for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
+    }
 }
 
 void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -461,16 +640,16 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
         return;
     }
 
-    /* One serial product per item; guided scheduling hands out big runs of
-     * items first and small ones at the end to even out the finish. */
+    /* One serial product per item, the items split evenly between threads
+     * (they all cost the same). */
     const size_t slice = block_space(M, N, K);
     ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(guided)
+#pragma omp parallel for num_threads(nth) schedule(static)
 #endif
     for (int b = 0; b < batch; b++) {
-        gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A + b * stride_a, B + b * stride_b,
-                      lda, ldb, ldc, C + b * stride_c, 0};
+        gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
+                              ldb, C + b * stride_c, ldc);
         if (!gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite))
             gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)thread_id());
     }

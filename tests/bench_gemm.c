@@ -1,7 +1,8 @@
 /*
  * bench_gemm.c - GFLOP/s of ag_gemm against OpenBLAS on square products and
- * on the shapes a small transformer runs (projections, their backward passes,
- * per-head attention products).  Usage: bench_gemm [threads] (default 2).
+ * on the shapes transformers run (projections, their backward passes,
+ * per-head attention products), down to the toy model's 512 x 64 x 64.
+ * Usage: bench_gemm [threads] (default 2).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,26 @@ int main(int argc, char **argv)
         {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0},
         {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0},
         {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0},
+        /* the toy model (B 16, T 32, d 64, 4 heads, vocab 65) and the small
+         * one (B 12, T 64, d 128, MLP 512), as the engine calls them */
+        {"toy x W^T", 1, 0, 1, 512, 64, 64, 0, 0},
+        {"toy logits", 1, 0, 1, 512, 65, 64, 0, 0},
+        {"toy dx = dy W", 1, 0, 0, 512, 64, 64, 0, 0},
+        {"toy dW", 1, 1, 0, 64, 64, 512, 0, 0},
+        {"toy dW logits", 1, 1, 0, 65, 64, 512, 0, 0},
+        {"toy q k^T", 64, 0, 0, 32, 32, 16, 0, 0},
+        {"toy p v", 64, 0, 0, 32, 16, 32, 0, 0},
+        {"toy dp", 64, 0, 1, 32, 32, 16, 0, 0},
+        {"toy dq", 64, 0, 1, 32, 16, 32, 0, 0},
+        {"toy dk^T", 64, 1, 0, 16, 32, 32, 0, 0},
+        {"small x W^T", 1, 0, 1, 768, 128, 128, 0, 0},
+        {"small MLP up", 1, 0, 1, 768, 512, 128, 0, 0},
+        {"small MLP down", 1, 0, 1, 768, 128, 512, 0, 0},
+        {"small dx up", 1, 0, 0, 768, 128, 512, 0, 0},
+        {"small dW", 1, 1, 0, 128, 128, 768, 0, 0},
+        {"small dW up", 1, 1, 0, 512, 128, 768, 0, 0},
+        {"small q k^T", 48, 0, 0, 64, 64, 32, 0, 0},
+        {"small p v", 48, 0, 0, 64, 32, 64, 0, 0},
     };
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
 

@@ -1,7 +1,8 @@
 /*
  * test_gemm.c - the matrix-multiply kernel against a naive triple loop in
  * double: every transpose combination, odd sizes, padded leading dimensions,
- * beta 0 and 1, K == 0, batched products and thread-count determinism.
+ * beta 0 and 1, K == 0, the small-product paths that read operands in place,
+ * batched products, and bitwise agreement across paths and thread counts.
  */
 #include <float.h>
 #include <math.h>
@@ -153,6 +154,67 @@ static void test_blocking(void)
         }
 }
 
+/* Small products, where op(B) is small enough that A (and B, stored [K, N])
+ * is read in place and only ragged panels are packed: every row count mod 12
+ * (so every kernel height, in place or padded), column counts at and around
+ * the half and full tile widths, A^T with few and many rows, one and two K
+ * blocks, NaN padding beyond each leading dimension. */
+static void test_small(void)
+{
+    static const int ms[] = {4, 8, 12, 16, 21, 24, 32, 46, 64, 65, 259};
+    static const int ns[] = {15, 16, 32, 33, 64, 65};
+    static const int ks[] = {16, 32, 65, 300};
+    const int nm = (int)(sizeof ms / sizeof ms[0]), nn = (int)(sizeof ns / sizeof ns[0]),
+              nk = (int)(sizeof ks / sizeof ks[0]);
+    int n = 0;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int a = 0; a < nm; a++)
+                for (int b = 0; b < nn; b++)
+                    for (int c = 0; c < nk; c++, n++)
+                        one_case(ta, tb, ms[a], ns[b], ks[c], n % 3 == 0 ? 3 : 0, n % 2 ? 1 : 0,
+                                 n % 5 == 0);
+}
+
+/* The sum for C[i][j] runs k = 0..K-1 in an order fixed by K alone, so the
+ * columns of a wide product (op(B) too big to read in place: packed panels)
+ * must equal, bit for bit, a narrow product over the same leading columns
+ * (read in place), and likewise for the leading rows. */
+static void test_paths_agree(void)
+{
+    const int M = 150, N = 1100, K = 300;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int lda = ta ? M : K, ldb = tb ? K : N;
+            ag_real *A = matrix(ta ? K : M, ta ? M : K, lda, 0);
+            ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
+            ag_real *wide = malloc(sizeof(ag_real) * (size_t)M * N);
+            ag_real *part = malloc(sizeof(ag_real) * (size_t)M * N);
+            ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, wide, N);
+            static const int widths[] = {16, 32, 40};
+            for (int w = 0; w < 3; w++) {
+                int n = widths[w], same = 1;
+                ag_gemm(ta, tb, M, n, K, A, lda, B, ldb, 0, part, n);
+                for (int i = 0; i < M; i++)
+                    same &= memcmp(wide + (size_t)i * N, part + (size_t)i * n,
+                                   sizeof(ag_real) * n) == 0;
+                CHECK(same, "ta=%d tb=%d: %dx%dx%d differs in bits from the first %d columns of "
+                      "%dx%dx%d", ta, tb, M, n, K, n, M, N, K);
+            }
+            /* the first 20 rows alone: a ragged single row panel */
+            ag_gemm(ta, tb, 20, 48, K, A, lda, B, ldb, 0, part, 48);
+            int same = 1;
+            for (int i = 0; i < 20; i++)
+                same &= memcmp(wide + (size_t)i * N, part + (size_t)i * 48, sizeof(ag_real) * 48) == 0;
+            CHECK(same, "ta=%d tb=%d: 20x48x%d differs in bits from the same block of %dx%dx%d",
+                  ta, tb, K, M, N, K);
+            free(A);
+            free(B);
+            free(wide);
+            free(part);
+        }
+}
+
 static void test_k_zero_and_empty(void)
 {
     ag_real A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8};
@@ -224,23 +286,30 @@ static void test_batched(void)
             batched_case(7, ta, tb, 33, 17, 65, 1, 1);
             batched_case(5, ta, tb, 64, 64, 32, 2, 1);
             batched_case(3, ta, tb, 3, 5, 7, 0, 0);
+            /* a tiny transformer's attention: T = 32, head size 16; T = 64, 32 */
+            batched_case(64, ta, tb, 16, 32, 32, 0, 1);
+            batched_case(64, ta, tb, 32, 16, 32, 0, 0);
+            batched_case(48, ta, tb, 64, 32, 64, 0, 1);
+            batched_case(3, ta, tb, 65, 65, 64, 2, 0);
+            batched_case(5, ta, tb, 20, 33, 300, 1, 1);
         }
     batched_case(4, 0, 1, 130, 140, 150, 0, 0);
     batched_case(1, 1, 0, 200, 100, 300, 0, 1);
 }
 
 /* Each C element is summed by one thread in a K order fixed by K alone, so
- * 1 and 2 threads must agree bit for bit, batched or not. */
-static void test_threads(void)
+ * 1 and 2 threads must agree bit for bit, batched or not.  M must be a
+ * multiple of 3 (the batched call splits it into 3 items). */
+static void thread_case(int M, int N, int K)
 {
 #ifdef _OPENMP
-    const int M = 333, N = 517, K = 290;
     const size_t len = (size_t)M * N;
+    const int rows = M / 3;
     int saved = omp_get_max_threads();
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = ta ? M : K, ldb = tb ? K : N;
-            long item_a = ta ? 111 : 111L * lda;   /* 3 items of 111 rows each */
+            long item_a = ta ? rows : (long)rows * lda;   /* 3 items of M/3 rows each */
             ag_real *A = matrix(ta ? K : M, ta ? M : K, lda, 0);
             ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
             ag_real *C[2], *D[2];
@@ -250,14 +319,16 @@ static void test_threads(void)
                 for (size_t i = 0; i < len; i++) D[t][i] = (ag_real)(i % 7) - 3;
                 omp_set_num_threads(t + 1);
                 ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
-                ag_gemm_batched(3, ta, tb, 111, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
-                                111L * N, N);
+                ag_gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
+                                (long)rows * N, N);
             }
             omp_set_num_threads(saved);
             CHECK(memcmp(C[0], C[1], sizeof(ag_real) * len) == 0,
-                  "ta=%d tb=%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb);
+                  "ta=%d tb=%d %dx%dx%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb, M,
+                  N, K);
             CHECK(memcmp(D[0], D[1], sizeof(ag_real) * len) == 0,
-                  "ta=%d tb=%d: ag_gemm_batched with 1 and 2 threads differs in bits", ta, tb);
+                  "ta=%d tb=%d %dx%dx%d: ag_gemm_batched with 1 and 2 threads differs in bits", ta,
+                  tb, M, N, K);
             verify("threads", ta, tb, M, N, K, A, lda, B, ldb, 0, C[1], C[1], N, 0);
             free(A);
             free(B);
@@ -267,8 +338,21 @@ static void test_threads(void)
             }
         }
 #else
+    (void)M;
+    (void)N;
+    (void)K;
+#endif
+}
+
+static void test_threads(void)
+{
+#ifndef _OPENMP
     printf("(built without OpenMP: thread determinism not tested)\n");
 #endif
+    thread_case(333, 517, 290);   /* packed panels */
+    thread_case(513, 65, 64);     /* small op(B), packed once and shared by the threads */
+    thread_case(240, 64, 512);    /* small op(B), A^T read in place */
+    thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
 }
 
 int main(void)
@@ -276,6 +360,8 @@ int main(void)
     test_k_zero_and_empty();
     test_sizes();
     test_blocking();
+    test_small();
+    test_paths_agree();
     test_batched();
     test_threads();
     return check_done();
