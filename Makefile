@@ -41,7 +41,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-gemm fuzz clean
+.PHONY: all lib tests test test-asan run bench bench-gemm fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -77,9 +77,11 @@ test:
 	@ATTOGRAD=./$(BUILDDIR)/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
 
-# The same suite with every C test and the CLI under ASan + UBSan.
+# The same suite with every C test and the CLI under ASan + UBSan.  The
+# learning runs, minutes long under the sanitizers, are skipped there
+# (ATTOGRAD_QUICK); everything else runs.
 test-asan:
-	@$(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O1 \
+	@ATTOGRAD_QUICK=1 $(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 
 # Speed against PyTorch on the same three models (tests/bench.sh).
@@ -91,18 +93,40 @@ bench-gemm: $(LIB)
 	@$(CC) $(ALLCFLAGS) tests/bench_gemm.c $(LIB) -o $(BUILD)/bench_gemm -lopenblas $(LDLIBS)
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 $(BUILD)/bench_gemm 2
 
-# libFuzzer on the checkpoint reader (clang), seeded with tests/corpus/.
+# libFuzzer (clang) on the checkpoint reader, the text reader and the argument
+# parser, FUZZ_TIME seconds each, seeded with tests/corpus/<name>/; new inputs
+# go to build-fuzz/corpus-*, crashes to build-fuzz/.  fuzz-replay runs each
+# harness once over its saved corpus only (a regression test).
 FUZZ_TIME ?= 60
-fuzz:
-	@mkdir -p build-fuzz/corpus-st
-	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 \
-	    -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc tests/fuzz_safetensors.c src/safetensors.c \
-	    -o build-fuzz/fuzz_safetensors
+FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 \
+             -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain
+FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
+FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
+
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c include/attograd.h
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c -o $@
+build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c -o $@
+build-fuzz/fuzz_args: tests/fuzz_args.c train/args.c train/args.h
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) tests/fuzz_args.c train/args.c -o $@
+
+fuzz: $(FUZZERS)
+	@mkdir -p build-fuzz/corpus-st build-fuzz/corpus-text build-fuzz/corpus-args
 	./build-fuzz/fuzz_safetensors build-fuzz/corpus-st tests/corpus/safetensors \
-	    -dict=tests/fuzz_safetensors.dict -max_total_time=$(FUZZ_TIME)
+	    -dict=tests/fuzz_safetensors.dict $(FUZZ_RUN)
+	./build-fuzz/fuzz_text build-fuzz/corpus-text tests/corpus/text $(FUZZ_RUN)
+	./build-fuzz/fuzz_args build-fuzz/corpus-args tests/corpus/args -close_fd_mask=3 $(FUZZ_RUN)
+
+fuzz-replay: $(FUZZERS)
+	./build-fuzz/fuzz_safetensors -runs=0 tests/corpus/safetensors
+	./build-fuzz/fuzz_text -runs=0 tests/corpus/text
+	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
 
 run: all
 	./$(CLI) train
 
 clean:
-	rm -rf build build-double build-asan build-asan-double build-fuzz
+	rm -rf build build-double build-asan build-asan-double build-fuzz build-valgrind build-valgrind-double

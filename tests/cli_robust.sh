@@ -1,0 +1,406 @@
+#!/bin/bash
+# cli_robust.sh - hostile input to every attograd subcommand: bad flags and
+# values, missing / unreadable / empty / binary / changing files, checkpoints
+# of another task or vocabulary, sizes that cannot fit in memory, and faults
+# while training (divergence with periodic saves, a second SIGINT, disk full,
+# an unwritable directory).  A refused command must exit 2 with exactly one
+# line on stderr, print nothing on stdout and write no file.  Complements
+# cli_train.sh and cli_checkpoint.sh, which hold the cases not repeated here.
+# Run from the repository root; ATTOGRAD overrides ./build/attograd.
+# Checks are quoted for eval on purpose; option lists ($SMALL) split into words.
+# shellcheck disable=SC2012,SC2016,SC2086,SC2317
+A=${ATTOGRAD:-./build/attograd}
+ROOT=$(pwd)
+TEXT=$ROOT/data/tiny.txt
+passed=0; failed=0; skipped=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+finish() {
+    if [ "$skipped" -ne 0 ]; then
+        echo "$passed passed, $failed failed, $skipped skipped"
+    else
+        echo "$passed passed, $failed failed"
+    fi
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
+A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-robust.XXXXXX") || exit 1
+MNT=$tmp/full
+cleanup() { mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"; rm -rf "$tmp"; }
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+chmod 755 "$tmp"            # the unprivileged user below must reach the fixtures
+F=$tmp/fx                   # fixtures (inputs); must not change
+O=$tmp/out                  # where refused commands are told to write; must stay empty
+mkdir -p "$F" "$O"
+
+# ---- fixtures ----------------------------------------------------------------
+SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --quiet"
+# shellcheck disable=SC2086
+"$A" train --text "$TEXT" $SMALL --steps 3 --save "$F/text.st" >/dev/null 2>&1
+"$A" train --steps 3 --eval-every 0 --quiet --save "$F/copy.st" >/dev/null 2>&1
+if [ ! -s "$F/text.st" ] || [ ! -s "$F/copy.st" ]; then fail "could not train the fixture checkpoints"; finish; fi
+: >"$F/empty"
+head -c 4096 /dev/urandom >"$F/random.bin"
+printf 'abcabcabcabcabcabcab\n' >"$F/short.txt"                # 21 bytes: no window of 32 fits
+head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all inside tiny.txt's vocabulary
+printf '%s\n' 'some text with a tab	and {braces} ~' >"$F/foreign.txt"
+mkdir -p "$F/dir"
+cp "$F/text.st" "$F/secret.st"; cp "$TEXT" "$F/secret.txt"
+chmod 600 "$F/secret.st" "$F/secret.txt"
+CHANGING=/proc/version      # fstat says 0 bytes, a read returns more: a file changing under the reader
+
+snapshot() { (cd "$tmp" && find fx out -print0 | sort -z | xargs -0 md5sum 2>/dev/null; find fx out | sort); }
+snapshot >"$tmp/snap.ref"
+
+# bad SUBSTRING CMD ARGS...: exit 2, one stderr line containing SUBSTRING, an
+# empty stdout, and no file created or changed (run from an empty directory,
+# so a stray relative write would show as well).
+bad() {
+    local want=$1; shift
+    (cd "$O" && "$A" "$@") >"$tmp/stdout" 2>"$tmp/stderr"
+    local rc=$?
+    local lines; lines=$(wc -l <"$tmp/stderr")
+    local why=""
+    [ "$rc" -eq 2 ] || why="exit $rc"
+    [ "$lines" -eq 1 ] || why="$why; $lines stderr lines"
+    grep -qF -- "$want" "$tmp/stderr" || why="$why; no '$want'"
+    [ -s "$tmp/stdout" ] && why="$why; stdout: $(head -c 200 "$tmp/stdout")"
+    snapshot >"$tmp/snap.now"
+    cmp -s "$tmp/snap.ref" "$tmp/snap.now" || why="$why; files changed: $(diff "$tmp/snap.ref" "$tmp/snap.now" | grep '^[<>]' | head -3 | tr '\n' ' ')"
+    if [ -z "$why" ]; then ok; else fail "attograd $* -> $why; stderr: $(head -c 300 "$tmp/stderr")"; fi
+    rm -rf "${O:?}"/* "$O"/.[!.]* 2>/dev/null
+}
+
+COMMANDS=$("$A" --help | sed -nE 's/^  ([a-z]+) .*/\1/p' | tr '\n' ' ')
+has() { case " $COMMANDS " in *" $1 "*) return 0 ;; esac; return 1; }
+check "attograd --help lists train, eval, sample and info ($COMMANDS)" \
+    test "$(echo "$COMMANDS" | grep -c 'train eval sample info')" -eq 1
+
+# ---- every subcommand: unknown flags, missing values, stray words ------------
+for cmd in $COMMANDS; do
+    if [ "$cmd" = info ]; then
+        bad "expects exactly one checkpoint file" info --no-such-flag
+        bad "expects exactly one checkpoint file" info "$F/text.st" "$F/copy.st"
+        continue
+    fi
+    bad "unknown option '--no-such-flag'" "$cmd" --no-such-flag
+    bad "unknown option '-q'" "$cmd" -q
+    bad "unexpected argument 'stray'" "$cmd" stray
+done
+bad "unknown command 'Train'" Train
+bad "unknown command ''" ""
+
+# ---- train: values -------------------------------------------------------------
+bad "--lr expects a number, got 'nan'" train --lr nan
+bad "--lr expects a number, got 'inf'" train --lr inf
+bad "--lr expects a number, got '1e999'" train --lr 1e999
+bad "--lr expects a number, got ''" train --lr=
+bad "--lr -0.1 is out of range" train --lr -0.1
+bad "--lr expects a number, got '0.1 '" train --lr "0.1 "
+bad "--steps expects an integer, got '1.5'" train --steps 1.5
+bad "--steps expects an integer, got '99999999999999999999'" train --steps 99999999999999999999
+bad "--d-model expects an integer, got '64x'" train --d-model=64x
+bad "--quiet takes no value" train --quiet=1
+bad "--batch 0 is out of range" train --batch 0
+bad "--layers 0 is out of range" train --layers 0
+bad "--heads 0 is out of range" train --heads 0
+bad "--context 0 is out of range" train --context 0
+bad "--context 65537 is out of range" train --context 65537
+bad "--d-model 100000 is out of range" train --d-model 100000 --layers 100
+bad "--heads 3 does not divide --d-model 64" train --heads 3
+bad "--dropout -0.1 is out of range" train --dropout -0.1
+bad "--dropout 1.5 is out of range" train --dropout 1.5
+bad "--momentum 1 is out of range" train --momentum 1
+bad "--beta2 1 is out of range" train --beta2 1 --optimizer adamw
+bad "--eps 0 is out of range" train --eps 0
+bad "--clip -1 is out of range" train --clip -1
+bad "--threads 5000 is out of range" train --threads 5000
+bad "--seed -1 is out of range" train --seed -1
+bad "--log-every 0 is out of range" train --log-every 0
+bad "--text expects a value, got an empty string" train --text ""
+bad "--save needs a value" train --steps 1 --save
+
+# ---- train: contradictory flags --------------------------------------------------
+bad "--lr cannot be changed with --resume" train --resume "$F/text.st" --lr 0.5
+bad "--seed cannot be changed with --resume" train --resume "$F/text.st" --seed 9
+bad "--heads cannot be used with --init" train --init "$F/copy.st" --heads 2
+bad "--arch cannot be used with --resume" train --resume "$F/copy.st" --arch attn-only
+bad "--steps 1 is less than the 3 steps" train --resume "$F/text.st" --steps 1
+bad "--task sort does not match the checkpoint" train --init "$F/text.st" --task sort
+bad "--task sort does not match the checkpoint" train --init "$F/copy.st" --task sort
+bad "--text given but the checkpoint was trained on task copy" train --init "$F/copy.st" --text "$TEXT"
+
+# ---- train: files ------------------------------------------------------------------
+bad "$F/empty is empty" train --text "$F/empty"
+bad "/dev/null is empty" train --text /dev/null
+bad "changed size while reading" train --text "$CHANGING"
+bad "too short for context 32" train --text "$F/short.txt" --context 32
+bad "too short for context 64" train --text "$F/short.txt"
+for opt in --init --resume; do
+    bad "$F/none.st" train $opt "$F/none.st"
+    bad "is a directory" train $opt "$F/dir"
+    bad "shorter than the 8-byte header" train $opt "$F/empty"
+    bad "exceeds the limit" train $opt "$F/random.bin"
+    bad "$TEXT" train $opt "$TEXT"
+    bad "grew while being read" train $opt "$CHANGING"
+done
+# a checkpoint of another vocabulary: a text with bytes the model never saw
+bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/foreign.txt" --steps 1
+bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/random.bin" --steps 1
+bad "too short for context 8" train --init "$F/text.st" --text "$F/short.txt" --steps 1
+bad "cannot write log" train --steps 1 --log "$O/no/such/dir/log.csv"
+bad "cannot write log" train --steps 1 --log "$F/dir"
+
+# ---- train: sizes that cannot fit are refused before allocating, naming the GB ----
+# d_model 16384, 64 blocks: 12 d^2 weights a block (qkv 3d^2, projection d^2, MLP
+# 8d^2), 2.06e11 in all.  Float parameters + gradients + SGD momentum are 12
+# bytes each: 2474 GB; AdamW's two moments make 16 bytes: 3299 GB.
+gb_near() {  # gb_near WANT ARGS...: the refusal names about WANT GB (within 2%)
+    local want=$1; shift
+    bad "GB" train "$@" --save "$O/never.st"
+    local got; got=$(sed -nE 's/.*\(([0-9.]+) GB for parameters.*/\1/p' "$tmp/stderr")
+    check "memory refusal for $* names ~$want GB (got '$got')" \
+        awk -v a="$got" -v b="$want" 'BEGIN { exit !(a != "" && a > 0.98 * b && a < 1.02 * b) }'
+}
+gb_near 2474 --d-model 16384 --layers 64 --heads 1
+gb_near 3299 --d-model 16384 --layers 64 --heads 1 --optimizer adamw
+
+# an allocation that fails anyway (address space capped) is a message, not a crash;
+# AddressSanitizer cannot start under such a cap, so that build skips it
+if { (ulimit -v 600000 && "$A" --version) >/dev/null 2>&1; } 2>/dev/null; then
+    (ulimit -v 600000; cd "$O" && "$A" train --steps 1 --batch 5000 --eval-every 0 --quiet) \
+        >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    check "allocation failure: exit 2 with one 'out of memory' line (exit $rc: $(head -c 200 "$tmp/stderr"))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "out of memory" "$tmp/stderr"'
+else
+    skip "allocation failure under ulimit -v (this build cannot run with a capped address space)"
+fi
+
+# ---- train: binary data is a valid byte-level text -------------------------------
+# 4 KB of random bytes has ~256 distinct bytes: a vocabulary like any other.
+(cd "$O" && "$A" train --text "$F/random.bin" $SMALL --steps 2 --save "$O/bin.st") >/dev/null 2>"$tmp/stderr"
+rc=$?
+check "train --text on binary data trains (exit $rc: $(head -c 200 "$tmp/stderr"))" test $rc -eq 0
+"$A" sample --model "$O/bin.st" --tokens 20 >"$tmp/stdout" 2>"$tmp/stderr"
+check "sample from the binary-data model works" test $? -eq 0 -a -s "$tmp/stdout"
+rm -f "$O/bin.st"
+# a text whose bytes are a subset of the checkpoint's vocabulary continues with it
+(cd "$O" && "$A" train --init "$F/text.st" --text "$F/subset.txt" --steps 1 --quiet --eval-every 0) \
+    >/dev/null 2>"$tmp/stderr"
+check "--init with a text inside the model's vocabulary trains ($(head -c 200 "$tmp/stderr"))" test $? -eq 0
+
+# ---- eval ------------------------------------------------------------------------
+bad "--model needs a value" eval --model
+bad "--model expects a value, got an empty string" eval --model ""
+bad "--seed expects an integer, got 'x'" eval --model "$F/copy.st" --seed x
+bad "--threads expects an integer, got '2x'" eval --model "$F/copy.st" --threads 2x
+bad "--threads -1 is out of range" eval --model "$F/copy.st" --threads -1
+bad "--split 'test' is not a split" eval --model "$F/text.st" --text "$TEXT" --split test
+bad "--task and --text both given" eval --model "$F/text.st" --text "$TEXT" --task copy
+bad "--task sort does not match the model" eval --model "$F/copy.st" --task sort
+bad "--task copy does not match the model" eval --model "$F/text.st" --task copy
+bad "--text given but the model was trained on task copy" eval --model "$F/copy.st" --text "$TEXT"
+bad "give the text to evaluate with --text" eval --model "$F/text.st"
+bad "$F/none.st" eval --model "$F/none.st"
+bad "is a directory" eval --model "$F/dir"
+bad "shorter than the 8-byte header" eval --model "$F/empty"
+bad "exceeds the limit" eval --model "$F/random.bin"
+bad "grew while being read" eval --model "$CHANGING"
+bad "$F/empty is empty" eval --model "$F/text.st" --text "$F/empty"
+bad "is a directory" eval --model "$F/text.st" --text "$F/dir"
+bad "changed size while reading" eval --model "$F/text.st" --text "$CHANGING"
+bad "is not in the vocabulary" eval --model "$F/text.st" --text "$F/foreign.txt"
+bad "is not in the vocabulary" eval --model "$F/text.st" --text "$F/random.bin"
+# shorter than one window of the model's context (8): 21 bytes, validation split 2
+bad "fewer than one window of 8 + 1" eval --model "$F/text.st" --text "$F/short.txt"
+printf 'abcab\n' >"$tmp/five.txt"
+bad "fewer than one window of 8 + 1" eval --model "$F/text.st" --text "$tmp/five.txt" --split all
+
+# ---- sample ----------------------------------------------------------------------
+bad "--tokens 0 is out of range" sample --model "$F/text.st" --tokens 0
+bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens 5x
+bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
+bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
+bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+bad "$F/none.st" sample --model "$F/none.st"
+bad "exceeds the limit" sample --model "$F/random.bin"
+bad "shorter than the 8-byte header" sample --model "$F/empty"
+bad "is not in the vocabulary" sample --model "$F/text.st" --prompt "$(printf 'caf\303\251')"
+bad "is not in the vocabulary" sample --model "$F/text.st" --prompt '{~}'
+bad "is not a token of task copy" sample --model "$F/copy.st" --prompt 'abcxyz|'
+bad "--prompt is required for a task model" sample --model "$F/copy.st"
+bad "takes a prompt of 9 tokens" sample --model "$F/copy.st" --prompt 'abcdefgh|abcdefgh|'
+bad "takes a prompt of 9 tokens" sample --model "$F/copy.st" --prompt 'abc|'
+# a text prompt longer than the context is not an error: the model reads its last 8 tokens
+long_prompt=$(head -n 1 "$TEXT" | cut -c 1-40)
+(cd "$O" && "$A" sample --model "$F/text.st" --prompt "$long_prompt" --tokens 5) >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+check "sample with a prompt longer than the context continues it ($(head -c 200 "$tmp/stderr"))" \
+    eval '[ $rc -eq 0 ] && grep -qF "$long_prompt" "$tmp/stdout"'
+
+# ---- info --------------------------------------------------------------------------
+bad "expects exactly one checkpoint file" info
+bad "$F/none.st" info "$F/none.st"
+bad "is a directory" info "$F/dir"
+bad "shorter than the 8-byte header" info "$F/empty"
+bad "is not a regular file" info /dev/null
+bad "exceeds the limit" info "$F/random.bin"
+bad "grew while being read" info "$CHANGING"
+bad "$TEXT" info "$TEXT"
+
+# ---- the picture commands, when this build has them --------------------------------
+if has attn; then
+    bad "--layer expects an integer, got '1x'" attn --model "$F/copy.st" --prompt abc --layer 1x --out "$O/a.svg"
+    bad "shorter than the 8-byte header" attn --model "$F/empty" --prompt abc --out "$O/a.svg"
+    bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
+    bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
+    bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
+fi
+if has plot; then
+    bad "$F/empty" plot --log "$F/empty" --out "$O/p.svg"
+    bad "$F/random.bin" plot --log "$F/random.bin" --out "$O/p.svg"
+    bad "$F/dir" plot --log "$F/dir" --out "$O/p.svg"
+fi
+if has graph; then
+    bad "--tokens 0 is out of range" graph --model "$F/copy.st" --tokens 0 --out "$O/g.dot"
+    bad "--tokens expects an integer, got '5x'" graph --model "$F/copy.st" --tokens 5x --out "$O/g.dot"
+    bad "exceeds the limit" graph --model "$F/random.bin" --out "$O/g.dot"
+fi
+if has walkthrough; then
+    bad "--section 0 is out of range" walkthrough --section 0
+    bad "--section expects an integer, got '1x'" walkthrough --section 1x
+fi
+
+# ---- files no one may read, as an unprivileged user --------------------------------
+# root reads a mode-600 file anyway, so when running as root the reader is
+# uid 65534 (setpriv); a non-root user just meets the permission bits.
+if [ "$(id -u)" -ne 0 ]; then
+    runas() { "$@"; }
+    chmod 000 "$F/secret.st" "$F/secret.txt"
+elif command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups "$A" --version >/dev/null 2>&1; then
+    runas() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+else
+    runas() { return 99; }
+fi
+if runas "$A" --version >/dev/null 2>&1 && ! runas cat "$F/secret.txt" >/dev/null 2>&1; then
+    bad_as() {  # like bad, as the unprivileged user
+        local want=$1; shift
+        (cd "$O" && runas "$A" "$@") >"$tmp/stdout" 2>"$tmp/stderr"
+        local rc=$?
+        if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF -- "$want" "$tmp/stderr" &&
+            [ ! -s "$tmp/stdout" ] && [ -z "$(ls -A "$O")" ]; then ok; else
+            fail "unreadable: attograd $* -> exit $rc, stderr: $(head -c 300 "$tmp/stderr")"; fi
+    }
+    bad_as "Permission denied" train --text "$F/secret.txt"
+    bad_as "Permission denied" train --init "$F/secret.st"
+    bad_as "Permission denied" eval --model "$F/secret.st" --text "$TEXT"
+    bad_as "Permission denied" eval --model "$F/text.st" --text "$F/secret.txt"
+    bad_as "Permission denied" sample --model "$F/secret.st"
+    bad_as "Permission denied" info "$F/secret.st"
+
+    # an unwritable directory while saving: an error, the old checkpoint intact
+    mkdir -p "$tmp/ro" && cp "$F/text.st" "$tmp/ro/m.st" && chmod 755 "$tmp/ro"
+    (cd "$O" && runas "$A" train --steps 2 --quiet --eval-every 0 --save "$tmp/ro/m.st") >/dev/null 2>"$tmp/stderr"
+    rc=$?
+    check "unwritable directory: exit $rc, one line naming the file ($(cat "$tmp/stderr"))" \
+        eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$tmp/ro/m.st" "$tmp/stderr"'
+    check "unwritable directory: the old checkpoint is intact" cmp -s "$tmp/ro/m.st" "$F/text.st"
+    check "unwritable directory: nothing else in it" test "$(ls -A "$tmp/ro")" = m.st
+else
+    skip "unreadable files and an unwritable directory (no way to drop root here)"
+fi
+
+# ---- --save into a directory that does not exist ------------------------------------
+(cd "$O" && "$A" train --steps 2 --quiet --eval-every 0 --save "$O/no/such/m.st") >/dev/null 2>"$tmp/stderr"
+rc=$?
+check "--save in a missing directory: exit $rc, one line ($(cat "$tmp/stderr"))" \
+    eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$O/no/such/m.st" "$tmp/stderr"'
+check "--save in a missing directory: no file written" test -z "$(ls -A "$O")"
+
+# ---- disk full while saving (a 1.5-checkpoint tmpfs, when mounting is allowed) ------
+# The copy model with SGD momentum is a fixed size; the first periodic save
+# fits, the second needs room for its temporary copy next to the first and
+# fails.  The first must stay whole and no temporary file may remain.
+mkdir -p "$MNT"
+size=$(wc -c <"$F/copy.st")
+if mount -t tmpfs -o size=$((size * 3 / 2 / 4096 * 4096)) tmpfs "$MNT" 2>/dev/null; then
+    (cd "$O" && "$A" train --steps 6 --save-every 1 --quiet --eval-every 0 --save "$MNT/m.st") \
+        >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    check "disk full: exit $rc, one line saying so ($(cat "$tmp/stderr"))" \
+        eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "No space left" "$tmp/stderr"'
+    check "disk full: the step-1 checkpoint is intact" eval '"$A" info "$MNT/m.st" | grep -q "step 1,"'
+    check "disk full: no temporary file left ($(ls -A "$MNT" | tr '\n' ' '))" test "$(ls -A "$MNT")" = m.st
+    # an older checkpoint, replaced by a run that cannot fit, is kept byte for byte
+    rm -f "$MNT/m.st"; cp "$F/text.st" "$MNT/old.st"
+    head -c "$size" /dev/zero >"$MNT/filler" 2>/dev/null
+    (cd "$O" && "$A" train --steps 2 --quiet --eval-every 0 --save "$MNT/old.st") >/dev/null 2>"$tmp/stderr"
+    rc=$?
+    check "disk full at the final save: exit $rc ($(cat "$tmp/stderr"))" eval '[ $rc -ne 0 ] && [ $rc -lt 128 ]'
+    check "disk full at the final save: the old checkpoint is byte-identical" cmp -s "$MNT/old.st" "$F/text.st"
+    check "disk full at the final save: no temporary file left" test -z "$(find "$MNT" -name '*.tmp*')"
+    umount "$MNT"
+else
+    skip "disk full (cannot mount a tmpfs here)"
+fi
+
+# ---- divergence with periodic saves ---------------------------------------------------
+# lr 1e6 without clipping blows up within a few steps; every step saves.
+# The run must stop naming the step, exit non-zero, and leave the last
+# checkpoint written before it went bad loadable and finite.
+(cd "$O" && "$A" train --lr 1e6 --clip 0 --steps 50 --save-every 1 --eval-every 0 --quiet --save "$O/div.st") \
+    >/dev/null 2>"$tmp/stderr"
+rc=$?
+msg=$(cat "$tmp/stderr")
+check "divergence with --save-every: exit $rc is non-zero ($msg)" eval '[ $rc -ne 0 ] && [ $rc -lt 128 ]'
+check "divergence with --save-every: one line naming the step ($msg)" \
+    eval '[ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "step [0-9]" "$tmp/stderr"'
+check "divergence with --save-every: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
+check "divergence with --save-every: no temporary file left" test "$(ls -A "$O")" = div.st
+rm -f "$O"/*
+# AdamW's bounded steps keep the loss finite until a gradient overflows: the
+# message names that parameter and the step
+(cd "$O" && "$A" train --optimizer adamw --lr 1e6 --steps 200 --save-every 1 --eval-every 0 --quiet \
+    --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
+rc=$?
+msg=$(cat "$tmp/stderr")
+check "gradient overflow: exit $rc, one line naming the parameter and the step ($msg)" \
+    eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] &&
+          grep -qE "gradient of [a-z_.0-9]+ is not finite at step [0-9]+" "$tmp/stderr"'
+check "gradient overflow: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
+rm -f "$O"/*
+
+# ---- a second SIGINT leaves at once, the checkpoint untouched ---------------------------
+# A wide model (d_model 192, batch 384) on one thread takes about two
+# seconds a step, so both signals land inside the first step.  The control run (one SIGINT) proves the
+# same timing would have saved.
+sigint_run() {  # sigint_run N: start a run saving over a copy of text.st, send N SIGINTs
+    cp "$F/text.st" "$O/keep.st"
+    "$A" train --steps 5 --d-model 192 --batch 384 --eval-every 0 --threads 1 --save "$O/keep.st" >"$tmp/stdout" 2>"$tmp/stderr" &
+    local pid=$!
+    for _ in $(seq 300); do grep -q '^  data' "$tmp/stdout" && break; sleep 0.1; done
+    sleep 0.2                   # past the signal handlers' installation, inside step 1
+    for _ in $(seq "$1"); do kill -INT $pid; sleep 0.05; done
+    wait $pid
+}
+sigint_run 2; rc=$?
+check "second SIGINT: exit 130 (got $rc)" test $rc -eq 130
+check "second SIGINT: left without finishing the step ($(cat "$tmp/stderr"))" eval '! grep -q "stopping" "$tmp/stderr"'
+check "second SIGINT: the checkpoint is byte-identical" cmp -s "$O/keep.st" "$F/text.st"
+check "second SIGINT: no temporary file left ($(ls -A "$O" | tr '\n' ' '))" test "$(ls -A "$O")" = keep.st
+sigint_run 1; rc=$?
+check "one SIGINT (control): exit 130 after saving (got $rc: $(cat "$tmp/stderr"))" \
+    eval '[ $rc -eq 130 ] && grep -q "interrupted at step 1: stopping and saving" "$tmp/stderr"'
+check "one SIGINT (control): the checkpoint was replaced" eval '! cmp -s "$O/keep.st" "$F/text.st" && "$A" info "$O/keep.st" | grep -q "step 1,"'
+rm -f "$O"/*
+
+snapshot >"$tmp/snap.now"
+check "the fixtures are unchanged at the end" cmp -s "$tmp/snap.ref" "$tmp/snap.now"
+finish

@@ -1,0 +1,80 @@
+#!/bin/sh
+# valgrind.sh - short runs of every attograd subcommand under valgrind's
+# memcheck: training (a task with OpenMP threads, a text with AdamW, dropout,
+# periodic saves and a log), a resume, eval, sample, info, the picture
+# commands when present, and refused commands.  Each must end with its
+# expected exit status and no invalid access, no use of an uninitialized
+# value and no definite or indirect leak.
+#
+# valgrind 3.19 cannot decode AVX-512, so the binary is a separate build for
+# x86-64-v2 in build-valgrind/ (VALGRIND_ATTOGRAD overrides it).  Run from the
+# repository root; the last line is "N passed, N failed".
+passed=0; failed=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+
+if ! command -v valgrind >/dev/null; then
+    echo "valgrind.sh: valgrind is not installed (apt-get install valgrind)"
+    fail "valgrind missing"
+    finish
+fi
+A=${VALGRIND_ATTOGRAD:-}
+if [ -z "$A" ]; then
+    make -s --no-print-directory BUILDDIR=build-valgrind ARCH=-march=x86-64-v2 all || { fail "build-valgrind"; finish; }
+    A=./build-valgrind/attograd
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/attograd-valgrind.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT
+TEXT=data/tiny.txt
+
+# An exit status valgrind's own errors never share with attograd's (0, 2, 3, 130...).
+VG_ERR=99
+# vg WANT_STATUS NAME ARGS...: attograd ARGS under memcheck
+vg() {
+    want=$1; name=$2; shift 2
+    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect \
+        --track-origins=yes --error-exitcode=$VG_ERR "$A" "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        ok
+    elif [ "$rc" -eq $VG_ERR ]; then
+        fail "$name: memcheck errors:"; grep '^==' "$W/err" | head -40
+    else
+        fail "$name: exit $rc, expected $want: $(grep -v '^==' "$W/err" | head -5)"
+    fi
+}
+
+SORT="--task sort --d-model 16 --heads 2 --layers 1 --batch 8 --quiet"
+TXT="--text $TEXT --d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --quiet"
+# shellcheck disable=SC2086
+{
+vg 0 "train sort (2 threads), save" train $SORT --steps 20 --eval-every 10 --threads 2 --save "$W/sort.st"
+vg 0 "train text, adamw, dropout, save-every, log" train $TXT --steps 12 --eval-every 6 --optimizer adamw \
+    --dropout 0.1 --qkv-bias --schedule cosine --warmup 2 --save "$W/text.st" --save-every 4 --log "$W/log.csv" --threads 1
+vg 0 "resume text for 4 more steps" train --resume "$W/text.st" --steps 16 --quiet --eval-every 0 --threads 1
+vg 0 "init from sort, sgd" train --init "$W/sort.st" --steps 3 --quiet --eval-every 0 --threads 1
+vg 0 "eval text" eval --model "$W/text.st" --text "$TEXT" --split all --threads 1
+vg 0 "eval sort" eval --model "$W/sort.st" --threads 1
+vg 0 "sample text" sample --model "$W/text.st" --prompt "The " --tokens 30 --top-k 5 --threads 1
+vg 0 "sample sort, greedy" sample --model "$W/sort.st" --prompt 210120 --threads 1
+vg 0 "info" info "$W/text.st"
+}
+if "$A" --help | grep -q '^  attn '; then
+    vg 0 "attn" attn --model "$W/sort.st" --prompt 210120 --out "$W/a.svg" --csv "$W/a.csv" --threads 1
+    vg 0 "plot" plot --log "$W/log.csv" --out "$W/p.svg"
+    vg 0 "graph" graph --model "$W/sort.st" --out "$W/g.dot"
+    vg 0 "walkthrough" walkthrough --section 1
+fi
+# refused commands leave through die(): nothing may leak on the way out
+head -c 300 /dev/urandom >"$W/junk.st"
+printf 'abab' >"$W/short.txt"
+vg 2 "refused: broken checkpoint" eval --model "$W/junk.st"
+vg 2 "refused: text too short" train --text "$W/short.txt" --steps 1
+vg 2 "refused: prompt outside the vocabulary" sample --model "$W/sort.st" --prompt 2103
+vg 2 "refused: bad flag value" train --lr 1e-3x
+vg 2 "refused: vocabulary mismatch" train --init "$W/text.st" --text "$W/junk.st"
+# divergence stops the run (exit 3) through the normal cleanup path
+# shellcheck disable=SC2086
+vg 3 "divergence" train $SORT --lr 1e6 --clip 0 --steps 30 --eval-every 0 --threads 1
+finish
