@@ -49,7 +49,7 @@ SORT="--task sort --d-model 16 --heads 2 --layers 1 --batch 8 --quiet"
 TXT="--text $TEXT --d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --quiet"
 # shellcheck disable=SC2086
 {
-vg 0 "train sort (2 threads), save" train $SORT --steps 20 --eval-every 10 --threads 2 --save "$W/sort.st"
+vg 0 "train sort 100 steps (2 threads), save" train $SORT --steps 100 --eval-every 50 --threads 2 --save "$W/sort.st"
 vg 0 "train text, adamw, dropout, save-every, log" train $TXT --steps 12 --eval-every 6 --optimizer adamw \
     --dropout 0.1 --qkv-bias --schedule cosine --warmup 2 --save "$W/text.st" --save-every 4 --log "$W/log.csv" --threads 1
 vg 0 "resume text for 4 more steps" train --resume "$W/text.st" --steps 16 --quiet --eval-every 0 --threads 1
