@@ -373,6 +373,10 @@ int svg_attention(FILE *out, const char *title, int n_panels, const char *const 
     int bar_h = rows * L.cell < 220 ? rows * L.cell : 220;
     if (bar_h < 120) bar_h = 120;
     int width = 2 * margin + per_row * L.panel_w + legend_w;
+    /* A long title over a small picture widens the picture rather than
+     * running off its edges (bold 18 px: about 11 px a character). */
+    int title_w = title ? text_width(title, 0, 0) * 11 + 2 * margin : 0;
+    if (width < title_w) width = title_w;
     int height = title_h + grid_rows * L.panel_h + margin;
     int min_h = title_h + L.grid_y + bar_h + 90; /* room for the legend below the bar */
     if (height < min_h) height = min_h;
@@ -410,13 +414,13 @@ int svg_nice_ticks(double lo, double hi, int max_ticks, double *ticks, int cap)
     static const double mant[3] = {1, 2, 5};
     int k = range > 0 ? (int)floor(log10(range / max_ticks)) - 1 : (int)floor(log10(fabs(lo) + 1e-300));
     /* Try 1, 2, 5 x 10^k for growing k: the first step that needs at most
-     * max_ticks ticks to enclose [lo, hi]. The small slack in floor/ceil keeps
-     * an endpoint that is a multiple of the step (up to rounding) from adding
-     * a tick. */
+     * max_ticks ticks to enclose [lo, hi]. The slack of a millionth of a step
+     * in floor/ceil keeps an endpoint that is a multiple of the step up to
+     * rounding (40.2 stored as 40.19999...) from adding a tick. */
     for (int tries = 0; tries < 64; tries++, k++) {
         for (int m = 0; m < 3; m++) {
             double step = k >= 0 ? mant[m] * pow(10, k) : mant[m] / pow(10, -k);
-            double first = floor(lo / step + 1e-9), last = ceil(hi / step - 1e-9);
+            double first = floor(lo / step + 1e-6), last = ceil(hi / step - 1e-6);
             if (last < first) last = first;
             if (last - first + 1 > max_ticks) continue;
             int n = 0;
@@ -610,7 +614,7 @@ int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylab
     if (title) {
         fprintf(out, "<text class=\"title\" x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"17\""
                 " font-weight=\"bold\">", f.px + f.pw / 2);
-        put_text(out, title, 0, 0);
+        put_text(out, title, 0, 68); /* what fits across the chart */
         fputs("</text>\n", out);
     }
     write_axes(out, &f, xt, nx, yt, ny);
