@@ -99,11 +99,13 @@ for h in range(H):
     for i in range(L):
         s = sum(W[(h, i, j)] for j in range(L))
         check(abs(s - 1) < 1e-5, "head %d query %d weights sum to %g" % (h, i, s))
-stripe = []
-for i in range(8, L):
-    avg = [sum(W[(h, i, j)] for h in range(H)) / H for j in range(L)]
-    stripe.append(max(range(L), key=lambda j: avg[j]) - i)
-check(stripe == [-8] * 8, "answer queries should attend 8 keys back, got offsets %s" % stripe)
+# the copy rule drawn by at least one head: every answer query's strongest key
+# is the symbol it must output next, 8 positions back
+stripes = []
+for h in range(H):
+    stripes.append([max(range(L), key=lambda j: W[(h, i, j)]) - i for i in range(8, L)])
+check(any(st == [-8] * 8 for st in stripes),
+      "some head's answer queries should attend 8 keys back, got offsets %s" % stripes)
 print("attn-checks-failed", fails)
 sys.exit(1 if fails else 0)
 EOF
