@@ -85,7 +85,7 @@ check "attograd --help lists train, eval, sample and info ($COMMANDS)" \
 # ---- every subcommand: unknown flags, missing values, stray words ------------
 for cmd in $COMMANDS; do
     if [ "$cmd" = info ]; then
-        bad "expects exactly one checkpoint file" info --no-such-flag
+        bad "unknown option '--no-such-flag'" info --no-such-flag
         bad "expects exactly one checkpoint file" info "$F/text.st" "$F/copy.st"
         continue
     fi

@@ -175,7 +175,10 @@ int cmd_info(int argc, char **argv)
         printf("usage: attograd info FILE\n\nPrint a checkpoint's config, parameter count and tensors.\n");
         return 0;
     }
-    if (argc != 1 || argv[0][0] == '-')
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-')
+            die(CMD, "unknown option '%s' (usage: attograd info FILE)", argv[i]);
+    if (argc != 1)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE)");
     char err[512];
     ckpt ck;

@@ -305,7 +305,7 @@ int cmd_train(int argc, char **argv)
     for (int i = 0; i < vocab_size; i++)
         vocab[i] = data.is_task ? (uint8_t)data.task.chars[i] : data.text.vocab[i];
     if (from && (vocab_size != ck.vocab_size || memcmp(vocab, ck.vocab, (size_t)vocab_size) != 0))
-        die(CMD, "%s: its vocabulary does not match task %s", from, o.task);
+        die(CMD, "%s: its vocabulary does not match %s %s", from, o.task ? "task" : "text", o.task ? o.task : o.text);
     model_config cfg = { arch, vocab_size, o.layers, o.heads, o.d_model, o.context, o.qkv_bias, o.dropout };
     if (from)
         cfg = ck.cfg;
