@@ -70,6 +70,7 @@ bad "unknown command 'frobnicate'" frobnicate
 bad "unknown option '--bogus'" train --bogus 1
 bad "--lr expects a number, got '1e-3x'" train --lr 1e-3x
 bad "--steps expects an integer" train --steps ten
+bad "--steps expects an integer, got ' 5'" train --steps ' 5'
 bad "--lr 0 is out of range" train --lr 0
 bad "--lr needs a value" train --lr
 bad "--steps -1 is out of range" train --steps -1

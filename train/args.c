@@ -71,11 +71,13 @@ static void parse_value(const char *cmd, opt *o, const char *text)
 {
     char *end;
     errno = 0;
+    /* strtol/strtod skip leading white space; a number must be the whole token */
+    int blank = text[0] == ' ' || (text[0] >= '\t' && text[0] <= '\r');
     switch (o->kind) {
     case OPT_INT:
     case OPT_LONG: {
         long long v = strtoll(text, &end, 10);
-        if (end == text || *end || errno == ERANGE)
+        if (blank || end == text || *end || errno == ERANGE)
             die(cmd, "%s expects an integer, got '%s'", o->name, text);
         range_check(cmd, o, (double)v, text);
         if (o->kind == OPT_INT)
@@ -86,7 +88,7 @@ static void parse_value(const char *cmd, opt *o, const char *text)
     }
     case OPT_DOUBLE: {
         double v = strtod(text, &end);
-        if (end == text || *end || errno == ERANGE || !isfinite(v))
+        if (blank || end == text || *end || errno == ERANGE || !isfinite(v))
             die(cmd, "%s expects a number, got '%s'", o->name, text);
         range_check(cmd, o, v, text);
         *(double *)o->dst = v;
