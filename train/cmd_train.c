@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -41,6 +42,34 @@ static void on_signal(int sig)
     if (stop_signal && sig == SIGINT)
         _exit(130);
     stop_signal = sig;
+}
+
+/* A training option saved in a resumable checkpoint; exit 2 unless it is a
+ * number in [lo, hi] (lo excluded when lo_open). */
+static double resume_number(const ckpt *ck, const char *key, double lo, double hi, int lo_open)
+{
+    const char *s = ckpt_meta(ck, key);
+    if (!s)
+        die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, key);
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || (lo_open ? !(v > lo) : !(v >= lo)) || !(v <= hi))
+        die(CMD, "%s: metadata %s = '%.40s' is not a valid value, so the run cannot be resumed", ck->path, key, s);
+    return v;
+}
+
+/* The same for an integer option (seeds need all 64 bits, beyond a double's). */
+static long resume_integer(const ckpt *ck, const char *key, long lo, long hi)
+{
+    const char *s = ckpt_meta(ck, key);
+    if (!s)
+        die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, key);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        die(CMD, "%s: metadata %s = '%.40s' is not a valid value, so the run cannot be resumed", ck->path, key, s);
+    return v;
 }
 
 /* The first parameter whose gradient (or value) holds a NaN or infinity. */
@@ -240,26 +269,24 @@ int cmd_train(int argc, char **argv)
     if (o.resume) {
         if (!ck.has_state)
             die(CMD, "%s holds weights only, no optimizer state to resume (use --init %s)", o.resume, o.resume);
-        /* the saved run's options, as they were */
+        /* the saved run's options, as they were, each checked like the flag it came from */
         o.optimizer = ck.optim_kind == AG_ADAMW ? "adamw" : "sgd";
-        const char *keys[] = { "lr", "momentum", "weight_decay", "beta1", "beta2", "eps", "clip", "min_lr" };
-        double *vals[] = { &o.lr, &o.momentum, &o.weight_decay, &o.beta1, &o.beta2, &o.eps, &o.clip, &o.min_lr };
-        for (int i = 0; i < 8; i++) {
-            const char *s = ckpt_meta(&ck, keys[i]);
-            if (!s)
-                die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", o.resume, keys[i]);
-            *vals[i] = strtod(s, NULL);
-        }
+        o.lr = resume_number(&ck, "lr", 0, 1e6, 1);
+        o.momentum = resume_number(&ck, "momentum", 0, 0.999999, 0);
+        o.weight_decay = resume_number(&ck, "weight_decay", 0, 1e6, 0);
+        o.beta1 = resume_number(&ck, "beta1", 0, 0.999999, 0);
+        o.beta2 = resume_number(&ck, "beta2", 0, 0.999999999, 0);
+        o.eps = resume_number(&ck, "eps", 0, 1, 1);
+        o.clip = resume_number(&ck, "clip", 0, 1e308, 0);
+        o.min_lr = resume_number(&ck, "min_lr", 0, 1e6, 0);
+        o.warmup = resume_integer(&ck, "warmup", 0, 1000000000000000L);
+        o.batch = (int)resume_integer(&ck, "batch", 1, 1 << 20);
+        o.seed = resume_integer(&ck, "seed", 0, LONG_MAX);
+        if (!args_find(opts, nopts, "--steps")->given)
+            o.steps = resume_integer(&ck, "steps", 0, 1000000000000000L);
         const char *s;
         if ((s = ckpt_meta(&ck, "schedule"))) o.schedule = s;
         if ((s = ckpt_meta(&ck, "order"))) o.order = s;
-        if ((s = ckpt_meta(&ck, "warmup"))) o.warmup = strtol(s, NULL, 10);
-        if ((s = ckpt_meta(&ck, "batch"))) o.batch = (int)strtol(s, NULL, 10);
-        if ((s = ckpt_meta(&ck, "seed"))) o.seed = strtol(s, NULL, 10);
-        if (!args_find(opts, nopts, "--steps")->given && (s = ckpt_meta(&ck, "steps")))
-            o.steps = strtol(s, NULL, 10);
-        if (o.batch < 1)
-            die(CMD, "%s: metadata batch is not a positive integer", o.resume);
     }
     if (from) {
         int is_text = strcmp(ck.data, "text") == 0;
