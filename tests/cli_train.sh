@@ -100,6 +100,23 @@ check "no checkpoint written by a refused run" '[ ! -e "$tmp/never.st" ]'
 check "--help exits 0 and lists the flags" '$A train --help | grep -q -- "--qkv-bias"'
 check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --help >/dev/null && $A info --help >/dev/null'
 
+# --- a resumable checkpoint whose saved training options are out of range is refused
+$A train --quiet --steps 3 --save "$tmp/r.st" >/dev/null 2>&1
+for kv in lr=-1 batch=0 seed=x momentum=1.5 steps=1e3; do
+    k=${kv%%=*}; v=${kv#*=}
+    python3 - "$tmp/r.st" "$tmp/r_$k.st" "$k" "$v" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__'][sys.argv[3]] = sys.argv[4]
+j = json.dumps(h).encode()
+j += b' ' * ((8 - (8 + len(j)) % 8) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+    bad "metadata $k = '$v' is not a valid value" train --resume "$tmp/r_$k.st" --steps 5
+done
+
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1
 cp "$tmp/good.st" "$tmp/good.bak"
