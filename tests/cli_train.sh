@@ -114,7 +114,7 @@ j = json.dumps(h).encode()
 j += b' ' * ((8 - (8 + len(j)) % 8) % 8)
 open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
 PY
-    bad "metadata $k = '$v' is not a valid value" train --resume "$tmp/r_$k.st" --steps 5
+    bad "metadata $k = '$v' is not a valid value" train --resume "$tmp/r_$k.st"
 done
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
