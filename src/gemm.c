@@ -16,9 +16,10 @@
  *
  *   for each column chunk jc of NC columns
  *     for each K block pc (block sizes depend only on K)
- *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (~1 MB, L2/L3)
+ *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (~1.5 MB, L2)
  *       for each row chunk ic of MC rows
- *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (~200 KB, L2)
+ *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (~300 KB, L2;
+ *                                     only when A is stored [K, M])
  *         for each column panel          -- its kc x NR B~ stays in L1
  *           for each row panel
  *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
@@ -29,12 +30,13 @@
  * are handed out dynamically so a thread that loses its core does not hold
  * up the others.
  *
- * The products of a small transformer (d_model 64..128, heads of 16..32)
- * are too small for packing to pay: A~ would be copied for only a few
- * column panels.  When op(B) is small, the kernels read A in place (rows
- * with stride lda, or A^T's columns), and B too when it is stored [K, N];
- * only ragged edge panels and B^T are packed, the latter once per product
- * and shared by the threads.
+ * A stored [M, K] is not packed at all: the row-major kernel reads its MR
+ * rows in place, which costs the kernel nothing and saves the copy.  A
+ * stored [K, M] is packed except in the products of a small transformer
+ * (d_model 64..128, heads of 16..32), where A~ would serve only a few
+ * column panels.  Those read B in place too when it is stored [K, N]; only
+ * ragged edge panels and B^T are packed, the latter once per product and
+ * shared by the threads, as is any op(B) of a product whose A is not packed.
  *
  * Every C element is summed k = 0..K-1 in order, one fused multiply-add per
  * step, block by block with block sizes that depend only on K, on whichever
@@ -53,10 +55,13 @@
 #define MR 6
 #endif
 #define NR (2 * GEMM_VEC_BYTES / (int)sizeof(ag_real))   /* two vectors wide */
-#define KC_MAX 256           /* K block: a kc x NR panel of B~ is 32 KB (float) */
+/* K block.  Its kc x NR panel of B~ (48 KB, AVX-512) fills L1, yet L2 keeps
+ * up with the kernel, and each K block costs a load and store of every C
+ * tile: 384 (K = 384 in one block) beats 256 by ~5% on d_model-384 layers. */
+#define KC_MAX 384
 #define MC (16 * MR)         /* rows of A~ packed at once: 192 (AVX-512) */
 #define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
-#define UNIT_ROWS (32 * MR)  /* a parallel unit is at most 384 rows ... */
+#define UNIT_ROWS (64 * MR)  /* a parallel unit is at most 768 rows ... */
 #define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
 #define UNITS_PER_THREAD 2   /* slack for threads that run at unequal speed */
 /* Below this many multiply-adds a product runs on one thread: waking the
@@ -294,8 +299,8 @@ typedef struct {
     long lda, ldb, ldc;
     ag_real *C;
     int overwrite;          /* beta == 0: the first K block stores instead of adding */
-    int in_place;           /* small op(B): A read in place where the layout allows */
-    int b_in_place;         /* ... and B too (stored [K, N], only a few KB) */
+    int in_place;           /* A read in place where the layout allows */
+    int b_in_place;         /* B too (small op(B) stored [K, N]) */
     const ag_real *b_all;   /* op(B) packed once for every unit, or NULL: pack per block */
 } gemm_job;
 
@@ -310,12 +315,16 @@ static int k_block(int K)
     return ceil_div(K, nblocks);
 }
 
-/* Products whose op(B) is this small (K*N elements) stay in cache whole, so
- * packing A for them costs more than it saves: A is read in place by the
- * row-major or k-major kernels, and so is B when it is stored [K, N] and a
- * column panel is exactly NR or NR/2 wide.  Only ragged panels are packed.
- * A stored [K, M] is read down its columns, one line per k: beyond a few
- * hundred rows those lines are far apart and packing pays again. */
+/* A stored [M, K] is always read in place by the row-major kernel: its MR
+ * rows are MR sequential streams the hardware prefetcher follows, and a
+ * block of them stays in L2 across the column panels just as A~ would, so
+ * packing A is pure overhead (a strided scatter of all of A once per column
+ * chunk, ~7% of a large product).  A stored [K, M] is read down its columns,
+ * one line per k: that pays only when op(B) (K*N elements) is small enough
+ * that A~ would serve few column panels, and below a few hundred rows,
+ * beyond which the lines are far apart and packing wins again.  B is read in
+ * place too when it is stored [K, N] and a column panel is exactly NR or
+ * NR/2 wide; only ragged panels are packed. */
 #define IN_PLACE_MAX (128 * 1024)
 #define IN_PLACE_MAX_AT_ROWS 256
 /* B read in place walks kc rows ldb apart for every row panel, and they stay
@@ -324,10 +333,13 @@ static int k_block(int K)
  * tiny or when C has few rows. */
 #define B_IN_PLACE_MAX 4096
 #define B_IN_PLACE_ROWS 128
+/* op(B) up to this many elements (16 MB in float) is packed once per
+ * product and shared by the threads; a larger one, per unit. */
+#define SHARED_B_MAX (4L * 1024 * 1024)
 
 static int in_place_product(int trans_a, int M, int N, int K)
 {
-    return (long)K * N <= IN_PLACE_MAX && (!trans_a || M <= IN_PLACE_MAX_AT_ROWS);
+    return !trans_a || ((long)K * N <= IN_PLACE_MAX && M <= IN_PLACE_MAX_AT_ROWS);
 }
 
 static int a_in_place(const gemm_job *g, int rows) { return g->in_place && rows % MR_STEP == 0; }
@@ -570,7 +582,8 @@ static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag
 {
     gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A, B, lda, ldb, ldc, C, 0,
                   in_place_product(trans_a, M, N, K), 0, NULL};
-    g.b_in_place = g.in_place && !trans_b && ((long)K * ldb <= B_IN_PLACE_MAX || M <= B_IN_PLACE_ROWS);
+    g.b_in_place = g.in_place && !trans_b && (long)K * N <= IN_PLACE_MAX &&
+                   ((long)K * ldb <= B_IN_PLACE_MAX || M <= B_IN_PLACE_ROWS);
     return g;
 }
 
@@ -590,7 +603,7 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     }
     const int units = u.r * u.c;
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
-    if (!g.in_place) {
+    if (!g.in_place || (long)K * N > SHARED_B_MAX) {
         ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(nth) schedule(dynamic)
@@ -599,9 +612,11 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
         return;
     }
 
-    /* A small op(B) is packed once, by the whole team, instead of once per
-     * unit; the units then only read it.  When every panel is read in place
-     * there is nothing to pack and no barrier to wait at. */
+    /* With A read in place the units pack nothing of their own if op(B) is
+     * packed once, by the whole team, instead of once per unit (a 4096-row
+     * product has 6 units to a column chunk); the units then only read it.
+     * When every panel is read in place there is nothing to pack and no
+     * barrier to wait at. */
     int b_panels = ceil_div(K, k_block(K)) * ceil_div(N, NR);
     if (g.b_in_place && (N % NR == 0 || N % NR == NR / 2)) b_panels = 0;
     ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));

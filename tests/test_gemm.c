@@ -139,7 +139,7 @@ static void test_sizes(void)
                     }
 }
 
-/* Shapes that cross every blocking boundary: several K blocks (K > 256),
+/* Shapes that cross every blocking boundary: several K blocks (K > 384),
  * several row chunks (M > 1152), several column chunks (N > 2048), tile
  * edges in both directions, and integer data that must come out exact. */
 static void test_blocking(void)
@@ -349,7 +349,8 @@ static void test_threads(void)
 #ifndef _OPENMP
     printf("(built without OpenMP: thread determinism not tested)\n");
 #endif
-    thread_case(333, 517, 290);   /* packed panels */
+    thread_case(333, 517, 290);   /* A [M, K] read in place, op(B) packed once and shared */
+    thread_case(12, 4100, 1030);  /* op(B) too big to share (> 4M elements): packed per unit */
     thread_case(513, 65, 64);     /* small op(B), packed once and shared by the threads */
     thread_case(240, 64, 512);    /* small op(B), A^T read in place */
     thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
