@@ -68,8 +68,25 @@ static inline float ag_fast_erf(float x)
 
 /* Sum of n values in a fixed order that vectorizes: AG_LANES running
  * partial sums (lane i takes elements i, i + AG_LANES, ...), added up at the
- * end.  The order depends only on n, so results are reproducible. */
+ * end pairwise (a tree, not a chain of dependent adds).  The order depends
+ * only on n, so results are reproducible. */
 #define AG_LANES 16
+
+static inline ag_real ag_lanes_sum(ag_real *acc)
+{
+    for (int w = AG_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static inline ag_real ag_lanes_max(ag_real *acc)
+{
+    for (int w = AG_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
+    return acc[0];
+}
 static inline double ag_sum_lanes(const ag_real *x, size_t n)
 {
     ag_real acc[AG_LANES] = { 0 };
@@ -77,9 +94,7 @@ static inline double ag_sum_lanes(const ag_real *x, size_t n)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += x[i + l];
-    double s = 0;
-    for (int l = 0; l < AG_LANES; l++)
-        s += acc[l];
+    double s = ag_lanes_sum(acc);
     for (; i < n; i++)
         s += x[i];
     return s;
@@ -95,9 +110,7 @@ static inline ag_real ag_max_lanes(const ag_real *x, size_t n)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-    ag_real m = -INFINITY;
-    for (int l = 0; l < AG_LANES; l++)
-        m = acc[l] > m ? acc[l] : m;
+    ag_real m = ag_lanes_max(acc);
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
     return m;
@@ -111,9 +124,7 @@ static inline double ag_sum_exp_lanes(const ag_real *x, size_t n, ag_real max)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += ag_fast_exp(x[i + l] - max);
-    double s = 0;
-    for (int l = 0; l < AG_LANES; l++)
-        s += acc[l];
+    double s = ag_lanes_sum(acc);
     for (; i < n; i++)
         s += ag_fast_exp(x[i] - max);
     return s;
@@ -127,9 +138,7 @@ static inline double ag_dot_lanes(const ag_real *a, const ag_real *b, size_t n)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += a[i + l] * b[i + l];
-    double s = 0;
-    for (int l = 0; l < AG_LANES; l++)
-        s += acc[l];
+    double s = ag_lanes_sum(acc);
     for (; i < n; i++)
         s += (double)a[i] * b[i];
     return s;
