@@ -57,6 +57,7 @@ struct ag_ctx {
     ag_node *tail;                  /* last recorded op */
     int n_nodes;
     int grad_enabled;
+    int backward_done;              /* a backward pass ran since the last reset */
     ag_pcg32 dropout_rng;
 };
 

@@ -65,9 +65,11 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
      * must not resend the gradients the first one left on intermediates.
      * A reshape's gradient is its input's buffer: that one is cleared by the
      * input's own entry, or belongs to a leaf and keeps accumulating. */
-    for (ag_node *n = ctx->tail; n; n = n->prev)
-        if (n->op != AG_OP_RESHAPE && n->out->grad)
-            memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
+    if (ctx->backward_done)
+        for (ag_node *n = ctx->tail; n; n = n->prev)
+            if (n->op != AG_OP_RESHAPE && n->out->grad)
+                memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
+    ctx->backward_done = 1;
     ag_grad(ctx, loss)[0] += 1;
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (!n->out->grad)

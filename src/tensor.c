@@ -81,6 +81,7 @@ void ag_reset(ag_ctx *ctx)
     ctx->used = 0;
     ctx->tail = NULL;
     ctx->n_nodes = 0;
+    ctx->backward_done = 0;
 }
 
 static ag_block *block_new(size_t size)
