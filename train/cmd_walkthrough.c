@@ -72,15 +72,9 @@ static double max_abs_diff(const ag_tensor *a, const ag_tensor *b)
     return m;
 }
 
-/* 1 above the diagonal: key j is in query i's future (torch.triu(ones, 1)). */
-static ag_tensor *future_mask(ag_ctx *ctx, int T)
-{
-    ag_tensor *m = ag_new(ctx, 2, (int[]){T, T});
-    for (int i = 0; i < T; i++)
-        for (int j = i + 1; j < T; j++)
-            m->data[i * T + j] = 1;
-    return m;
-}
+/* 1 above the diagonal: key j is in query i's future (torch.triu(ones, 1)),
+ * the same mask MultiHeadAttention uses. */
+static ag_tensor *future_mask(ag_ctx *ctx, int T) { return nn_causal_mask(ctx, T, T); }
 
 /* Lower-triangular ones (torch.tril(ones)): the future zeroed in the ones. */
 static ag_tensor *tril_ones(ag_ctx *ctx, int T)
