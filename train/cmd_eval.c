@@ -64,11 +64,9 @@ int cmd_eval(int argc, char **argv)
     if (split == -2)
         die(CMD, "--split '%s' is not a split (use val, train or all)", split_name);
     ag_set_threads(threads);
-    char err[512];
     ckpt ck;
     model m;
-    if (ckpt_open(&ck, path, &m, err, sizeof err))
-        die(CMD, "%s", err);
+    open_model(CMD, path, &ck, &m);
     dataset d;
     open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
     if (!d.is_task) {
@@ -108,11 +106,10 @@ int cmd_sample(int argc, char **argv)
     if (!path)
         die(CMD, "--model FILE is required");
     ag_set_threads(threads);
-    char err[512];
+    char err[1024];
     ckpt ck;
     model m;
-    if (ckpt_open(&ck, path, &m, err, sizeof err))
-        die(CMD, "%s", err);
+    open_model(CMD, path, &ck, &m);
     int is_text = strcmp(ck.data, "text") == 0;
     size_t plen = prompt ? strlen(prompt) : 0;
     int32_t *buf = malloc((plen + (size_t)tokens + 2) * sizeof *buf);
@@ -180,11 +177,9 @@ int cmd_info(int argc, char **argv)
             die(CMD, "unknown option '%s' (usage: attograd info FILE)", argv[i]);
     if (argc != 1)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE)");
-    char err[512];
     ckpt ck;
     model m;
-    if (ckpt_open(&ck, argv[0], &m, err, sizeof err))
-        die(CMD, "%s", err);
+    open_model(CMD, argv[0], &ck, &m);
     const model_config *c = &m.cfg;
     printf("%s\n", argv[0]);
     printf("  arch %s, vocab %d, %d layers, %d heads, d_model %d, context %d, qkv_bias %s, dropout %g\n",

@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "checkpoint.h"
+#include "run.h"
 #include "cli.h"
 #include "svg.h"
 #include "tasks.h"
@@ -192,8 +193,7 @@ int cmd_attn(int argc, char **argv)
     char err[1024];
     ckpt ck;
     model m;
-    if (ckpt_open(&ck, path, &m, err, sizeof err))
-        die(CMD, "%s", err);
+    open_model(CMD, path, &ck, &m);
     const model_config *c = &m.cfg;
     int H = c->n_head, n = 0, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;
@@ -358,8 +358,7 @@ int cmd_graph(int argc, char **argv)
     char err[1024];
     ckpt ck;
     model m;
-    if (ckpt_open(&ck, path, &m, err, sizeof err))
-        die(CMD, "%s", err);
+    open_model(CMD, path, &ck, &m);
     int T = m.cfg.context, V = m.cfg.vocab_size, failed = 1;
     int is_text = strcmp(ck.data, "text") == 0;
     int32_t *x = NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "args.h"
 #include "run.h"
 
 int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen)
@@ -46,6 +47,13 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
         task_train_batch(&d->task, rng, B, x, y);
     else
         text_batch(&d->text, random_order, rng, step, B, T, x, y);
+}
+
+void open_model(const char *cmd, const char *path, ckpt *ck, model *m)
+{
+    char err[1024];
+    if (ckpt_open(ck, path, m, err, sizeof err))
+        die(cmd, "%s", err);
 }
 
 double now_seconds(void)

@@ -7,6 +7,7 @@
 #define ATTOGRAD_RUN_H
 
 #include "attograd.h"
+#include "checkpoint.h"
 #include "model.h"
 #include "tasks.h"
 
@@ -45,6 +46,9 @@ void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, in
  * temperature 0 = greedy; top_k 0 = no cut.  Uses the last `context` tokens. */
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
                   ag_pcg32 *rng);
+
+/* ckpt_open for a subcommand: on any problem, its one-line message and exit 2. */
+void open_model(const char *cmd, const char *path, ckpt *ck, model *m);
 
 double now_seconds(void);
 /* "1.23 M", "456 k": for parameter counts and rates. */
