@@ -6,7 +6,7 @@
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
-#   make CC=clang           any C11 compiler; never -ffast-math (masking needs inf)
+#   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
 PRECISION ?= float
