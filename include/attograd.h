@@ -175,7 +175,9 @@ ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1);
 ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim);
 ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len);
 
-/* Reductions; negative dims count from the end as in PyTorch. */
+/* Reductions; negative dims count from the end as in PyTorch.  Tensors have
+ * at least one dim, so reducing the only dim of a 1-D tensor without keepdim
+ * gives shape [1] where PyTorch gives a 0-d scalar. */
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a);    /* shape [1] */

@@ -412,6 +412,8 @@ int cmd_train(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     double t_start = now_seconds(), t_mark = t_start, loss = NAN;
     long mark_step = start, step = start;
+    eval_result final = { NAN, 0, 0 };
+    int have_final = 0;
     int status = 0;
     for (; step < o.steps; step++) {
         double lr = ag_lr_schedule(cosine, step, o.warmup, o.steps, o.lr, o.min_lr);
@@ -464,6 +466,10 @@ int cmd_train(int argc, char **argv)
             eval_result ev = { NAN, 0, 0 };
             if (eval_now)
                 ev = evaluate(ctx, &m, &data, TEXT_VAL, done == o.steps ? 0 : 100);
+            if (done == o.steps) {
+                final = ev;             /* the summary reuses the full last evaluation */
+                have_final = 1;
+            }
             if (!o.quiet) {
                 if (tty)
                     printf("\r%*s\r", 80, "");
@@ -513,7 +519,7 @@ int cmd_train(int argc, char **argv)
         }
     }
     if (status == 0) {
-        eval_result ev = evaluate(ctx, &m, &data, TEXT_VAL, 0);
+        eval_result ev = have_final ? final : evaluate(ctx, &m, &data, TEXT_VAL, 0);
         printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - start, elapsed, loss,
                data.is_task ? "held-out" : "validation", ev.loss);
         if (data.is_task)
