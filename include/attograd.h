@@ -145,6 +145,12 @@ void ag_params_alloc(ag_params *ps);          /* data and grads zeroed */
 void ag_params_zero_grad(ag_params *ps);
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 void ag_params_free(ag_params *ps);
+/* n allocated parameters of one shape [r, ...], registered one after another
+ * (so stored back to back), seen as one [n*r, ...] arena tensor: its data
+ * and gradient are theirs, so an op on it trains them all.  One linear layer
+ * on the joined weights of the query, key and value projections computes all
+ * three.  Parameters that are not adjacent in storage are an error. */
+ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n);
 
 /* ---- ops: forward here, backward recorded on the tape ------------------ */
 
@@ -205,6 +211,19 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
  * per row, a negative target is ignored (not counted in the mean).  Fused:
  * backward is (softmax - onehot) / counted rows.  Shape [1]; 0 if no row counts. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets);
+/* Multi-head scaled dot-product attention as one op.  qkv is [B,T,3d]: the
+ * queries, keys and values of every position side by side, each d = n_head *
+ * hd wide and split into heads of hd columns.  Per batch item and head,
+ *     w = softmax(mask(q k^T) / sqrt(hd)),   out = dropout(w) v,
+ * where mask sets a key after its query to -inf when causal.  The heads'
+ * outputs are merged back into [B,T,d].  This is exactly the explicit
+ * sequence reshape, transpose, matmul, masked_fill, scale, softmax, dropout,
+ * matmul, transpose, reshape (the dropout mask is drawn in the same order, so
+ * both give the same result), without materializing the split heads, and
+ * with an analytic backward.  If weights is not NULL it receives w, [B,H,T,T]
+ * before dropout (a tensor without gradient). */
+ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
+                        ag_tensor **weights);
 
 /* ---- optimizers -------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
     X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                      \
     X(MASKED_FILL, "masked_fill") X(DROPOUT, "dropout")                      \
     X(EMBEDDING, "embedding") X(LAYER_NORM, "layer_norm")                    \
-    X(CROSS_ENTROPY, "cross_entropy")
+    X(CROSS_ENTROPY, "cross_entropy") X(ATTENTION, "attention")
 
 enum {
 #define AG_OP_ENUM(id, name) AG_OP_##id,
@@ -84,6 +84,15 @@ int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
 /* The gradient buffer of t, created zeroed in the arena on first use. */
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
+/* The same for a backward that writes every element of t's gradient: when
+ * the buffer is new it is left uninitialized and *assign is set to 1, and
+ * the caller stores (=) where it would otherwise add (+=).  The first
+ * contribution to a gradient then costs no zeroing pass. */
+ag_real *ag_grad_begin(ag_ctx *ctx, ag_tensor *t, int *assign);
+
+/* n dropout multipliers from the context's generator, in order: 0 with
+ * probability p, else 1/(1-p).  ag_dropout and ag_attention share it. */
+ag_real *ag_dropout_mask(ag_ctx *ctx, size_t n, ag_real p);
 
 /* Two shapes aligned from the right (PyTorch broadcasting), padded to 4 dims.
  * For each operand, a stride of 0 on a dim where it has size 1 repeats it. */

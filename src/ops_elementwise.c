@@ -147,11 +147,24 @@ ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, 
 static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
 {
     const ag_bcast *bc = n->saved;
-    ag_tensor *a = n->in[0], *b = n->in[1];
-    if (a->requires_grad)
-        binary_reduce(bc, bc->sa, ag_grad(ctx, a), n->out->grad, NULL, NULL, 1);
-    if (b->requires_grad)
-        binary_reduce(bc, bc->sb, ag_grad(ctx, b), n->out->grad, NULL, NULL, sign_b);
+    const ag_real *g = n->out->grad;
+    for (int k = 0; k < 2; k++) {
+        ag_tensor *t = n->in[k];
+        ag_real sign = k ? sign_b : 1;
+        if (!t->requires_grad)
+            continue;
+        if (t->grad || t->size != n->out->size) {
+            binary_reduce(bc, k ? bc->sb : bc->sa, ag_grad(ctx, t), g, NULL, NULL, sign);
+            continue;
+        }
+        /* The first gradient of an operand as large as the output (so not
+         * broadcast): store it rather than zero a buffer and add. */
+        int assign;
+        ag_real *d = ag_grad_begin(ctx, t, &assign);
+        #pragma omp parallel for schedule(static) if (t->size > AG_PARALLEL_MIN)
+        for (size_t i = 0; i < t->size; i++)
+            d[i] = sign * g[i];
+    }
 }
 
 void ag_backward_ADD(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }

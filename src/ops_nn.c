@@ -9,21 +9,27 @@
 
 /* ---- dropout ------------------------------------------------------------ */
 
-ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
+ag_real *ag_dropout_mask(ag_ctx *ctx, size_t n, ag_real p)
 {
-    if (!(p >= 0 && p < 1))
-        ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
-    if (p == 0 || !training)
-        return a;                   /* exact identity: nothing drawn, nothing recorded */
     /* Keep an element when a 32-bit draw is at least p * 2^32, so it is
      * dropped with probability p.  Survivors are scaled by 1/(1-p), which
      * keeps the expected value unchanged ("inverted" dropout), so evaluation
      * needs no rescaling. */
     uint32_t threshold = (uint32_t)((double)p * 4294967296.0);
     ag_real keep_scale = (ag_real)(1.0 / (1.0 - (double)p));
-    ag_real *mask = ag_alloc(ctx, a->size * sizeof(ag_real));
-    for (size_t i = 0; i < a->size; i++)
+    ag_real *mask = ag_alloc(ctx, n * sizeof(ag_real));
+    for (size_t i = 0; i < n; i++)
         mask[i] = ag_pcg32_next(&ctx->dropout_rng) >= threshold ? keep_scale : 0;
+    return mask;
+}
+
+ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
+{
+    if (!(p >= 0 && p < 1))
+        ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
+    if (p == 0 || !training)
+        return a;                   /* exact identity: nothing drawn, nothing recorded */
+    ag_real *mask = ag_dropout_mask(ctx, a->size, p);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     for (size_t i = 0; i < a->size; i++)
         out->data[i] = a->data[i] * mask[i];

@@ -197,32 +197,38 @@ typedef struct {
     size_t counted;
 } ce_saved;
 
+/* Rows are independent: threads take whole rows, and the mean adds the
+ * per-row losses in row order afterwards, so the thread count changes nothing. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {
     int V = logits->shape[logits->ndim - 1];
     size_t R = logits->size / (size_t)V;
+    for (size_t r = 0; r < R; r++)
+        if (targets[r] >= V)
+            ag_error("ag_cross_entropy: target %d out of range [0,%d) at row %zu", targets[r], V, r);
     ce_saved *sv = ag_alloc(ctx, sizeof *sv);
     sv->targets = ag_alloc(ctx, R * sizeof(int32_t));
     sv->max = ag_alloc(ctx, R * sizeof(ag_real));
     sv->log_sum = ag_alloc(ctx, R * sizeof(ag_real));
-    sv->counted = 0;
+    double *loss = ag_alloc(ctx, R * sizeof(double));
     memcpy(sv->targets, targets, R * sizeof(int32_t));
-    double total = 0;
+    #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
-        int t = targets[r];
-        if (t >= V)
-            ag_error("ag_cross_entropy: target %d out of range [0,%d) at row %zu", t, V, r);
         const ag_real *x = logits->data + r * (size_t)V;
         ag_real max = ag_max_lanes(x, (size_t)V);
-        double sum = ag_sum_exp_lanes(x, (size_t)V, max);
+        double log_sum = log(ag_sum_exp_lanes(x, (size_t)V, max));
         sv->max[r] = max;
-        sv->log_sum[r] = (ag_real)log(sum);
-        if (t >= 0) {
-            /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
-            total += (double)(max - x[t]) + log(sum);
+        sv->log_sum[r] = (ag_real)log_sum;
+        /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
+        loss[r] = targets[r] >= 0 ? (double)(max - x[targets[r]]) + log_sum : 0;
+    }
+    double total = 0;
+    sv->counted = 0;
+    for (size_t r = 0; r < R; r++)
+        if (targets[r] >= 0) {
+            total += loss[r];
             sv->counted++;
         }
-    }
     ag_tensor *out = ag_empty(ctx, 1, (int[]){1});
     out->data[0] = sv->counted ? (ag_real)(total / (double)sv->counted) : 0;
     if (ag_should_record(ctx, out, logits, NULL, NULL))
@@ -235,20 +241,27 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
 {
     const ce_saved *sv = n->saved;
     ag_tensor *logits = n->in[0];
-    if (!sv->counted)
-        return;
     int V = logits->shape[logits->ndim - 1];
     size_t R = logits->size / (size_t)V;
-    ag_real scale = n->out->grad[0] / (ag_real)sv->counted;
-    ag_real *dx = ag_grad(ctx, logits);
+    ag_real scale = sv->counted ? n->out->grad[0] / (ag_real)sv->counted : 0;
+    int assign;                      /* every row is written: ignored rows get 0 */
+    ag_real *dx = ag_grad_begin(ctx, logits, &assign);
+    #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
         int t = sv->targets[r];
-        if (t < 0)
-            continue;
         const ag_real *x = logits->data + r * (size_t)V;
         ag_real *g = dx + r * (size_t)V, max = sv->max[r], log_sum = sv->log_sum[r];
-        for (int k = 0; k < V; k++)
-            g[k] += scale * ag_fast_exp((x[k] - max) - log_sum);
+        if (t < 0) {
+            if (assign)
+                memset(g, 0, (size_t)V * sizeof(ag_real));
+            continue;
+        }
+        if (assign)
+            for (int k = 0; k < V; k++)
+                g[k] = scale * ag_fast_exp((x[k] - max) - log_sum);
+        else
+            for (int k = 0; k < V; k++)
+                g[k] += scale * ag_fast_exp((x[k] - max) - log_sum);
         g[t] -= scale;
     }
 }

@@ -246,6 +246,14 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
     return t->grad;
 }
 
+ag_real *ag_grad_begin(ag_ctx *ctx, ag_tensor *t, int *assign)
+{
+    *assign = t->grad == NULL;
+    if (!t->grad)
+        t->grad = ag_alloc(ctx, t->size * sizeof(ag_real));
+    return t->grad;
+}
+
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len)
 {
     size_t used = 0;
@@ -340,6 +348,41 @@ ag_tensor *ag_params_find(const ag_params *ps, const char *name)
         if (strcmp(ps->list[i]->name, name) == 0)
             return ps->list[i];
     return NULL;
+}
+
+ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
+{
+    char s0[64], si[64];
+    if (n < 1)
+        ag_error("ag_params_join: %d parameters (need at least one)", n);
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]->is_param || !ts[i]->data)
+            ag_error("ag_params_join: tensor %d is not an allocated parameter", i);
+        if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, (size_t)ts[0]->ndim * sizeof(int)))
+            ag_error("ag_params_join: %s is %s but %s is %s", ts[i]->name, ag_shape_str(ts[i], si, sizeof si),
+                     ts[0]->name, ag_shape_str(ts[0], s0, sizeof s0));
+        if (i > 0 && (ts[i]->data != ts[i - 1]->data + ts[i - 1]->size ||
+                      ts[i]->grad != ts[i - 1]->grad + ts[i - 1]->size))
+            ag_error("ag_params_join: %s is not stored right after %s", ts[i]->name, ts[i - 1]->name);
+    }
+    int shape[AG_MAX_DIMS];
+    memcpy(shape, ts[0]->shape, sizeof shape);
+    shape[0] *= n;
+    ag_tensor *t = ag_alloc(ctx, sizeof *t);
+    tensor_init(t, ts[0]->ndim, shape, ts[0]->size * (size_t)n);
+    t->data = ts[0]->data;
+    t->grad = ts[0]->grad;
+    t->requires_grad = 1;
+    /* named "a+b+c" so a drawn graph shows which parameters it joins */
+    size_t len = 1;
+    for (int i = 0; i < n; i++)
+        len += strlen(ts[i]->name) + 1;
+    char *name = ag_alloc(ctx, len), *end = name;
+    for (int i = 0; i < n; i++)
+        end += sprintf(end, "%s%s", i ? "+" : "", ts[i]->name);
+    t->name = name;
+    t->is_param = 1;
+    return t;
 }
 
 void ag_params_free(ag_params *ps)

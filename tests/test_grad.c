@@ -145,6 +145,17 @@ static ag_tensor *f_attention_head(ag_ctx *c, ag_tensor **x, const void *a)
     return ag_matmul(c, w, v);
 }
 
+/* The fused attention op on a packed [B,T,3d] input: heads, causal flag and
+ * dropout from the argument (the mask is redrawn identically each time). */
+typedef struct { int heads, causal; double dropout; } attn_arg;
+
+static ag_tensor *f_attention(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    const attn_arg *at = a;
+    ag_pcg32_seed(ag_dropout_rng(c), 9, 4);
+    return ag_attention(c, x[0], at->heads, at->causal, (ag_real)at->dropout, 1, NULL);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 1234, 1);
@@ -197,5 +208,11 @@ int main(void)
     run("cross_entropy, ignored rows", f_cross_entropy, 1, (const int[][5]){{3, 2, 4, 5}}, NULL, -3, 3, 0);
     run("causal attention head", f_attention_head, 4,
         (const int[][5]){{3, 2, 4, 5}, {2, 3, 5}, {2, 3, 5}, {2, 3, 5}}, NULL, -1, 1, 0);
+    run("attention op, causal, 2 heads", f_attention, 1, (const int[][5]){{3, 2, 5, 12}},
+        &(attn_arg){ 2, 1, 0 }, -1, 1, 0);
+    run("attention op, non-causal, 3 heads", f_attention, 1, (const int[][5]){{3, 2, 4, 9}},
+        &(attn_arg){ 3, 0, 0 }, -1, 1, 0);
+    run("attention op, causal, 1 head, dropout 0.3", f_attention, 1, (const int[][5]){{3, 3, 6, 6}},
+        &(attn_arg){ 1, 1, 0.3 }, -1, 1, 0);
     return check_done();
 }

@@ -40,6 +40,76 @@ static void check_mha(const char *label, mha_case mc)
     ag_params_free(ps);
 }
 
+/* nn_mha_forward (one projection + the fused ag_attention op) against
+ * nn_mha_forward_explicit (the seeds' op-by-op composition) on the same
+ * self-attention input, the same dropout draws and the same loss
+ * sum(out * R): outputs, attention weights and every gradient must agree to
+ * TOL_PATHS relative (the two sum the same products in the same order, but
+ * gradients reach shared tensors in a different order). */
+#ifdef AG_DOUBLE
+#define TOL_PATHS 1e-12
+#else
+#define TOL_PATHS 1e-4
+#endif
+
+static double max_rel_diff(const ag_real *a, const ag_real *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (1 + fabs((double)b[i]));
+        if (!(d <= worst))
+            worst = d;   /* NaN sticks */
+    }
+    return worst;
+}
+
+static void check_fused_equals_explicit(const char *label, mha_case mc, int B, int T, int d)
+{
+    ag_params *ps = ag_params_new();
+    ag_tensor *x = ag_params_add(ps, "x", 3, (int[]){B, T, d});
+    nn_mha a = nn_mha_new(ps, "attn", d, mc.heads, mc.qkv_bias, mc.dropout, mc.causal);
+    ag_params_alloc(ps);
+    for (int i = 0; i < ps->count; i++)
+        fill(ps->list[i], -1, 1, 0);
+    ag_real *grads[2], *outs[2], *weights[2];
+    ag_ctx *ctx[2] = { ag_ctx_new(), ag_ctx_new() };
+    ag_tensor *out[2];
+    for (int path = 0; path < 2; path++) {
+        ag_pcg32_seed(ag_dropout_rng(ctx[path]), 21, 5);
+        ag_tensor *w = NULL;
+        out[path] = path ? nn_mha_forward_explicit(ctx[path], &a, x, NULL, 1, &w)
+                         : nn_mha_forward(ctx[path], &a, x, NULL, 1, &w);
+        ag_pcg32 r;
+        ag_pcg32_seed(&r, 3, 3);
+        ag_tensor *R = ag_new(ctx[path], 3, out[path]->shape);
+        for (size_t i = 0; i < R->size; i++)
+            R->data[i] = (ag_real)(2 * ag_pcg32_uniform(&r) - 1);
+        ag_params_zero_grad(ps);
+        ag_backward(ctx[path], ag_sum_all(ctx[path], ag_mul(ctx[path], out[path], R)));
+        grads[path] = malloc(ps->total * sizeof(ag_real));
+        memcpy(grads[path], ps->grad, ps->total * sizeof(ag_real));
+        outs[path] = out[path]->data;
+        weights[path] = w->data;
+        CHECK(w->size == (size_t)B * mc.heads * T * T, "%s: weights are [B,H,T,T] on path %d", label, path);
+    }
+    double dout = max_rel_diff(outs[0], outs[1], out[0]->size);
+    double dw = max_rel_diff(weights[0], weights[1], (size_t)B * mc.heads * T * T);
+    double dg = max_rel_diff(grads[0], grads[1], ps->total);
+    CHECK(dout <= TOL_PATHS && dw <= TOL_PATHS && dg <= TOL_PATHS,
+          "%s: fused vs explicit, max relative difference: output %.2g, weights %.2g, gradients %.2g", label,
+          dout, dw, dg);
+    /* and the gradients are not trivially equal because they are all zero */
+    double norm = 0;
+    for (size_t i = 0; i < ps->total; i++)
+        norm += fabs((double)grads[0][i]);
+    CHECK(norm > 1e-3, "%s: gradients carry signal (sum |g| = %g)", label, norm);
+    free(grads[0]);
+    free(grads[1]);
+    ag_ctx_free(ctx[0]);
+    ag_ctx_free(ctx[1]);
+    ag_params_free(ps);
+}
+
 typedef struct step_case {
     model *m;
     int32_t ids[2 * 7], targets[2 * 7];
@@ -97,6 +167,15 @@ int main(void)
     check_mha("mha non-causal, 2 heads", (mha_case){ 2, 0, 0, 0, 0 });
     check_mha("mha cross-attention, 3 heads, qkv bias", (mha_case){ 3, 1, 0, 1, 0 });
     check_mha("mha causal, 2 heads, dropout 0.3", (mha_case){ 2, 0, 1, 0, 0.3 });
+    check_fused_equals_explicit("fused attention, causal, 4 heads", (mha_case){ 4, 0, 1, 0, 0 }, 3, 9, 16);
+    check_fused_equals_explicit("fused attention, non-causal, 2 heads, qkv bias", (mha_case){ 2, 1, 0, 0, 0 }, 2,
+                                7, 10);
+    check_fused_equals_explicit("fused attention, causal, 3 heads, dropout 0.25", (mha_case){ 3, 0, 1, 0, 0.25 },
+                                2, 12, 12);
+    check_fused_equals_explicit("fused attention, T = 1", (mha_case){ 2, 1, 1, 0, 0 }, 3, 1, 8);
+    /* large enough to run on several threads */
+    check_fused_equals_explicit("fused attention, causal, 4 heads, T = 64", (mha_case){ 4, 0, 1, 0, 0.1 }, 8, 64,
+                                64);
     check_model("gpt step", ARCH_GPT, 0, 0);
     check_model("gpt step, qkv bias, dropout 0.2", ARCH_GPT, 1, 0.2);
     check_model("attn-only step", ARCH_ATTN_ONLY, 1, 0);

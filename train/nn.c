@@ -1,9 +1,11 @@
 /*
  * nn.c - Linear, LayerNorm and MultiHeadAttention from the engine's ops.
- * MultiHeadAttention follows the seeds step by step: project to queries,
- * keys and values; split d into heads by view + transpose; scores Q K^T;
- * causal mask with -inf; scale by 1/sqrt(head_dim); softmax; dropout on the
- * weights; weighted sum of values; merge heads; output projection.
+ * MultiHeadAttention, in nn_mha_forward_explicit, follows the seeds step by
+ * step: project to queries, keys and values; split d into heads by view +
+ * transpose; scores Q K^T; causal mask with -inf; scale by 1/sqrt(head_dim);
+ * softmax; dropout on the weights; weighted sum of values; merge heads;
+ * output projection.  nn_mha_forward computes the same with one projection
+ * to [q|k|v] and the engine's fused ag_attention op, several times faster.
  */
 #include <math.h>
 #include <stdio.h>
@@ -52,12 +54,18 @@ nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, in
     nn_mha a;
     static const char *const parts[4] = { "W_query", "W_key", "W_value", "out_proj" };
     nn_linear *layers[4] = { &a.W_query, &a.W_key, &a.W_value, &a.out_proj };
-    for (int i = 0; i < 4; i++) {
-        char name[256];
-        if (snprintf(name, sizeof name, "%s.%s", prefix, parts[i]) >= (int)sizeof name)
+    char name[4][256];
+    for (int i = 0; i < 4; i++)
+        if (snprintf(name[i], sizeof name[i], "%s.%s", prefix, parts[i]) >= (int)sizeof name[i])
             ag_error("parameter name too long: %s.%s", prefix, parts[i]);
-        *layers[i] = nn_linear_new(ps, name, d_model, d_model, i == 3 || qkv_bias);
+    /* query, key and value weights back to back, then their biases */
+    for (int i = 0; i < 3; i++) {
+        layers[i]->weight = param(ps, name[i], "weight", 2, (int[]){d_model, d_model});
+        layers[i]->bias = NULL;
     }
+    for (int i = 0; i < 3 && qkv_bias; i++)
+        layers[i]->bias = param(ps, name[i], "bias", 1, (int[]){d_model});
+    a.out_proj = nn_linear_new(ps, name[3], d_model, d_model, 1);
     a.d_model = d_model;
     a.n_head = n_head;
     a.head_dim = d_model / n_head;
@@ -82,8 +90,8 @@ static ag_tensor *split_heads(ag_ctx *ctx, ag_tensor *x, int H, int hd)
     return ag_transpose(ctx, v, 1, 2);
 }
 
-ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
-                          ag_tensor **weights_out)
+/* Checks shared by both paths; returns the keys/values input. */
+static ag_tensor *check_mha_inputs(const nn_mha *a, ag_tensor *x, ag_tensor *kv)
 {
     char sx[64];
     if (x->ndim != 3 || x->shape[2] != a->d_model)
@@ -93,9 +101,30 @@ ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor 
     if (kv->ndim != 3 || kv->shape[0] != x->shape[0] || kv->shape[2] != a->d_model)
         ag_error("nn_mha_forward: keys/values %s do not fit queries %s", ag_shape_str(kv, sx, sizeof sx),
                  ag_shape_str(x, (char[64]){0}, 64));
+    if (a->causal && kv->shape[1] != x->shape[1])
+        ag_error("nn_mha_forward: a causal mask needs as many keys (%d) as queries (%d)", kv->shape[1],
+                 x->shape[1]);
+    return kv;
+}
+
+ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
+                          ag_tensor **weights_out)
+{
+    if (check_mha_inputs(a, x, kv) != x)
+        return nn_mha_forward_explicit(ctx, a, x, kv, training, weights_out);
+    /* Self-attention: q, k and v from one [3d,d] product, then the fused op. */
+    ag_tensor *w[3] = { a->W_query.weight, a->W_key.weight, a->W_value.weight };
+    ag_tensor *b[3] = { a->W_query.bias, a->W_key.bias, a->W_value.bias };
+    ag_tensor *qkv = ag_linear(ctx, x, ag_params_join(ctx, w, 3), b[0] ? ag_params_join(ctx, b, 3) : NULL);
+    ag_tensor *y = ag_attention(ctx, qkv, a->n_head, a->causal, (ag_real)a->dropout, training, weights_out);
+    return nn_linear_forward(ctx, &a->out_proj, y);
+}
+
+ag_tensor *nn_mha_forward_explicit(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
+                                   ag_tensor **weights_out)
+{
+    kv = check_mha_inputs(a, x, kv);
     int B = x->shape[0], T = x->shape[1], S = kv->shape[1], H = a->n_head, hd = a->head_dim;
-    if (a->causal && S != T)
-        ag_error("nn_mha_forward: a causal mask needs as many keys (%d) as queries (%d)", S, T);
 
     ag_tensor *q = split_heads(ctx, nn_linear_forward(ctx, &a->W_query, x), H, hd);   /* [B,H,T,hd] */
     ag_tensor *k = split_heads(ctx, nn_linear_forward(ctx, &a->W_key, kv), H, hd);    /* [B,H,S,hd] */

@@ -32,15 +32,25 @@ ag_tensor *nn_linear_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x);
 nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d);
 ag_tensor *nn_layer_norm_forward(ag_ctx *ctx, const nn_layer_norm *n, ag_tensor *x);
 
-/* "<prefix>.W_query", ".W_key", ".W_value" (bias when qkv_bias), ".out_proj" (bias). */
+/* "<prefix>.W_query", ".W_key", ".W_value" (bias when qkv_bias), ".out_proj" (bias).
+ * The three projection weights are registered one after another, then their
+ * biases, so each trio is stored back to back (see ag_params_join). */
 nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, int qkv_bias,
                   double dropout, int causal);
 /* x: [B,T,d] queries.  kv: [B,S,d] the sequence keys and values come from;
  * NULL for self-attention (kv = x).  A causal mask needs S == T.
  * weights_out, if not NULL, receives the attention weights [B,H,T,S]
- * (after softmax, before dropout).  Returns [B,T,d]. */
+ * (after softmax, before dropout).  Returns [B,T,d].  Self-attention runs
+ * as one [3d,d] projection and the fused ag_attention op; cross-attention
+ * runs the explicit ops. */
 ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                           ag_tensor **weights_out);
+/* The same computation spelled out op by op, as the seeds build it: three
+ * projections, heads split by reshape + transpose, scores, causal mask,
+ * scale, softmax, dropout, weighted sum, heads merged, output projection.
+ * Equal to nn_mha_forward (the tests check it); slower. */
+ag_tensor *nn_mha_forward_explicit(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
+                                   ag_tensor **weights_out);
 
 /* The [T,S] mask with 1 above the diagonal (key j > query i), as torch.triu(ones, 1). */
 ag_tensor *nn_causal_mask(ag_ctx *ctx, int T, int S);
