@@ -669,3 +669,63 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
             gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)thread_id());
     }
 }
+
+/* ---- independent products together -------------------------------------- */
+
+/* The units of every product go into one pool that the threads share, so
+ * two small products (a linear layer's dx and dW) each run whole on a thread
+ * of their own instead of being cut finely, and there is one fork-join
+ * instead of two.  Each unit is computed exactly as ag_gemm computes it. */
+#define GROUP_MAX 4
+
+void ag_gemm_group(const ag_gemm_op *ops, int n)
+{
+    if (n < 1 || n > GROUP_MAX)
+        ag_error("ag_gemm_group: %d products (1 to %d)", n, GROUP_MAX);
+    gemm_job jobs[GROUP_MAX];
+    int skip[GROUP_MAX];
+    double work = 0;
+    for (int i = 0; i < n; i++) {
+        const ag_gemm_op *o = &ops[i];
+        check_args("ag_gemm_group", o->trans_a, o->trans_b, o->M, o->N, o->K, o->lda, o->ldb, o->ldc);
+        jobs[i] = make_job(o->trans_a, o->trans_b, o->M, o->N, o->K, o->A, o->lda, o->B, o->ldb, o->C, o->ldc);
+        skip[i] = gemm_prologue(o->M, o->N, o->K, o->beta, o->C, o->ldc, &jobs[i].overwrite);
+        if (!skip[i])
+            work += (double)o->M * o->N * o->K;
+    }
+    int nth = work < GEMM_PARALLEL_MIN ? 1 : max_threads();
+    if (nth == 1) {
+        for (int i = 0; i < n; i++)
+            if (!skip[i])
+                gemm_block(&jobs[i], 0, jobs[i].M, 0, jobs[i].N,
+                           workspace(block_space(jobs[i].M, jobs[i].N, jobs[i].K)));
+        return;
+    }
+    /* each product planned for its share of the threads */
+    const int share = nth / n > 1 ? nth / n : 1;
+    unit_plan plans[GROUP_MAX];
+    int first[GROUP_MAX + 1];
+    size_t slice = 0;
+    first[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const gemm_job *g = &jobs[i];
+        int units = 0;
+        if (!skip[i]) {
+            plans[i] = plan_units(g->M, g->N, share);
+            units = plans[i].r * plans[i].c;
+            size_t sl = block_space(ceil_div(plans[i].rp, plans[i].r) * MR, ceil_div(plans[i].cp, plans[i].c) * NR,
+                                    g->K);
+            slice = sl > slice ? sl : slice;
+        }
+        first[i + 1] = first[i] + units;
+    }
+    ag_real *ws = workspace(slice * (size_t)nth);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nth) schedule(dynamic)
+#endif
+    for (int t = 0; t < first[n]; t++) {
+        int i = 0;
+        while (t >= first[i + 1]) i++;
+        run_unit(&jobs[i], &plans[i], t - first[i], ws + slice * (size_t)thread_id());
+    }
+}

@@ -5,14 +5,19 @@
  * and v the head's hd columns of the packed [B,T,3d] input:
  *
  *   S = q k^T                      [T,T]   one small matrix multiply
- *   W = softmax(scale * mask(S))           row by row, in place
+ *   W = softmax(scale * mask(S))           row by row
  *   O = dropout(W) v               [T,hd]  written straight into [B,T,d]
  *
  * Nothing is transposed or copied: each head is read in place with a row
- * stride of 3d and written with a row stride of d.  The items are
- * independent, so threads take whole items; every number is computed by one
- * thread with the same arithmetic as the explicit ops, whatever the thread
- * count.  W is kept for backward (and for anyone who wants to look at it).
+ * stride of 3d and written with a row stride of d.  The op keeps W
+ * transposed, W^T[j][i] = W[i][j] (it computes S^T = k q^T directly): a
+ * query's row of W is then a column, so the softmax's per-row maximum and
+ * sum become elementwise maxima and sums down the rows of W^T, vectorized
+ * over all queries at once, instead of short horizontal reductions, one per
+ * query.  Every product then reads W^T in whichever orientation it needs.
+ *
+ * The items are independent, so threads take whole items; every number is
+ * computed by one thread, the same way whatever the thread count.
  */
 #include <math.h>
 #include <string.h>
@@ -28,16 +33,15 @@
 #define ATTN_PARALLEL_MIN (256.0 * 1024)
 
 typedef struct {
-    ag_tensor *weights;     /* W, [B,H,T,T] */
-    const ag_real *drop;    /* dropout mask (0 or 1/(1-p)) per element of W, or NULL */
+    const ag_real *wt;      /* W^T per item: [B,H,T,T] with wt[j*T + i] = W[i][j] */
+    const ag_real *drop;    /* dropout multipliers (0 or 1/(1-p)) in W's own layout, or NULL */
     ag_real scale;          /* 1/sqrt(hd) */
 } attn_saved;
 
-/* The geometry of one (batch item, head): where its q, k, v, output and
- * weights live. */
+/* The geometry: where an item's q, k, v, output and weights live. */
 typedef struct {
     int B, T, H, hd, d;
-    long ld_qkv;            /* 3d: row stride of q, k and v */
+    int ld_qkv;             /* 3d: row stride of q, k and v */
 } attn_dims;
 
 static long qkv_offset(const attn_dims *a, int b, int h) { return (long)b * a->T * a->ld_qkv + (long)h * a->hd; }
@@ -46,35 +50,105 @@ static long w_offset(const attn_dims *a, int item) { return (long)item * a->T * 
 
 static attn_dims dims_of(const ag_tensor *qkv, int n_head)
 {
-    attn_dims a = { qkv->shape[0], qkv->shape[1], n_head, qkv->shape[2] / 3 / n_head, qkv->shape[2] / 3,
-                    qkv->shape[2] };
+    int d = qkv->shape[2] / 3;
+    attn_dims a = { qkv->shape[0], qkv->shape[1], n_head, d / n_head, d, qkv->shape[2] };
     return a;
 }
 
-/* Row i of W from row i of S, in place: scale, mask the keys after i, softmax.
- * The same arithmetic, in the same order, as masked_fill -> scale -> softmax. */
-static void weights_row(ag_real *row, int T, int i, int causal, ag_real scale)
+/* W^T from S^T in place: scale, mask (key j after query i), softmax down
+ * each column.  With the causal mask, row j of S^T was computed only from
+ * its band's start (see below): the columns before it are masked anyway and
+ * are not read, and every entry is written.  col is scratch for 2 T values. */
+static int band_start(int j, int causal);
+
+static void softmax_columns(ag_real *st, int T, int causal, ag_real scale, ag_real *col)
 {
-    for (int j = 0; j < T; j++)
-        row[j] = causal && j > i ? -INFINITY : row[j] * scale;
-    ag_real max = ag_max_lanes(row, (size_t)T);
-    if (max == -INFINITY) {          /* every score -inf: no weight anywhere */
-        for (int j = 0; j < T; j++)
-            row[j] = 0;
-        return;
+    ag_real *shift = col, *sum = col + T;
+    for (int i = 0; i < T; i++)
+        shift[i] = -INFINITY;
+    for (int j = 0; j < T; j++) {
+        ag_real *r = st + (long)j * T;
+        for (int i = band_start(j, causal); i < T; i++) {
+            ag_real x = causal && j > i ? -INFINITY : r[i] * scale;
+            r[i] = x;
+            shift[i] = x > shift[i] ? x : shift[i];
+        }
     }
-    for (int j = 0; j < T; j++)
-        row[j] = ag_fast_exp(row[j] - max);
-    ag_real inv = (ag_real)(1.0 / ag_sum_lanes(row, (size_t)T));
-    for (int j = 0; j < T; j++)
-        row[j] *= inv;
+    for (int i = 0; i < T; i++) {
+        shift[i] = shift[i] == -INFINITY ? 0 : shift[i];   /* a column of -inf: all weights 0 */
+        sum[i] = 0;
+    }
+    for (int j = 0; j < T; j++) {
+        ag_real *r = st + (long)j * T;
+        for (int i = band_start(j, causal); i < T; i++) {
+            r[i] = ag_fast_exp(r[i] - shift[i]);
+            sum[i] += r[i];
+        }
+    }
+    for (int i = 0; i < T; i++)
+        sum[i] = sum[i] > 0 ? 1 / sum[i] : 0;
+    for (int j = 0; j < T; j++) {
+        ag_real *r = st + (long)j * T;
+        int lo = band_start(j, causal);
+        for (int i = 0; i < lo; i++)
+            r[i] = 0;
+        for (int i = lo; i < T; i++)
+            r[i] *= sum[i];
+    }
 }
 
-/* dst = W * mask elementwise (the weights after dropout). */
-static void apply_mask(const ag_real *w, const ag_real *mask, ag_real *dst, long n)
+/* The products.  With the causal mask W^T is upper triangular (W^T[j][i] =
+ * 0 for i < j), and so is dS^T; the products skip what is known to be zero,
+ * a band of BAND rows at a time (whole vectors wide, so no ragged tiles).
+ * What they still compute of the zeros is exact: adding 0 * x changes no sum. */
+#define BAND 32
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* The first column computed in row j: its band's first row (0 without the mask). */
+static int band_start(int j, int causal) { return causal ? j / BAND * BAND : 0; }
+
+/* C[T,T] = X Y^T for X, Y [T,hd] (row strides ldx, ldy), row by row of C;
+ * causal: row j only from column j's band start on (S^T = k q^T, v dO^T). */
+static void upper_xyt(int T, int hd, int causal, const ag_real *x, int ldx, const ag_real *y, int ldy, ag_real *c)
 {
-    for (long i = 0; i < n; i++)
-        dst[i] = w[i] * mask[i];
+    for (int j0 = 0; j0 < T; j0 += causal ? BAND : T) {
+        int j1 = min_int(T, j0 + (causal ? BAND : T)), i0 = causal ? j0 : 0;
+        ag_gemm(0, 1, j1 - j0, T - i0, hd, x + (long)j0 * ldx, ldx, y + (long)i0 * ldy, ldy, 0,
+                c + (long)j0 * T + i0, T);
+    }
+}
+
+/* C[T,hd] (+)= A^T B for upper-triangular A [T,T]: row i of C sums A[j][i]
+ * B[j] over j <= i (O = W v, dq = dS k). */
+static void upper_atb(int T, int hd, int causal, const ag_real *a, const ag_real *b, int ldb, ag_real beta,
+                      ag_real *c, int ldc)
+{
+    for (int i0 = 0; i0 < T; i0 += causal ? BAND : T) {
+        int i1 = min_int(T, i0 + (causal ? BAND : T));
+        ag_gemm(1, 0, i1 - i0, hd, causal ? i1 : T, a + i0, T, b, ldb, beta, c + (long)i0 * ldc, ldc);
+    }
+}
+
+/* C[T,hd] (+)= A B for upper-triangular A [T,T]: row j of C sums A[j][i]
+ * B[i] over i >= j (dv = Wd^T dO, dk = dS^T q). */
+static void upper_ab(int T, int hd, int causal, const ag_real *a, const ag_real *b, int ldb, ag_real beta,
+                     ag_real *c, int ldc)
+{
+    for (int j0 = 0; j0 < T; j0 += causal ? BAND : T) {
+        int j1 = min_int(T, j0 + (causal ? BAND : T)), k0 = causal ? j0 : 0;
+        ag_gemm(0, 0, j1 - j0, hd, T - k0, a + (long)j0 * T + k0, T, b + (long)k0 * ldb, ldb, beta,
+                c + (long)j0 * ldc, ldc);
+    }
+}
+
+/* dst = W^T * mask^T (the weights after dropout, transposed); the mask is in
+ * W's layout. */
+static void drop_transposed(const ag_real *wt, const ag_real *mask, ag_real *dst, int T)
+{
+    for (int j = 0; j < T; j++)
+        for (int i = 0; i < T; i++)
+            dst[(long)j * T + i] = wt[(long)j * T + i] * mask[(long)i * T + j];
 }
 
 static int threads_for(const attn_dims *a)
@@ -107,36 +181,42 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     if (!(dropout >= 0 && dropout < 1))
         ag_error("ag_attention: dropout p = %g is outside [0, 1)", (double)dropout);
     attn_dims a = dims_of(qkv, n_head);
-    const int T = a.T, items = a.B * a.H;
+    const int T = a.T, items = a.B * a.H, ld = a.ld_qkv;
     const ag_real scale = (ag_real)(1.0 / sqrt((double)a.hd));
+    const size_t nw = (size_t)items * T * T;
     ag_tensor *out = ag_empty(ctx, 3, (int[]){a.B, T, a.d});
-    ag_tensor *w = ag_empty(ctx, 4, (int[]){a.B, a.H, T, T});
+    ag_real *wt = ag_alloc(ctx, nw * sizeof(ag_real));
     /* Drawn up front in W's element order, exactly as ag_dropout on W would. */
-    const ag_real *drop = training && dropout > 0 ? ag_dropout_mask(ctx, w->size, dropout) : NULL;
+    const ag_real *drop = training && dropout > 0 ? ag_dropout_mask(ctx, nw, dropout) : NULL;
     const int nth = threads_for(&a);
-    ag_real *scratch = drop ? ag_alloc(ctx, (size_t)nth * T * T * sizeof(ag_real)) : NULL;
+    const long per_thread = 2L * T + (drop ? (long)T * T : 0);
+    ag_real *scratch = ag_alloc(ctx, (size_t)nth * per_thread * sizeof(ag_real));
 
     #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int item = 0; item < items; item++) {
         const int b = item / a.H, h = item % a.H;
         const ag_real *q = qkv->data + qkv_offset(&a, b, h), *k = q + a.d, *v = q + 2 * a.d;
-        ag_real *wi = w->data + w_offset(&a, item);
-        ag_gemm(0, 1, T, T, a.hd, q, (int)a.ld_qkv, k, (int)a.ld_qkv, 0, wi, T);   /* S = q k^T */
-        for (int i = 0; i < T; i++)
-            weights_row(wi + (long)i * T, T, i, causal, scale);
-        const ag_real *wd = wi;
+        ag_real *st = wt + w_offset(&a, item), *col = scratch + thread_id() * per_thread;
+        upper_xyt(T, a.hd, causal, k, ld, q, ld, st);                        /* S^T = k q^T */
+        softmax_columns(st, T, causal, scale, col);
+        const ag_real *wd = st;
         if (drop) {
-            ag_real *tmp = scratch + (long)thread_id() * T * T;
-            apply_mask(wi, drop + w_offset(&a, item), tmp, (long)T * T);
-            wd = tmp;
+            drop_transposed(st, drop + w_offset(&a, item), col + 2 * T, T);
+            wd = col + 2 * T;
         }
-        ag_gemm(0, 0, T, a.hd, T, wd, T, v, (int)a.ld_qkv, 0, out->data + out_offset(&a, b, h), a.d);
+        upper_atb(T, a.hd, causal, wd, v, ld, 0, out->data + out_offset(&a, b, h), a.d);   /* O = W v */
     }
-    if (weights)
-        *weights = w;
+    if (weights) {
+        /* W itself, for anyone who wants to look at it */
+        *weights = ag_empty(ctx, 4, (int[]){a.B, a.H, T, T});
+        for (int item = 0; item < items; item++)
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++)
+                    (*weights)->data[w_offset(&a, item) + (long)i * T + j] = wt[w_offset(&a, item) + (long)j * T + i];
+    }
     if (ag_should_record(ctx, out, qkv, NULL, NULL)) {
         attn_saved *sv = ag_alloc(ctx, sizeof *sv);
-        sv->weights = w;
+        sv->wt = wt;
         sv->drop = drop;
         sv->scale = scale;
         ag_node *n = ag_record(ctx, AG_OP_ATTENTION, out, qkv, NULL, NULL);
@@ -147,12 +227,13 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     return out;
 }
 
-/* Per item, with Wd = dropout(W) and dO the output's gradient:
- *   dv  = Wd^T dO
- *   dWd = dO v^T,   dW = dWd * mask
- *   dS  = scale * W (dW - rowsum(dW * W))      (softmax backward, then scale;
- *                                               masked entries have W = 0)
- *   dq  = dS k,     dk = dS^T q
+/* Per item, with Wd = dropout(W) and dO the output's gradient, all in the
+ * transposed layout:
+ *   dv    = Wd^T dO
+ *   dWd^T = v dO^T,   dW^T = dWd^T * mask^T
+ *   dS^T  = scale * W^T (dW^T - colsum(dW^T * W^T))   (softmax backward, then
+ *                                                       scale; masked W = 0)
+ *   dq    = (dS^T)^T k,   dk = dS^T q
  * Each item writes its own columns of its own rows of dqkv, and together the
  * items cover all of it: a new gradient buffer is stored, not added to. */
 void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
@@ -160,12 +241,13 @@ void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
     const attn_saved *sv = n->saved;
     ag_tensor *qkv = n->in[0];
     attn_dims a = dims_of(qkv, n->iarg[0]);
-    const int T = a.T, items = a.B * a.H, causal = n->iarg[1];
+    const int T = a.T, items = a.B * a.H, causal = n->iarg[1], ld = a.ld_qkv;
     int assign;
     ag_real *dqkv = ag_grad_begin(ctx, qkv, &assign);
     const ag_real beta = assign ? 0 : 1, *dout = n->out->grad;
     const int nth = threads_for(&a);
-    ag_real *scratch = ag_alloc(ctx, (size_t)nth * 2 * T * T * sizeof(ag_real));
+    const long per_thread = 2L * T * T + 2L * T;   /* dWd^T, Wd^T, and T doubles */
+    ag_real *scratch = ag_alloc(ctx, (size_t)nth * per_thread * sizeof(ag_real));
 
     #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int item = 0; item < items; item++) {
@@ -173,29 +255,41 @@ void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
         const long off = qkv_offset(&a, b, h);
         const ag_real *q = qkv->data + off, *k = q + a.d, *v = q + 2 * a.d;
         ag_real *dq = dqkv + off, *dk = dq + a.d, *dv = dq + 2 * a.d;
-        const ag_real *wi = sv->weights->data + w_offset(&a, item);
-        const ag_real *dO = dout + out_offset(&a, b, h);
-        ag_real *dw = scratch + (long)thread_id() * 2 * T * T, *wd_buf = dw + (long)T * T;
-        const int ld = (int)a.ld_qkv;
+        const ag_real *wt = sv->wt + w_offset(&a, item), *dO = dout + out_offset(&a, b, h);
+        const ag_real *mask = sv->drop ? sv->drop + w_offset(&a, item) : NULL;
+        ag_real *dwt = scratch + thread_id() * per_thread, *wd = dwt + (long)T * T;
+        double *dot = (double *)(wd + (long)T * T);
 
-        const ag_real *wd = wi, *mask = sv->drop ? sv->drop + w_offset(&a, item) : NULL;
+        const ag_real *wdt = wt;
         if (mask) {
-            apply_mask(wi, mask, wd_buf, (long)T * T);
-            wd = wd_buf;
+            drop_transposed(wt, mask, wd, T);
+            wdt = wd;
         }
-        ag_gemm(1, 0, T, a.hd, T, wd, T, dO, a.d, beta, dv, ld);       /* dv = Wd^T dO */
-        ag_gemm(0, 1, T, T, a.hd, dO, a.d, v, ld, 0, dw, T);           /* dWd = dO v^T */
-        for (int i = 0; i < T; i++) {
-            ag_real *g = dw + (long)i * T;
-            const ag_real *y = wi + (long)i * T;
+        upper_ab(T, a.hd, causal, wdt, dO, a.d, beta, dv, ld);          /* dv = Wd^T dO */
+        upper_xyt(T, a.hd, causal, v, ld, dO, a.d, dwt);                /* dWd^T = v dO^T */
+        /* softmax backward down the columns; with the causal mask row j
+         * was computed from its band's start, and the rest of dS^T is 0 */
+        for (int i = 0; i < T; i++)
+            dot[i] = 0;
+        for (int j = 0; j < T; j++) {
+            ag_real *g = dwt + (long)j * T;
+            const ag_real *y = wt + (long)j * T;
             if (mask)
-                for (int j = 0; j < T; j++)
-                    g[j] *= mask[(long)i * T + j];
-            ag_real dot = (ag_real)ag_dot_lanes(g, y, (size_t)T);
-            for (int j = 0; j < T; j++)
-                g[j] = causal && j > i ? 0 : y[j] * (g[j] - dot) * sv->scale;
+                for (int i = band_start(j, causal); i < T; i++)
+                    g[i] *= mask[(long)i * T + j];
+            for (int i = band_start(j, causal); i < T; i++)
+                dot[i] += (double)g[i] * y[i];
         }
-        ag_gemm(0, 0, T, a.hd, T, dw, T, k, ld, beta, dq, ld);         /* dq = dS k */
-        ag_gemm(1, 0, T, a.hd, T, dw, T, q, ld, beta, dk, ld);         /* dk = dS^T q */
+        for (int j = 0; j < T; j++) {
+            ag_real *g = dwt + (long)j * T;
+            const ag_real *y = wt + (long)j * T;
+            int lo = band_start(j, causal);
+            for (int i = 0; i < lo; i++)
+                g[i] = 0;
+            for (int i = lo; i < T; i++)
+                g[i] = causal && j > i ? 0 : y[i] * (g[i] - (ag_real)dot[i]) * sv->scale;
+        }
+        upper_atb(T, a.hd, causal, dwt, k, ld, beta, dq, ld);           /* dq = dS k */
+        upper_ab(T, a.hd, causal, dwt, q, ld, beta, dk, ld);            /* dk = dS^T q */
     }
 }
