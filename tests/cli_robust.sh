@@ -366,8 +366,10 @@ check "divergence with --save-every: the kept checkpoint loads" eval '"$A" info 
 check "divergence with --save-every: no temporary file left" test "$(ls -A "$O")" = div.st
 rm -f "$O"/*
 # AdamW's bounded steps keep the loss finite until a gradient overflows: the
-# message names that parameter and the step
-(cd "$O" && "$A" train --optimizer adamw --lr 1e6 --steps 200 --save-every 1 --eval-every 0 --quiet \
+# message names that parameter and the step.  (With this seed the overflow
+# comes at step 2107; the step depends on every rounding of the run, so a
+# change to the engine's arithmetic can move it.)
+(cd "$O" && "$A" train --optimizer adamw --lr 1e6 --steps 4000 --save-every 500 --eval-every 0 --quiet \
     --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
 rc=$?
 msg=$(cat "$tmp/stderr")

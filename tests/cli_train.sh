@@ -26,7 +26,7 @@ $A train --quiet --seed 1 > "$tmp/copy_sgd.txt" 2>&1
 check "copy with SGD reaches >= 99% held-out exact match ($(acc "$tmp/copy_sgd.txt")%)" 'ge "$(acc "$tmp/copy_sgd.txt")" 99'
 $A train --quiet --seed 2 --optimizer adamw --lr 3e-3 > "$tmp/copy_adamw.txt" 2>&1
 check "copy with AdamW reaches >= 99% ($(acc "$tmp/copy_adamw.txt")%)" 'ge "$(acc "$tmp/copy_adamw.txt")" 99'
-$A train --quiet --seed 1 --task sort --optimizer adamw --steps 600 > "$tmp/sort.txt" 2>&1
+$A train --quiet --seed 1 --task sort --optimizer adamw --steps 800 > "$tmp/sort.txt" 2>&1
 check "sort reaches 100% held-out ($(acc "$tmp/sort.txt")%)" 'ge "$(acc "$tmp/sort.txt")" 100'
 $A train --quiet --seed 1 --task reverse > "$tmp/reverse.txt" 2>&1
 check "reverse reaches >= 99% ($(acc "$tmp/reverse.txt")%)" 'ge "$(acc "$tmp/reverse.txt")" 99'
