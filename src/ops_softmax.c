@@ -193,12 +193,13 @@ void ag_backward_MASKED_FILL(ag_ctx *ctx, ag_node *n)
 
 typedef struct {
     int32_t *targets;
-    ag_real *max, *log_sum;         /* per row: logsumexp = max + log_sum, kept apart for precision */
+    ag_real *prob;                  /* softmax of every row, for backward */
     size_t counted;
 } ce_saved;
 
 /* Rows are independent: threads take whole rows, and the mean adds the
- * per-row losses in row order afterwards, so the thread count changes nothing. */
+ * per-row losses in row order afterwards, so the thread count changes
+ * nothing.  Forward keeps each row's softmax, so backward is one pass. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {
     int V = logits->shape[logits->ndim - 1];
@@ -208,19 +209,22 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
             ag_error("ag_cross_entropy: target %d out of range [0,%d) at row %zu", targets[r], V, r);
     ce_saved *sv = ag_alloc(ctx, sizeof *sv);
     sv->targets = ag_alloc(ctx, R * sizeof(int32_t));
-    sv->max = ag_alloc(ctx, R * sizeof(ag_real));
-    sv->log_sum = ag_alloc(ctx, R * sizeof(ag_real));
+    sv->prob = ag_alloc(ctx, logits->size * sizeof(ag_real));
     double *loss = ag_alloc(ctx, R * sizeof(double));
     memcpy(sv->targets, targets, R * sizeof(int32_t));
     #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
         const ag_real *x = logits->data + r * (size_t)V;
+        ag_real *p = sv->prob + r * (size_t)V;
         ag_real max = ag_max_lanes(x, (size_t)V);
-        double log_sum = log(ag_sum_exp_lanes(x, (size_t)V, max));
-        sv->max[r] = max;
-        sv->log_sum[r] = (ag_real)log_sum;
+        for (int k = 0; k < V; k++)
+            p[k] = ag_fast_exp(x[k] - max);
+        double sum = ag_sum_lanes(p, (size_t)V);
+        ag_real inv = (ag_real)(1.0 / sum);
+        for (int k = 0; k < V; k++)
+            p[k] *= inv;
         /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
-        loss[r] = targets[r] >= 0 ? (double)(max - x[targets[r]]) + log_sum : 0;
+        loss[r] = targets[r] >= 0 ? (double)(max - x[targets[r]]) + log(sum) : 0;
     }
     double total = 0;
     sv->counted = 0;
@@ -249,8 +253,8 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
     #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
         int t = sv->targets[r];
-        const ag_real *x = logits->data + r * (size_t)V;
-        ag_real *g = dx + r * (size_t)V, max = sv->max[r], log_sum = sv->log_sum[r];
+        const ag_real *p = sv->prob + r * (size_t)V;
+        ag_real *g = dx + r * (size_t)V;
         if (t < 0) {
             if (assign)
                 memset(g, 0, (size_t)V * sizeof(ag_real));
@@ -258,10 +262,10 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
         }
         if (assign)
             for (int k = 0; k < V; k++)
-                g[k] = scale * ag_fast_exp((x[k] - max) - log_sum);
+                g[k] = scale * p[k];
         else
             for (int k = 0; k < V; k++)
-                g[k] += scale * ag_fast_exp((x[k] - max) - log_sum);
+                g[k] += scale * p[k];
         g[t] -= scale;
     }
 }

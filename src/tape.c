@@ -9,18 +9,8 @@
  * tensor used twice receives both contributions).
  */
 #include <string.h>
+
 #include "internal.h"
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-static double prof_f[64], prof_b[64], prof_last; static long prof_n[64]; static int prof_on = -1;
-static double pnow(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+1e-9*t.tv_nsec;}
-static void prof_dump(void){ double tf=0,tb=0; for(int i=0;i<64;i++){tf+=prof_f[i];tb+=prof_b[i];}
- fprintf(stderr,"fwd %.1f us bwd %.1f us per step (steps %ld)\n", tf/prof_n[63]*1e6, tb/prof_n[63]*1e6, prof_n[63]);
- for(int i=0;i<AG_OP_COUNT;i++) if(prof_f[i]+prof_b[i]>0) fprintf(stderr,"%-14s fwd %7.1f bwd %7.1f us/step  (%ld calls/step)\n", ag_op_name(i), prof_f[i]/prof_n[63]*1e6, prof_b[i]/prof_n[63]*1e6, prof_n[i]/prof_n[63]);}
-void ag_prof_start(void); void ag_prof_start(void){ if(prof_on<0){prof_on=getenv("AG_PROF")!=NULL; if(prof_on) atexit(prof_dump);} prof_last=pnow(); prof_n[63]++; }
-
-
 
 static const char *const op_names[AG_OP_COUNT] = {
 #define AG_OP_NAME(id, name) name,
@@ -50,7 +40,6 @@ ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor 
 {
     ag_node *n = ag_alloc_zero(ctx, sizeof *n);
     n->op = op;
-    if (prof_on > 0) { double t = pnow(); prof_f[op] += t - prof_last; prof_last = t; prof_n[op]++; }
     n->id = ctx->n_nodes++;
     n->out = out;
     n->in[0] = a;
@@ -88,9 +77,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
         ag_backward_fn fn = backward_table[n->op];
         if (!fn)
             ag_error("ag_backward: no backward for op '%s'", ag_op_name(n->op));
-        double t0 = prof_on > 0 ? pnow() : 0;
         fn(ctx, n);
-        if (prof_on > 0) prof_b[n->op] += pnow() - t0;
     }
 }
 

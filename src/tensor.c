@@ -74,7 +74,7 @@ void ag_ctx_free(ag_ctx *ctx)
 }
 
 void ag_reset(ag_ctx *ctx)
-{ extern void ag_prof_start(void); ag_prof_start();
+{
     for (ag_block *b = ctx->first; b; b = b->next)
         b->used = 0;
     ctx->cur = ctx->first;
