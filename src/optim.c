@@ -103,12 +103,24 @@ void ag_optim_step(ag_optim *o, double lr)
     o->step++;
 }
 
+/* Sum of squares in double, in 8 running partial sums (element i goes to
+ * lane i % 8) added up at the end: the order is fixed, and the loop is
+ * vector code instead of one long chain of dependent additions. */
+static double sum_squares(const ag_real *x, size_t n)
+{
+    double lane[8] = { 0 };
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++)
+            lane[l] += (double)x[i + l] * x[i + l];
+    for (int l = 0; i < n; i++, l++)
+        lane[l] += (double)x[i] * x[i];
+    return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
 {
-    double sq = 0;
-    for (size_t i = 0; i < ps->total; i++)
-        sq += (double)ps->grad[i] * ps->grad[i];
-    double norm = sqrt(sq);
+    double norm = sqrt(sum_squares(ps->grad, ps->total));
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
         ag_real c = (ag_real)coef;
