@@ -25,10 +25,14 @@
  *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
- * cases.  Threads split C into rectangular units, each a block as above with
- * the thread's own packing buffers: no barriers inside a product, and units
- * are handed out dynamically so a thread that loses its core does not hold
- * up the others.
+ * cases.  Threads split C into rectangular units, one per thread (M*N
+ * allowing), each a block as above with the thread's own packing buffers:
+ * no barriers inside a product.  Units are handed out statically, so
+ * thread t always gets the same rows of a tall product: the rows the
+ * element-wise ops and the attention op also give thread t, so they stay in
+ * its cache from one op to the next.  (Smaller units handed out dynamically
+ * measured slower on every product of the toy model.)  A product with a
+ * small C and a long K is split along K instead (see gemm_ksplit).
  *
  * A stored [M, K] is not packed at all: the row-major kernel reads its MR
  * rows in place, which costs the kernel nothing and saves the copy.  A
@@ -63,7 +67,7 @@
 #define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
 #define UNIT_ROWS (64 * MR)  /* a parallel unit is at most 768 rows ... */
 #define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
-#define UNITS_PER_THREAD 2   /* slack for threads that run at unequal speed */
+#define UNITS_PER_THREAD 1
 /* Below this many multiply-adds a product runs on one thread: waking the
  * other threads costs more than it saves. */
 #define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
@@ -587,6 +591,64 @@ static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag
     return g;
 }
 
+/* ---- split along K ------------------------------------------------------ */
+
+/* A product with a small C and a long K (a weight gradient, dW = dy^T x,
+ * sums over every token) has too few tiles of C to share, but several K
+ * blocks.  Each thread then takes whole K blocks: block b's partial product
+ * P_b = op(A)[:, block b] op(B)[block b, :] goes to its own buffer, and C is
+ * then C (+)= P_0 + P_1 + ... in block order.  That is the very sequence of
+ * roundings of the serial loop, which computes each block's tile sums from
+ * zero and adds them to C one block after another: the result is the same
+ * bit for bit, for any thread count.  With the rows of dy and x split
+ * between threads the way the forward pass split them, each thread also
+ * reads rows it already has in cache. */
+#define KSPLIT_MAX_MN (256 * 256)   /* C at most this many elements */
+
+static int ksplit_blocks(int M, int N, int K, int nth)
+{
+    int nkb = ceil_div(K, k_block(K));
+    return nth > 1 && nkb >= nth && (long)M * N <= KSPLIT_MAX_MN ? nkb : 0;
+}
+
+static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
+{
+    const int kb = k_block(g->K), M = g->M, N = g->N;
+    const size_t part = round_up64((size_t)M * N), slice = block_space(M, N, kb);
+    ag_real *ws = workspace(part * (size_t)nkb + slice * (size_t)nth);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int b = 0; b < nkb; b++) {
+            const int k0 = b * kb, kc = min_int(kb, g->K - k0);
+            const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
+            const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
+            gemm_job sub = make_job(g->trans_a, g->trans_b, M, N, kc, A, g->lda, B, g->ldb, ws + part * (size_t)b, N);
+            sub.overwrite = 1;
+            gemm_block(&sub, 0, M, 0, N, ws + part * (size_t)nkb + slice * (size_t)thread_id());
+        }
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int i = 0; i < M; i++) {
+            ag_real *c = g->C + (long)i * g->ldc;
+            const ag_real *p = ws + (long)i * N;
+            if (g->overwrite)
+                for (int j = 0; j < N; j++) c[j] = p[j];
+            else
+                for (int j = 0; j < N; j++) c[j] += p[j];
+            for (int b = 1; b < nkb; b++) {
+                p = ws + part * (size_t)b + (long)i * N;
+                for (int j = 0; j < N; j++) c[j] += p[j];
+            }
+        }
+    }
+}
+
 void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
@@ -596,6 +658,11 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
     int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : max_threads();
+    int nkb = ksplit_blocks(M, N, K, nth);
+    if (nkb) {
+        gemm_ksplit(&g, nkb, nth);
+        return;
+    }
     unit_plan u = plan_units(M, N, nth);
     if (nth == 1 || u.r * u.c == 1) {
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
@@ -606,7 +673,7 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     if (!g.in_place || (long)K * N > SHARED_B_MAX) {
         ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(dynamic)
+#pragma omp parallel for num_threads(nth) schedule(static)
 #endif
         for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
         return;
@@ -633,7 +700,7 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
             for (int t = 0; t < b_panels; t++) pack_b_shared(&g, t, b_all);
         }
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
 #endif
         for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
     }
@@ -670,62 +737,3 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
     }
 }
 
-/* ---- independent products together -------------------------------------- */
-
-/* The units of every product go into one pool that the threads share, so
- * two small products (a linear layer's dx and dW) each run whole on a thread
- * of their own instead of being cut finely, and there is one fork-join
- * instead of two.  Each unit is computed exactly as ag_gemm computes it. */
-#define GROUP_MAX 4
-
-void ag_gemm_group(const ag_gemm_op *ops, int n)
-{
-    if (n < 1 || n > GROUP_MAX)
-        ag_error("ag_gemm_group: %d products (1 to %d)", n, GROUP_MAX);
-    gemm_job jobs[GROUP_MAX];
-    int skip[GROUP_MAX];
-    double work = 0;
-    for (int i = 0; i < n; i++) {
-        const ag_gemm_op *o = &ops[i];
-        check_args("ag_gemm_group", o->trans_a, o->trans_b, o->M, o->N, o->K, o->lda, o->ldb, o->ldc);
-        jobs[i] = make_job(o->trans_a, o->trans_b, o->M, o->N, o->K, o->A, o->lda, o->B, o->ldb, o->C, o->ldc);
-        skip[i] = gemm_prologue(o->M, o->N, o->K, o->beta, o->C, o->ldc, &jobs[i].overwrite);
-        if (!skip[i])
-            work += (double)o->M * o->N * o->K;
-    }
-    int nth = work < GEMM_PARALLEL_MIN ? 1 : max_threads();
-    if (nth == 1) {
-        for (int i = 0; i < n; i++)
-            if (!skip[i])
-                gemm_block(&jobs[i], 0, jobs[i].M, 0, jobs[i].N,
-                           workspace(block_space(jobs[i].M, jobs[i].N, jobs[i].K)));
-        return;
-    }
-    /* each product planned for its share of the threads */
-    const int share = nth / n > 1 ? nth / n : 1;
-    unit_plan plans[GROUP_MAX];
-    int first[GROUP_MAX + 1];
-    size_t slice = 0;
-    first[0] = 0;
-    for (int i = 0; i < n; i++) {
-        const gemm_job *g = &jobs[i];
-        int units = 0;
-        if (!skip[i]) {
-            plans[i] = plan_units(g->M, g->N, share);
-            units = plans[i].r * plans[i].c;
-            size_t sl = block_space(ceil_div(plans[i].rp, plans[i].r) * MR, ceil_div(plans[i].cp, plans[i].c) * NR,
-                                    g->K);
-            slice = sl > slice ? sl : slice;
-        }
-        first[i + 1] = first[i] + units;
-    }
-    ag_real *ws = workspace(slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(dynamic)
-#endif
-    for (int t = 0; t < first[n]; t++) {
-        int i = 0;
-        while (t >= first[i + 1]) i++;
-        run_unit(&jobs[i], &plans[i], t - first[i], ws + slice * (size_t)thread_id());
-    }
-}

@@ -27,19 +27,4 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
                      const ag_real *B, long stride_b, int ldb,
                      ag_real beta, ag_real *C, long stride_c, int ldc);
 
-/* Independent products computed together (1 to 4; their outputs must not
- * overlap): one op's arguments as for ag_gemm.  Each C is exactly what
- * ag_gemm would give; the threads share the products' pieces. */
-typedef struct ag_gemm_op {
-    int trans_a, trans_b, M, N, K;
-    const ag_real *A;
-    int lda;
-    const ag_real *B;
-    int ldb;
-    ag_real beta;
-    ag_real *C;
-    int ldc;
-} ag_gemm_op;
-void ag_gemm_group(const ag_gemm_op *ops, int n);
-
 #endif

@@ -178,18 +178,13 @@ void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
     int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];
     const ag_real *dy = n->out->grad;
-    /* dx and dW are independent products: computed together */
-    ag_gemm_op ops[2];
-    int nops = 0;
     if (x->requires_grad) {
         int assign;   /* a new dx is stored (beta 0), not zeroed and added to */
         ag_real *dx = ag_grad_begin(ctx, x, &assign);
-        ops[nops++] = (ag_gemm_op){ 0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in };
+        ag_gemm(0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in);
     }
     if (W->requires_grad)
-        ops[nops++] = (ag_gemm_op){ 1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in };
-    if (nops)
-        ag_gemm_group(ops, nops);
+        ag_gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
     if (b && b->requires_grad) {
         ag_real *db = ag_grad(ctx, b);
         for (int r = 0; r < rows; r++) {

@@ -312,19 +312,24 @@ static void thread_case(int M, int N, int K)
             long item_a = ta ? rows : (long)rows * lda;   /* 3 items of M/3 rows each */
             ag_real *A = matrix(ta ? K : M, ta ? M : K, lda, 0);
             ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
-            ag_real *C[2], *D[2];
+            ag_real *C[2], *D[2], *E[2];
             for (int t = 0; t < 2; t++) {
                 C[t] = calloc(len, sizeof(ag_real));
                 D[t] = calloc(len, sizeof(ag_real));
-                for (size_t i = 0; i < len; i++) D[t][i] = (ag_real)(i % 7) - 3;
+                E[t] = calloc(len, sizeof(ag_real));
+                for (size_t i = 0; i < len; i++) D[t][i] = E[t][i] = (ag_real)(i % 7) - 3;
                 omp_set_num_threads(t + 1);
                 ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
+                ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 1, E[t], N);   /* accumulating */
                 ag_gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
                                 (long)rows * N, N);
             }
             omp_set_num_threads(saved);
             CHECK(memcmp(C[0], C[1], sizeof(ag_real) * len) == 0,
                   "ta=%d tb=%d %dx%dx%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb, M,
+                  N, K);
+            CHECK(memcmp(E[0], E[1], sizeof(ag_real) * len) == 0,
+                  "ta=%d tb=%d %dx%dx%d: ag_gemm with beta 1, 1 and 2 threads differs in bits", ta, tb, M,
                   N, K);
             CHECK(memcmp(D[0], D[1], sizeof(ag_real) * len) == 0,
                   "ta=%d tb=%d %dx%dx%d: ag_gemm_batched with 1 and 2 threads differs in bits", ta,
@@ -335,6 +340,7 @@ static void thread_case(int M, int N, int K)
             for (int t = 0; t < 2; t++) {
                 free(C[t]);
                 free(D[t]);
+                free(E[t]);
             }
         }
 #else
@@ -352,7 +358,8 @@ static void test_threads(void)
     thread_case(333, 517, 290);   /* A [M, K] read in place, op(B) packed once and shared */
     thread_case(12, 4100, 1030);  /* op(B) too big to share (> 4M elements): packed per unit */
     thread_case(513, 65, 64);     /* small op(B), packed once and shared by the threads */
-    thread_case(240, 64, 512);    /* small op(B), A^T read in place */
+    thread_case(240, 64, 512);    /* small C, two K blocks: split along K with 2 threads */
+    thread_case(66, 65, 1000);    /* the same with three K blocks and ragged tiles */
     thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
 }
 
