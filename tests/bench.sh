@@ -40,23 +40,25 @@ else
     echo "note: PyTorch not importable by $py; its column is skipped"
 fi
 echo "GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) / median step time; peak RSS of attograd's process"
+echo "memory = (peak RSS - RSS at the process's start) / (parameters + gradients + optimizer state + arena peak)"
 echo
 
 # value after a key on a "config NAME key value key value ..." line
 field() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$1"; }
 
-printf '%-7s | %16s | %15s | %18s | %9s | %8s | %13s | %s\n' config "attograd ms/step" "PyTorch ms/step" \
-    "attograd / PyTorch" tokens/s GFLOP/s "peak RSS (MB)" "RSS / (state + arena peak)"
+printf '%-7s | %16s | %15s | %18s | %9s | %8s | %21s | %s\n' config "attograd ms/step" "PyTorch ms/step" \
+    "attograd / PyTorch" tokens/s GFLOP/s "peak RSS (MB)" "memory"
 for c in $configs; do
     grep "^config $c " "$ours" >"$ours.row" || true
     ms=$(field "$ours.row" ms/step)
     tms=$(grep "^config $c " "$theirs" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
     ratio=$(awk -v a="$ms" -v b="$tms" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
     rss=$(field "$ours.row" peak_rss_MB)
-    mem=$(awk -v r="$rss" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
-        'BEGIN { printf "%.2f", r / (s + a) }')
-    printf '%-7s | %16s | %15s | %18s | %9s | %8s | %13s | %s\n' "$c" "$ms" "${tms:--}" "$ratio" \
-        "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss" "$mem"
+    start=$(field "$ours.row" start_rss_MB)
+    mem=$(awk -v r="$rss" -v z="$start" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
+        'BEGIN { printf "%.2f", (r - z) / (s + a) }')
+    printf '%-7s | %16s | %15s | %18s | %9s | %8s | %21s | %s\n' "$c" "$ms" "${tms:--}" "$ratio" \
+        "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss (start $start)" "$mem"
     rm -f "$ours.row"
 done
 echo

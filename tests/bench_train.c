@@ -55,6 +55,7 @@ static double step_flops(const bench_config *c, double n_params)
 }
 
 static long soak_steps;
+static double start_rss;    /* the process before any model: libc, OpenMP runtime, the program */
 
 static double max_rss_mb(void)
 {
@@ -106,10 +107,10 @@ static void run_config(const bench_config *c)
     /* parameters, gradients and optimizer moments: the model's lasting state */
     double state_mb = (double)m.params->total * sizeof(ag_real) * (c->adamw ? 4 : 3) / 1e6;
     printf("config %-6s params %9.0f  B %2d T %3d  steps %3d  ms/step %9.3f  tokens/s %9.0f  GFLOP/s %7.2f  "
-           "peak_rss_MB %7.1f  arena_peak_MB %7.1f  state_MB %7.1f  loss %.3f\n",
+           "peak_rss_MB %7.1f  start_rss_MB %5.1f  arena_peak_MB %7.1f  state_MB %7.1f  loss %.3f\n",
            c->name, n_params, c->batch, c->context, c->steps, med, n / (med / 1e3),
-           step_flops(c, n_params) / (med / 1e3) / 1e9, max_rss_mb(), (double)ag_arena_peak(ctx) / 1e6, state_mb,
-           loss);
+           step_flops(c, n_params) / (med / 1e3) / 1e9, max_rss_mb(), start_rss, (double)ag_arena_peak(ctx) / 1e6,
+           state_mb, loss);
     if (soak_steps > 0)
         printf("soak   %-6s peak RSS %.1f MB after %d steps, %.1f MB after %ld more\n", c->name, rss_before,
                c->warmup + c->steps, max_rss_mb(), soak_steps);
@@ -124,6 +125,7 @@ static void run_config(const bench_config *c)
 
 int main(int argc, char **argv)
 {
+    start_rss = max_rss_mb();
     int threads = 2, chosen[N_CONFIGS] = { 0 }, any = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
