@@ -63,10 +63,12 @@ struct ag_ctx {
 
 #define AG_ALIGN 64
 
-/* Loops over more elements than this run on all threads (OpenMP).  Each
- * element or row is computed by exactly one thread with the same arithmetic,
- * so results do not depend on the thread count. */
-#define AG_PARALLEL_MIN 32768
+/* Loops over more elements than this run on all threads (OpenMP), split
+ * statically: thread t gets the same rows in every op (and in the matrix
+ * multiplies), so they stay in its cache.  Each element or row is computed
+ * by exactly one thread with the same arithmetic, so results do not depend
+ * on the thread count. */
+#define AG_PARALLEL_MIN 16384
 
 /* Arena memory that lives until the next ag_reset. */
 void *ag_alloc(ag_ctx *ctx, size_t bytes);

@@ -161,12 +161,14 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     int rows = (int)(x->size / (size_t)in);
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
     ag_gemm(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
-    if (b)
+    if (b) {
+        #pragma omp parallel for schedule(static) if (out->size > AG_PARALLEL_MIN)
         for (int r = 0; r < rows; r++) {
             ag_real *y = out->data + (size_t)r * outf;
             for (int o = 0; o < outf; o++)
                 y[o] += b->data[o];
         }
+    }
     if (ag_should_record(ctx, out, x, W, b))
         ag_record(ctx, AG_OP_LINEAR, out, x, W, b)->iarg[0] = rows;
     return out;
@@ -186,11 +188,16 @@ void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
     if (W->requires_grad)
         ag_gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
     if (b && b->requires_grad) {
+        /* each column summed over the rows in order, by one thread */
         ag_real *db = ag_grad(ctx, b);
-        for (int r = 0; r < rows; r++) {
-            const ag_real *g = dy + (size_t)r * outf;
-            for (int o = 0; o < outf; o++)
-                db[o] += g[o];
+        #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN && outf >= 64)
+        for (int o0 = 0; o0 < outf; o0 += 16) {
+            int o1 = o0 + 16 < outf ? o0 + 16 : outf;
+            for (int r = 0; r < rows; r++) {
+                const ag_real *g = dy + (size_t)r * outf;
+                for (int o = o0; o < o1; o++)
+                    db[o] += g[o];
+            }
         }
     }
 }
