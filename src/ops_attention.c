@@ -62,12 +62,22 @@ static attn_dims dims_of(const ag_tensor *qkv, int n_head)
     return a;
 }
 
+/* With the causal mask W^T is upper triangular (W^T[j][i] = 0 for i < j),
+ * and so is dS^T: the products skip what is known to be zero, a band of
+ * BAND rows at a time (whole vectors wide, so no ragged tiles), and row j
+ * of S^T is computed from its band's first row on.  What is still computed
+ * of the zeros is exact: adding 0 * x changes no sum. */
+#define BAND 32
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+/* The first column computed in row j: its band's first row (0 without the mask). */
+static int band_start(int j, int causal) { return causal ? j / BAND * BAND : 0; }
+
 /* W^T from S^T in place: scale, mask (key j after query i), softmax down
  * each column.  With the causal mask, row j of S^T was computed only from
  * its band's start (see below): the columns before it are masked anyway and
  * are not read, and every entry is written.  col is scratch for 2 T values. */
-static int band_start(int j, int causal);
-
 static void softmax_columns(ag_real *st, int T, int causal, ag_real scale, ag_real *col)
 {
     ag_real *shift = col, *sum = col + T;
@@ -104,16 +114,7 @@ static void softmax_columns(ag_real *st, int T, int causal, ag_real scale, ag_re
     }
 }
 
-/* The products.  With the causal mask W^T is upper triangular (W^T[j][i] =
- * 0 for i < j), and so is dS^T; the products skip what is known to be zero,
- * a band of BAND rows at a time (whole vectors wide, so no ragged tiles).
- * What they still compute of the zeros is exact: adding 0 * x changes no sum. */
-#define BAND 32
-
-static int min_int(int a, int b) { return a < b ? a : b; }
-
-/* The first column computed in row j: its band's first row (0 without the mask). */
-static int band_start(int j, int causal) { return causal ? j / BAND * BAND : 0; }
+/* The products, with the band structure above. */
 
 /* C[T,T] = X Y^T for X, Y [T,hd] (row strides ldx, ldy), row by row of C;
  * causal: row j only from column j's band start on (S^T = k q^T, v dO^T). */
