@@ -67,7 +67,12 @@
 #define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
 #define UNIT_ROWS (64 * MR)  /* a parallel unit is at most 768 rows ... */
 #define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
-#define UNITS_PER_THREAD 1
+/* A product below LOCAL_MAX multiply-adds gets one unit per thread, handed
+ * out statically (see above); a larger one UNITS_PER_THREAD units per thread,
+ * handed out dynamically, which balances better when a unit takes longer
+ * than the cost of moving its inputs between cores. */
+#define LOCAL_MAX (128.0 * 128 * 128 * 4)
+#define UNITS_PER_THREAD 2
 /* Below this many multiply-adds a product runs on one thread: waking the
  * other threads costs more than it saves. */
 #define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
@@ -495,12 +500,12 @@ typedef struct {
     int rp, cp, r, c;
 } unit_plan;
 
-static unit_plan plan_units(int M, int N, int nth)
+static unit_plan plan_units(int M, int N, int nth, int per_thread)
 {
     unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 0, 0};
     u.r = ceil_div(u.rp, UNIT_ROWS / MR);
     u.c = ceil_div(u.cp, UNIT_COLS / NR);
-    while (u.r * u.c < UNITS_PER_THREAD * nth) {
+    while (u.r * u.c < per_thread * nth) {
         int can_r = u.rp / (u.r + 1) >= 2, can_c = u.cp / (u.c + 1) >= 1;
         int rows = u.rp / u.r * MR, cols = u.cp / u.c * NR;
         if (can_r && (rows >= cols || !can_c)) u.r++;
@@ -555,6 +560,25 @@ static int thread_id(void)
 #else
     return 0;
 #endif
+}
+
+/* Inside a parallel region: the team computes every unit, each thread with
+ * its own slice of ws; statically (thread t takes the same units every
+ * time) or dynamically. */
+static void run_units(const gemm_job *g, const unit_plan *u, int local, ag_real *ws, size_t slice)
+{
+    const int units = u->r * u->c;
+    if (local) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)thread_id());
+    } else {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic)
+#endif
+        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)thread_id());
+    }
 }
 
 /* Handles what needs no multiply: empty output, K == 0, and beta other than
@@ -663,19 +687,19 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_ksplit(&g, nkb, nth);
         return;
     }
-    unit_plan u = plan_units(M, N, nth);
+    const int local = (double)M * N * K < LOCAL_MAX;
+    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD);
     if (nth == 1 || u.r * u.c == 1) {
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
     }
-    const int units = u.r * u.c;
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
     if (!g.in_place || (long)K * N > SHARED_B_MAX) {
         ag_real *ws = workspace(slice * (size_t)nth);
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(static)
+#pragma omp parallel num_threads(nth)
 #endif
-        for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
+        run_units(&g, &u, local, ws, slice);
         return;
     }
 
@@ -699,10 +723,7 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
 #endif
             for (int t = 0; t < b_panels; t++) pack_b_shared(&g, t, b_all);
         }
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int t = 0; t < units; t++) run_unit(&g, &u, t, ws + slice * (size_t)thread_id());
+        run_units(&g, &u, local, ws, slice);
     }
 }
 
