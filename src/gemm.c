@@ -25,14 +25,16 @@
  *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
- * cases.  Threads split C into rectangular units, one per thread (M*N
- * allowing), each a block as above with the thread's own packing buffers:
- * no barriers inside a product.  Units are handed out statically, so
- * thread t always gets the same rows of a tall product: the rows the
- * element-wise ops and the attention op also give thread t, so they stay in
- * its cache from one op to the next.  (Smaller units handed out dynamically
- * measured slower on every product of the toy model.)  A product with a
- * small C and a long K is split along K instead (see gemm_ksplit).
+ * cases.  Threads split C into rectangular units, each a block as above
+ * with the thread's own packing buffers: no barriers inside a product.  A
+ * small product gets one unit per thread, handed out statically, so thread
+ * t always gets the same rows of a tall product: the rows the element-wise
+ * ops and the attention op also give thread t, so they stay in its cache
+ * from one op to the next (smaller units handed out dynamically measured
+ * slower on every product of the toy model).  A large product gets two
+ * units per thread, handed out dynamically, so a thread that loses its core
+ * for a while does not hold up the others.  A product with a small C and a
+ * long K is split along K instead (see gemm_ksplit).
  *
  * A stored [M, K] is not packed at all: the row-major kernel reads its MR
  * rows in place, which costs the kernel nothing and saves the copy.  A
