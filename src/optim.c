@@ -56,19 +56,35 @@ void ag_optim_free(ag_optim *o)
     free(o);
 }
 
+/* Both updates are element by element: each parameter's new value depends on
+ * its own gradient and moments only, so the loops are vector code and, for
+ * large blocks, split between threads with no effect on the result. */
+#define OPTIM_PARALLEL_MIN 16384
+
 static void sgd_step(ag_optim *o, double lr)
 {
     ag_params *ps = o->ps;
-    ag_real *p = ps->data, *g = ps->grad, *buf = o->m;
-    ag_real wd = (ag_real)o->weight_decay, mu = (ag_real)o->momentum, rate = (ag_real)lr;
-    for (size_t i = 0; i < ps->total; i++) {
-        ag_real d = g[i] + wd * p[i];
-        if (mu != 0) {
-            /* the first step starts the buffer at the gradient itself */
-            buf[i] = o->step == 0 ? d : mu * buf[i] + d;
-            d = buf[i];
+    ag_real *restrict p = ps->data, *restrict buf = o->m;
+    const ag_real *restrict g = ps->grad;
+    const ag_real wd = (ag_real)o->weight_decay, mu = (ag_real)o->momentum, rate = (ag_real)lr;
+    const long n = (long)ps->total;
+    if (mu == 0) {
+        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+        for (long i = 0; i < n; i++)
+            p[i] -= rate * (g[i] + wd * p[i]);
+    } else if (o->step == 0) {
+        /* the first step starts the buffer at the gradient itself */
+        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+        for (long i = 0; i < n; i++) {
+            buf[i] = g[i] + wd * p[i];
+            p[i] -= rate * buf[i];
         }
-        p[i] -= rate * d;
+    } else {
+        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+        for (long i = 0; i < n; i++) {
+            buf[i] = mu * buf[i] + (g[i] + wd * p[i]);
+            p[i] -= rate * buf[i];
+        }
     }
 }
 
@@ -77,15 +93,18 @@ static void adamw_step(ag_optim *o, double lr)
     ag_params *ps = o->ps;
     long t = o->step + 1;
     double bc1 = 1 - pow(o->beta1, (double)t), bc2 = 1 - pow(o->beta2, (double)t);
-    ag_real b1 = (ag_real)o->beta1, b2 = (ag_real)o->beta2, eps = (ag_real)o->eps;
-    ag_real step_size = (ag_real)(lr / bc1), sqrt_bc2 = (ag_real)sqrt(bc2);
+    const ag_real b1 = (ag_real)o->beta1, b2 = (ag_real)o->beta2, eps = (ag_real)o->eps;
+    const ag_real step_size = (ag_real)(lr / bc1), sqrt_bc2 = (ag_real)sqrt(bc2);
     for (int k = 0; k < ps->count; k++) {
         ag_tensor *t_ = ps->list[k];
         size_t off = (size_t)(t_->data - ps->data);
-        ag_real *p = t_->data, *g = t_->grad, *m = o->m + off, *v = o->v + off;
+        ag_real *restrict p = t_->data, *restrict m = o->m + off, *restrict v = o->v + off;
+        const ag_real *restrict g = t_->grad;
+        const long n = (long)t_->size;
         /* decoupled weight decay: matrices only, never biases or norm gains */
-        ag_real decay = t_->ndim >= 2 ? (ag_real)(1 - lr * o->weight_decay) : 1;
-        for (size_t i = 0; i < t_->size; i++) {
+        const ag_real decay = t_->ndim >= 2 ? (ag_real)(1 - lr * o->weight_decay) : 1;
+        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+        for (long i = 0; i < n; i++) {
             p[i] *= decay;
             m[i] = b1 * m[i] + (1 - b1) * g[i];
             v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
