@@ -103,8 +103,8 @@ size_t ag_arena_reserved(const ag_ctx *ctx);  /* bytes held from malloc */
 int ag_set_grad_enabled(ag_ctx *ctx, int enabled);
 /* The generator dropout draws its masks from. */
 ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
-/* Threads used by the kernels (OpenMP); n <= 0 means all cores, or fewer
- * while the machine is busy.  Results do not depend on the thread count. */
+/* Threads used by the kernels (OpenMP); n <= 0 means all cores.  Results
+ * do not depend on the thread count. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
 

@@ -153,10 +153,10 @@ int ag_set_grad_enabled(ag_ctx *ctx, int enabled)
 void ag_set_threads(int n)
 {
 #ifdef _OPENMP
-    /* "All cores" lets the runtime use fewer when other programs keep the
-     * cores busy: threads waiting at a join for a descheduled partner cost far
-     * more than they gain.  Results never depend on the thread count. */
-    omp_set_dynamic(n <= 0);
+    /* Not OpenMP's "dynamic" mode: it sizes teams by the load average, which
+     * the program's own threads raise, so a long run would drop to one
+     * thread.  Results never depend on the thread count. */
+    omp_set_dynamic(0);
     omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
 #else
     (void)n;
