@@ -23,6 +23,13 @@
 static inline ag_real ag_fast_exp(ag_real x) { return exp(x); }
 static inline ag_real ag_fast_erf(ag_real x) { return erf(x); }
 
+/* The standard normal cdf Phi(x) and density phi(x), for GELU's derivative. */
+static inline void ag_fast_normal(ag_real x, ag_real *cdf, ag_real *pdf)
+{
+    *cdf = 0.5 * (1 + erf(x * 0.70710678118654752440));
+    *pdf = 0.39894228040143267794 * exp(-0.5 * x * x);
+}
+
 #else
 
 /* exp(x) = 2^n e^r with n = round(x / ln 2) and |r| <= ln(2)/2, e^r by its
@@ -64,6 +71,20 @@ static inline float ag_fast_erf(float x)
     return x < 0 ? -e : e;
 }
 
+/* The standard normal cdf Phi(x) = (1 + erf(x / sqrt 2)) / 2 and density
+ * phi(x) = exp(-x^2 / 2) / sqrt(2 pi), for GELU's derivative.  erf(x / sqrt 2)
+ * by the formula above needs exp(-x^2 / 2) too: one exp serves both. */
+static inline void ag_fast_normal(float x, float *cdf, float *pdf)
+{
+    float z = fabsf(x) * 0.70710678118654752440f;
+    float t = 1.0f / (1.0f + 0.3275911f * z);
+    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    float g = ag_fast_exp(-0.5f * x * x);
+    float e = 1.0f - poly * g;
+    *cdf = 0.5f * (1.0f + (x < 0 ? -e : e));
+    *pdf = 0.39894228040143267794f * g;
+}
+
 #endif
 
 /* Sum of n values in a fixed order that vectorizes: AG_LANES running
@@ -97,6 +118,20 @@ static inline double ag_sum_lanes(const ag_real *x, size_t n)
     double s = ag_lanes_sum(acc);
     for (; i < n; i++)
         s += x[i];
+    return s;
+}
+
+/* sum_i (x[i] - m)^2, lanes as above. */
+static inline double ag_sum_sq_dev_lanes(const ag_real *x, size_t n, ag_real m)
+{
+    ag_real acc[AG_LANES] = { 0 };
+    size_t i = 0;
+    for (; i + AG_LANES <= n; i += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++)
+            acc[l] += (x[i + l] - m) * (x[i + l] - m);
+    double s = ag_lanes_sum(acc);
+    for (; i < n; i++)
+        s += (double)(x[i] - m) * (x[i] - m);
     return s;
 }
 

@@ -296,13 +296,15 @@ void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
 /* d gelu(x) = Phi(x) + x phi(x), phi the standard normal density */
 void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
 {
-    ag_real *dx = ag_grad(ctx, n->in[0]);
-    const ag_real *dy = n->out->grad, *x = n->in[0]->data;
-    #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN)
-    for (size_t i = 0; i < n->out->size; i++) {
-        ag_real xi = x[i];
-        ag_real cdf = (ag_real)0.5 * (1 + ag_fast_erf(xi * (ag_real)0.70710678118654752440));
-        ag_real pdf = (ag_real)0.39894228040143267794 * ag_fast_exp((ag_real)-0.5 * xi * xi);
-        dx[i] += dy[i] * (cdf + xi * pdf);
+    int assign;
+    ag_real *restrict dx = ag_grad_begin(ctx, n->in[0], &assign);
+    const ag_real *restrict dy = n->out->grad, *restrict x = n->in[0]->data;
+    const long size = (long)n->out->size;
+    #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN)
+    for (long i = 0; i < size; i++) {
+        ag_real cdf, pdf;
+        ag_fast_normal(x[i], &cdf, &pdf);
+        ag_real g = dy[i] * (cdf + x[i] * pdf);
+        dx[i] = assign ? g : dx[i] + g;
     }
 }

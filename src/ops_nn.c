@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fastmath.h"
 #include "internal.h"
 
 /* ---- dropout ------------------------------------------------------------ */
@@ -91,6 +92,15 @@ void ag_backward_EMBEDDING(ag_ctx *ctx, ag_node *node)
 
 /* ---- layer norm --------------------------------------------------------- */
 
+/* D ones in the arena: the weight of a layer norm that has none. */
+static const ag_real *ones(ag_ctx *ctx, int D)
+{
+    ag_real *o = ag_alloc(ctx, (size_t)D * sizeof(ag_real));
+    for (int k = 0; k < D; k++)
+        o[k] = 1;
+    return o;
+}
+
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps)
 {
     int D = x->shape[x->ndim - 1];
@@ -104,24 +114,24 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
     size_t R = x->size / (size_t)D;
     ag_tensor *out = ag_empty(ctx, x->ndim, x->shape);
     ag_real *stats = ag_alloc(ctx, 2 * R * sizeof(ag_real));   /* mean, 1/std per row */
+    const ag_real *wv = weight ? weight->data : ones(ctx, D), *bv = bias ? bias->data : NULL;
     #pragma omp parallel for schedule(static) if (x->size > AG_PARALLEL_MIN)
     for (size_t r = 0; r < R; r++) {
-        const ag_real *xr = x->data + r * (size_t)D;
-        ag_real *yr = out->data + r * (size_t)D;
-        double mean = 0, var = 0;
-        for (int k = 0; k < D; k++)
-            mean += xr[k];
-        mean /= D;
-        for (int k = 0; k < D; k++)
-            var += (xr[k] - mean) * (xr[k] - mean);
-        var /= D;                   /* biased variance, as PyTorch normalizes */
-        ag_real m = (ag_real)mean, rstd = (ag_real)(1.0 / sqrt(var + eps));
+        const ag_real *restrict xr = x->data + r * (size_t)D;
+        ag_real *restrict yr = out->data + r * (size_t)D;
+        /* two passes, each a fixed-order lane sum: the mean, then the
+         * squared deviations from it (biased variance, as PyTorch) */
+        ag_real m = (ag_real)(ag_sum_lanes(xr, (size_t)D) / D);
+        double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
+        ag_real rstd = (ag_real)(1.0 / sqrt(var + eps));
         stats[2 * r] = m;
         stats[2 * r + 1] = rstd;
-        for (int k = 0; k < D; k++) {
-            ag_real v = (xr[k] - m) * rstd;
-            yr[k] = v * (weight ? weight->data[k] : 1) + (bias ? bias->data[k] : 0);
-        }
+        if (bv)
+            for (int k = 0; k < D; k++)
+                yr[k] = (xr[k] - m) * rstd * wv[k] + bv[k];
+        else
+            for (int k = 0; k < D; k++)
+                yr[k] = (xr[k] - m) * rstd * wv[k];
     }
     if (ag_should_record(ctx, out, x, weight, bias)) {
         ag_node *n = ag_record(ctx, AG_OP_LAYER_NORM, out, x, weight, bias);
@@ -140,41 +150,59 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
 void ag_backward_LAYER_NORM(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
-    int D = x->shape[x->ndim - 1];
-    size_t R = x->size / (size_t)D;
-    const ag_real *stats = n->saved;
-    ag_real *dx = x->requires_grad ? ag_grad(ctx, x) : NULL;
+    const int D = x->shape[x->ndim - 1];
+    const size_t R = x->size / (size_t)D;
+    const ag_real *stats = n->saved, *wv = w ? w->data : ones(ctx, D);
+    int assign = 0;
+    ag_real *dx = x->requires_grad ? ag_grad_begin(ctx, x, &assign) : NULL;
     ag_real *dw = w && w->requires_grad ? ag_grad(ctx, w) : NULL;
     ag_real *db = b && b->requires_grad ? ag_grad(ctx, b) : NULL;
     /* dx: each row on its own, so rows can go to different threads */
     if (dx) {
         #pragma omp parallel for schedule(static) if (x->size > AG_PARALLEL_MIN)
         for (size_t r = 0; r < R; r++) {
-            const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
-            ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
-            double mean_g = 0, mean_gx = 0;
-            for (int k = 0; k < D; k++) {
-                ag_real xhat = (xr[k] - m) * rstd, g = dy[k] * (w ? w->data[k] : 1);
-                mean_g += g;
-                mean_gx += g * xhat;
+            const ag_real *restrict xr = x->data + r * (size_t)D, *restrict dy = n->out->grad + r * (size_t)D;
+            const ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
+            /* the row means of g = dy w and of g xhat, as fixed-order lane sums */
+            ag_real acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
+            int k = 0;
+            for (; k + AG_LANES <= D; k += AG_LANES)
+                for (int l = 0; l < AG_LANES; l++) {
+                    ag_real g = dy[k + l] * wv[k + l];
+                    acc_g[l] += g;
+                    acc_gx[l] += g * ((xr[k + l] - m) * rstd);
+                }
+            double sum_g = ag_lanes_sum(acc_g), sum_gx = ag_lanes_sum(acc_gx);
+            for (; k < D; k++) {
+                ag_real g = dy[k] * wv[k];
+                sum_g += g;
+                sum_gx += g * ((xr[k] - m) * rstd);
             }
-            mean_g /= D;
-            mean_gx /= D;
-            ag_real *dxr = dx + r * (size_t)D;
-            for (int k = 0; k < D; k++) {
-                ag_real xhat = (xr[k] - m) * rstd, g = dy[k] * (w ? w->data[k] : 1);
-                dxr[k] += rstd * (g - (ag_real)mean_g - xhat * (ag_real)mean_gx);
+            const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
+            ag_real *restrict dxr = dx + r * (size_t)D;
+            if (assign)
+                for (k = 0; k < D; k++)
+                    dxr[k] = rstd * (dy[k] * wv[k] - mean_g - (xr[k] - m) * rstd * mean_gx);
+            else
+                for (k = 0; k < D; k++)
+                    dxr[k] += rstd * (dy[k] * wv[k] - mean_g - (xr[k] - m) * rstd * mean_gx);
+        }
+    }
+    /* dw, db: each column summed over the rows in row order, by one thread */
+    if (dw || db) {
+        #pragma omp parallel for schedule(static) if (x->size > AG_PARALLEL_MIN && D >= 64)
+        for (int k0 = 0; k0 < D; k0 += 16) {
+            const int k1 = k0 + 16 < D ? k0 + 16 : D;
+            for (size_t r = 0; r < R; r++) {
+                const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
+                const ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
+                if (dw)
+                    for (int k = k0; k < k1; k++)
+                        dw[k] += dy[k] * ((xr[k] - m) * rstd);
+                if (db)
+                    for (int k = k0; k < k1; k++)
+                        db[k] += dy[k];
             }
         }
     }
-    /* dw, db: sums over rows, in row order */
-    if (dw || db)
-        for (size_t r = 0; r < R; r++) {
-            const ag_real *xr = x->data + r * (size_t)D, *dy = n->out->grad + r * (size_t)D;
-            ag_real m = stats[2 * r], rstd = stats[2 * r + 1];
-            for (int k = 0; k < D; k++) {
-                if (dw) dw[k] += dy[k] * ((xr[k] - m) * rstd);
-                if (db) db[k] += dy[k];
-            }
-        }
 }
