@@ -4,6 +4,7 @@
  * and multiplied by register tiles written with compiler vector types.
  */
 #include "gemm.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -555,14 +556,6 @@ static int max_threads(void)
 #endif
 }
 
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* Inside a parallel region: the team computes every unit, each thread with
  * its own slice of ws; statically (thread t takes the same units every
@@ -574,12 +567,12 @@ static void run_units(const gemm_job *g, const unit_plan *u, int local, ag_real 
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)thread_id());
+        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
     } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic)
 #endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)thread_id());
+        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
     }
 }
 
@@ -655,7 +648,7 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
             const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
             gemm_job sub = make_job(g->trans_a, g->trans_b, M, N, kc, A, g->lda, B, g->ldb, ws + part * (size_t)b, N);
             sub.overwrite = 1;
-            gemm_block(&sub, 0, M, 0, N, ws + part * (size_t)nkb + slice * (size_t)thread_id());
+            gemm_block(&sub, 0, M, 0, N, ws + part * (size_t)nkb + slice * (size_t)ag_thread_id());
         }
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -756,7 +749,7 @@ void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
         gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
                               ldb, C + b * stride_c, ldc);
         if (!gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite))
-            gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)thread_id());
+            gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)ag_thread_id());
     }
 }
 

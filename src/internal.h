@@ -8,6 +8,10 @@
 
 #include "attograd.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* Every op, in one list: the enum, the name table and the backward table are
  * all generated from it, so adding an op is one line here plus its
  * forward/backward pair. */
@@ -69,6 +73,17 @@ struct ag_ctx {
  * by exactly one thread with the same arithmetic, so results do not depend
  * on the thread count. */
 #define AG_PARALLEL_MIN 16384
+
+/* The calling thread's number in its OpenMP team: 0 outside a parallel
+ * region or without OpenMP.  Indexes per-thread scratch. */
+static inline int ag_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
 
 /* Arena memory that lives until the next ag_reset. */
 void *ag_alloc(ag_ctx *ctx, size_t bytes);

@@ -170,14 +170,6 @@ static int threads_for(const attn_dims *a)
 #endif
 }
 
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights)
@@ -204,7 +196,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     for (int item = 0; item < items; item++) {
         const int b = item / a.H, h = item % a.H;
         const ag_real *q = qkv->data + qkv_offset(&a, b, h), *k = q + a.d, *v = q + 2 * a.d;
-        ag_real *st = wt + w_offset(&a, item), *col = scratch + thread_id() * per_thread;
+        ag_real *st = wt + w_offset(&a, item), *col = scratch + ag_thread_id() * per_thread;
         upper_xyt(T, a.hd, causal, k, ld, q, ld, st);                        /* S^T = k q^T */
         softmax_columns(st, T, causal, scale, col);
         const ag_real *wd = st;
@@ -266,7 +258,7 @@ void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
         ag_real *dq = dqkv + off, *dk = dq + a.d, *dv = dq + 2 * a.d;
         const ag_real *wt = sv->wt + w_offset(&a, item), *dO = dout + out_offset(&a, b, h);
         const ag_real *mask = sv->drop ? sv->drop + w_offset(&a, item) : NULL;
-        ag_real *dwt = scratch + thread_id() * per_thread, *wd = dwt + (long)T * T, *dotr = wd + (long)T * T;
+        ag_real *dwt = scratch + ag_thread_id() * per_thread, *wd = dwt + (long)T * T, *dotr = wd + (long)T * T;
         double *dot = (double *)(dotr + T + (T & 1));   /* 8-byte aligned: T + (T & 1) is even */
 
         const ag_real *wdt = wt;

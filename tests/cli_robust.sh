@@ -368,15 +368,22 @@ rm -f "$O"/*
 # With clipping, SGD at lr 1e6 on the attn-only model (no layer norm to
 # rein the activations in) keeps the loss finite until a gradient overflows,
 # within a few steps (step 3 with seeds 1-3, 4 with seed 5): the message
-# names that parameter and the step.
-(cd "$O" && "$A" train --arch attn-only --optimizer sgd --lr 1e6 --steps 50 --save-every 1 --eval-every 0 --quiet \
-    --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
-rc=$?
-msg=$(cat "$tmp/stderr")
-check "gradient overflow: exit $rc, one line naming the parameter and the step ($msg)" \
-    eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] &&
-          grep -qE "gradient of [a-z_.0-9]+ is not finite at step [0-9]+" "$tmp/stderr"'
-check "gradient overflow: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
+# names that parameter and the step.  Which overflows first, loss or
+# gradient, depends on every rounding of the run; the sanitizer build
+# (ATTOGRAD_QUICK, -O1) rounds differently (no fused multiply-adds), so it
+# skips this one.
+if [ -n "${ATTOGRAD_QUICK:-}" ]; then
+    skip "gradient overflow (its rounding-dependent run is asserted by the plain make test)"
+else
+    (cd "$O" && "$A" train --arch attn-only --optimizer sgd --lr 1e6 --steps 50 --save-every 1 --eval-every 0 --quiet \
+        --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
+    rc=$?
+    msg=$(cat "$tmp/stderr")
+    check "gradient overflow: exit $rc, one line naming the parameter and the step ($msg)" \
+        eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] &&
+              grep -qE "gradient of [a-z_.0-9]+ is not finite at step [0-9]+" "$tmp/stderr"'
+    check "gradient overflow: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
+fi
 rm -f "$O"/*
 
 # ---- a second SIGINT leaves at once, the checkpoint untouched ---------------------------
