@@ -484,6 +484,47 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_dropout(ctx, Z(3), 1, 1), "ag_dropout", "p = 1");
     EXPECT_ERROR((void)ag_dropout(ctx, Z(3), -0.25f, 1), "ag_dropout", "p = -0.25");
     EXPECT_ERROR((void)ag_dropout(ctx, Z(3), NAN, 0), "ag_dropout");
+
+    EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 3, 1, 0, 0, NULL), "ag_attention", "[2,3,12]", "3 heads");
+    EXPECT_ERROR((void)ag_attention(ctx, Z(2, 12), 2, 1, 0, 0, NULL), "ag_attention", "[2,12]");
+    EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
+}
+
+/* ag_params_join views parameters stored back to back as one tensor whose
+ * gradient is theirs; anything else is refused. */
+static void test_params_join(ag_ctx *ctx)
+{
+    ag_params *ps = ag_params_new();
+    ag_tensor *a = ag_params_add(ps, "a", 2, (int[]){2, 3});
+    ag_tensor *b = ag_params_add(ps, "b", 2, (int[]){2, 3});
+    ag_tensor *c = ag_params_add(ps, "c", 2, (int[]){1, 3});
+    ag_tensor *d = ag_params_add(ps, "d", 2, (int[]){2, 3});
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ a, b }, 2), "ag_params_join", "not an allocated");
+    ag_params_alloc(ps);
+    for (size_t i = 0; i < ps->total; i++)
+        ps->data[i] = (ag_real)i;
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ b, c }, 2), "ag_params_join", "c", "[1,3]", "[2,3]");
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ a, d }, 2), "ag_params_join", "d", "right after a");
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ b, a }, 2), "ag_params_join", "a", "right after b");
+    ag_tensor *z = Z(3);
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ z }, 1), "ag_params_join", "not an allocated");
+
+    /* [a; b] is [4,3] over a's and b's storage; y = sum(x [a;b]^T) trains both */
+    ag_reset(ctx);
+    ag_params_zero_grad(ps);
+    ag_tensor *ab = ag_params_join(ctx, (ag_tensor *[]){ a, b }, 2);
+    CHECK(ab->ndim == 2 && ab->shape[0] == 4 && ab->shape[1] == 3 && ab->data == a->data && ab->data[6] == b->data[0],
+          "joined parameters: shape [4,3] over a then b");
+    ag_tensor *x = ag_from(ctx, 2, (int[]){1, 3}, (ag_real[]){ 1, 2, 3 });
+    ag_backward(ctx, ag_sum_all(ctx, ag_linear(ctx, x, ab, NULL)));
+    int ok = 1;
+    for (int r = 0; r < 2; r++)
+        for (int k = 0; k < 3; k++)
+            ok &= a->grad[r * 3 + k] == k + 1 && b->grad[r * 3 + k] == k + 1;
+    for (size_t i = 0; i < c->size; i++)
+        ok &= c->grad[i] == 0 && d->grad[i] == 0;
+    CHECK(ok, "gradients through the joined view reach a and b, and nothing else");
+    ag_params_free(ps);
 }
 
 static void test_usage_errors(ag_ctx *ctx)
@@ -979,6 +1020,7 @@ int main(void)
     ag_set_error_handler(record_error, NULL);
     test_shape_errors(ctx);
     test_usage_errors(ctx);
+    test_params_join(ctx);
     ag_set_error_handler(NULL, NULL);
     CHECK(error_count > 0, "the error handler was never called");
 
