@@ -175,7 +175,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
                         ag_tensor **weights)
 {
     char s[64];
-    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % (3 * n_head) != 0)
+    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
         ag_error("ag_attention: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);
     if (!(dropout >= 0 && dropout < 1))

@@ -487,6 +487,8 @@ static void test_shape_errors(ag_ctx *ctx)
 
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 3, 1, 0, 0, NULL), "ag_attention", "[2,3,12]", "3 heads");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 12), 2, 1, 0, 0, NULL), "ag_attention", "[2,12]");
+    EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 0, 1, 0, 0, NULL), "ag_attention", "0 heads");
+    EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 1 << 30, 1, 0, 0, NULL), "ag_attention", "[2,3,12]");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
 }
 
