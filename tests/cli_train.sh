@@ -98,6 +98,7 @@ bad "is a directory" train --text "$tmp"
 bad "this run needs about" train --d-model 65536 --layers 256 --heads 1 --save "$tmp/never.st"
 check "no checkpoint written by a refused run" '[ ! -e "$tmp/never.st" ]'
 check "--help exits 0 and lists the flags" '$A train --help | grep -q -- "--qkv-bias"'
+check "--help where a value is due still shows the help" '$A train --text --help | grep -q -- "--qkv-bias"'
 check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --help >/dev/null && $A info --help >/dev/null'
 
 # --- a resumable checkpoint whose saved training options are out of range is refused

@@ -115,12 +115,15 @@ static void parse_value(const char *cmd, opt *o, const char *text)
 
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts)
 {
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    /* -h or --help anywhere shows the help, even where a value was due
+     * ("--text --help"); a file of that name can be given as ./--help */
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(cmd, summary, opts, nopts);
             leave(0);
         }
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
         /* --name=value is accepted as well as --name value */
         char name[64];
         const char *eq = strchr(a, '=');
