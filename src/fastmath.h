@@ -61,27 +61,29 @@ static inline float ag_fast_exp(float x)
 }
 
 /* erf by Abramowitz & Stegun 7.1.26: for z = |x|, t = 1/(1 + p z),
- * erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^{-z^2}; odd in x. */
-static inline float ag_fast_erf(float x)
+ * erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^{-z^2}; odd in x.
+ * erf_signed takes e^{-z^2} from its caller, who may need it too. */
+static inline float erf_signed(float x, float z, float exp_minus_z2)
 {
-    float z = fabsf(x);
     float t = 1.0f / (1.0f + 0.3275911f * z);
     float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    float e = 1.0f - poly * ag_fast_exp(-z * z);
+    float e = 1.0f - poly * exp_minus_z2;
     return x < 0 ? -e : e;
 }
 
+static inline float ag_fast_erf(float x)
+{
+    float z = fabsf(x);
+    return erf_signed(x, z, ag_fast_exp(-z * z));
+}
+
 /* The standard normal cdf Phi(x) = (1 + erf(x / sqrt 2)) / 2 and density
- * phi(x) = exp(-x^2 / 2) / sqrt(2 pi), for GELU's derivative.  erf(x / sqrt 2)
- * by the formula above needs exp(-x^2 / 2) too: one exp serves both. */
+ * phi(x) = exp(-x^2 / 2) / sqrt(2 pi), for GELU's derivative: erf(x / sqrt 2)
+ * needs exp(-x^2 / 2) too, so one exp serves both. */
 static inline void ag_fast_normal(float x, float *cdf, float *pdf)
 {
-    float z = fabsf(x) * 0.70710678118654752440f;
-    float t = 1.0f / (1.0f + 0.3275911f * z);
-    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
     float g = ag_fast_exp(-0.5f * x * x);
-    float e = 1.0f - poly * g;
-    *cdf = 0.5f * (1.0f + (x < 0 ? -e : e));
+    *cdf = 0.5f * (1.0f + erf_signed(x, fabsf(x) * 0.70710678118654752440f, g));
     *pdf = 0.39894228040143267794f * g;
 }
 

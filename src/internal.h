@@ -68,10 +68,10 @@ struct ag_ctx {
 #define AG_ALIGN 64
 
 /* Loops over more elements than this run on all threads (OpenMP), split
- * statically: thread t gets the same rows in every op (and in the matrix
- * multiplies), so they stay in its cache.  Each element or row is computed
- * by exactly one thread with the same arithmetic, so results do not depend
- * on the thread count. */
+ * statically: thread t gets the same rows in every op (and in the small
+ * matrix multiplies, see gemm.c), so they stay in its cache.  Each element
+ * or row is computed by exactly one thread with the same arithmetic, so
+ * results do not depend on the thread count. */
 #define AG_PARALLEL_MIN 16384
 
 /* The calling thread's number in its OpenMP team: 0 outside a parallel
