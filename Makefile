@@ -28,7 +28,9 @@ OPENMP := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o 
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unknown-pragmas
 CFLAGS  ?= $(OPT) $(ARCH) -g
-ALLCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(SAN) -Iinclude -Isrc -Itrain
+# The library sees include/ and src/ only: the engine knows nothing of train/.
+LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(SAN) -Iinclude -Isrc
+ALLCFLAGS = $(LIBCFLAGS) -Itrain
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c)
@@ -45,7 +47,12 @@ TRAINLIB  = $(BUILD)/libtrain.a
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h train/*.h) Makefile
+$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h) Makefile
+	@mkdir -p $(dir $@)
+	@echo "  CC  $@"
+	@$(CC) $(LIBCFLAGS) -c $< -o $@
+
+$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(ALLCFLAGS) -c $< -o $@

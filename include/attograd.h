@@ -60,6 +60,7 @@ typedef struct ag_tensor {
     ag_real *grad;          /* NULL until a gradient reaches it */
     int requires_grad;      /* parameters, and anything computed from them */
     int is_param;
+    int decay;              /* parameters: weight decay applies (set by whoever builds the model) */
     const char *name;       /* parameter name, or NULL */
     ag_node *node;          /* the tape entry that produced it, or NULL for leaves */
 } ag_tensor;
@@ -241,9 +242,12 @@ typedef struct ag_optim {
     ag_real *v;                         /* AdamW second moment (NULL for SGD) */
 } ag_optim;
 
-/* SGD: g += wd p;  buf = momentum buf + g;  p -= lr buf. */
+/* Weight decay applies to the parameters whose `decay` flag is set (the model
+ * decides: typically matrices, not biases or norm gains); both optimizers
+ * honor the flag the same way. */
+/* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf. */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
-/* AdamW: p -= lr wd p (only parameters with 2 or more dims), then the Adam step
+/* AdamW: p -= lr wd p (decayed parameters), then the Adam step
  * with bias-corrected moments: p -= lr m^ / (sqrt(v^) + eps). */
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay);
 void ag_optim_step(ag_optim *opt, double lr);
@@ -251,9 +255,6 @@ void ag_optim_free(ag_optim *opt);
 /* Scale all gradients so their global L2 norm is at most max_norm (as
  * torch.nn.utils.clip_grad_norm_); returns the norm before clipping. */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
-/* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
- * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
-double ag_lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
 
 /* ---- checkpoint files: safetensors ----------------------------------------
  * Layout: u64 little-endian header length N, N bytes of UTF-8 JSON mapping

@@ -1,7 +1,7 @@
 /*
- * optim.c - SGD with momentum, AdamW, global gradient-norm clipping and the
- * learning-rate schedule.  Parameters, gradients and moments are parallel
- * contiguous blocks, so every update is a flat loop over all parameters.
+ * optim.c - SGD with momentum, AdamW and global gradient-norm clipping.
+ * Parameters, gradients and moments are parallel contiguous blocks, so an
+ * update is a flat loop over each parameter's stretch of them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -64,26 +64,31 @@ void ag_optim_free(ag_optim *o)
 static void sgd_step(ag_optim *o, double lr)
 {
     ag_params *ps = o->ps;
-    ag_real *restrict p = ps->data, *restrict buf = o->m;
-    const ag_real *restrict g = ps->grad;
-    const ag_real wd = (ag_real)o->weight_decay, mu = (ag_real)o->momentum, rate = (ag_real)lr;
-    const long n = (long)ps->total;
-    if (mu == 0) {
-        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
-        for (long i = 0; i < n; i++)
-            p[i] -= rate * (g[i] + wd * p[i]);
-    } else if (o->step == 0) {
-        /* the first step starts the buffer at the gradient itself */
-        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) {
-            buf[i] = g[i] + wd * p[i];
-            p[i] -= rate * buf[i];
-        }
-    } else {
-        #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
-        for (long i = 0; i < n; i++) {
-            buf[i] = mu * buf[i] + (g[i] + wd * p[i]);
-            p[i] -= rate * buf[i];
+    const ag_real mu = (ag_real)o->momentum, rate = (ag_real)lr;
+    for (int k = 0; k < ps->count; k++) {
+        ag_tensor *t_ = ps->list[k];
+        size_t off = (size_t)(t_->data - ps->data);
+        ag_real *restrict p = t_->data, *restrict buf = o->m + off;
+        const ag_real *restrict g = t_->grad;
+        const ag_real wd = t_->decay ? (ag_real)o->weight_decay : 0;
+        const long n = (long)t_->size;
+        if (mu == 0) {
+            #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+            for (long i = 0; i < n; i++)
+                p[i] -= rate * (g[i] + wd * p[i]);
+        } else if (o->step == 0) {
+            /* the first step starts the buffer at the gradient itself */
+            #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+            for (long i = 0; i < n; i++) {
+                buf[i] = g[i] + wd * p[i];
+                p[i] -= rate * buf[i];
+            }
+        } else {
+            #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
+            for (long i = 0; i < n; i++) {
+                buf[i] = mu * buf[i] + (g[i] + wd * p[i]);
+                p[i] -= rate * buf[i];
+            }
         }
     }
 }
@@ -101,8 +106,8 @@ static void adamw_step(ag_optim *o, double lr)
         ag_real *restrict p = t_->data, *restrict m = o->m + off, *restrict v = o->v + off;
         const ag_real *restrict g = t_->grad;
         const long n = (long)t_->size;
-        /* decoupled weight decay: matrices only, never biases or norm gains */
-        const ag_real decay = t_->ndim >= 2 ? (ag_real)(1 - lr * o->weight_decay) : 1;
+        /* decoupled weight decay, on the parameters the model flagged */
+        const ag_real decay = t_->decay ? (ag_real)(1 - lr * o->weight_decay) : 1;
         #pragma omp parallel for schedule(static) if (n > OPTIM_PARALLEL_MIN)
         for (long i = 0; i < n; i++) {
             p[i] *= decay;
@@ -147,17 +152,4 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm)
             ps->grad[i] *= c;
     }
     return norm;
-}
-
-double ag_lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
-{
-    if (!cosine)
-        return lr;
-    if (step < warmup)
-        return lr * (double)(step + 1) / (double)warmup;
-    long span = total - warmup;
-    double progress = span > 0 ? (double)(step - warmup) / (double)span : 1;
-    if (progress > 1)
-        progress = 1;
-    return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
 }

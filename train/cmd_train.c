@@ -418,7 +418,7 @@ int cmd_train(int argc, char **argv)
     int have_final = 0;
     int status = 0;
     for (; step < o.steps; step++) {
-        double lr = ag_lr_schedule(cosine, step, o.warmup, o.steps, o.lr, o.min_lr);
+        double lr = lr_schedule(cosine, step, o.warmup, o.steps, o.lr, o.min_lr);
         dataset_batch(&data, random_order, &data_rng, step, B, S, x, y);
         ag_reset(ctx);
         ag_tensor *logits = model_forward(ctx, &m, x, B, S, 1, NULL);

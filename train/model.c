@@ -70,6 +70,11 @@ void model_build(model *m, const model_config *cfg)
     if (cfg->arch == ARCH_GPT)
         m->final_norm = nn_layer_norm_new(ps, "final_norm", d);
     m->out_head = nn_linear_new(ps, "out_head", d, V, 0);
+    /* Weight decay pulls the matrices (embeddings, projections, the head)
+     * toward zero, never the biases or the layer norms' gains and shifts,
+     * as GPT-2 and nanoGPT train. */
+    for (int i = 0; i < ps->count; i++)
+        ps->list[i]->decay = ps->list[i]->ndim >= 2;
     ag_params_alloc(ps);
     for (int t = 0; t < cfg->context; t++)
         m->positions[t] = t;

@@ -56,6 +56,19 @@ void open_model(const char *cmd, const char *path, ckpt *ck, model *m)
         die(cmd, "%s", err);
 }
 
+double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
+{
+    if (!cosine)
+        return lr;
+    if (step < warmup)
+        return lr * (double)(step + 1) / (double)warmup;
+    long span = total - warmup;
+    double progress = span > 0 ? (double)(step - warmup) / (double)span : 1;
+    if (progress > 1)
+        progress = 1;
+    return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
+}
+
 double now_seconds(void)
 {
     struct timespec ts;

@@ -50,6 +50,10 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
 /* ckpt_open for a subcommand: on any problem, its one-line message and exit 2. */
 void open_model(const char *cmd, const char *path, ckpt *ck, model *m);
 
+/* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
+ * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
+double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
+
 double now_seconds(void);
 /* "1.23 M", "456 k": for parameter counts and rates. */
 const char *human(double v, char *buf, size_t len);
