@@ -2,6 +2,8 @@
 #
 #   make                    build/libattograd.a and build/attograd (float)
 #   make PRECISION=double   the same in build-double/ (used by the gradient checks)
+#   make REFERENCE=1        the same from the plain reference kernels alone
+#                           (src/reference.c; no src/kernels/, no OpenMP) in build-ref/
 #   make test               every test; ends with "N passed, N failed"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
@@ -14,26 +16,39 @@ ARCH      ?= -march=native
 OPT       ?= -O3
 SAN       ?=
 
+REFERENCE ?=
+
 BUILDDIR  ?= build
+ifeq ($(REFERENCE),1)
+# The reference build: every kernel from src/reference.c, one thread.
+KIND       = -ref
+KERNFLAGS  = -DAG_REFERENCE
+KERNEL_SRC =
+OPENMP    :=
+else
+KIND       =
+KERNFLAGS  =
+KERNEL_SRC = $(wildcard src/kernels/*.c)
+# OpenMP where the compiler has it (gcc does; Debian's clang needs libomp-dev).
+OPENMP    := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+endif
 ifeq ($(PRECISION),double)
-BUILD      = $(BUILDDIR)-double
+BUILD      = $(BUILDDIR)$(KIND)-double
 PRECFLAGS  = -DAG_DOUBLE
 else
-BUILD      = $(BUILDDIR)
+BUILD      = $(BUILDDIR)$(KIND)
 PRECFLAGS  =
 endif
-
-# OpenMP where the compiler has it (gcc does; Debian's clang needs libomp-dev).
-OPENMP := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 
 WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unknown-pragmas
 CFLAGS  ?= $(OPT) $(ARCH) -g
 # The library sees include/ and src/ only: the engine knows nothing of train/.
-LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(SAN) -Iinclude -Isrc
+LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
+            $(SAN) -Iinclude -Isrc
 ALLCFLAGS = $(LIBCFLAGS) -Itrain
 LDLIBS   = -lm
 
-LIB_SRC   = $(wildcard src/*.c)
+LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TRAIN_SRC = $(filter-out train/main.c,$(wildcard train/*.c))
 TRAIN_OBJ = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
@@ -47,7 +62,7 @@ TRAINLIB  = $(BUILD)/libtrain.a
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
-$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h) Makefile
+$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(LIBCFLAGS) -c $< -o $@
@@ -77,12 +92,19 @@ $(BUILD)/tests/%: tests/%.c tests/check.h tests/gradcheck.h $(TRAINLIB) $(LIB)
 tests: $(TEST_BIN)
 
 # The float build's tests, then the double build's (gradient checks run in
-# double precision), then the shell and Python suites, all added up by run.sh.
+# double precision), then the reference build's in double (the same checks on
+# the plain kernels of src/reference.c), then the shell and Python suites
+# (tests/cli_reference.sh trains with the reference build's CLI), all added
+# up by run.sh.
+REFDIR = $(BUILDDIR)-ref
 test:
 	@$(MAKE) -s --no-print-directory all tests
 	@$(MAKE) -s --no-print-directory PRECISION=double all tests
-	@ATTOGRAD=./$(BUILDDIR)/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) \
-	    $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
+	@$(MAKE) -s --no-print-directory REFERENCE=1 PRECISION=double all tests
+	@$(MAKE) -s --no-print-directory REFERENCE=1 all
+	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd sh tests/run.sh \
+	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
+	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
 
 # The same suite with every C test and the CLI under ASan + UBSan.  The
 # learning runs, minutes long under the sanitizers, are skipped there
@@ -136,4 +158,5 @@ run: all
 	./$(CLI) train
 
 clean:
-	rm -rf build build-double build-asan build-asan-double build-fuzz build-valgrind build-valgrind-double
+	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
+	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double

@@ -89,6 +89,9 @@ uint32_t ag_pcg32_next(ag_pcg32 *g);
 double ag_pcg32_uniform(ag_pcg32 *g);                 /* [0, 1), 53 random bits */
 double ag_pcg32_normal(ag_pcg32 *g);                  /* N(0, 1), Box-Muller, no cached spare */
 uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), unbiased */
+/* Skip n draws in O(log n) steps: afterwards the generator gives what it
+ * would have given after n calls of ag_pcg32_next. */
+void ag_pcg32_advance(ag_pcg32 *g, uint64_t n);
 
 /* ---- context: arena, tape, modes --------------------------------------- */
 
@@ -108,6 +111,9 @@ ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
  * do not depend on the thread count. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
+/* Which implementation of the kernels runs: "fast", or "reference" in a
+ * build made with `make REFERENCE=1` (plain loops, one thread). */
+const char *ag_kernels_name(void);
 
 /* Reverse-mode pass from a one-element tensor: d(loss)/d(loss) = 1, then every
  * tape entry in reverse order accumulates (+=) into its inputs' gradients.

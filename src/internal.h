@@ -7,10 +7,7 @@
 #define ATTOGRAD_INTERNAL_H
 
 #include "attograd.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "kernels.h"
 
 /* Every op, in one list: the enum, the name table and the backward table are
  * all generated from it, so adding an op is one line here plus its
@@ -67,24 +64,6 @@ struct ag_ctx {
 
 #define AG_ALIGN 64
 
-/* Loops over more elements than this run on all threads (OpenMP), split
- * statically: thread t gets the same rows in every op (and in the small
- * matrix multiplies, see gemm.c), so they stay in its cache.  Each element
- * or row is computed by exactly one thread with the same arithmetic, so
- * results do not depend on the thread count. */
-#define AG_PARALLEL_MIN 16384
-
-/* The calling thread's number in its OpenMP team: 0 outside a parallel
- * region or without OpenMP.  Indexes per-thread scratch. */
-static inline int ag_thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
 /* Arena memory that lives until the next ag_reset. */
 void *ag_alloc(ag_ctx *ctx, size_t bytes);
 void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);
@@ -107,9 +86,6 @@ ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
  * contribution to a gradient then costs no zeroing pass. */
 ag_real *ag_grad_begin(ag_ctx *ctx, ag_tensor *t, int *assign);
 
-/* n dropout multipliers from the context's generator, in order: 0 with
- * probability p, else 1/(1-p).  ag_dropout and ag_attention share it. */
-ag_real *ag_dropout_mask(ag_ctx *ctx, size_t n, ag_real p);
 
 /* Two shapes aligned from the right (PyTorch broadcasting), padded to 4 dims.
  * For each operand, a stride of 0 on a dim where it has size 1 repeats it. */

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "fastmath.h"
 #include "internal.h"
 
 /* ---- broadcasting ------------------------------------------------------ */
@@ -51,7 +50,9 @@ ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b)
 
 enum { BIN_ADD, BIN_SUB, BIN_MUL };
 
-/* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
+/* Whether neither operand is broadcast (no zero stride on a dim longer than
+ * 1, equal strides): then a, b and the output share one layout, and one
+ * flat loop serves. */
 static int same_shape(const ag_bcast *bc)
 {
     for (int i = 0; i < 4; i++)
@@ -60,6 +61,7 @@ static int same_shape(const ag_bcast *bc)
     return 1;
 }
 
+/* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
 static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const ag_real *b, ag_real *out)
 {
     if (same_shape(bc)) {
@@ -88,23 +90,19 @@ static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const
             }
 }
 
-/* dst[id] += sign * g[i] (* other[io] when other is given), summing over the
- * dims that dst was broadcast along: the adjoint of broadcasting is a sum. */
+/* dst[id] += sign * g[i] (sign * g[i] * other[io] when other is given),
+ * summing over the dims that dst was broadcast along: the adjoint of
+ * broadcasting is a sum.  add and sub pass sign +1 or -1 and no other; mul
+ * passes the other operand and +1. */
 static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, const ag_real *g,
                           const size_t *so, const ag_real *other, ag_real sign)
 {
     if (same_shape(bc)) {
         /* no broadcasting: one flat loop, every element its own */
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        if (other) {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += g[i] * other[i];
-        } else {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += sign * g[i];
-        }
+        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+        for (size_t i = 0; i < n; i++)
+            dst[i] += sign * g[i] * (other ? other[i] : 1);
         return;
     }
     size_t o = 0;
@@ -113,16 +111,10 @@ static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, co
             for (int i2 = 0; i2 < bc->n[2]; i2++) {
                 ag_real *pd = dst + i0 * sd[0] + i1 * sd[1] + i2 * sd[2];
                 const ag_real *pg = g + o;
-                size_t s3 = sd[3];
-                int n3 = bc->n[3];
-                if (other) {
-                    const ag_real *po = other + i0 * so[0] + i1 * so[1] + i2 * so[2];
-                    size_t s3o = so[3];
-                    for (int j = 0; j < n3; j++) pd[j * s3] += pg[j] * po[j * s3o];
-                } else {
-                    for (int j = 0; j < n3; j++) pd[j * s3] += sign * pg[j];
-                }
-                o += (size_t)n3;
+                const ag_real *po = other ? other + i0 * so[0] + i1 * so[1] + i2 * so[2] : NULL;
+                for (int j = 0; j < bc->n[3]; j++)
+                    pd[j * sd[3]] += sign * pg[j] * (po ? po[j * so[3]] : 1);
+                o += (size_t)bc->n[3];
             }
 }
 
@@ -235,16 +227,11 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     ag_real *y = out->data;
     size_t n = a->size;
     switch (op) {
-    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = ag_fast_exp(x[i]); break;
+    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]); break;
     case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = log(x[i]); break;
     case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;
     case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
-    case AG_OP_GELU:
-        /* gelu(x) = x Phi(x) = x/2 (1 + erf(x/sqrt 2)) */
-        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++)
-            y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
-        break;
+    case AG_OP_GELU: ag_kern->gelu(x, y, n); break;   /* x Phi(x): ref_gelu in src/reference.c */
     }
     if (ag_should_record(ctx, out, a, NULL, NULL))
         ag_record(ctx, op, out, a, NULL, NULL);
@@ -297,14 +284,6 @@ void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
 void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
 {
     int assign;
-    ag_real *restrict dx = ag_grad_begin(ctx, n->in[0], &assign);
-    const ag_real *restrict dy = n->out->grad, *restrict x = n->in[0]->data;
-    const long size = (long)n->out->size;
-    #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN)
-    for (long i = 0; i < size; i++) {
-        ag_real cdf, pdf;
-        ag_fast_normal(x[i], &cdf, &pdf);
-        ag_real g = dy[i] * (cdf + x[i] * pdf);
-        dx[i] = assign ? g : dx[i] + g;
-    }
+    ag_real *dx = ag_grad_begin(ctx, n->in[0], &assign);
+    ag_kern->gelu_backward(n->in[0]->data, n->out->grad, dx, n->out->size, assign);
 }

@@ -1,11 +1,11 @@
 /*
  * ops_matmul.c - batched matmul (torch.matmul semantics for 2-D to 4-D) and
- * linear (x W^T + b, nn.Linear's layout).  All arithmetic goes through
- * ag_gemm, whose transpose flags let backward use A^T and B^T in place.
+ * linear (x W^T + b, nn.Linear's layout).  All arithmetic goes through the
+ * gemm kernel (definition: ref_gemm in src/reference.c), whose transpose
+ * flags let backward use A^T and B^T in place.
  */
 #include <string.h>
 
-#include "gemm.h"
 #include "internal.h"
 
 /* The batch (leading) dims of a matmul, broadcast and padded to 2. */
@@ -80,14 +80,14 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     if (p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride_a) && stride_a == (long)p.M * p.K) {
         /* b is one matrix shared by every batch item and a is contiguous:
          * stack a's rows into one tall product. */
-        ag_gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
+        ag_kern->gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
     } else if (regular(p.sa, p.nb, &stride_a) && regular(p.sb, p.nb, &stride_b)) {
-        ag_gemm_batched(batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
+        ag_kern->gemm_batched(batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
                         0, out->data, mat_c, p.N);
     } else {
         for (int i = 0; i < p.nb[0]; i++)
             for (int j = 0; j < p.nb[1]; j++)
-                ag_gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
+                ag_kern->gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
                         b->data + i * p.sb[0] + j * p.sb[1], p.N, 0,
                         out->data + (i * p.nb[1] + j) * mat_c, p.N);
     }
@@ -113,14 +113,14 @@ void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
     if (a->requires_grad) {
         ag_real *da = ag_grad(ctx, a);
         if (b_shared && a_reg && stride_a == (long)p->M * p->K)
-            ag_gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
+            ag_kern->gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
         else if (a_reg && stride_a != 0 && b_reg)
-            ag_gemm_batched(batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
+            ag_kern->gemm_batched(batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
                             1, da, stride_a, p->K);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
-                    ag_gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
+                    ag_kern->gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
                             b->data + i * p->sb[0] + j * p->sb[1], p->N, 1,
                             da + i * p->sa[0] + j * p->sa[1], p->K);
     }
@@ -128,14 +128,14 @@ void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
         ag_real *db = ag_grad(ctx, b);
         if (b_shared && a_reg && stride_a == (long)p->M * p->K)
             /* dB = sum over items of A_i^T dC_i = (stacked A)^T (stacked dC) */
-            ag_gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
+            ag_kern->gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
         else if (b_reg && stride_b != 0 && a_reg)
-            ag_gemm_batched(batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
+            ag_kern->gemm_batched(batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
                             1, db, stride_b, p->N);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
-                    ag_gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
+                    ag_kern->gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
                             dc + (i * p->nb[1] + j) * mat_c, p->N, 1,
                             db + i * p->sb[0] + j * p->sb[1], p->N);
     }
@@ -160,7 +160,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     ag_tensor *out = ag_empty(ctx, x->ndim, shape);
     int rows = (int)(x->size / (size_t)in);
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
-    ag_gemm(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
+    ag_kern->gemm(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
     if (b) {
         #pragma omp parallel for schedule(static) if (out->size > AG_PARALLEL_MIN)
         for (int r = 0; r < rows; r++) {
@@ -183,21 +183,10 @@ void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
     if (x->requires_grad) {
         int assign;   /* a new dx is stored (beta 0), not zeroed and added to */
         ag_real *dx = ag_grad_begin(ctx, x, &assign);
-        ag_gemm(0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in);
+        ag_kern->gemm(0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in);
     }
     if (W->requires_grad)
-        ag_gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
-    if (b && b->requires_grad) {
-        /* each column summed over the rows in order, by one thread */
-        ag_real *db = ag_grad(ctx, b);
-        #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN && outf >= 64)
-        for (int o0 = 0; o0 < outf; o0 += 16) {
-            int o1 = o0 + 16 < outf ? o0 + 16 : outf;
-            for (int r = 0; r < rows; r++) {
-                const ag_real *g = dy + (size_t)r * outf;
-                for (int o = o0; o < o1; o++)
-                    db[o] += g[o];
-            }
-        }
-    }
+        ag_kern->gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
+    if (b && b->requires_grad)
+        ag_kern->column_sums(dy, (size_t)rows, (size_t)outf, ag_grad(ctx, b));
 }

@@ -2,12 +2,13 @@
  * ops_softmax.c - softmax, log_softmax, masked_fill and the fused
  * cross-entropy: the ops that turn attention scores into weights and
  * logits into a loss.  All of them subtract the row maximum before exp, and
- * all of them keep -inf (a masked score) from ever turning into NaN.
+ * all of them keep -inf (a masked score) from ever turning into NaN.  The
+ * row arithmetic is in the kernels (definitions: ref_softmax,
+ * ref_cross_entropy and their backwards in src/reference.c).
  */
 #include <math.h>
 #include <string.h>
 
-#include "fastmath.h"
 #include "internal.h"
 
 /* A dim of a tensor seen as [outer, n, inner]: element k of row (o, i) is
@@ -21,77 +22,12 @@ static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
     return r;
 }
 
-/* y = softmax(x) along one row of stride s, or log_softmax when `log` is set.
- * A row of all -inf has no maximum to subtract: softmax gives zeros and
- * log_softmax gives -inf, instead of exp(-inf - -inf) = NaN. */
-static void softmax_contiguous(const ag_real *restrict x, ag_real *restrict y, size_t n, int log_out)
-{
-    ag_real max = ag_max_lanes(x, n);
-    if (max == -INFINITY) {
-        for (size_t k = 0; k < n; k++)
-            y[k] = log_out ? -INFINITY : 0;
-        return;
-    }
-    for (size_t k = 0; k < n; k++)
-        y[k] = ag_fast_exp(x[k] - max);
-    double sum = ag_sum_lanes(y, n);
-    if (log_out) {
-        ag_real log_sum = (ag_real)log(sum);
-        for (size_t k = 0; k < n; k++)
-            y[k] = (x[k] - max) - log_sum;
-    } else {
-        ag_real inv = (ag_real)(1.0 / sum);
-        for (size_t k = 0; k < n; k++)
-            y[k] *= inv;
-    }
-}
-
-static void softmax_row(const ag_real *x, ag_real *y, size_t n, size_t s, int log_out)
-{
-    if (s == 1) {
-        softmax_contiguous(x, y, n, log_out);
-        return;
-    }
-    ag_real max = -INFINITY;
-    for (size_t k = 0; k < n; k++)
-        if (x[k * s] > max)
-            max = x[k * s];
-    if (max == -INFINITY) {
-        for (size_t k = 0; k < n; k++)
-            y[k * s] = log_out ? -INFINITY : 0;
-        return;
-    }
-    double sum = 0;
-    for (size_t k = 0; k < n; k++) {
-        ag_real e = ag_fast_exp(x[k * s] - max);
-        sum += e;
-        if (!log_out)
-            y[k * s] = e;
-    }
-    if (log_out) {
-        /* (x - max) - log(sum), not x - (max + log(sum)): with large logits
-         * the latter rounds log(sum) to the spacing of floats near max. */
-        ag_real log_sum = (ag_real)log(sum);
-        for (size_t k = 0; k < n; k++)
-            y[k * s] = (x[k * s] - max) - log_sum;
-    } else {
-        ag_real inv = (ag_real)(1.0 / sum);
-        for (size_t k = 0; k < n; k++)
-            y[k * s] *= inv;
-    }
-}
-
 static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
 {
-    int d;
-    rows3 r = rows_of(op == AG_OP_SOFTMAX ? "ag_softmax" : "ag_log_softmax", a, dim, &d);
+    int d, log_out = op == AG_OP_LOG_SOFTMAX;
+    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", a, dim, &d);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
-    size_t rows = r.outer * r.inner;
-    #pragma omp parallel for schedule(static) if (a->size > AG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
-        size_t base = (row / r.inner) * r.n * r.inner + row % r.inner;
-        softmax_row(a->data + base, out->data + base, r.n, r.inner, op == AG_OP_LOG_SOFTMAX);
-    }
+    ag_kern->softmax(a->data, out->data, r.outer, r.n, r.inner, log_out);
     if (ag_should_record(ctx, out, a, NULL, NULL))
         ag_record(ctx, op, out, a, NULL, NULL)->iarg[0] = d;
     return out;
@@ -100,53 +36,20 @@ static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *a, int dim) { return softmax_op(ctx, AG_OP_SOFTMAX, a, dim); }
 ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim) { return softmax_op(ctx, AG_OP_LOG_SOFTMAX, a, dim); }
 
-/* y = softmax(x): dy_j/dx_k = y_j ([j = k] - y_k), so
- *   dx_k += y_k (dy_k - sum_j dy_j y_j).
- * Masked entries have y_k = 0 and receive exactly 0; so does a fully masked row. */
-void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node)
+/* y = softmax(x):      dx_k += y_k (dy_k - sum_j dy_j y_j)
+ * y = log_softmax(x):  dx_k += dy_k - softmax_k sum_j dy_j
+ * Masked entries (y = 0, or -inf for log_softmax) receive exactly 0, and so
+ * does a fully masked row. */
+static void softmax_backward(ag_ctx *ctx, ag_node *node, int log_out)
 {
     int d;
-    rows3 r = rows_of("ag_softmax", node->out, node->iarg[0], &d);
-    const ag_real *y = node->out->data, *dy = node->out->grad;
-    ag_real *dx = ag_grad(ctx, node->in[0]);
-    size_t rows = r.outer * r.inner;
-    #pragma omp parallel for schedule(static) if (node->out->size > AG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
-        size_t base = (row / r.inner) * r.n * r.inner + row % r.inner, s = r.inner;
-        double dot = 0;
-        if (s == 1)
-            dot = ag_dot_lanes(dy + base, y + base, r.n);
-        else
-            for (size_t k = 0; k < r.n; k++)
-                dot += (double)dy[base + k * s] * y[base + k * s];
-        for (size_t k = 0; k < r.n; k++)
-            dx[base + k * s] += y[base + k * s] * (dy[base + k * s] - (ag_real)dot);
-    }
+    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", node->out, node->iarg[0], &d);
+    ag_kern->softmax_backward(node->out->data, node->out->grad, ag_grad(ctx, node->in[0]), r.outer, r.n, r.inner,
+                              log_out);
 }
 
-/* y = log_softmax(x):  dx_k += dy_k - softmax_k sum_j dy_j.
- * An entry whose output is -inf (its input was -inf) is a constant, not a
- * function of anything: it gets 0, which also covers fully masked rows. */
-void ag_backward_LOG_SOFTMAX(ag_ctx *ctx, ag_node *node)
-{
-    int d;
-    rows3 r = rows_of("ag_log_softmax", node->out, node->iarg[0], &d);
-    const ag_real *y = node->out->data, *dy = node->out->grad;
-    ag_real *dx = ag_grad(ctx, node->in[0]);
-    for (size_t o = 0; o < r.outer; o++)
-        for (size_t i = 0; i < r.inner; i++) {
-            size_t base = o * r.n * r.inner + i, s = r.inner;
-            double sum = 0;
-            for (size_t k = 0; k < r.n; k++)
-                if (y[base + k * s] != -INFINITY)
-                    sum += dy[base + k * s];
-            for (size_t k = 0; k < r.n; k++) {
-                ag_real yk = y[base + k * s];
-                if (yk != -INFINITY)
-                    dx[base + k * s] += dy[base + k * s] - ag_fast_exp(yk) * (ag_real)sum;
-            }
-        }
-}
+void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 0); }
+void ag_backward_LOG_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 1); }
 
 /* ---- masked_fill -------------------------------------------------------- */
 
@@ -197,9 +100,8 @@ typedef struct {
     size_t counted;
 } ce_saved;
 
-/* Rows are independent: threads take whole rows, and the mean adds the
- * per-row losses in row order afterwards, so the thread count changes
- * nothing.  Forward keeps each row's softmax, so backward is one pass. */
+/* Forward keeps each row's softmax, so backward is one pass.  The mean adds
+ * the per-row losses in row order. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {
     int V = logits->shape[logits->ndim - 1];
@@ -212,20 +114,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
     sv->prob = ag_alloc(ctx, logits->size * sizeof(ag_real));
     double *loss = ag_alloc(ctx, R * sizeof(double));
     memcpy(sv->targets, targets, R * sizeof(int32_t));
-    #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
-    for (size_t r = 0; r < R; r++) {
-        const ag_real *x = logits->data + r * (size_t)V;
-        ag_real *p = sv->prob + r * (size_t)V;
-        ag_real max = ag_max_lanes(x, (size_t)V);
-        for (int k = 0; k < V; k++)
-            p[k] = ag_fast_exp(x[k] - max);
-        double sum = ag_sum_lanes(p, (size_t)V);
-        ag_real inv = (ag_real)(1.0 / sum);
-        for (int k = 0; k < V; k++)
-            p[k] *= inv;
-        /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
-        loss[r] = targets[r] >= 0 ? (double)(max - x[targets[r]]) + log(sum) : 0;
-    }
+    ag_kern->cross_entropy(logits->data, targets, R, V, sv->prob, loss);
     double total = 0;
     sv->counted = 0;
     for (size_t r = 0; r < R; r++)
@@ -246,26 +135,8 @@ void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
     const ce_saved *sv = n->saved;
     ag_tensor *logits = n->in[0];
     int V = logits->shape[logits->ndim - 1];
-    size_t R = logits->size / (size_t)V;
     ag_real scale = sv->counted ? n->out->grad[0] / (ag_real)sv->counted : 0;
     int assign;                      /* every row is written: ignored rows get 0 */
     ag_real *dx = ag_grad_begin(ctx, logits, &assign);
-    #pragma omp parallel for schedule(static) if (logits->size > AG_PARALLEL_MIN)
-    for (size_t r = 0; r < R; r++) {
-        int t = sv->targets[r];
-        const ag_real *p = sv->prob + r * (size_t)V;
-        ag_real *g = dx + r * (size_t)V;
-        if (t < 0) {
-            if (assign)
-                memset(g, 0, (size_t)V * sizeof(ag_real));
-            continue;
-        }
-        if (assign)
-            for (int k = 0; k < V; k++)
-                g[k] = scale * p[k];
-        else
-            for (int k = 0; k < V; k++)
-                g[k] += scale * p[k];
-        g[t] -= scale;
-    }
+    ag_kern->cross_entropy_backward(sv->prob, sv->targets, logits->size / (size_t)V, V, scale, dx, assign);
 }

@@ -20,6 +20,24 @@ uint32_t ag_pcg32_next(ag_pcg32 *g)
     return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u));
 }
 
+/* n steps of state = state * MULT + inc at once: the composition of n such
+ * affine maps is again one, state * mult_n + plus_n, built by squaring (the
+ * map for 2^b steps from the map for 2^(b-1)) and combined over n's bits. */
+void ag_pcg32_advance(ag_pcg32 *g, uint64_t n)
+{
+    uint64_t mult = 1, plus = 0;                /* the map for the bits of n taken so far */
+    uint64_t step_mult = PCG_MULT, step_plus = g->inc;  /* the map for 2^b steps */
+    for (; n; n >>= 1) {
+        if (n & 1) {
+            mult *= step_mult;
+            plus = plus * step_mult + step_plus;
+        }
+        step_plus = (step_mult + 1) * step_plus;
+        step_mult *= step_mult;
+    }
+    g->state = g->state * mult + plus;
+}
+
 void ag_pcg32_seed(ag_pcg32 *g, uint64_t seed, uint64_t stream)
 {
     g->state = 0;

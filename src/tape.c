@@ -74,10 +74,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (!n->out->grad)
             continue;              /* no gradient reached this entry */
-        ag_backward_fn fn = backward_table[n->op];
-        if (!fn)
-            ag_error("ag_backward: no backward for op '%s'", ag_op_name(n->op));
-        fn(ctx, n);
+        backward_table[n->op](ctx, n);
     }
 }
 

@@ -17,6 +17,16 @@
 
 #include "internal.h"
 
+/* ---- kernels ------------------------------------------------------------ */
+
+#ifdef AG_REFERENCE
+const ag_kernels *ag_kern = &ag_kernels_reference;
+#else
+const ag_kernels *ag_kern = &ag_kernels_fast;
+#endif
+
+const char *ag_kernels_name(void) { return ag_kern->name; }
+
 /* ---- errors ------------------------------------------------------------ */
 
 static ag_error_fn error_fn;

@@ -11,7 +11,7 @@
 
 #include <cblas.h>
 
-#include "gemm.h"
+#include "kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -53,9 +53,9 @@ static void run_once(const shape *s, const operands *o, int use_blas)
     long sa = (long)s->M * s->K, sb = (long)s->K * s->N, sc = (long)s->M * s->N;
     if (!use_blas) {
         if (s->batch == 1)
-            ag_gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
+            ag_kern->gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
         else
-            ag_gemm_batched(s->batch, s->ta, s->tb, s->M, s->N, s->K, o->A, sa, lda, o->B, sb,
+            ag_kern->gemm_batched(s->batch, s->ta, s->tb, s->M, s->N, s->K, o->A, sa, lda, o->B, sb,
                             ldb, 0, o->C, sc, ldc);
         return;
     }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "gemm.h"
+#include "kernels.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -113,7 +113,7 @@ static void one_case(int ta, int tb, int M, int N, int K, int pad, ag_real beta,
             if (i % ldc < (size_t)N) C0[i] = (ag_real)NAN;
     ag_real *C = malloc(sizeof(ag_real) * ((size_t)M * ldc + 1));
     memcpy(C, C0, sizeof(ag_real) * (size_t)M * ldc);
-    ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     verify(integers ? "exact" : "random", ta, tb, M, N, K, A, lda, B, ldb, beta, C0, C, ldc,
            integers);
     free(A);
@@ -190,11 +190,11 @@ static void test_paths_agree(void)
             ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
             ag_real *wide = malloc(sizeof(ag_real) * (size_t)M * N);
             ag_real *part = malloc(sizeof(ag_real) * (size_t)M * N);
-            ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, wide, N);
+            ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, wide, N);
             static const int widths[] = {16, 32, 40};
             for (int w = 0; w < 3; w++) {
                 int n = widths[w], same = 1;
-                ag_gemm(ta, tb, M, n, K, A, lda, B, ldb, 0, part, n);
+                ag_kern->gemm(ta, tb, M, n, K, A, lda, B, ldb, 0, part, n);
                 for (int i = 0; i < M; i++)
                     same &= memcmp(wide + (size_t)i * N, part + (size_t)i * n,
                                    sizeof(ag_real) * n) == 0;
@@ -202,7 +202,7 @@ static void test_paths_agree(void)
                       "%dx%dx%d", ta, tb, M, n, K, n, M, N, K);
             }
             /* the first 20 rows alone: a ragged single row panel */
-            ag_gemm(ta, tb, 20, 48, K, A, lda, B, ldb, 0, part, 48);
+            ag_kern->gemm(ta, tb, 20, 48, K, A, lda, B, ldb, 0, part, 48);
             int same = 1;
             for (int i = 0; i < 20; i++)
                 same &= memcmp(wide + (size_t)i * N, part + (size_t)i * 48, sizeof(ag_real) * 48) == 0;
@@ -219,23 +219,23 @@ static void test_k_zero_and_empty(void)
 {
     ag_real A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8};
     ag_real C[6] = {NAN, NAN, NAN, 1, 2, 3};
-    ag_gemm(0, 0, 2, 3, 0, A, 1, B, 3, 0, C, 3);
+    ag_kern->gemm(0, 0, 2, 3, 0, A, 1, B, 3, 0, C, 3);
     int zero = 1;
     for (int i = 0; i < 6; i++) zero &= C[i] == 0;
     CHECK(zero, "K = 0, beta = 0 must zero C (NaN included)");
 
     ag_real D[6] = {1, 2, 3, 4, 5, 6};
-    ag_gemm(1, 1, 2, 3, 0, A, 2, B, 1, 1, D, 3);
+    ag_kern->gemm(1, 1, 2, 3, 0, A, 2, B, 1, 1, D, 3);
     CHECK(D[0] == 1 && D[5] == 6, "K = 0, beta = 1 must leave C alone");
 
     ag_real E[2] = {7, 7};
-    ag_gemm(0, 0, 0, 2, 2, A, 2, B, 2, 0, E, 2);
-    ag_gemm(0, 0, 2, 0, 2, A, 2, B, 1, 0, E, 1);
+    ag_kern->gemm(0, 0, 0, 2, 2, A, 2, B, 2, 0, E, 2);
+    ag_kern->gemm(0, 0, 2, 0, 2, A, 2, B, 1, 0, E, 1);
     CHECK(E[0] == 7 && E[1] == 7, "an empty product must write nothing");
 
     /* 1x1x1 with beta 1: c = 5 + 2*3 */
     ag_real a = 2, b = 3, c = 5;
-    ag_gemm(0, 0, 1, 1, 1, &a, 1, &b, 1, 1, &c, 1);
+    ag_kern->gemm(0, 0, 1, 1, 1, &a, 1, &b, 1, 1, &c, 1);
     CHECK(c == 11, "1x1x1: got %g, want 11", (double)c);
 }
 
@@ -256,9 +256,9 @@ static void batched_case(int batch, int ta, int tb, int M, int N, int K, int bca
     for (size_t i = 0; i < clen; i++) C0[i] = (ag_real)uniform();
     memcpy(C, C0, sizeof(ag_real) * clen);
     memcpy(L, C0, sizeof(ag_real) * clen);
-    ag_gemm_batched(batch, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, beta, C, sc, ldc);
+    ag_kern->gemm_batched(batch, ta, tb, M, N, K, A, sa, lda, B, sb, ldb, beta, C, sc, ldc);
     for (int b = 0; b < batch; b++)
-        ag_gemm(ta, tb, M, N, K, A + b * sa, lda, B + b * sb, ldb, beta, L + b * sc, ldc);
+        ag_kern->gemm(ta, tb, M, N, K, A + b * sa, lda, B + b * sb, ldb, beta, L + b * sc, ldc);
     int bad = 0;
     for (int b = 0; b < batch && !bad; b++)
         bad += verify("batched", ta, tb, M, N, K, A + b * sa, lda, B + b * sb, ldb, beta,
@@ -319,9 +319,9 @@ static void thread_case(int M, int N, int K)
                 E[t] = calloc(len, sizeof(ag_real));
                 for (size_t i = 0; i < len; i++) D[t][i] = E[t][i] = (ag_real)(i % 7) - 3;
                 omp_set_num_threads(t + 1);
-                ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
-                ag_gemm(ta, tb, M, N, K, A, lda, B, ldb, 1, E[t], N);   /* accumulating */
-                ag_gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
+                ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
+                ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 1, E[t], N);   /* accumulating */
+                ag_kern->gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
                                 (long)rows * N, N);
             }
             omp_set_num_threads(saved);

@@ -41,11 +41,14 @@ static void check_mha(const char *label, mha_case mc)
 }
 
 /* nn_mha_forward (one projection + the fused ag_attention op) against
- * nn_mha_forward_explicit (the seeds' op-by-op composition) on the same
+ * nn_mha_forward_explicit (the tutorials' op-by-op composition) on the same
  * self-attention input, the same dropout draws and the same loss
- * sum(out * R): outputs, attention weights and every gradient must agree to
- * TOL_PATHS relative (the two sum the same products in the same order, but
- * gradients reach shared tensors in a different order). */
+ * sum(out * R): outputs and attention weights must agree to TOL_PATHS
+ * relative (|a - b| <= TOL_PATHS (1 + |b|)), and each parameter's gradient
+ * to TOL_PATHS (1 + its largest element).  The fused op sums in another
+ * order (keys in blocks, weights recomputed from the log-sum-exp in
+ * backward), so a gradient element that is a sum of many terms of either
+ * sign differs by rounding relative to those terms, not to itself. */
 #ifdef AG_DOUBLE
 #define TOL_PATHS 1e-12
 #else
@@ -94,9 +97,21 @@ static void check_fused_equals_explicit(const char *label, mha_case mc, int B, i
     }
     double dout = max_rel_diff(outs[0], outs[1], out[0]->size);
     double dw = max_rel_diff(weights[0], weights[1], (size_t)B * mc.heads * T * T);
-    double dg = max_rel_diff(grads[0], grads[1], ps->total);
+    double dg = 0;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *t = ps->list[i];
+        size_t off = (size_t)(t->data - ps->data);
+        double worst = 0, largest = 0;
+        for (size_t k = 0; k < t->size; k++) {
+            double diff = fabs((double)grads[0][off + k] - grads[1][off + k]);
+            worst = diff > worst || diff != diff ? diff : worst;
+            largest = fabs((double)grads[1][off + k]) > largest ? fabs((double)grads[1][off + k]) : largest;
+        }
+        worst /= 1 + largest;
+        dg = worst > dg || worst != worst ? worst : dg;
+    }
     CHECK(dout <= TOL_PATHS && dw <= TOL_PATHS && dg <= TOL_PATHS,
-          "%s: fused vs explicit, max relative difference: output %.2g, weights %.2g, gradients %.2g", label,
+          "%s: fused vs explicit, max relative difference: output %.2g, weights %.2g, gradients (per tensor) %.2g", label,
           dout, dw, dg);
     /* and the gradients are not trivially equal because they are all zero */
     double norm = 0;

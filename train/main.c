@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("attograd 0.1 (%s)\n", AG_PRECISION_NAME);
+        printf("attograd 0.1 (%s, %s kernels)\n", AG_PRECISION_NAME, ag_kernels_name());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -1,10 +1,10 @@
 /*
- * gemm.c - the blocked matrix multiply behind every matmul and linear op.
+ * gemm.c - FAST KERNEL: the blocked matrix multiply behind every matmul and
+ * linear op (the definition: ref_gemm in src/reference.c).
  * Operands are packed into cache-sized panels, or read in place when small,
  * and multiplied by register tiles written with compiler vector types.
  */
-#include "gemm.h"
-#include "internal.h"
+#include "fast.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -79,23 +79,6 @@
 /* Below this many multiply-adds a product runs on one thread: waking the
  * other threads costs more than it saves. */
 #define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
-
-/* The scalar tile's inner update c += a*b (compilers without vector types).
- * An explicit fma() gives one rounding when the hardware has it
- * (FP_FAST_FMA*); without hardware FMA the library call would be slow, so
- * fall back to a separate multiply, as the vector tile then does too. */
-#ifdef AG_DOUBLE
-#ifdef FP_FAST_FMA
-#define GEMM_FMA(a, b, c) fma((a), (b), (c))
-#endif
-#else
-#ifdef FP_FAST_FMAF
-#define GEMM_FMA(a, b, c) fmaf((a), (b), (c))
-#endif
-#endif
-#ifndef GEMM_FMA
-#define GEMM_FMA(a, b, c) ((a) * (b) + (c))
-#endif
 
 #define GEMM_PRAGMA_STR(x) _Pragma(#x)
 #define GEMM_PRAGMA(x) GEMM_PRAGMA_STR(x)
@@ -191,7 +174,7 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
     for (int k = 0; k < kc; k++) {
         for (int i = 0; i < rows; i++) {
             const ag_real ai = a[i * a_rs];
-            for (int j = 0; j < width; j++) acc[i][j] = GEMM_FMA(ai, b[j], acc[i][j]);
+            for (int j = 0; j < width; j++) acc[i][j] = AG_FMA(ai, b[j], acc[i][j]);
         }
         a += a_ks;
         b += b_ks;
@@ -335,7 +318,6 @@ typedef struct {
     const ag_real *b_all;   /* op(B) packed once for every unit, or NULL: pack per block */
 } gemm_job;
 
-static int min_int(int a, int b) { return a < b ? a : b; }
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* K blocks of nearly equal size (at most KC_MAX): a function of K alone, so
@@ -390,12 +372,12 @@ static size_t round_up64(size_t n)
 /* Packing space for a block of at most rows x cols: A~ then B~. */
 static size_t a_space(int rows, int K)
 {
-    return round_up64((size_t)k_block(K) * min_int(ceil_div(rows, MR) * MR, MC));
+    return round_up64((size_t)k_block(K) * ag_min_int(ceil_div(rows, MR) * MR, MC));
 }
 
 static size_t block_space(int rows, int cols, int K)
 {
-    return a_space(rows, K) + round_up64((size_t)k_block(K) * min_int(ceil_div(cols, NR) * NR, NC));
+    return a_space(rows, K) + round_up64((size_t)k_block(K) * ag_min_int(ceil_div(cols, NR) * NR, NC));
 }
 
 /* Merge a partial tile computed into tmp (leading dim NR) into C. */
@@ -420,7 +402,7 @@ static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb
 {
     ag_real tmp[MR * NR];
     for (int cpan = 0; cpan * NR < nc; cpan++) {
-        const int j = jc + cpan * NR, cols = min_int(NR, nc - cpan * NR);
+        const int j = jc + cpan * NR, cols = ag_min_int(NR, nc - cpan * NR);
         const int halves = cols <= NR / 2 ? 1 : 2;
         const ag_real *bp = pb + (long)cpan * kc * NR;
         long b_stride = NR;
@@ -429,7 +411,7 @@ static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb
             b_stride = g->ldb;
         }
         for (int rpan = 0; rpan * MR < mc; rpan++) {
-            const int i = ic + rpan * MR, rows = min_int(MR, mc - rpan * MR);
+            const int i = ic + rpan * MR, rows = ag_min_int(MR, mc - rpan * MR);
             const int steps = ceil_div(rows, MR_STEP);
             const ag_real *ap = pa + (long)rpan * kc * MR;
             long a_stride = MR;
@@ -456,7 +438,7 @@ static void macro_kernel(const gemm_job *g, const ag_real *pa, const ag_real *pb
 static void pack_b_block(const gemm_job *g, int pc, int kc, int jc, int nc, ag_real *pb)
 {
     for (int p = 0; p * NR < nc; p++) {
-        const int cols = min_int(NR, nc - p * NR);
+        const int cols = ag_min_int(NR, nc - p * NR);
         if (!b_in_place(g, cols))
             pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, jc + p * NR, cols, pb + (long)p * kc * NR);
     }
@@ -465,7 +447,7 @@ static void pack_b_block(const gemm_job *g, int pc, int kc, int jc, int nc, ag_r
 static void pack_a_block(const gemm_job *g, int pc, int kc, int ic, int mc, ag_real *pa)
 {
     for (int p = 0; p * MR < mc; p++) {
-        const int rows = min_int(MR, mc - p * MR);
+        const int rows = ag_min_int(MR, mc - p * MR);
         if (!a_in_place(g, rows))
             pack_a_panel(g->trans_a, g->A, g->lda, ic + p * MR, rows, pc, kc, pa + (long)p * kc * MR);
     }
@@ -481,7 +463,7 @@ static void pack_b_shared(const gemm_job *g, int t, ag_real *b_all)
 {
     const int kc_max = k_block(g->K), panels = ceil_div(g->N, NR);
     const int pc = t / panels * kc_max, p = t % panels;
-    const int kc = min_int(kc_max, g->K - pc), cols = min_int(NR, g->N - p * NR);
+    const int kc = ag_min_int(kc_max, g->K - pc), cols = ag_min_int(NR, g->N - p * NR);
     if (!b_in_place(g, cols))
         pack_b_panel(g->trans_b, g->B, g->ldb, pc, kc, p * NR, cols,
                      b_all + pc * padded_cols(g->N) + (long)p * kc * NR);
@@ -494,9 +476,9 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
     const int kc_max = k_block(g->K);
     ag_real *pa = ws, *pb = ws + a_space(i1 - i0, g->K);
     for (int jc = j0; jc < j1; jc += NC) {
-        const int nc = min_int(NC, j1 - jc);
+        const int nc = ag_min_int(NC, j1 - jc);
         for (int pc = 0; pc < g->K; pc += kc_max) {
-            const int kc = min_int(kc_max, g->K - pc);
+            const int kc = ag_min_int(kc_max, g->K - pc);
             const int accumulate = pc > 0 || !g->overwrite;
             const ag_real *bp = pb;
             if (g->b_all)
@@ -504,7 +486,7 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
             else
                 pack_b_block(g, pc, kc, jc, nc, pb);
             for (int ic = i0; ic < i1; ic += MC) {
-                const int mc = min_int(MC, i1 - ic);
+                const int mc = ag_min_int(MC, i1 - ic);
                 pack_a_block(g, pc, kc, ic, mc, pa);
                 macro_kernel(g, pa, bp, pc, kc, ic, mc, jc, nc, accumulate);
             }
@@ -540,8 +522,8 @@ static unit_plan plan_units(int M, int N, int nth, int per_thread)
 static void run_unit(const gemm_job *g, const unit_plan *u, int t, ag_real *ws)
 {
     int bi = t / u->c, bj = t % u->c;
-    int i0 = u->rp * bi / u->r * MR, i1 = min_int(g->M, u->rp * (bi + 1) / u->r * MR);
-    int j0 = u->cp * bj / u->c * NR, j1 = min_int(g->N, u->cp * (bj + 1) / u->c * NR);
+    int i0 = u->rp * bi / u->r * MR, i1 = ag_min_int(g->M, u->rp * (bi + 1) / u->r * MR);
+    int j0 = u->cp * bj / u->c * NR, j1 = ag_min_int(g->N, u->cp * (bj + 1) / u->c * NR);
     gemm_block(g, i0, i1, j0, j1, ws);
 }
 
@@ -566,14 +548,6 @@ static ag_real *workspace(size_t n)
     return ws_buf;
 }
 
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 
 /* Inside a parallel region: the team computes every unit, each thread with
@@ -662,7 +636,7 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
 #pragma omp for schedule(static)
 #endif
         for (int b = 0; b < nkb; b++) {
-            const int k0 = b * kb, kc = min_int(kb, g->K - k0);
+            const int k0 = b * kb, kc = ag_min_int(kb, g->K - k0);
             const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
             const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
             gemm_job sub = make_job(g->trans_a, g->trans_b, M, N, kc, A, g->lda, B, g->ldb, ws + part * (size_t)b, N);
@@ -687,7 +661,7 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
     }
 }
 
-void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
+void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
 {
@@ -695,7 +669,7 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     gemm_job g = make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
-    int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : max_threads();
+    int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
     int nkb = ksplit_blocks(M, N, K, nth);
     if (nkb) {
         gemm_ksplit(&g, nkb, nth);
@@ -741,18 +715,18 @@ void ag_gemm(int trans_a, int trans_b, int M, int N, int K,
     }
 }
 
-void ag_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
+void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
                      const ag_real *A, long stride_a, int lda,
                      const ag_real *B, long stride_b, int ldb,
                      ag_real beta, ag_real *C, long stride_c, int ldc)
 {
     check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    int nth = max_threads();
+    int nth = ag_max_threads();
     if (batch < nth) nth = 1;   /* few items: parallelize inside each instead */
     if (nth == 1 || (double)batch * M * N * K < GEMM_PARALLEL_MIN || K == 0) {
         for (int b = 0; b < batch; b++)
-            ag_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+            ag_fast_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
                     C + b * stride_c, ldc);
         return;
     }

@@ -1,5 +1,6 @@
 /*
- * fastmath.h - FAST KERNELS: exp and erf that the compiler can vectorize.
+ * fastmath.h - for the fast kernels: exp and erf that the compiler can
+ * vectorize, and sums in a fixed order of vector lanes.
  *
  * libm's expf/erff are function calls, so a loop calling them runs one
  * element at a time.  These are plain C with no calls and no branches, so
@@ -151,20 +152,6 @@ static inline ag_real ag_max_lanes(const ag_real *x, size_t n)
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
     return m;
-}
-
-/* sum_i exp(x[i] - max), lanes as above. */
-static inline double ag_sum_exp_lanes(const ag_real *x, size_t n, ag_real max)
-{
-    ag_real acc[AG_LANES] = { 0 };
-    size_t i = 0;
-    for (; i + AG_LANES <= n; i += AG_LANES)
-        for (int l = 0; l < AG_LANES; l++)
-            acc[l] += ag_fast_exp(x[i + l] - max);
-    double s = ag_lanes_sum(acc);
-    for (; i < n; i++)
-        s += ag_fast_exp(x[i] - max);
-    return s;
 }
 
 /* sum_i a[i] * b[i], lanes as above. */

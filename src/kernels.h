@@ -1,0 +1,157 @@
+/*
+ * kernels.h - the few computations worth making fast, behind one interface.
+ *
+ * The ops in src/ops_*.c do the bookkeeping -- shapes, broadcasting, the
+ * tape, allocation -- in plain loops, and call a kernel through `ag_kern`
+ * for the heavy arithmetic.  Every kernel exists twice:
+ *
+ *   src/reference.c  its definition: scalar loops written to be read, one
+ *                    shape comment per buffer, each backward restating the
+ *                    forward line it differentiates.  Read this to learn
+ *                    what an op computes.
+ *   src/kernels/     the same results, fast: blocking, vector code,
+ *                    threads.  Read this to learn how it is made fast.
+ *
+ * The default build runs the fast kernels; `make REFERENCE=1` builds
+ * everything from the reference alone (no src/kernels/, no OpenMP) into
+ * build-ref/.  tests/test_kernels.c checks each fast kernel against its
+ * reference.
+ *
+ * Conventions: matrices are row-major; "[R,C] with row stride ld" means
+ * element (r, c) is at r*ld + c.  A kernel that computes a gradient adds to
+ * its destination (+=) unless told `assign`, in which case it stores (the
+ * destination is a fresh, uninitialized buffer).
+ */
+#ifndef ATTOGRAD_KERNELS_H
+#define ATTOGRAD_KERNELS_H
+
+#include "attograd.h"
+
+/* Element-wise loops over more elements than this may run on all threads
+ * (a plain `#pragma omp parallel for ... if (n > AG_PARALLEL_MIN)`), split
+ * statically: thread t gets the same rows in every op and kernel, so they
+ * stay in its cache from one op to the next.  Each element or row is
+ * computed by one thread with the same arithmetic, so results do not
+ * depend on the thread count. */
+#define AG_PARALLEL_MIN 16384
+
+/* Multi-head attention over heads read in place.  For batch item b, head h,
+ * query i (0 <= i < Tq) and key j (0 <= j < Tk), the head's hd values are at
+ *     q + b*q_bs + i*q_ld + h*hd     (likewise k, v with their strides)
+ * and the output is written at o + b*o_bs + i*o_ld + h*hd.  Key j is
+ * visible to query i unless `causal` and j > i + q_pos0 (q_pos0 is the
+ * position of query 0 among the keys: 0 for self-attention, the number of
+ * earlier keys when new queries follow a cache; a negative q_pos0 leaves the
+ * first queries with no key at all, and their output is 0).
+ * With dropout > 0 the weight (b, h, i, j) is multiplied by draw number
+ * ((b*H + h)*Tq + i)*Tk + j of `rng` (0 with probability p, else 1/(1-p)):
+ * exactly the mask ag_dropout would draw from that generator for the
+ * [B,H,Tq,Tk] weights, regenerated where needed instead of stored. */
+typedef struct ag_attn {
+    int B, H, Tq, Tk, hd;
+    int causal, q_pos0;
+    long q_bs, q_ld, k_bs, k_ld, v_bs, v_ld, o_bs, o_ld;   /* strides, in elements */
+    ag_real scale;                                        /* usually 1/sqrt(hd) */
+    ag_real dropout;                                      /* p in [0, 1) */
+    ag_pcg32 rng;                                         /* dropout's generator before draw 0 */
+} ag_attn;
+
+/* Dropout's multiplier for one 32-bit draw: 0 when the draw is below
+ * p 2^32 (so with probability p), else 1/(1-p), which keeps the expected
+ * value ("inverted" dropout: evaluation needs no rescaling). */
+static inline uint32_t ag_dropout_threshold(ag_real p) { return (uint32_t)((double)p * 4294967296.0); }
+static inline ag_real ag_dropout_scale(ag_real p) { return (ag_real)(1.0 / (1.0 - (double)p)); }
+static inline ag_real ag_dropout_multiplier(uint32_t draw, uint32_t threshold, ag_real scale)
+{
+    return draw >= threshold ? scale : 0;
+}
+
+/* Whether key j is visible to query i. */
+static inline int ag_attn_visible(const ag_attn *a, int i, int j) { return !a->causal || j <= i + a->q_pos0; }
+
+/* The AdamW update's constants for one step. */
+typedef struct ag_adamw_args {
+    double lr, beta1, beta2, eps;
+    double decay;           /* weight decay for this parameter (0: none) */
+    long t;                 /* 1-based step number, for the bias corrections */
+} ag_adamw_args;
+
+typedef struct ag_kernels {
+    const char *name;       /* "reference" or "fast" */
+
+    /* C[M,N] = beta C + op(A) op(B).  op(A) is A [M,K] (lda >= K) or, with
+     * trans_a, A stored [K,M] (lda >= M) read transposed; likewise op(B) is
+     * B [K,N] or B stored [N,K].  beta 0 overwrites (C's old contents, even
+     * NaN, are ignored); K == 0 gives beta C. */
+    void (*gemm)(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,
+                 const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
+    /* `batch` independent products, item i at A + i*stride_a, B + i*stride_b,
+     * C + i*stride_c; a stride of 0 broadcasts that operand (not C). */
+    void (*gemm_batched)(int batch, int trans_a, int trans_b, int M, int N, int K,
+                         const ag_real *A, long stride_a, int lda, const ag_real *B, long stride_b, int ldb,
+                         ag_real beta, ag_real *C, long stride_c, int ldc);
+
+    /* Softmax (or log-softmax, `log_out`) along the middle dim of x seen as
+     * [outer, n, inner].  A row of all -inf gives zeros (log: -inf). */
+    void (*softmax)(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out);
+    /* dx += the gradient through it, from its output y and that output's gradient dy. */
+    void (*softmax_backward)(const ag_real *y, const ag_real *dy, ag_real *dx, size_t outer, size_t n,
+                             size_t inner, int log_out);
+
+    /* Per row r of logits [rows,V]: prob[r] = softmax(logits[r]) and
+     * loss[r] = -log prob[r][target[r]] (0 when target[r] < 0). */
+    void (*cross_entropy)(const ag_real *logits, const int32_t *target, size_t rows, int V, ag_real *prob,
+                          double *loss);
+    /* dlogits (+)= scale (prob - onehot(target)), 0 for rows with target < 0. */
+    void (*cross_entropy_backward)(const ag_real *prob, const int32_t *target, size_t rows, int V,
+                                   ag_real scale, ag_real *dlogits, int assign);
+
+    /* y = (x - mean) / sqrt(var + eps) * w + b per row of x [rows,D]; w and b
+     * may be NULL (1 and 0); mean and rstd = 1/sqrt(var + eps) per row are kept. */
+    void (*layer_norm)(const ag_real *x, const ag_real *w, const ag_real *b, size_t rows, int D, ag_real eps,
+                       ag_real *y, ag_real *mean, ag_real *rstd);
+    /* dx (+)= ..., dw += ..., db += ... (each may be NULL: not wanted). */
+    void (*layer_norm_backward)(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
+                                const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
+                                ag_real *db);
+
+    /* y = gelu(x) = x Phi(x), exact (erf), over n elements; and dx (+)= its gradient. */
+    void (*gelu)(const ag_real *x, ag_real *y, size_t n);
+    void (*gelu_backward)(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign);
+
+    /* Attention forward (see ag_attn): o, and lse [B,H,Tq] = the log of each
+     * query's softmax denominator (-inf for a query that sees no key).  If
+     * weights is not NULL it receives the softmax weights [B,H,Tq,Tk]
+     * before dropout. */
+    void (*attention)(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
+                      ag_real *lse, ag_real *weights);
+    /* Its backward from o, do_ (o's gradient, o's strides) and lse: dq, dk,
+     * dv have q's, k's and v's strides. */
+    void (*attention_backward)(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
+                               const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
+                               ag_real *dk, ag_real *dv, int assign);
+
+    /* One SGD step on n parameters: g' = g + decay p; buf = momentum buf + g'
+     * (buf = g' on the first step); p -= lr buf (p -= lr g' without momentum). */
+    void (*sgd)(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,
+                ag_real decay, int first);
+    /* One AdamW step on n parameters with moments m and v. */
+    void (*adamw)(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a);
+
+    /* sum of x[i]^2 in double */
+    double (*sum_squares)(const ag_real *x, size_t n);
+    /* dst[c] += sum over rows of x[r][c], x [rows,cols] (a bias's gradient) */
+    void (*column_sums)(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
+} ag_kernels;
+
+/* The definitions (src/reference.c). */
+extern const ag_kernels ag_kernels_reference;
+#ifndef AG_REFERENCE
+/* The fast implementations (src/kernels/). */
+extern const ag_kernels ag_kernels_fast;
+#endif
+/* The kernels the ops call: fast, or the reference in a REFERENCE build.
+ * Tests may point it elsewhere. */
+extern const ag_kernels *ag_kern;
+
+#endif

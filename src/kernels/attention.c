@@ -1,0 +1,288 @@
+/*
+ * attention.c - FAST KERNEL: multi-head attention in blocks, with memory
+ * linear in the sequence length (the definition: ref_attention and
+ * ref_attention_backward in src/reference.c).
+ *
+ * The FlashAttention algorithm.  The forward pass takes the queries BQ at a
+ * time and runs over the keys BK at a time, keeping per query only a running
+ * maximum m and a running sum l of exp(s - m) (the online softmax): when a
+ * key block raises the maximum, what was summed so far -- l and the output
+ * accumulated so far -- is rescaled by exp(m_old - m_new).  At the end
+ * o = acc / l, and only lse = m + log l is kept for backward, no [T,T]
+ * matrix.  The backward pass recomputes each block's weights from lse
+ * (p = exp(s - lse)), walking key blocks in the outer loop so each key
+ * block's dk and dv are summed in registers-sized scratch and written once
+ * (FlashAttention-2's order).  Under the causal mask, blocks that lie
+ * wholly above the diagonal are skipped.
+ *
+ * Inside a block, scores are kept transposed, S^T[j][i] (computed as
+ * K Q^T): a query's scores then form a column, so its maximum and sum are
+ * elementwise maxima and sums down the rows, vector code across all the
+ * block's queries at once.  The block products go through the matrix
+ * multiply, one thread each.
+ *
+ * Threads: the forward pass splits (item, query block) pairs between
+ * threads, the backward pass whole items (an item's dq rows take a
+ * contribution from every key block).  Every number is computed by one
+ * thread in one order, whatever the thread count.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fast.h"
+#include "fastmath.h"
+
+/* The loops here are short (one block row) and dominated by exp: full-width
+ * AVX-512 vectors do them in half the instructions of the 256-bit ones gcc
+ * otherwise prefers. */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+#define BQ 64                   /* queries per block */
+#define BK 64                   /* keys per block */
+
+/* Below this many multiply-adds in total the kernel runs on one thread. */
+#define ATTN_PARALLEL_MIN (256.0 * 1024)
+
+/* Row `row` of head h of batch item b, in a buffer with batch stride bs and row stride ld. */
+static ag_real *at(const ag_real *base, long bs, long ld, const ag_attn *a, int b, int h, int row)
+{
+    return (ag_real *)base + b * bs + row * ld + (long)h * a->hd;
+}
+
+/* The first of a block's queries i0.. (a column of S^T) that sees key j:
+ * j <= i + q_pos0, clamped to [0, nq]. */
+static int first_seeing(const ag_attn *a, int j, int i0, int nq)
+{
+    if (!a->causal)
+        return 0;
+    long lo = (long)j - a->q_pos0 - i0;
+    return lo < 0 ? 0 : lo > nq ? nq : (int)lo;
+}
+
+/* z[jj*nq + ii] = the dropout multiplier of query i0+ii and key j0+jj: draw
+ * ((b*H + h)*Tq + i)*Tk + j of the generator (see ag_attn). */
+static void dropout_block(const ag_attn *a, int b, int h, int i0, int nq, int j0, int nk, ag_real *z)
+{
+    const uint32_t threshold = ag_dropout_threshold(a->dropout);
+    const ag_real scale = ag_dropout_scale(a->dropout);
+    for (int ii = 0; ii < nq; ii++) {
+        ag_pcg32 g = a->rng;
+        ag_pcg32_advance(&g, (((uint64_t)b * a->H + h) * a->Tq + (uint64_t)(i0 + ii)) * a->Tk + (uint64_t)j0);
+        for (int jj = 0; jj < nk; jj++)
+            z[(long)jj * nq + ii] = ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
+    }
+}
+
+static int threads_for(const ag_attn *a)
+{
+    double work = (double)a->B * a->H * a->Tq * a->Tk * a->hd;
+    return work < ATTN_PARALLEL_MIN ? 1 : ag_max_threads();
+}
+
+/* Per-thread scratch, grown on demand and kept, so steady-state calls do
+ * not allocate (as the matrix multiply's panels). */
+static _Thread_local ag_real *scratch_buf;
+static _Thread_local size_t scratch_cap;
+
+static ag_real *scratch(size_t n)
+{
+    if (n > scratch_cap) {
+        free(scratch_buf);
+        scratch_buf = malloc(n * sizeof(ag_real));
+        scratch_cap = scratch_buf ? n : 0;
+        if (!scratch_buf)
+            ag_error("out of memory: %zu bytes of attention scratch", n * sizeof(ag_real));
+    }
+    return scratch_buf;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+/* Queries i0..i0+nq-1 of head h of item b. */
+static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const ag_real *q, const ag_real *k,
+                          const ag_real *v, ag_real *o, ag_real *lse)
+{
+    ag_real *st = scratch(2L * BK * BQ + 3L * BQ);          /* [nk, nq] S^T, then the weights P^T */
+    ag_real *z = st + (long)BK * BQ;                        /* [nk, nq] P^T after dropout */
+    ag_real *m = z + (long)BK * BQ, *l = m + BQ, *alpha = l + BQ;   /* [nq] each */
+    const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0);
+    ag_real *ob = at(o, a->o_bs, a->o_ld, a, b, h, i0);
+    /* keys [0, nkeys) are visible to some query of the block */
+    long last = a->causal ? (long)i0 + nq - 1 + a->q_pos0 + 1 : a->Tk;
+    const int nkeys = last < 0 ? 0 : last > a->Tk ? a->Tk : (int)last;
+    for (int ii = 0; ii < nq; ii++) {
+        m[ii] = -INFINITY;
+        l[ii] = 0;
+    }
+    for (int j0 = 0; j0 < nkeys; j0 += BK) {
+        const int nk = ag_min_int(BK, nkeys - j0);
+        ag_fast_gemm(0, 1, nk, nq, a->hd, at(k, a->k_bs, a->k_ld, a, b, h, j0), (int)a->k_ld, qb, (int)a->q_ld, 0,
+                     st, nq);                                                          /* S^T = K Q^T */
+        /* scale and mask; the new maximum of each column (held in alpha) */
+        for (int ii = 0; ii < nq; ii++)
+            alpha[ii] = m[ii];
+        for (int jj = 0; jj < nk; jj++) {
+            ag_real *restrict r = st + (long)jj * nq, *restrict mx = alpha;
+            const int lo = first_seeing(a, j0 + jj, i0, nq);
+            for (int ii = 0; ii < lo; ii++)
+                r[ii] = -INFINITY;
+            for (int ii = lo; ii < nq; ii++) {
+                r[ii] *= a->scale;
+                mx[ii] = r[ii] > mx[ii] ? r[ii] : mx[ii];
+            }
+        }
+        /* alpha = exp(m_old - m_new) rescales what was summed so far; a
+         * query that has seen no key yet keeps m = -inf and subtracts 0 */
+        for (int ii = 0; ii < nq; ii++) {
+            ag_real m_new = alpha[ii];
+            alpha[ii] = m_new == -INFINITY ? 1 : ag_fast_exp(m[ii] - m_new);
+            m[ii] = m_new;
+            l[ii] *= alpha[ii];
+        }
+        for (int jj = 0; jj < nk; jj++) {
+            ag_real *restrict r = st + (long)jj * nq, *restrict sum = l;
+            const ag_real *restrict mx = m;
+            for (int ii = 0; ii < nq; ii++) {
+                r[ii] = ag_fast_exp(r[ii] - (mx[ii] == -INFINITY ? 0 : mx[ii]));
+                sum[ii] += r[ii];
+            }
+        }
+        const ag_real *pt = st;
+        if (a->dropout > 0) {
+            dropout_block(a, b, h, i0, nq, j0, nk, z);
+            for (long e = 0; e < (long)nk * nq; e++)
+                z[e] *= st[e];
+            pt = z;
+        }
+        if (j0 > 0)
+            for (int ii = 0; ii < nq; ii++) {
+                ag_real *oi = ob + ii * a->o_ld;
+                for (int c = 0; c < a->hd; c++)
+                    oi[c] *= alpha[ii];
+            }
+        ag_fast_gemm(1, 0, nq, a->hd, nk, pt, nq, at(v, a->v_bs, a->v_ld, a, b, h, j0), (int)a->v_ld,
+                     j0 > 0 ? 1 : 0, ob, (int)a->o_ld);                                /* O (+)= P V */
+    }
+    ag_real *lse_b = lse + ((long)b * a->H + h) * a->Tq + i0;
+    for (int ii = 0; ii < nq; ii++) {
+        ag_real *oi = ob + ii * a->o_ld, inv = l[ii] > 0 ? 1 / l[ii] : 0;
+        if (nkeys == 0)
+            memset(oi, 0, (size_t)a->hd * sizeof(ag_real));     /* no key for any query of the block */
+        else
+            for (int c = 0; c < a->hd; c++)
+                oi[c] *= inv;
+        lse_b[ii] = l[ii] > 0 ? (ag_real)(m[ii] + log((double)l[ii])) : -INFINITY;
+    }
+}
+
+void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
+                       ag_real *lse, ag_real *weights)
+{
+    if (weights) {
+        /* only pictures ask for the weights: the definition computes them */
+        ag_kernels_reference.attention(a, q, k, v, o, lse, weights);
+        return;
+    }
+    const int nqb = (a->Tq + BQ - 1) / BQ, tasks = a->B * a->H * nqb, nth = threads_for(a);
+    #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int t = 0; t < tasks; t++) {
+        const int item = t / nqb, i0 = t % nqb * BQ;
+        forward_block(a, item / a->H, item % a->H, i0, ag_min_int(BQ, a->Tq - i0), q, k, v, o, lse);
+    }
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, const ag_real *k, const ag_real *v,
+                          const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq, ag_real *dk,
+                          ag_real *dv, int assign)
+{
+    const int hd = a->hd;
+    ag_real *D = scratch((size_t)a->Tq + 4L * BK * BQ + 2L * BK * hd);  /* [Tq] do_i . o_i */
+    ag_real *pt = D + a->Tq;                     /* [nk, nq] P^T */
+    ag_real *zt = pt + (long)BK * BQ;            /* [nk, nq] dropout multipliers */
+    ag_real *pdt = zt + (long)BK * BQ;           /* [nk, nq] P^T after dropout */
+    ag_real *dst = pdt + (long)BK * BQ;          /* [nk, nq] dP^T, then dS^T */
+    ag_real *dk_acc = dst + (long)BK * BQ, *dv_acc = dk_acc + (long)BK * hd;   /* [nk, hd] each */
+    const ag_real *lse_b = lse + ((long)b * a->H + h) * a->Tq;
+    /* D_i = do_i . o_i in the order and rounding of the matrix multiply's
+     * do_i . v_j: where a query's weights are one-hot (o_i = v_j), the two
+     * are equal and dS is exactly 0. */
+    for (int i = 0; i < a->Tq; i++) {
+        const ag_real *doi = at(do_, a->o_bs, a->o_ld, a, b, h, i), *oi = at(o, a->o_bs, a->o_ld, a, b, h, i);
+        ag_real acc = 0;
+        for (int c = 0; c < hd; c++)
+            acc = AG_FMA(doi[c], oi[c], acc);
+        D[i] = acc;
+    }
+    if (assign)
+        for (int i = 0; i < a->Tq; i++)
+            memset(at(dq, a->q_bs, a->q_ld, a, b, h, i), 0, (size_t)hd * sizeof(ag_real));
+    for (int j0 = 0; j0 < a->Tk; j0 += BK) {
+        const int nk = ag_min_int(BK, a->Tk - j0);
+        const ag_real *kb = at(k, a->k_bs, a->k_ld, a, b, h, j0), *vb = at(v, a->v_bs, a->v_ld, a, b, h, j0);
+        memset(dk_acc, 0, (size_t)nk * hd * sizeof(ag_real));
+        memset(dv_acc, 0, (size_t)nk * hd * sizeof(ag_real));
+        /* the queries that see key j0 or a later one of the block: i >= j0 - q_pos0 */
+        long first = a->causal ? (long)j0 - a->q_pos0 : 0;
+        for (int i0 = first < 0 ? 0 : (int)(first / BQ * BQ); i0 < a->Tq; i0 += BQ) {
+            const int nq = ag_min_int(BQ, a->Tq - i0);
+            const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0), *dob = at(do_, a->o_bs, a->o_ld, a, b, h, i0);
+            ag_fast_gemm(0, 1, nk, nq, hd, kb, (int)a->k_ld, qb, (int)a->q_ld, 0, pt, nq);   /* S^T = K Q^T */
+            for (int jj = 0; jj < nk; jj++) {
+                ag_real *restrict r = pt + (long)jj * nq;
+                const ag_real *restrict ls = lse_b + i0;
+                const int lo = first_seeing(a, j0 + jj, i0, nq);
+                for (int ii = 0; ii < lo; ii++)
+                    r[ii] = 0;
+                /* p = exp(s - lse); a query that sees no key (lse = -inf) gets 0 */
+                for (int ii = lo; ii < nq; ii++)
+                    r[ii] = ls[ii] == -INFINITY ? 0 : ag_fast_exp(r[ii] * a->scale - ls[ii]);
+            }
+            const ag_real *pd = pt;
+            if (a->dropout > 0) {
+                dropout_block(a, b, h, i0, nq, j0, nk, zt);
+                for (long e = 0; e < (long)nk * nq; e++)
+                    pdt[e] = pt[e] * zt[e];
+                pd = pdt;
+            }
+            ag_fast_gemm(0, 0, nk, hd, nq, pd, nq, dob, (int)a->o_ld, 1, dv_acc, hd);     /* dV += Pd dO */
+            ag_fast_gemm(0, 1, nk, nq, hd, vb, (int)a->v_ld, dob, (int)a->o_ld, 0, dst, nq); /* dP^T = V dO^T */
+            for (int jj = 0; jj < nk; jj++) {
+                ag_real *restrict g = dst + (long)jj * nq;
+                const ag_real *restrict p = pt + (long)jj * nq, *restrict z = zt + (long)jj * nq;
+                const ag_real *restrict d = D + i0;
+                if (a->dropout > 0)
+                    for (int ii = 0; ii < nq; ii++)
+                        g[ii] = p[ii] * (z[ii] * g[ii] - d[ii]) * a->scale;
+                else
+                    for (int ii = 0; ii < nq; ii++)
+                        g[ii] = p[ii] * (g[ii] - d[ii]) * a->scale;                  /* dS = P (dP - D) */
+            }
+            ag_fast_gemm(1, 0, nq, hd, nk, dst, nq, kb, (int)a->k_ld, 1,
+                         at(dq, a->q_bs, a->q_ld, a, b, h, i0), (int)a->q_ld);          /* dQ += dS K */
+            ag_fast_gemm(0, 0, nk, hd, nq, dst, nq, qb, (int)a->q_ld, 1, dk_acc, hd);   /* dK += dS^T Q */
+        }
+        for (int jj = 0; jj < nk; jj++) {
+            ag_real *dkj = at(dk, a->k_bs, a->k_ld, a, b, h, j0 + jj), *dvj = at(dv, a->v_bs, a->v_ld, a, b, h, j0 + jj);
+            const ag_real *gk = dk_acc + (long)jj * hd, *gv = dv_acc + (long)jj * hd;
+            for (int c = 0; c < hd; c++) {
+                dkj[c] = assign ? gk[c] : dkj[c] + gk[c];
+                dvj[c] = assign ? gv[c] : dvj[c] + gv[c];
+            }
+        }
+    }
+}
+
+void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
+                                const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
+                                ag_real *dk, ag_real *dv, int assign)
+{
+    const int items = a->B * a->H, nth = threads_for(a);
+    #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
+    for (int item = 0; item < items; item++)
+        backward_item(a, item / a->H, item % a->H, q, k, v, o, do_, lse, dq, dk, dv, assign);
+}

@@ -1,0 +1,95 @@
+/*
+ * fast.h - what the fast kernels in src/kernels/ share: their entry points
+ * (gathered into ag_kernels_fast by table.c; each computes what the
+ * function of the same name in src/reference.c defines) and the helpers
+ * for splitting work between threads.
+ */
+#ifndef ATTOGRAD_FAST_H
+#define ATTOGRAD_FAST_H
+
+#include <math.h>
+
+#include "kernels.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* gemm.c */
+void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
+                  int ldb, ag_real beta, ag_real *C, int ldc);
+void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
+                          long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
+                          ag_real *C, long stride_c, int ldc);
+
+/* rows.c */
+void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out);
+void ag_fast_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *dx, size_t outer, size_t n,
+                              size_t inner, int log_out);
+void ag_fast_cross_entropy(const ag_real *logits, const int32_t *target, size_t rows, int V, ag_real *prob,
+                           double *loss);
+void ag_fast_cross_entropy_backward(const ag_real *prob, const int32_t *target, size_t rows, int V,
+                                    ag_real scale, ag_real *dlogits, int assign);
+void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, size_t rows, int D, ag_real eps,
+                        ag_real *y, ag_real *mean, ag_real *rstd);
+void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
+                                 const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
+                                 ag_real *db);
+void ag_fast_gelu(const ag_real *x, ag_real *y, size_t n);
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign);
+
+/* attention.c */
+void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
+                       ag_real *lse, ag_real *weights);
+void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
+                                const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
+                                ag_real *dk, ag_real *dv, int assign);
+
+/* update.c */
+void ag_fast_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,
+                 ag_real decay, int first);
+void ag_fast_adamw(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a);
+double ag_fast_sum_squares(const ag_real *x, size_t n);
+void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
+
+/* The calling thread's number in its OpenMP team (0 outside one), and the
+ * threads a kernel may use (1 inside a parallel region). */
+static inline int ag_thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int ag_max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static inline int ag_min_int(int a, int b) { return a < b ? a : b; }
+
+/* c + a*b with one rounding where the hardware has a fused multiply-add
+ * (FP_FAST_FMA*), as the matrix multiply's vector tiles compute it; without
+ * hardware FMA the library call would be slow, and the tiles then multiply
+ * and add separately too.  Sums written with it round exactly like the
+ * matrix multiply's. */
+#ifdef AG_DOUBLE
+#ifdef FP_FAST_FMA
+#define AG_FMA(a, b, c) fma((a), (b), (c))
+#endif
+#else
+#ifdef FP_FAST_FMAF
+#define AG_FMA(a, b, c) fmaf((a), (b), (c))
+#endif
+#endif
+#ifndef AG_FMA
+#define AG_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
+#endif
