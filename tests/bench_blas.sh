@@ -28,11 +28,9 @@ if [ -n "$BENCH_OPENBLAS_CORETYPE" ]; then
 fi
 
 mkdir -p build
-if [ ! -x "$probe" ] || [ tests/bench_blas.c -nt "$probe" ]; then
-    if ! $cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 tests/bench_blas.c -o "$probe" -ldl 2>/dev/null; then
-        echo "OpenBLAS core type: not probed ($cc could not build tests/bench_blas.c)" >&2
-        exit 3
-    fi
+if ! $cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 tests/bench_blas.c -o "$probe" -ldl 2>/dev/null; then
+    echo "OpenBLAS core type: not probed ($cc could not build tests/bench_blas.c)" >&2
+    exit 3
 fi
 
 # one probe: prints "NAME GFLOP/s", or "failed" (crash, no library)
