@@ -8,6 +8,7 @@
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
+#   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -117,9 +118,18 @@ test-asan:
 bench: all
 	@sh tests/bench.sh
 
-# The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev).
+# The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
+# runs the kernels tests/bench_blas.sh finds fastest on this CPU
+# (OPENBLAS_CORETYPE, set for this benchmark only); skipped without OpenBLAS.
 bench-gemm: $(LIB)
-	@$(CC) $(ALLCFLAGS) tests/bench_gemm.c $(LIB) -o $(BUILD)/bench_gemm -lopenblas $(LDLIBS)
+	@if ! printf '#include <cblas.h>\nint main(void){return !openblas_get_corename();}\n' | \
+	    $(CC) -x c - -o /dev/null -lopenblas 2>/dev/null; then \
+	    echo "bench-gemm: skipped: no OpenBLAS to compare with (cblas.h and -lopenblas; sh tests/install-deps.sh installs libopenblas-dev)"; \
+	    exit 0; fi; \
+	$(CC) $(ALLCFLAGS) tests/bench_gemm.c $(LIB) -o $(BUILD)/bench_gemm -lopenblas $(LDLIBS) || exit 1; \
+	if core=$$(CC="$(CC)" sh tests/bench_blas.sh 2); then export OPENBLAS_CORETYPE=$$core; \
+	else unset OPENBLAS_CORETYPE; fi; \
+	echo "OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-(unset)} $(BUILD)/bench_gemm 2"; \
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 $(BUILD)/bench_gemm 2
 
 # libFuzzer (clang) on the checkpoint reader, the text reader and the argument

@@ -1,13 +1,21 @@
 #!/bin/sh
 # bench.sh - `make bench`: one training step's speed in attograd and in PyTorch
 # on the same models, as a table.  Usage: sh tests/bench.sh [toy|small|medium]...
-# Environment: BENCH_THREADS (default 2), CC, PYTHON (default /usr/bin/python3).
+# Environment: BENCH_THREADS (default 2), CC, PYTHON (default /usr/bin/python3),
+# BENCH_TORCH_SETTINGS (default passive,omp1: the thread settings PyTorch is
+# tried with, see tests/bench_torch.py), BENCH_OPENBLAS_CORETYPE (skip the
+# OpenBLAS core probe of tests/bench_blas.sh and use this core type).
+#
+# PyTorch runs at its best: OpenBLAS with the fastest core type on this CPU,
+# and for each config and precision the faster of the thread settings tried;
+# the table's PyTorch columns are those, and the lines above it say which.
 set -e
 cd "$(dirname "$0")/.."
 threads=${BENCH_THREADS:-2}
 configs=${*:-toy small medium}
 cc=${CC:-cc}
 py=${PYTHON:-/usr/bin/python3}
+settings=${BENCH_TORCH_SETTINGS:-passive,omp1}
 for c in $configs; do
     case $c in
     toy | small | medium) ;;
@@ -20,9 +28,16 @@ make -s --no-print-directory all build/libtrain.a
 $cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain \
     tests/bench_train.c build/libtrain.a build/libattograd.a -lm -o build/bench_train
 
-echo "machine: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "compiler: $($cc --version | head -n 1)"
-echo "threads: $threads (attograd and torch)"
+flags=$(sed -n 's/^flags[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+has() { case " $flags " in *" $1 "*) echo "$1 yes" ;; *) echo "$1 no" ;; esac; }
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p')
+family=$(sed -n 's/^cpu family[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+model=$(sed -n 's/^model[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+hv=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p')
+echo "machine: ${cpu:-unknown CPU} (family ${family:-?} model ${model:-?}), $(nproc) cores${hv:+, $hv guest}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "CPU flags: $(has avx2), $(has avx512f), $(has avx512_bf16), $(has amx_tile), $(has amx_bf16)"
+echo "compiler: $($cc --version | head -n 1), -O3 -march=native${openmp:+ $openmp}"
+echo "threads: $threads (attograd --threads $threads; PyTorch's thread settings below)"
 
 # Each config in its own process, so peak RSS is that config's alone.
 ours=$(mktemp)
@@ -34,32 +49,61 @@ done
 # memory must stay flat across steps: 1000 more toy steps
 soak=$(./build/bench_train --threads "$threads" --soak 1000 toy | grep '^soak' || true)
 if "$py" -c 'import torch' 2>/dev/null; then
-    "$py" tests/bench_torch.py --threads "$threads" $configs >"$theirs"
-    echo "torch: $("$py" -c 'import torch; print(torch.__version__)')"
+    echo
+    echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') ($py), at its best:"
+    # the OpenBLAS kernels: the fastest core type on this CPU (report on stderr)
+    if core=$(CC=$cc sh tests/bench_blas.sh "$threads" 2>&1 >"$theirs"); then :; fi
+    echo "$core" | sed 's/^/  /'
+    core=$(cat "$theirs")
+    "$py" tests/bench_torch.py --threads "$threads" --precision both --settings "$settings" \
+        --coretype "${core:-library}" $configs >"$theirs" || echo "note: tests/bench_torch.py failed" >&2
+    grep -v -e '^config' -e '^tried' "$theirs" | sed 's/^/  /'
 else
-    echo "note: PyTorch not importable by $py; its column is skipped"
+    echo
+    echo "note: PyTorch not importable by $py; its columns are skipped"
 fi
+echo
 echo "GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) / median step time; peak RSS of attograd's process"
 echo "memory = (peak RSS - RSS at the process's start) / (parameters + gradients + optimizer state + arena peak)"
+echo "attograd / PyTorch = attograd's float32 step time over PyTorch's at its best, float32 and bf16 autocast"
 echo
 
 # value after a key on a "config NAME key value key value ..." line
 field() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$1"; }
+# PyTorch's ms/step for config $1 in precision $2, or how its run ended
+torch_ms() {
+    awk -v c="$1" -v p="$2" '$1 == "config" && $2 == c && $3 == "precision" && $4 == p {
+        if ($5 == "ms/step") print $6; else if ($5 == "crashed") print "crashed (signal " $7 ")"; else print $5 " " $6 " " $7 }' "$theirs"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
-printf '%-7s | %16s | %15s | %18s | %9s | %8s | %21s | %s\n' config "attograd ms/step" "PyTorch ms/step" \
-    "attograd / PyTorch" tokens/s GFLOP/s "peak RSS (MB)" "memory"
+row='%-7s | %16s | %15s | %18s | %20s | %23s | %9s | %8s | %21s | %s\n'
+printf "$row" config "attograd ms/step" "PyTorch ms/step" "attograd / PyTorch" "PyTorch bf16 ms/step" \
+    "attograd / PyTorch bf16" tokens/s GFLOP/s "peak RSS (MB)" "memory"
 for c in $configs; do
     grep "^config $c " "$ours" >"$ours.row" || true
     ms=$(field "$ours.row" ms/step)
-    tms=$(grep "^config $c " "$theirs" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
-    ratio=$(awk -v a="$ms" -v b="$tms" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }')
+    tms=$(torch_ms "$c" fp32)
+    bms=$(torch_ms "$c" bf16)
     rss=$(field "$ours.row" peak_rss_MB)
     start=$(field "$ours.row" start_rss_MB)
     mem=$(awk -v r="$rss" -v z="$start" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
         'BEGIN { printf "%.2f", (r - z) / (s + a) }')
-    printf '%-7s | %16s | %15s | %18s | %9s | %8s | %21s | %s\n' "$c" "$ms" "${tms:--}" "$ratio" \
+    printf "$row" "$c" "$ms" "${tms:--}" "$(ratio "$ms" "$tms")" "${bms:--}" "$(ratio "$ms" "$bms")" \
         "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss (start $start)" "$mem"
     rm -f "$ours.row"
 done
+if grep -q '^config .* setting ' "$theirs"; then
+    echo
+    echo "PyTorch's columns: the faster thread setting per config and precision (the others' ms/step):"
+    for c in $configs; do
+        for p in fp32 bf16; do
+            awk -v c="$c" -v p="$p" '$1 == "config" && $2 == c && $4 == p && $5 == "ms/step" {
+                o = ""; for (i = 1; i < NF; i++) if ($i == "others") o = $(i + 1)
+                gsub(":", " ", o); gsub(",", ", ", o)
+                printf "  %-7s %s  %-8s (%s)\n", c, p, $8, o }' "$theirs"
+        done
+    done
+fi
 echo
 echo "${soak:-soak: not measured}"

@@ -3,6 +3,10 @@
  * on the shapes transformers run (projections, their backward passes,
  * per-head attention products), down to the toy model's 512 x 64 x 64.
  * Usage: bench_gemm [threads] (default 2).
+ *
+ * OpenBLAS picks its kernels when it loads, from cpuid or OPENBLAS_CORETYPE;
+ * `make bench-gemm` sets OPENBLAS_CORETYPE to the fastest core type
+ * tests/bench_blas.sh finds on this CPU.  This prints the core in use.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,10 +178,17 @@ int main(int argc, char **argv)
     /* All of ours, then all of OpenBLAS: each library's idle threads spin for
      * a while after a call and would steal the core from the other. */
     for (int i = 0; i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, 0);
+    /* Our OpenMP threads spin for a while after the last call, then sleep:
+     * let them go to sleep before OpenBLAS's turn. */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
     for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, 1);
 
+    const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("%s gemm, %d thread%s, median GFLOP/s\n", AG_PRECISION_NAME, threads,
            threads == 1 ? "" : "s");
+    printf("OpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
+           openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
+           openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s\n", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
     for (int i = 0; i < ns; i++) {
