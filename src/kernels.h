@@ -122,14 +122,18 @@ typedef struct ag_kernels {
     /* Attention forward (see ag_attn): o, and lse [B,H,Tq] = the log of each
      * query's softmax denominator (-inf for a query that sees no key).  If
      * weights is not NULL it receives the softmax weights [B,H,Tq,Tk]
-     * before dropout. */
+     * before dropout.  keep, if not NULL, has attention_keep(a) elements
+     * where the kernel may leave what its backward would otherwise
+     * recompute (the caller passes it only when a backward will follow). */
     void (*attention)(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
-                      ag_real *lse, ag_real *weights);
-    /* Its backward from o, do_ (o's gradient, o's strides) and lse: dq, dk,
-     * dv have q's, k's and v's strides. */
+                      ag_real *lse, ag_real *weights, ag_real *keep);
+    /* Its backward from o, do_ (o's gradient, o's strides), lse and keep (as
+     * the forward left it, or NULL): dq, dk, dv have q's, k's and v's strides. */
     void (*attention_backward)(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
-                               const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
-                               ag_real *dk, ag_real *dv, int assign);
+                               const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
+                               ag_real *dq, ag_real *dk, ag_real *dv, int assign);
+    /* The elements attention may keep for backward; 0: it recomputes all. */
+    size_t (*attention_keep)(const ag_attn *a);
 
     /* One SGD step on n parameters: g' = g + decay p; buf = momentum buf + g'
      * (buf = g' on the first step); p -= lr buf (p -= lr g' without momentum). */

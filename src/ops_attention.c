@@ -12,7 +12,8 @@
  * stride d): no split, no transpose.  The arithmetic is the attention
  * kernel's (definition: ref_attention in src/reference.c), which keeps
  * only each query's log-sum-exp for backward, not W: memory grows with T,
- * not T^2.  Dropout on W uses the multipliers ag_dropout would draw from
+ * not T^2 (the fast kernel keeps W of sequences short enough to fit one
+ * block, at most 64 values per query).  Dropout on W uses the multipliers ag_dropout would draw from
  * the context's generator for the [B,H,T,T] weights; the op remembers the
  * generator's state and backward regenerates them.
  */
@@ -24,6 +25,7 @@
 typedef struct {
     ag_attn geometry;           /* shapes, strides, scale, dropout and its generator state */
     ag_real *lse;               /* [B,H,T] per query: log of the softmax denominator */
+    ag_real *keep;              /* whatever else the kernel keeps for backward, or NULL */
 } attn_saved;
 
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
@@ -55,12 +57,16 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
         *weights = ag_empty(ctx, 4, (int[]){B, n_head, T, T});
         w = (*weights)->data;
     }
+    const int record = ag_should_record(ctx, out, qkv, NULL, NULL);
+    const size_t nkeep = record ? ag_kern->attention_keep(&a) : 0;
+    ag_real *keep = nkeep ? ag_alloc(ctx, nkeep * sizeof(ag_real)) : NULL;
     const ag_real *q = qkv->data, *k = q + d, *v = q + 2 * d;
-    ag_kern->attention(&a, q, k, v, out->data, lse, w);
-    if (ag_should_record(ctx, out, qkv, NULL, NULL)) {
+    ag_kern->attention(&a, q, k, v, out->data, lse, w, keep);
+    if (record) {
         attn_saved *sv = ag_alloc(ctx, sizeof *sv);
         sv->geometry = a;
         sv->lse = lse;
+        sv->keep = keep;
         ag_record(ctx, AG_OP_ATTENTION, out, qkv, NULL, NULL)->saved = sv;
     }
     return out;
@@ -80,6 +86,6 @@ void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
     int assign;
     ag_real *dqkv = ag_grad_begin(ctx, n->in[0], &assign);
     const ag_real *q = n->in[0]->data;
-    ag_kern->attention_backward(a, q, q + d, q + 2 * d, n->out->data, n->out->grad, sv->lse, dqkv, dqkv + d,
-                                dqkv + 2 * d, assign);
+    ag_kern->attention_backward(a, q, q + d, q + 2 * d, n->out->data, n->out->grad, sv->lse, sv->keep, dqkv,
+                                dqkv + d, dqkv + 2 * d, assign);
 }

@@ -266,8 +266,9 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
  *   o_i    = sum_j p_ij z_ij v_j               z: the dropout multipliers
  * Nothing of size Tq x Tk is kept: backward recomputes p from lse. */
 static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
-                          ag_real *lse, ag_real *weights)
+                          ag_real *lse, ag_real *weights, ag_real *keep)
 {
+    (void)keep;                         /* nothing is kept: backward recomputes */
     ag_real *s = malloc(2 * (size_t)a->Tk * sizeof *s), *z = s + a->Tk;    /* one query's scores, its mask */
     if (!s)
         ag_error("out of memory: attention scores of %d keys", a->Tk);
@@ -315,9 +316,10 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
  * sum in the same order as do_i . v_j: when a query's weights are one-hot
  * (o_i = v_j exactly), dp_ij - D_i is then exactly 0 and so are dq and dk. */
 static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
-                                   const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
-                                   ag_real *dk, ag_real *dv, int assign)
+                                   const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
+                                   ag_real *dq, ag_real *dk, ag_real *dv, int assign)
 {
+    (void)keep;
     ag_real *z = malloc((size_t)a->Tk * sizeof *z);
     if (!z)
         ag_error("out of memory: attention backward over %d keys", a->Tk);
@@ -364,6 +366,12 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
 #undef K
 #undef V
 #undef O
+
+static size_t ref_attention_keep(const ag_attn *a)
+{
+    (void)a;
+    return 0;
+}
 
 /* ---- optimizers --------------------------------------------------------- */
 
@@ -431,6 +439,7 @@ const ag_kernels ag_kernels_reference = {
     .gelu_backward = ref_gelu_backward,
     .attention = ref_attention,
     .attention_backward = ref_attention_backward,
+    .attention_keep = ref_attention_keep,
     .sgd = ref_sgd,
     .adamw = ref_adamw,
     .sum_squares = ref_sum_squares,

@@ -143,18 +143,23 @@ static void check_attention(attn_case c)
     ag_real *vbuf = packed ? qbuf : random_buf(nk, -2, 2);
     const ag_real *q = qbuf, *k = packed ? qbuf + d : kbuf, *v = packed ? qbuf + 2 * d : vbuf;
     ag_real *dout = random_buf(no, -1, 1);
-    ag_real *o[3], *lse[3], *g[3];           /* reference, fast 1 thread, fast 2 threads */
-    const size_t ng = packed ? nq : nq + 2 * nk;
-    for (int run = 0; run < 3; run++) {
+    /* reference; fast on 1 thread, on 2 threads, and (when it would keep
+     * weights for backward) on 1 thread without keeping them */
+    ag_real *o[4], *lse[4], *g[4];
+    const size_t ng = packed ? nq : nq + 2 * nk, nkeep = ag_kernels_fast.attention_keep(&a);
+    CHECK(ag_kernels_reference.attention_keep(&a) == 0, "the reference keeps nothing");
+    for (int run = 0; run < 4; run++) {
         const ag_kernels *kern = run ? &ag_kernels_fast : &ag_kernels_reference;
         set_threads(run == 2 ? 2 : 1);
         o[run] = malloc(no * sizeof(ag_real));
         lse[run] = malloc(nl * sizeof(ag_real));
-        kern->attention(&a, q, k, v, o[run], lse[run], NULL);
+        ag_real *keep = nkeep && (run == 1 || run == 2) ? random_buf(nkeep, -1, 1) : NULL;
+        kern->attention(&a, q, k, v, o[run], lse[run], NULL, keep);
         /* backward into a fresh buffer (assign), with every gradient of one run side by side */
         g[run] = random_buf(ng, -1, 1);     /* garbage: assign must overwrite all of it */
         ag_real *dq = g[run], *dk = packed ? g[run] + d : g[run] + nq, *dv = packed ? g[run] + 2 * d : dk + nk;
-        kern->attention_backward(&a, q, k, v, o[run], dout, lse[run], dq, dk, dv, 1);
+        kern->attention_backward(&a, q, k, v, o[run], dout, lse[run], keep, dq, dk, dv, 1);
+        free(keep);
     }
     set_threads(2);
     double d_out = scaled_diff(o[1], o[0], no), d_lse = rel_diff(lse[1], lse[0], nl);
@@ -164,6 +169,9 @@ static void check_attention(attn_case c)
           d_lse, d_grad, ATOL_ATTN);
     CHECK(same_bits(o[1], o[2], no) && same_bits(lse[1], lse[2], nl) && same_bits(g[1], g[2], ng),
           "attention %s: 1 and 2 threads differ", c.label);
+    double d_keep = scaled_diff(g[3], g[0], ng);
+    CHECK(same_bits(o[3], o[1], no) && d_keep <= ATOL_ATTN,
+          "attention %s: without kept weights: same output, gradients within %.3g of the reference", c.label, d_keep);
     /* a query that sees no key: output exactly 0, lse -inf, no NaN anywhere */
     int masked_ok = 1, finite = 1;
     for (int b = 0; b < c.B; b++)
@@ -183,7 +191,7 @@ static void check_attention(attn_case c)
         finite &= isfinite(g[1][e]);
     CHECK(masked_ok && finite, "attention %s: queries without keys give 0 and -inf (%d), nothing NaN (%d)",
           c.label, masked_ok, finite);
-    for (int run = 0; run < 3; run++) {
+    for (int run = 0; run < 4; run++) {
         free(o[run]);
         free(lse[run]);
         free(g[run]);

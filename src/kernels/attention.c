@@ -101,14 +101,23 @@ static ag_real *scratch(size_t n)
 
 /* ---- forward ------------------------------------------------------------ */
 
-/* Queries i0..i0+nq-1 of head h of item b. */
+/* A sequence short enough for one block each way keeps its weights for
+ * backward, transposed as the block holds them ([Tk,Tq] per item): at most
+ * BK values per query, and backward then skips recomputing them. */
+size_t ag_fast_attention_keep(const ag_attn *a)
+{
+    return a->Tq <= BQ && a->Tk <= BK ? (size_t)a->B * a->H * a->Tq * a->Tk : 0;
+}
+
+/* Queries i0..i0+nq-1 of head h of item b; keep: the item's [Tk,Tq] kept
+ * weights, or NULL. */
 static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const ag_real *q, const ag_real *k,
-                          const ag_real *v, ag_real *o, ag_real *lse)
+                          const ag_real *v, ag_real *o, ag_real *lse, ag_real *keep)
 {
     ag_real *st = scratch(2L * BK * BQ + 3L * BQ);          /* [nk, nq] S^T, then the weights P^T */
     ag_real *z = st + (long)BK * BQ;                        /* [nk, nq] P^T after dropout */
     ag_real *m = z + (long)BK * BQ, *l = m + BQ, *alpha = l + BQ;   /* [nq] each */
-    const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0);
+    const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0), scale = a->scale;
     ag_real *ob = at(o, a->o_bs, a->o_ld, a, b, h, i0);
     /* keys [0, nkeys) are visible to some query of the block */
     long last = a->causal ? (long)i0 + nq - 1 + a->q_pos0 + 1 : a->Tk;
@@ -126,11 +135,11 @@ static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const 
             alpha[ii] = m[ii];
         for (int jj = 0; jj < nk; jj++) {
             ag_real *restrict r = st + (long)jj * nq, *restrict mx = alpha;
+            /* masked by selection over the whole row: full vectors, no
+             * ragged remainder loops where the diagonal cuts the block */
             const int lo = first_seeing(a, j0 + jj, i0, nq);
-            for (int ii = 0; ii < lo; ii++)
-                r[ii] = -INFINITY;
-            for (int ii = lo; ii < nq; ii++) {
-                r[ii] *= a->scale;
+            for (int ii = 0; ii < nq; ii++) {
+                r[ii] = ii < lo ? -INFINITY : r[ii] * scale;
                 mx[ii] = r[ii] > mx[ii] ? r[ii] : mx[ii];
             }
         }
@@ -175,48 +184,93 @@ static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const 
             for (int c = 0; c < a->hd; c++)
                 oi[c] *= inv;
         lse_b[ii] = l[ii] > 0 ? (ag_real)(m[ii] + log((double)l[ii])) : -INFINITY;
+        alpha[ii] = inv;
     }
+    if (keep)                           /* one block: st holds all of P^T, unnormalized */
+        for (int jj = 0; jj < a->Tk; jj++)
+            for (int ii = 0; ii < nq; ii++)
+                keep[(long)jj * nq + ii] = jj < nkeys ? st[(long)jj * nq + ii] * alpha[ii] : 0;
 }
 
 void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
-                       ag_real *lse, ag_real *weights)
+                       ag_real *lse, ag_real *weights, ag_real *keep)
 {
+    const long per_item = (long)a->Tq * a->Tk;
+    if (!ag_fast_attention_keep(a))
+        keep = NULL;                    /* nothing to keep: a caller's buffer is not ours to write */
     if (weights) {
-        /* only pictures ask for the weights: the definition computes them */
-        ag_kernels_reference.attention(a, q, k, v, o, lse, weights);
+        /* only pictures and tests ask for the weights: the definition
+         * computes them, and what is kept is those very weights */
+        ag_kernels_reference.attention(a, q, k, v, o, lse, weights, NULL);
+        for (long item = 0; keep && item < (long)a->B * a->H; item++)
+            for (int i = 0; i < a->Tq; i++)
+                for (int j = 0; j < a->Tk; j++)
+                    keep[item * per_item + (long)j * a->Tq + i] = weights[item * per_item + (long)i * a->Tk + j];
         return;
     }
     const int nqb = (a->Tq + BQ - 1) / BQ, tasks = a->B * a->H * nqb, nth = threads_for(a);
     #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int t = 0; t < tasks; t++) {
         const int item = t / nqb, i0 = t % nqb * BQ;
-        forward_block(a, item / a->H, item % a->H, i0, ag_min_int(BQ, a->Tq - i0), q, k, v, o, lse);
+        forward_block(a, item / a->H, item % a->H, i0, ag_min_int(BQ, a->Tq - i0), q, k, v, o, lse,
+                      keep ? keep + item * per_item : NULL);
     }
 }
 
 /* ---- backward ----------------------------------------------------------- */
 
+/* P^T [nk,nq] = exp(S^T scale - lse) in place, 0 where masked and for a
+ * query that sees no key (lse = -inf); masked by selection over whole rows,
+ * as in forward. */
+static void recompute_weights(const ag_attn *a, const ag_real *lse_b, int j0, int nk, int i0, int nq, ag_real *pt)
+{
+    const ag_real scale = a->scale;
+    for (int jj = 0; jj < nk; jj++) {
+        ag_real *restrict r = pt + (long)jj * nq;
+        const ag_real *restrict ls = lse_b + i0;
+        const int lo = first_seeing(a, j0 + jj, i0, nq);
+        for (int ii = 0; ii < nq; ii++) {
+            ag_real p = ag_fast_exp(r[ii] * scale - ls[ii]);
+            r[ii] = ii < lo || ls[ii] == -INFINITY ? 0 : p;
+        }
+    }
+}
+
+/* keep: the item's kept weights P^T [Tk,Tq] (one block each way), or NULL. */
 static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, const ag_real *k, const ag_real *v,
-                          const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq, ag_real *dk,
-                          ag_real *dv, int assign)
+                          const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
+                          ag_real *dq, ag_real *dk, ag_real *dv, int assign)
 {
     const int hd = a->hd;
-    ag_real *D = scratch((size_t)a->Tq + 4L * BK * BQ + 2L * BK * hd);  /* [Tq] do_i . o_i */
-    ag_real *pt = D + a->Tq;                     /* [nk, nq] P^T */
-    ag_real *zt = pt + (long)BK * BQ;            /* [nk, nq] dropout multipliers */
-    ag_real *pdt = zt + (long)BK * BQ;           /* [nk, nq] P^T after dropout */
-    ag_real *dst = pdt + (long)BK * BQ;          /* [nk, nq] dP^T, then dS^T */
-    ag_real *dk_acc = dst + (long)BK * BQ, *dv_acc = dk_acc + (long)BK * hd;   /* [nk, hd] each */
+    const ag_real scale = a->scale;
+    const long block = (long)BQ * (BK > hd ? BK : hd);  /* [nk, nq] or [hd, nq] */
+    ag_real *D = scratch((size_t)a->Tq + 4 * block + 2L * BK * hd);  /* [Tq] do_i . o_i */
+    ag_real *p_buf = D + a->Tq;                  /* [nk, nq] P^T */
+    ag_real *zt = p_buf + block;                 /* [nk, nq] dropout multipliers */
+    ag_real *pdt = zt + block;                   /* [nk, nq] P^T after dropout */
+    ag_real *dst = pdt + block;                  /* [nk, nq] dP^T, then dS^T */
+    ag_real *dk_acc = dst + block, *dv_acc = dk_acc + (long)BK * hd;   /* [nk, hd] each */
     const ag_real *lse_b = lse + ((long)b * a->H + h) * a->Tq;
     /* D_i = do_i . o_i in the order and rounding of the matrix multiply's
-     * do_i . v_j: where a query's weights are one-hot (o_i = v_j), the two
-     * are equal and dS is exactly 0. */
-    for (int i = 0; i < a->Tq; i++) {
-        const ag_real *doi = at(do_, a->o_bs, a->o_ld, a, b, h, i), *oi = at(o, a->o_bs, a->o_ld, a, b, h, i);
+     * do_i . v_j (one fused multiply-add per element, in order): where a
+     * query's weights are one-hot (o_i = v_j), the two are equal and dS is
+     * exactly 0.  The rows' chains run side by side, 8 at a time, so they
+     * overlap instead of waiting on each other. */
+    const ag_real *do_b = at(do_, a->o_bs, a->o_ld, a, b, h, 0), *o_b = at(o, a->o_bs, a->o_ld, a, b, h, 0);
+    int row = 0;
+    for (; row + 8 <= a->Tq; row += 8) {
+        ag_real acc[8] = { 0 };
+        for (int c = 0; c < hd; c++)
+            for (int r = 0; r < 8; r++)
+                acc[r] = AG_FMA(do_b[(row + r) * a->o_ld + c], o_b[(row + r) * a->o_ld + c], acc[r]);
+        for (int r = 0; r < 8; r++)
+            D[row + r] = acc[r];
+    }
+    for (; row < a->Tq; row++) {
         ag_real acc = 0;
         for (int c = 0; c < hd; c++)
-            acc = AG_FMA(doi[c], oi[c], acc);
-        D[i] = acc;
+            acc = AG_FMA(do_b[row * a->o_ld + c], o_b[row * a->o_ld + c], acc);
+        D[row] = acc;
     }
     if (assign)
         for (int i = 0; i < a->Tq; i++)
@@ -231,16 +285,11 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
         for (int i0 = first < 0 ? 0 : (int)(first / BQ * BQ); i0 < a->Tq; i0 += BQ) {
             const int nq = ag_min_int(BQ, a->Tq - i0);
             const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0), *dob = at(do_, a->o_bs, a->o_ld, a, b, h, i0);
-            ag_fast_gemm(0, 1, nk, nq, hd, kb, (int)a->k_ld, qb, (int)a->q_ld, 0, pt, nq);   /* S^T = K Q^T */
-            for (int jj = 0; jj < nk; jj++) {
-                ag_real *restrict r = pt + (long)jj * nq;
-                const ag_real *restrict ls = lse_b + i0;
-                const int lo = first_seeing(a, j0 + jj, i0, nq);
-                for (int ii = 0; ii < lo; ii++)
-                    r[ii] = 0;
-                /* p = exp(s - lse); a query that sees no key (lse = -inf) gets 0 */
-                for (int ii = lo; ii < nq; ii++)
-                    r[ii] = ls[ii] == -INFINITY ? 0 : ag_fast_exp(r[ii] * a->scale - ls[ii]);
+            const ag_real *pt = keep;       /* the only block: P^T as the forward kept it */
+            if (!keep) {
+                ag_fast_gemm(0, 1, nk, nq, hd, kb, (int)a->k_ld, qb, (int)a->q_ld, 0, p_buf, nq);   /* S^T = K Q^T */
+                recompute_weights(a, lse_b, j0, nk, i0, nq, p_buf);
+                pt = p_buf;
             }
             const ag_real *pd = pt;
             if (a->dropout > 0) {
@@ -257,10 +306,10 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
                 const ag_real *restrict d = D + i0;
                 if (a->dropout > 0)
                     for (int ii = 0; ii < nq; ii++)
-                        g[ii] = p[ii] * (z[ii] * g[ii] - d[ii]) * a->scale;
+                        g[ii] = p[ii] * (z[ii] * g[ii] - d[ii]) * scale;
                 else
                     for (int ii = 0; ii < nq; ii++)
-                        g[ii] = p[ii] * (g[ii] - d[ii]) * a->scale;                  /* dS = P (dP - D) */
+                        g[ii] = p[ii] * (g[ii] - d[ii]) * scale;                     /* dS = P (dP - D) */
             }
             ag_fast_gemm(1, 0, nq, hd, nk, dst, nq, kb, (int)a->k_ld, 1,
                          at(dq, a->q_bs, a->q_ld, a, b, h, i0), (int)a->q_ld);          /* dQ += dS K */
@@ -278,11 +327,15 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
 }
 
 void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
-                                const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
-                                ag_real *dk, ag_real *dv, int assign)
+                                const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
+                                ag_real *dq, ag_real *dk, ag_real *dv, int assign)
 {
     const int items = a->B * a->H, nth = threads_for(a);
+    const long per_item = (long)a->Tq * a->Tk;
+    if (!ag_fast_attention_keep(a))
+        keep = NULL;
     #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
     for (int item = 0; item < items; item++)
-        backward_item(a, item / a->H, item % a->H, q, k, v, o, do_, lse, dq, dk, dv, assign);
+        backward_item(a, item / a->H, item % a->H, q, k, v, o, do_, lse, keep ? keep + item * per_item : NULL, dq,
+                      dk, dv, assign);
 }

@@ -40,10 +40,11 @@ void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, siz
 
 /* attention.c */
 void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
-                       ag_real *lse, ag_real *weights);
+                       ag_real *lse, ag_real *weights, ag_real *keep);
 void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
-                                const ag_real *o, const ag_real *do_, const ag_real *lse, ag_real *dq,
-                                ag_real *dk, ag_real *dv, int assign);
+                                const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
+                                ag_real *dq, ag_real *dk, ag_real *dv, int assign);
+size_t ag_fast_attention_keep(const ag_attn *a);
 
 /* update.c */
 void ag_fast_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,

@@ -18,6 +18,7 @@ const ag_kernels ag_kernels_fast = {
     .gelu_backward = ag_fast_gelu_backward,
     .attention = ag_fast_attention,
     .attention_backward = ag_fast_attention_backward,
+    .attention_keep = ag_fast_attention_keep,
     .sgd = ag_fast_sgd,
     .adamw = ag_fast_adamw,
     .sum_squares = ag_fast_sum_squares,
