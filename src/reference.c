@@ -53,33 +53,39 @@ static void ref_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, 
 
 /* ---- softmax ------------------------------------------------------------ */
 
+/* log sum_k exp(x_k) over one row of n elements s apart, computed as
+ * m + log sum_k exp(x_k - m) with m the row's maximum: subtracting it
+ * changes nothing mathematically and keeps exp from overflowing.  A row of
+ * all -inf (every key masked) has no maximum to subtract: -inf. */
+static double log_sum_exp(const ag_real *x, size_t n, size_t s)
+{
+    ag_real m = -INFINITY;
+    for (size_t k = 0; k < n; k++)
+        if (x[k * s] > m)
+            m = x[k * s];
+    if (m == -INFINITY)
+        return -INFINITY;
+    double sum = 0;
+    for (size_t k = 0; k < n; k++)
+        sum += exp((double)(x[k * s] - m));
+    return m + log(sum);
+}
+
 /* x, y: [outer, n, inner]; one row is the n elements (o, 0..n-1, i), inner apart.
- *   softmax:      y_k = exp(x_k - max) / sum_j exp(x_j - max)
- *   log_softmax:  y_k = (x_k - max) - log sum_j exp(x_j - max)
- * Subtracting the row's maximum changes nothing mathematically and keeps
- * exp from overflowing.  A row of all -inf (every key masked) has no
- * maximum to subtract: softmax gives zeros, log_softmax -inf, never NaN. */
+ *   softmax:      y_k = exp(x_k) / sum_j exp(x_j) = exp(x_k - lse)
+ *   log_softmax:  y_k = x_k - lse,    lse = log sum_j exp(x_j)
+ * A fully masked row gives zeros (log_softmax: -inf), never NaN. */
 static void ref_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out)
 {
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             const ag_real *xr = x + o * n * inner + i;
             ag_real *yr = y + o * n * inner + i;
-            ag_real max = -INFINITY;
-            for (size_t k = 0; k < n; k++)
-                if (xr[k * inner] > max)
-                    max = xr[k * inner];
-            if (max == -INFINITY) {
-                for (size_t k = 0; k < n; k++)
-                    yr[k * inner] = log_out ? -INFINITY : 0;
-                continue;
+            double lse = log_sum_exp(xr, n, inner);
+            for (size_t k = 0; k < n; k++) {
+                double z = lse == -INFINITY ? -INFINITY : xr[k * inner] - lse;
+                yr[k * inner] = (ag_real)(log_out ? z : exp(z));
             }
-            double sum = 0;
-            for (size_t k = 0; k < n; k++)
-                sum += exp((double)(xr[k * inner] - max));
-            for (size_t k = 0; k < n; k++)
-                yr[k * inner] = log_out ? (ag_real)((xr[k * inner] - max) - log(sum))
-                                        : (ag_real)(exp((double)(xr[k * inner] - max)) / sum);
         }
 }
 
@@ -117,24 +123,14 @@ static void ref_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *d
 
 /* logits, prob: [rows,V]; target, loss: [rows].
  *   prob[r]  = softmax(logits[r])
- *   loss[r]  = -log prob[r][t] = log sum_k exp(x_k) - x_t = (max - x_t) + log sum_k exp(x_k - max)
+ *   loss[r]  = -log prob[r][t] = log sum_k exp(x_k) - x_t
  * (the last form never takes the log of an underflowed probability). */
 static void ref_cross_entropy(const ag_real *logits, const int32_t *target, size_t rows, int V, ag_real *prob,
                               double *loss)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const ag_real *x = logits + r * V;
-        ag_real max = -INFINITY;
-        for (int k = 0; k < V; k++)
-            if (x[k] > max)
-                max = x[k];
-        double sum = 0;
-        for (int k = 0; k < V; k++)
-            sum += exp((double)(x[k] - max));
-        for (int k = 0; k < V; k++)
-            prob[r * V + k] = (ag_real)(exp((double)(x[k] - max)) / sum);
-        loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + log(sum) : 0;
-    }
+    ref_softmax(logits, prob, rows, (size_t)V, 1, 0);
+    for (size_t r = 0; r < rows; r++)
+        loss[r] = target[r] >= 0 ? log_sum_exp(logits + r * V, (size_t)V, 1) - logits[r * V + target[r]] : 0;
 }
 
 /* forward was:  loss_r = log sum_k exp(x_k) - x_t,  so  dloss_r/dx_k = softmax_k - [k = t]:

@@ -17,18 +17,30 @@
 
 /* ---- softmax ------------------------------------------------------------ */
 
-/* One contiguous row: softmax, or log_softmax when log_out is set. */
-static void softmax_contiguous(const ag_real *restrict x, ag_real *restrict y, size_t n, int log_out)
+/* y = exp(x - max) over one contiguous row; returns their sum and the
+ * row's maximum (a row of all -inf: zeros, sum 0, max -inf). */
+static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t n, ag_real *max_out)
 {
-    ag_real max = ag_max_lanes(x, n);
+    ag_real max = *max_out = ag_max_lanes(x, n);
     if (max == -INFINITY) {
-        for (size_t k = 0; k < n; k++)
-            y[k] = log_out ? -INFINITY : 0;
-        return;
+        memset(y, 0, n * sizeof *y);
+        return 0;
     }
     for (size_t k = 0; k < n; k++)
         y[k] = ag_fast_exp(x[k] - max);
-    double sum = ag_sum_lanes(y, n);
+    return ag_sum_lanes(y, n);
+}
+
+/* One contiguous row: softmax, or log_softmax when log_out is set. */
+static void softmax_contiguous(const ag_real *restrict x, ag_real *restrict y, size_t n, int log_out)
+{
+    ag_real max;
+    double sum = exp_shifted(x, y, n, &max);
+    if (max == -INFINITY) {
+        for (size_t k = 0; log_out && k < n; k++)
+            y[k] = -INFINITY;
+        return;
+    }
     if (log_out) {
         /* (x - max) - log(sum), not x - (max + log(sum)): with large logits
          * the latter rounds log(sum) to the spacing of floats near max. */
@@ -113,14 +125,12 @@ void ag_fast_cross_entropy(const ag_real *logits, const int32_t *target, size_t 
     #pragma omp parallel for schedule(static) if (rows * (size_t)V > AG_PARALLEL_MIN)
     for (size_t r = 0; r < rows; r++) {
         const ag_real *x = logits + r * (size_t)V;
-        ag_real *p = prob + r * (size_t)V;
-        ag_real max = ag_max_lanes(x, (size_t)V);
-        for (int k = 0; k < V; k++)
-            p[k] = ag_fast_exp(x[k] - max);
-        double sum = ag_sum_lanes(p, (size_t)V);
+        ag_real *p = prob + r * (size_t)V, max;
+        double sum = exp_shifted(x, p, (size_t)V, &max);
         ag_real inv = (ag_real)(1.0 / sum);
         for (int k = 0; k < V; k++)
             p[k] *= inv;
+        /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
         loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + log(sum) : 0;
     }
 }
