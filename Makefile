@@ -33,7 +33,7 @@ LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS)
 ALLCFLAGS = $(LIBCFLAGS) -Itrain
 LDLIBS   = -lm
 
-LIB_SRC   = $(wildcard src/*.c)
+LIB_SRC   = $(wildcard src/*.c src/kernels/*.c)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
 TRAIN_SRC = $(filter-out train/main.c,$(wildcard train/*.c))
 TRAIN_OBJ = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
@@ -47,7 +47,7 @@ TRAINLIB  = $(BUILD)/libtrain.a
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
-$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h) Makefile
+$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(LIBCFLAGS) -c $< -o $@
