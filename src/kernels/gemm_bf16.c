@@ -95,7 +95,31 @@ static void *workspace(size_t bytes)
 static size_t words64(size_t n) { return (n + 15) / 16 * 16; }
 
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#ifndef AG_AMX_EMULATE
 #define AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+#define amx_loadconfig(cfg) _tile_loadconfig(cfg)
+#define amx_release() _tile_release()
+#define amx_load(t, base, stride) _tile_loadd(t, base, stride)
+#define amx_store(t, base, stride) _tile_stored(t, base, stride)
+#define amx_zero(t) _tile_zero(t)
+#define amx_dpbf16ps(c, a, b) _tile_dpbf16ps(c, a, b)
+#else
+/* tests/test_bf16_amx.c builds this file with the tile instructions done in
+ * C, to test everything around them on a CPU without AMX. */
+#define AMX_TARGET
+void amx_emul_loadconfig(const void *cfg);
+void amx_emul_release(void);
+void amx_emul_load(int t, const void *base, long stride);
+void amx_emul_store(int t, void *base, long stride);
+void amx_emul_zero(int t);
+void amx_emul_dpbf16ps(int c, int a, int b);
+#define amx_loadconfig(cfg) amx_emul_loadconfig(cfg)
+#define amx_release() amx_emul_release()
+#define amx_load(t, base, stride) amx_emul_load(t, base, stride)
+#define amx_store(t, base, stride) amx_emul_store(t, base, stride)
+#define amx_zero(t) amx_emul_zero(t)
+#define amx_dpbf16ps(c, a, b) amx_emul_dpbf16ps(c, a, b)
+#endif
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #define NOINLINE __attribute__((noinline))
 
@@ -131,6 +155,38 @@ AVX512_TARGET static ALWAYS_INLINE __m512i pairs_of_run(const float *src, int n)
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
+/* Transposes 16 x 16 32-bit words in place: r[i] lane j <-> r[j] lane i.
+ * Four rounds of in-register shuffles (64 in all): 32-bit interleaves of
+ * row pairs, 64-bit interleaves of those, then two rounds of 128-bit lane
+ * moves.  After round 2, lane group L of r[4i+c] holds column 4L+c of rows
+ * 4i..4i+3; rounds 3 and 4 gather each column's four groups. */
+AVX512_TARGET static ALWAYS_INLINE void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        /* x: groups 0, 1 of rows 0-3 and 4-7; y: groups 2, 3; likewise x2, y2
+         * for rows 8-11 and 12-15 */
+        const __m512i x = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), y = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xee);
+        const __m512i x2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+        const __m512i y2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xee);
+        t[c] = _mm512_shuffle_i32x4(x, x2, 0x88);        /* group 0: column c */
+        t[4 + c] = _mm512_shuffle_i32x4(x, x2, 0xdd);    /* group 1: column 4 + c */
+        t[8 + c] = _mm512_shuffle_i32x4(y, y2, 0x88);
+        t[12 + c] = _mm512_shuffle_i32x4(y, y2, 0xdd);
+    }
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
 /* ---- AVX512-BF16 kernel -------------------------------------------------- */
 
 /*
@@ -143,23 +199,33 @@ AVX512_TARGET static ALWAYS_INLINE __m512i pairs_of_run(const float *src, int n)
  *       for each chunk of MC rows: pack op(A) (row-major pairs when A is
  *           stored [M, K]: a straight conversion; pair-major when stored
  *           [K, M]: [p][i] = (op(A)[i][2p], op(A)[i][2p+1]))
- *         for each NR-column panel      -- its kcp x NR words stay in L1
+ *         for each NR-column panel
  *           for each MR-row panel: micro-kernel, C tile in registers
  *
  * Micro-kernel: MR = 12 rows x 2 vectors of 16 fp32 = 24 accumulators; per
- * pair step 2 loads of B and 12 broadcasts of an A word (folded into
- * vdpbf16ps as a {1to16} memory operand) feed 24 vdpbf16ps.  Zen 5 issues
- * two vdpbf16ps per cycle with a few cycles' latency, so 24 independent
- * chains keep both pipes busy.  The accumulators start from zero (first K
- * block, beta 0) or from C, and end in C: C's tile is read and written
- * once per K block, with masks at the ragged right edge; ragged bottom
- * edges use the kernel with fewer rows.  Nothing is read past a buffer:
- * masked loads do not touch masked-out lanes.
+ * pair step 2 loads of B and 12 broadcast loads of an A word feed 24
+ * vdpbf16ps.  Zen 5 issues two vdpbf16ps per cycle with a few cycles'
+ * latency, so 24 independent chains keep both pipes busy: alone, on data
+ * in L1, the kernel runs at 98% of a register-only vdpbf16ps loop.  The
+ * accumulators start from zero (first K block, beta 0) or from C, and end
+ * in C: C's tile is read and written once per K block, with masks at the
+ * ragged right edge; ragged bottom edges use the kernel with fewer rows.
+ * Those C accesses are far apart in time and miss the caches, so the next
+ * tile's lines are prefetched while a tile runs (+20% at 1024^3).  Nothing
+ * is read past a buffer: masked loads do not touch masked-out lanes.
  */
 #define MR 12
 #define NR 32
-#define KC_MAX 512          /* k per block: B panel 256 pairs x 32 words = 32 KB */
+/* k per block.  A block's B panel (512 pairs x 32 words = 64 KB) and A
+ * panel (12 x 528 words) stream from L2, which keeps up with the kernel;
+ * what costs is the block boundary (C read and written, A repacked): on
+ * Zen 5 1024 beat 512 by ~5% and 256 by ~15% (one thread, 1024^3). */
+#ifndef KC_MAX
+#define KC_MAX 1024
+#endif
+#ifndef MC
 #define MC (16 * MR)        /* rows of A packed at once */
+#endif
 
 typedef void (*bf16_kernel)(int kcp, const uint32_t *a, long a_stride, const uint32_t *b, float *c,
                             long ldc, int load_c, unsigned m0, unsigned m1);
@@ -251,7 +317,7 @@ typedef struct {
     float *C;
     int kb;                 /* K block, even */
     int panels;             /* column panels of NR */
-    uint32_t *b_all;        /* op(B) packed: K block at pc starts at pc/2 * panels*NR */
+    uint32_t *b_all;        /* op(B) packed, see b_panel() */
     long a_rs;              /* row stride of packed A (A stored [M, K]) */
     size_t a_words;         /* packed A per thread */
 } avx_job;
@@ -263,33 +329,59 @@ static int k_block(int K)
     return kb + (kb & 1);
 }
 
-/* Column panel p of op(B), K block pc.. (kc long, kcp pairs), into dst[p][j]. */
-AVX512_TARGET NOINLINE static void avx_pack_b(const avx_job *g, int pc, int kc, int p, uint32_t *restrict dst)
+/* Packed op(B): K block after K block, each a row of column panels; a
+ * panel is kcp x NR words plus one 64-byte line, so that the same pair row
+ * of successive panels does not fall in the same cache set (kcp*NR*4 bytes
+ * is a multiple of 4 KB for many K). */
+static long panel_words(int kcp) { return (long)kcp * NR + 16; }
+
+static uint32_t *b_panel(const avx_job *g, int pc, int p)
 {
-    const int kcp = (kc + 1) / 2, j0 = p * NR, cols = min_int(NR, g->N - j0);
+    const int kcp = (min_int(g->kb, g->K - pc) + 1) / 2;
+    return g->b_all + (long)(pc / g->kb) * g->panels * panel_words(g->kb / 2) + (long)p * panel_words(kcp);
+}
+
+#define B_CHUNK 16   /* pairs of k per packing task when B is stored [K, N] */
+
+/* Packs op(B) for K block pc.. (kc long, kcp pairs) into its panels
+ * (b_panel), pair row q of a panel at + q*NR.  B stored [K, N]: task
+ * `part` is pairs part*B_CHUNK.., every panel, reading each pair of rows
+ * of B from start to end (one stream per row, which the prefetchers
+ * follow).  B stored [N, K]: task `part` is panel `part`; column j of
+ * op(B) is row j of B, read along k and turned into pair rows 16 x 16 at a
+ * time by a register transpose. */
+AVX512_TARGET NOINLINE static void avx_pack_b(const avx_job *g, int pc, int kc, int part)
+{
+    const int kcp = (kc + 1) / 2;
     if (!g->tb) {
-        /* B stored [K, N]: rows 2p and 2p+1 side by side, 16 columns at a time */
-        for (int q = 0; q < kcp; q++) {
+        const int q1 = min_int(kcp, (part + 1) * B_CHUNK);
+        for (int q = part * B_CHUNK; q < q1; q++) {
             const int k = pc + 2 * q;
-            const float *r0 = g->B + (long)k * g->ldb + j0;
+            const float *r0 = g->B + (long)k * g->ldb;
             const float *r1 = k + 1 < g->K ? r0 + g->ldb : NULL;
-            _mm512_store_si512(dst + q * NR, pairs_of_rows(r0, r1, mask16(cols)));
-            const __m512i hi = cols > 16 ? pairs_of_rows(r0 + 16, r1 ? r1 + 16 : NULL, mask16(cols - 16))
-                                         : _mm512_setzero_si512();
-            _mm512_store_si512(dst + q * NR + 16, hi);
+            for (int p = 0; p < g->panels; p++) {
+                const int j0 = p * NR, cols = min_int(NR, g->N - j0);
+                uint32_t *d = b_panel(g, pc, p) + (long)q * NR;
+                _mm512_store_si512(d, pairs_of_rows(r0 + j0, r1 ? r1 + j0 : NULL, mask16(cols)));
+                const __m512i hi = cols > 16 ? pairs_of_rows(r0 + j0 + 16, r1 ? r1 + j0 + 16 : NULL, mask16(cols - 16))
+                                             : _mm512_setzero_si512();
+                _mm512_store_si512(d + 16, hi);
+            }
         }
         return;
     }
-    /* B stored [N, K]: column j of op(B) is row j of B, so its pairs come out
-     * of a straight conversion and are written down the panel's column. */
-    if (cols < NR) memset(dst, 0, sizeof(uint32_t) * (size_t)kcp * NR);
-    for (int j = 0; j < cols; j++) {
-        const float *src = g->B + (long)(j0 + j) * g->ldb + pc;
+    const int j0 = part * NR, cols = min_int(NR, g->N - j0);
+    uint32_t *dst = b_panel(g, pc, part);
+    for (int h = 0; h < NR / 16; h++) {
+        const int jh = j0 + 16 * h, n = min_int(16, cols - 16 * h);
         for (int q = 0; q < kcp; q += 16) {
-            uint32_t w[16] __attribute__((aligned(64)));
-            _mm512_store_si512(w, pairs_of_run(src + 2 * q, kc - 2 * q));
-            const int n = min_int(16, kcp - q);
-            for (int t = 0; t < n; t++) dst[(long)(q + t) * NR + j] = w[t];
+            __m512i v[16];
+            for (int j = 0; j < 16; j++)
+                v[j] = j < n ? pairs_of_run(g->B + (long)(jh + j) * g->ldb + pc + 2 * q, kc - 2 * q)
+                             : _mm512_setzero_si512();
+            transpose16(v);
+            const int m = min_int(16, kcp - q);   /* never past the panel */
+            for (int t = 0; t < m; t++) _mm512_store_si512(dst + (long)(q + t) * NR + 16 * h, v[t]);
         }
     }
 }
@@ -309,37 +401,50 @@ AVX512_TARGET NOINLINE static void avx_pack_a(const avx_job *g, int pc, int kc, 
         }
         return;
     }
-    for (int r = 0; r * MR < mc; r++) {
-        const int rows = min_int(MR, mc - r * MR);
-        uint32_t *d = pa + (long)r * kcp * MR;
-        for (int q = 0; q < kcp; q++) {
-            const int k = pc + 2 * q;
-            const float *r0 = g->A + (long)k * g->lda + ic + r * MR;
-            const float *r1 = k + 1 < g->K ? r0 + g->lda : NULL;
-            _mm512_mask_storeu_epi32(d + q * MR, (__mmask16)0x0fff, pairs_of_rows(r0, r1, mask16(rows)));
+    /* A stored [K, M]: each pair of k rows is read along the chunk's mc
+     * columns, one MR-wide piece per panel */
+    for (int q = 0; q < kcp; q++) {
+        const int k = pc + 2 * q;
+        const float *r0 = g->A + (long)k * g->lda + ic;
+        const float *r1 = k + 1 < g->K ? r0 + g->lda : NULL;
+        for (int r = 0; r * MR < mc; r++) {
+            const __m512i v = pairs_of_rows(r0 + r * MR, r1 ? r1 + r * MR : NULL, mask16(min_int(MR, mc - r * MR)));
+            _mm512_mask_storeu_epi32(pa + ((long)r * kcp + q) * MR, (__mmask16)0x0fff, v);
         }
     }
+}
+
+/* Prefetch for writing the cache lines of a rows x cols tile of C. */
+static ALWAYS_INLINE void prefetch_tile(const float *c, int rows, long ldc, int cols)
+{
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols + 15; j += 16) __builtin_prefetch(c + i * ldc + min_int(j, cols - 1), 1, 3);
 }
 
 /* C[i0:i1, j0:j1] over all K blocks; pa is this thread's packing space. */
 AVX512_TARGET NOINLINE static void avx_unit(const avx_job *g, int i0, int i1, int j0, int j1, uint32_t *pa)
 {
-    const long npad = (long)g->panels * NR;
     for (int pc = 0; pc < g->K; pc += g->kb) {
         const int kc = min_int(g->kb, g->K - pc), kcp = (kc + 1) / 2;
         const int load_c = pc > 0 || !g->overwrite;
-        const uint32_t *b_blk = g->b_all + (long)(pc / 2) * npad;
         for (int ic = i0; ic < i1; ic += MC) {
             const int mc = min_int(MC, i1 - ic);
             avx_pack_a(g, pc, kc, ic, mc, pa);
             for (int j = j0; j < j1; j += NR) {
                 const int cols = min_int(NR, j1 - j), nvec = cols > 16 ? 2 : 1;
                 const unsigned m0 = mask16(cols), m1 = mask16(cols - 16);
-                const uint32_t *bp = b_blk + (long)(j / NR) * kcp * NR;
+                const uint32_t *bp = b_panel(g, pc, j / NR);
                 for (int r = 0; r * MR < mc; r++) {
                     const int rows = min_int(MR, mc - r * MR);
                     const uint32_t *ap = g->ta ? pa + (long)r * kcp * MR : pa + r * MR * g->a_rs;
                     float *c = g->C + (long)(ic + r * MR) * g->ldc + j;
+                    /* C is read (or written) once per K block, far apart in
+                     * time: fetch the next tile's rows while this one runs */
+                    if ((r + 1) * MR < mc)
+                        prefetch_tile(c + MR * g->ldc, min_int(MR, mc - (r + 1) * MR), g->ldc, cols);
+                    else if (j + NR < j1)
+                        prefetch_tile(g->C + (long)ic * g->ldc + j + NR, min_int(MR, mc), g->ldc,
+                                      min_int(NR, j1 - j - NR));
                     kernels[rows - 1][g->ta][nvec - 1](kcp, ap, g->a_rs, bp, c, g->ldc, load_c, m0, m1);
                 }
             }
@@ -347,12 +452,15 @@ AVX512_TARGET NOINLINE static void avx_unit(const avx_job *g, int i0, int i1, in
     }
 }
 
-/* The (K block, column panel) grid of op(B), task t of it. */
+/* Packing op(B) is split into tasks: per K block, B_CHUNK pairs each (B
+ * stored [K, N]) or one panel each (stored [N, K]). */
+static int avx_b_parts(const avx_job *g) { return g->tb ? g->panels : ceil_div(g->kb / 2, B_CHUNK); }
+
 static void avx_pack_b_task(const avx_job *g, int t)
 {
-    const int pc = t / g->panels * g->kb, p = t % g->panels;
-    const int kc = min_int(g->kb, g->K - pc), kcp = (kc + 1) / 2;
-    avx_pack_b(g, pc, kc, p, g->b_all + (long)(pc / 2) * g->panels * NR + (long)p * kcp * NR);
+    const int parts = avx_b_parts(g), pc = t / parts * g->kb, part = t % parts;
+    const int kc = min_int(g->kb, g->K - pc);
+    avx_pack_b(g, pc, kc, part);
 }
 
 /* Units: r x c blocks of C on panel boundaries.  Rows are split first (a
@@ -391,14 +499,14 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
     g.a_rs = (long)words64((size_t)kcp_max);
     if (g.a_rs % 256 == 0) g.a_rs += 16;
     g.a_words = ta ? words64((size_t)MC * kcp_max) : (size_t)MC * g.a_rs;
-    const size_t b_words = words64((size_t)ceil_div(K, 2) * g.panels * NR);
+    const size_t b_words = (size_t)ceil_div(K, g.kb) * g.panels * panel_words(kcp_max);
     const unit_plan u = plan_units(M, N, nth);
     const int units = u.r * u.c;
     if (units < nth) nth = units;
     uint32_t *ws = workspace(sizeof(uint32_t) * (b_words + g.a_words * (size_t)nth));
     g.b_all = ws;
     uint32_t *pa_all = ws + b_words;
-    const int b_tasks = ceil_div(K, g.kb) * g.panels;
+    const int b_tasks = ceil_div(K, g.kb) * avx_b_parts(&g);
     if (nth == 1) {
         for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
         for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa_all);
@@ -491,20 +599,20 @@ AVX512_TARGET NOINLINE static void amx_pack_a(const amx_job *g, int t)
             }
             continue;
         }
-        /* A stored [K, M]: a pair of k rows gives one pair per row i; tile
-         * row r wants row 16t+r's 16 pairs, so write down the columns. */
+        /* A stored [K, M]: a pair of k rows gives one pair per row i (lane
+         * r = row 16t+r); the tile wants row-major, so transpose. */
         const int rows = g->M - 16 * t;
+        __m512i v[16];
         for (int q = 0; q < 16; q++) {
             const int k = k0 + 2 * q;
-            uint32_t w[16] __attribute__((aligned(64)));
-            __m512i v = _mm512_setzero_si512();
+            v[q] = _mm512_setzero_si512();
             if (k < g->K && rows > 0) {
                 const float *r0 = g->A + (long)k * g->lda + 16 * t;
-                v = pairs_of_rows(r0, k + 1 < g->K ? r0 + g->lda : NULL, mask16(rows));
+                v[q] = pairs_of_rows(r0, k + 1 < g->K ? r0 + g->lda : NULL, mask16(rows));
             }
-            _mm512_store_si512(w, v);
-            for (int r = 0; r < 16; r++) d[16 * r + q] = w[r];
         }
+        transpose16(v);
+        for (int r = 0; r < 16; r++) _mm512_store_si512(d + 16 * r, v[r]);
     }
 }
 
@@ -527,14 +635,14 @@ AVX512_TARGET NOINLINE static void amx_pack_b(const amx_job *g, int u)
             }
             continue;
         }
-        /* B stored [N, K]: column j of op(B) is row j of B. */
-        for (int j = 0; j < 16; j++) {
-            uint32_t w[16] __attribute__((aligned(64)));
-            const __m512i v = j < cols ? pairs_of_run(g->B + (long)(16 * u + j) * g->ldb + k0, g->K - k0)
-                                       : _mm512_setzero_si512();
-            _mm512_store_si512(w, v);
-            for (int q = 0; q < 16; q++) d[16 * q + j] = w[q];
-        }
+        /* B stored [N, K]: column j of op(B) is row j of B (lane q = pair
+         * q); the tile wants pair rows, so transpose. */
+        __m512i v[16];
+        for (int j = 0; j < 16; j++)
+            v[j] = j < cols ? pairs_of_run(g->B + (long)(16 * u + j) * g->ldb + k0, g->K - k0)
+                            : _mm512_setzero_si512();
+        transpose16(v);
+        for (int q = 0; q < 16; q++) _mm512_store_si512(d + 16 * q, v[q]);
     }
 }
 
@@ -558,33 +666,33 @@ AMX_TARGET NOINLINE static void amx_block(const amx_job *g, int bm, int bn, int 
     const long stride = ld * (long)sizeof(float);
     AMX_MEMORY_BARRIER();
     if (load_c) {
-        _tile_loadd(0, c, stride);
-        _tile_loadd(1, c + 16, stride);
-        _tile_loadd(2, c + 16 * ld, stride);
-        _tile_loadd(3, c + 16 * ld + 16, stride);
+        amx_load(0, c, stride);
+        amx_load(1, c + 16, stride);
+        amx_load(2, c + 16 * ld, stride);
+        amx_load(3, c + 16 * ld + 16, stride);
     } else {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
+        amx_zero(0);
+        amx_zero(1);
+        amx_zero(2);
+        amx_zero(3);
     }
     const size_t tile = 256, a_step = (size_t)g->kc_tiles * tile;
     const uint32_t *a0 = g->a_t + (size_t)(2 * bm) * a_step, *a1 = a0 + a_step;
     const uint32_t *b0 = g->b_t + (size_t)(2 * bn) * a_step, *b1 = b0 + a_step;
     for (int k = c0; k < c1; k++) {
-        _tile_loadd(4, a0 + k * tile, 64);
-        _tile_loadd(5, a1 + k * tile, 64);
-        _tile_loadd(6, b0 + k * tile, 64);
-        _tile_loadd(7, b1 + k * tile, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        amx_load(4, a0 + k * tile, 64);
+        amx_load(5, a1 + k * tile, 64);
+        amx_load(6, b0 + k * tile, 64);
+        amx_load(7, b1 + k * tile, 64);
+        amx_dpbf16ps(0, 4, 6);
+        amx_dpbf16ps(1, 4, 7);
+        amx_dpbf16ps(2, 5, 6);
+        amx_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, c, stride);
-    _tile_stored(1, c + 16, stride);
-    _tile_stored(2, c + 16 * ld, stride);
-    _tile_stored(3, c + 16 * ld + 16, stride);
+    amx_store(0, c, stride);
+    amx_store(1, c + 16, stride);
+    amx_store(2, c + 16 * ld, stride);
+    amx_store(3, c + 16 * ld + 16, stride);
     AMX_MEMORY_BARRIER();
     if (!inside) {
         float *dst = g->C + (long)i0 * g->ldc + j0;
@@ -592,8 +700,8 @@ AMX_TARGET NOINLINE static void amx_block(const amx_job *g, int bm, int bn, int 
     }
 }
 
-AMX_TARGET NOINLINE static void amx_configure(void) { _tile_loadconfig(&amx_cfg); }
-AMX_TARGET NOINLINE static void amx_release(void) { _tile_release(); }
+AMX_TARGET NOINLINE static void amx_configure(void) { amx_loadconfig(&amx_cfg); }
+AMX_TARGET NOINLINE static void amx_done(void) { amx_release(); }
 
 /* Blocks [bm0, bm1) x [bn0, bn1): for each k block, the columns, then the
  * rows, so one block column of B (2 x 8 tiles, 16 KB) stays in L1 while
@@ -635,7 +743,7 @@ static void gemm_amx(int ta, int tb, int M, int N, int K, const float *A, long l
         for (int t = 0; t < pack_tasks; t++) t < g.m_tiles ? amx_pack_a(&g, t) : amx_pack_b(&g, t - g.m_tiles);
         amx_configure();
         for (int t = 0; t < units; t++) amx_run_unit(&g, &u, t);
-        amx_release();
+        amx_done();
         return;
     }
 #ifdef _OPENMP
@@ -651,7 +759,7 @@ static void gemm_amx(int ta, int tb, int M, int N, int K, const float *A, long l
 #pragma omp for schedule(dynamic)
 #endif
         for (int t = 0; t < units; t++) amx_run_unit(&g, &u, t);
-        amx_release();
+        amx_done();
     }
 }
 
@@ -695,8 +803,10 @@ void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K
                        long lda, const float *B, long ldb, float beta, float *C, long ldc)
 {
     check_args("fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
+#ifndef AG_AMX_EMULATE
     if (kernel != AG_BF16_NONE && kernel > ag_cpu_bf16_hw())
         ag_error("fast_gemm_bf16: the %s kernel is not available on this CPU", ag_bf16_kernel_name(kernel));
+#endif
     if (kernel == AG_BF16_NONE) {
         ref_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
