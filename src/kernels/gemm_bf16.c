@@ -465,16 +465,22 @@ static void avx_pack_b_task(const avx_job *g, int t)
 
 /* Units: r x c blocks of C on panel boundaries.  Rows are split first (a
  * unit then packs A once and sweeps all of B); columns only when there are
- * too few row panels to give each thread two units. */
+ * too few row panels.  A small product gets one unit per thread, handed out
+ * statically (thread t gets the same rows of a tall product each time, the
+ * rows the element-wise ops give it, as the fp32 gemm.c does); a larger
+ * one two per thread, handed out dynamically, so that a thread that loses
+ * its core for a while does not hold up the other. */
+#define LOCAL_MAX (128.0 * 128 * 128 * 4)
+
 typedef struct {
     int rp, cp, r, c;
 } unit_plan;
 
-static unit_plan plan_units(int M, int N, int nth)
+static unit_plan plan_units(int M, int N, int nth, int per_thread)
 {
     unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 1, 1};
     if (nth == 1) return u;
-    const int want = 2 * nth;
+    const int want = per_thread * nth;
     u.r = min_int(u.rp, want);
     u.c = min_int(u.cp, ceil_div(want, u.r));
     return u;
@@ -500,7 +506,8 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
     if (g.a_rs % 256 == 0) g.a_rs += 16;
     g.a_words = ta ? words64((size_t)MC * kcp_max) : (size_t)MC * g.a_rs;
     const size_t b_words = (size_t)ceil_div(K, g.kb) * g.panels * panel_words(kcp_max);
-    const unit_plan u = plan_units(M, N, nth);
+    const int local = (double)M * N * K < LOCAL_MAX;
+    const unit_plan u = plan_units(M, N, nth, local ? 1 : 2);
     const int units = u.r * u.c;
     if (units < nth) nth = units;
     uint32_t *ws = workspace(sizeof(uint32_t) * (b_words + g.a_words * (size_t)nth));
@@ -521,10 +528,17 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
 #pragma omp for schedule(static)
 #endif
         for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
+        if (local) {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+            for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+        } else {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic)
 #endif
-        for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+            for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+        }
     }
 }
 
