@@ -471,6 +471,8 @@ static void avx_pack_b_task(const avx_job *g, int t)
  * one two per thread, handed out dynamically, so that a thread that loses
  * its core for a while does not hold up the other. */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
+/* op(B) up to this many elements is packed by each thread for itself. */
+#define PRIVATE_B_MAX (64L * 1024)
 
 typedef struct {
     int rp, cp, r, c;
@@ -510,10 +512,15 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
     const unit_plan u = plan_units(M, N, nth, local ? 1 : 2);
     const int units = u.r * u.c;
     if (units < nth) nth = units;
-    uint32_t *ws = workspace(sizeof(uint32_t) * (b_words + g.a_words * (size_t)nth));
-    g.b_all = ws;
-    uint32_t *pa_all = ws + b_words;
     const int b_tasks = ceil_div(K, g.kb) * avx_b_parts(&g);
+    /* A small op(B) is packed by every thread for itself: a little more
+     * work, but no barrier between packing and multiplying, which matters
+     * for the small products of a small model (and on a busy machine, where
+     * a thread waits at a barrier for one that lost its core). */
+    const int private_b = nth > 1 && (long)K * N <= PRIVATE_B_MAX;
+    uint32_t *ws = workspace(sizeof(uint32_t) * (b_words * (private_b ? (size_t)nth : 1) + g.a_words * (size_t)nth));
+    g.b_all = ws;
+    uint32_t *pa_all = ws + b_words * (private_b ? (size_t)nth : 1);
     if (nth == 1) {
         for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
         for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa_all);
@@ -523,21 +530,32 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
 #pragma omp parallel num_threads(nth)
 #endif
     {
-        uint32_t *pa = pa_all + g.a_words * (size_t)thread_id();
+        const int id = thread_id();
+        uint32_t *pa = pa_all + g.a_words * (size_t)id;
+        if (private_b) {
+            avx_job mine = g;
+            mine.b_all = ws + b_words * (size_t)id;
+            for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&mine, t);
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
 #endif
-        for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
-        if (local) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+            for (int t = 0; t < units; t++) avx_run_unit(&mine, &u, t, pa);
         } else {
 #ifdef _OPENMP
-#pragma omp for schedule(dynamic)
+#pragma omp for schedule(static)
 #endif
-            for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+            for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
+            if (local) {
+#ifdef _OPENMP
+#pragma omp for schedule(static) nowait
+#endif
+                for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+            } else {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic) nowait
+#endif
+                for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
+            }
         }
     }
 }
