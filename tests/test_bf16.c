@@ -161,6 +161,10 @@ int main(void)
     printf("bf16 kernels here: %s (AG_BF16_KERNEL picks %s)\n", ag_bf16_kernel_name(hw),
            ag_bf16_kernel_name(ag_cpu_bf16()));
     CHECK((ag_bf16_unavailable_message() == NULL) == ag_bf16_available(), "the unavailable message matches");
+    if (hw == AG_BF16_NONE)
+        CHECK(strcmp(ag_bf16_unavailable_message(), AG_BF16_UNAVAILABLE_MSG) == 0 &&
+                  strcmp(AG_BF16_UNAVAILABLE_MSG, "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither") == 0,
+              "without a bf16 kernel the message is the one the CLI prints");
     if (hw >= AG_BF16_AVX512) test_kernel(AG_BF16_AVX512);
     else CHECK_SKIP("AVX512-BF16 kernel: this CPU (or OS) does not have AVX512-BF16");
     if (hw >= AG_BF16_AMX) test_kernel(AG_BF16_AMX);

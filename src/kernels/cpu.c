@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(AG_NO_X86_KERNELS)
 #define AG_CPU_X86 1
 #include <cpuid.h>
 #if defined(__linux__)

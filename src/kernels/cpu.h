@@ -13,7 +13,9 @@
  *
  * The environment variable AG_BF16_KERNEL=amx|avx512|none caps the choice
  * (for tests and comparisons); it never raises it above what the CPU has.
- * Any other value is ignored.  Non-x86 builds always report NONE.
+ * Any other value is ignored.  Non-x86 builds, and builds with
+ * -DAG_NO_X86_KERNELS (which compile the fast bf16 file without any of its
+ * x86 code, to test that configuration on x86), always report NONE.
  */
 #ifndef ATTOGRAD_KERNELS_CPU_H
 #define ATTOGRAD_KERNELS_CPU_H

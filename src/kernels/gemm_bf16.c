@@ -41,7 +41,7 @@
 #include <omp.h>
 #endif
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(AG_NO_X86_KERNELS)
 #define BF16_X86 1
 #include <immintrin.h>
 #else
@@ -852,15 +852,14 @@ void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K
         overwrite = 0;
         if (K == 0) return;
     }
-    const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : max_threads();
 #if BF16_X86
+    const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : max_threads();
     if (kernel == AG_BF16_AMX)
         gemm_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc, nth);
     else
         gemm_avx512(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc, nth);
 #else
-    (void)overwrite;
-    (void)nth;
+    (void)overwrite;   /* unreachable: no kernel but NONE is available here */
 #endif
 }
 
