@@ -9,7 +9,8 @@
  * j, the pair (op(B)[2p][j], op(B)[2p+1][j]) in one 32-bit word; and op(A)
  * with the pairs (op(A)[i][2p], op(A)[i][2p+1]).  An odd K is padded with a
  * zero.  The fp32 -> bf16 rounding (vcvtne2ps2bf16: to nearest even, NaN
- * kept) happens while packing: there is no separate conversion pass.
+ * kept quiet; a subnormal becomes zero, as the products would treat it
+ * anyway) happens while packing: there is no separate conversion pass.
  *
  * What the instructions compute, from Intel's documentation (and for
  * vdpbf16ps checked on this project's AMD Zen 5 against that description on
@@ -18,13 +19,15 @@
  *     b[2p], rounded.  A bf16 product is exact in fp32 (8-bit significands),
  *     so each step is one fp32 rounding, to nearest even whatever MXCSR says.
  *   tdpbf16ps: per instruction, sums over its 16 pairs from zero (even and
- *     odd halves separately), then adds them to the accumulator.
+ *     odd halves separately), then adds them to the accumulator (so the
+ *     current manual; the intrinsics guide shows plain accumulation in k
+ *     order; the error bound covers either).
  *   Both treat subnormal inputs as zero and flush subnormal results to zero.
  * The order of the sums is fixed by K alone here (the K loop always runs in
  * order, and a block's partial result is stored to C exactly and reloaded
- * as the next block's starting value), never by M, N, the tile a element
+ * as the next block's starting value), never by M, N, the tile an element
  * lands in or the thread: results are bitwise the same for any thread
- * count.  tests/test_bf16.c derives the error bound that covers both.
+ * count.  tests/bf16_check.h derives the error bound that covers both.
  *
  * Every function that uses AVX-512 or AMX instructions carries a target
  * attribute, so this file compiles for any x86-64 (-march=x86-64-v2, say)
