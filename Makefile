@@ -85,7 +85,7 @@ $(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
 	@echo "  LD  $@"
 	@$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c tests/check.h tests/gradcheck.h $(TRAINLIB) $(LIB)
+$(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)

@@ -1,7 +1,9 @@
 /*
  * bench_gemm.c - GFLOP/s of ag_gemm against OpenBLAS on square products and
  * on the shapes transformers run (projections, their backward passes,
- * per-head attention products), down to the toy model's 512 x 64 x 64.
+ * per-head attention products), down to the toy model's 512 x 64 x 64; and
+ * of the bf16 product (fast_gemm_bf16: bf16 inputs, fp32 sums) on the same
+ * shapes, when the CPU has a bf16 kernel and the build is float.
  * Usage: bench_gemm [threads] (default 2).
  *
  * OpenBLAS picks its kernels when it loads, from cpuid or OPENBLAS_CORETYPE;
@@ -16,6 +18,8 @@
 #include <cblas.h>
 
 #include "kernels.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm_bf16.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -29,7 +33,7 @@
 typedef struct {
     const char *what;
     int batch, ta, tb, M, N, K;
-    double ours, blas;   /* median GFLOP/s */
+    double ours, blas, bf16;   /* median GFLOP/s */
 } shape;
 
 static double now(void)
@@ -49,13 +53,32 @@ typedef struct {
     ag_real *A, *B, *C;
 } operands;
 
+enum { USE_OURS, USE_BLAS, USE_BF16 };
+
 /* Operands as the engine stores them: op(A) is A[M,K] or A[K,M]^T, etc.,
  * densely packed (ld = row width), batch items back to back. */
-static void run_once(const shape *s, const operands *o, int use_blas)
+static void run_once(const shape *s, const operands *o, int which)
 {
     int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N, ldc = s->N;
     long sa = (long)s->M * s->K, sb = (long)s->K * s->N, sc = (long)s->M * s->N;
-    if (!use_blas) {
+#ifndef AG_DOUBLE
+    if (which == USE_BF16) {
+        /* no batched bf16 entry point: the items in parallel, each on one
+         * thread (as the attention op calls products from its threads) */
+        if (s->batch == 1) {
+            fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
+            return;
+        }
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (int b = 0; b < s->batch; b++)
+            fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A + b * sa, lda, o->B + b * sb, ldb, 0,
+                           o->C + b * sc, ldc);
+        return;
+    }
+#endif
+    if (which == USE_OURS) {
         if (s->batch == 1)
             ag_kern->gemm(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
         else
@@ -70,21 +93,21 @@ static void run_once(const shape *s, const operands *o, int use_blas)
 }
 
 /* Median GFLOP/s over 11 timings, each long enough (>= 5 ms) to be reliable. */
-static double measure(const shape *s, const operands *o, int use_blas)
+static double measure(const shape *s, const operands *o, int which)
 {
     const double flops = 2.0 * s->batch * s->M * s->N * s->K;
-    run_once(s, o, use_blas);   /* warm up: page in, grow buffers, wake threads */
+    run_once(s, o, which);   /* warm up: page in, grow buffers, wake threads */
     int reps = 1;
     for (double t = 0; reps < (1 << 20); reps *= 2) {
         double t0 = now();
-        for (int r = 0; r < reps; r++) run_once(s, o, use_blas);
+        for (int r = 0; r < reps; r++) run_once(s, o, which);
         t = now() - t0;
         if (t > 5e-3) break;
     }
     double rate[11];
     for (int m = 0; m < 11; m++) {
         double t0 = now();
-        for (int r = 0; r < reps; r++) run_once(s, o, use_blas);
+        for (int r = 0; r < reps; r++) run_once(s, o, which);
         rate[m] = flops * reps / (now() - t0) * 1e-9;
     }
     qsort(rate, 11, sizeof rate[0], cmp_double);
@@ -117,44 +140,44 @@ int main(int argc, char **argv)
 
     /* rows = batch*seq (e.g. 16 x 256 = 4096), d_model 128..512, MLP 4*d */
     shape shapes[] = {
-        {"square", 1, 0, 0, 256, 256, 256, 0, 0},
-        {"square", 1, 0, 0, 512, 512, 512, 0, 0},
-        {"square", 1, 0, 0, 1024, 1024, 1024, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 384, 128, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 1536, 384, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 384, 1536, 0, 0},
-        {"linear x W^T", 1, 0, 1, 512, 512, 512, 0, 0},
-        {"dx = dy W", 1, 0, 0, 4096, 384, 1536, 0, 0},
-        {"dx = dy W", 1, 0, 0, 4096, 128, 384, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 1536, 384, 4096, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 128, 128, 4096, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 64, 256, 512, 0, 0},
-        {"attn q k^T", 256, 0, 1, 32, 32, 16, 0, 0},
-        {"attn p v", 256, 0, 0, 32, 16, 32, 0, 0},
-        {"attn q k^T", 128, 0, 1, 64, 64, 32, 0, 0},
-        {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0},
-        {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0},
-        {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0},
+        {"square", 1, 0, 0, 256, 256, 256, 0, 0, 0},
+        {"square", 1, 0, 0, 512, 512, 512, 0, 0, 0},
+        {"square", 1, 0, 0, 1024, 1024, 1024, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 128, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 1536, 384, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 1536, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 512, 512, 512, 0, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 384, 1536, 0, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 128, 384, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 1536, 384, 4096, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 128, 128, 4096, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 64, 256, 512, 0, 0, 0},
+        {"attn q k^T", 256, 0, 1, 32, 32, 16, 0, 0, 0},
+        {"attn p v", 256, 0, 0, 32, 16, 32, 0, 0, 0},
+        {"attn q k^T", 128, 0, 1, 64, 64, 32, 0, 0, 0},
+        {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0, 0},
+        {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0, 0},
+        {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0, 0},
         /* the toy model (B 16, T 32, d 64, 4 heads, vocab 65) and the small
          * one (B 12, T 64, d 128, MLP 512), as the engine calls them */
-        {"toy x W^T", 1, 0, 1, 512, 64, 64, 0, 0},
-        {"toy logits", 1, 0, 1, 512, 65, 64, 0, 0},
-        {"toy dx = dy W", 1, 0, 0, 512, 64, 64, 0, 0},
-        {"toy dW", 1, 1, 0, 64, 64, 512, 0, 0},
-        {"toy dW logits", 1, 1, 0, 65, 64, 512, 0, 0},
-        {"toy q k^T", 64, 0, 0, 32, 32, 16, 0, 0},
-        {"toy p v", 64, 0, 0, 32, 16, 32, 0, 0},
-        {"toy dp", 64, 0, 1, 32, 32, 16, 0, 0},
-        {"toy dq", 64, 0, 1, 32, 16, 32, 0, 0},
-        {"toy dk^T", 64, 1, 0, 16, 32, 32, 0, 0},
-        {"small x W^T", 1, 0, 1, 768, 128, 128, 0, 0},
-        {"small MLP up", 1, 0, 1, 768, 512, 128, 0, 0},
-        {"small MLP down", 1, 0, 1, 768, 128, 512, 0, 0},
-        {"small dx up", 1, 0, 0, 768, 128, 512, 0, 0},
-        {"small dW", 1, 1, 0, 128, 128, 768, 0, 0},
-        {"small dW up", 1, 1, 0, 512, 128, 768, 0, 0},
-        {"small q k^T", 48, 0, 0, 64, 64, 32, 0, 0},
-        {"small p v", 48, 0, 0, 64, 32, 64, 0, 0},
+        {"toy x W^T", 1, 0, 1, 512, 64, 64, 0, 0, 0},
+        {"toy logits", 1, 0, 1, 512, 65, 64, 0, 0, 0},
+        {"toy dx = dy W", 1, 0, 0, 512, 64, 64, 0, 0, 0},
+        {"toy dW", 1, 1, 0, 64, 64, 512, 0, 0, 0},
+        {"toy dW logits", 1, 1, 0, 65, 64, 512, 0, 0, 0},
+        {"toy q k^T", 64, 0, 0, 32, 32, 16, 0, 0, 0},
+        {"toy p v", 64, 0, 0, 32, 16, 32, 0, 0, 0},
+        {"toy dp", 64, 0, 1, 32, 32, 16, 0, 0, 0},
+        {"toy dq", 64, 0, 1, 32, 16, 32, 0, 0, 0},
+        {"toy dk^T", 64, 1, 0, 16, 32, 32, 0, 0, 0},
+        {"small x W^T", 1, 0, 1, 768, 128, 128, 0, 0, 0},
+        {"small MLP up", 1, 0, 1, 768, 512, 128, 0, 0, 0},
+        {"small MLP down", 1, 0, 1, 768, 128, 512, 0, 0, 0},
+        {"small dx up", 1, 0, 0, 768, 128, 512, 0, 0, 0},
+        {"small dW", 1, 1, 0, 128, 128, 768, 0, 0, 0},
+        {"small dW up", 1, 1, 0, 512, 128, 768, 0, 0, 0},
+        {"small q k^T", 48, 0, 0, 64, 64, 32, 0, 0, 0},
+        {"small p v", 48, 0, 0, 64, 32, 64, 0, 0, 0},
     };
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -177,25 +200,19 @@ int main(int argc, char **argv)
 
     /* All of ours, then all of OpenBLAS: each library's idle threads spin for
      * a while after a call and would steal the core from the other. */
-    for (int i = 0; i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, 0);
-    /* Our OpenMP threads spin for a while after the last call, then sleep:
-     * let them go to sleep before OpenBLAS's turn. */
-    nanosleep(&(struct timespec){0, 500000000}, NULL);
-    for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, 1);
-
-    const char *ct = getenv("OPENBLAS_CORETYPE");
-    printf("%s gemm, %d thread%s, median GFLOP/s\n", AG_PRECISION_NAME, threads,
-           threads == 1 ? "" : "s");
-    printf("OpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
-           openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
-           openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
-    printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s\n", "shape", "batch", "op", "M", "N", "K",
+#include "kernels.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm_bf16.h"
            "attograd", "OpenBLAS", "ratio");
+    if (bf16) printf(" %9s %9s", "bf16", "bf16/fp32");
+    printf("\n");
     for (int i = 0; i < ns; i++) {
         const shape *s = &shapes[i];
-        printf("%-14s %5d %c%c %5d %5d %5d %9.1f %9.1f %6.2f\n", s->what, s->batch,
+        printf("%-14s %5d %c%c %5d %5d %5d %9.1f %9.1f %6.2f", s->what, s->batch,
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->ours, s->blas,
                s->ours / s->blas);
+        if (bf16) printf(" %9.1f %9.2f", s->bf16, s->bf16 / s->ours);
+        printf("\n");
     }
     free(o.A);
     free(o.B);

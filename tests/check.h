@@ -1,15 +1,18 @@
 /*
  * check.h - the tiny test harness every C test in tests/ uses.
  * CHECK(cond, fmt, ...) counts one assertion; a failure prints where and why.
+ * CHECK_SKIP(fmt, ...) counts a group of checks that could not run here (a
+ * CPU feature missing, say) and prints why.
  * check_done() prints the closing "N passed, N failed" line that tests/run.sh
- * adds up, and returns the exit status (non-zero when anything failed).
+ * adds up (", N skipped" after it when something was skipped), and returns
+ * the exit status (non-zero when anything failed).
  */
 #ifndef ATTOGRAD_CHECK_H
 #define ATTOGRAD_CHECK_H
 
 #include <stdio.h>
 
-static int check_passed, check_failed;
+static int check_passed, check_failed, check_skipped;
 
 #define CHECK(cond, ...)                                                     \
     do {                                                                     \
@@ -24,9 +27,21 @@ static int check_passed, check_failed;
         }                                                                    \
     } while (0)
 
+#define CHECK_SKIP(...)                                                      \
+    do {                                                                     \
+        check_skipped++;                                                     \
+        printf("SKIP %s:%d: ", __FILE__, __LINE__);                          \
+        printf(__VA_ARGS__);                                                 \
+        printf("\n");                                                        \
+        fflush(stdout);                                                      \
+    } while (0)
+
 static inline int check_done(void)
 {
-    printf("%d passed, %d failed\n", check_passed, check_failed);
+    if (check_skipped)
+        printf("%d passed, %d failed, %d skipped\n", check_passed, check_failed, check_skipped);
+    else
+        printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
 }
 

@@ -1,0 +1,42 @@
+/*
+ * cpu.h - which bf16 matrix-multiply kernel this CPU can run, decided once
+ * at run time (the binary may be built for an older CPU than it runs on,
+ * or the other way round: detection, not the compiler flags, decides).
+ *
+ *   AG_BF16_AMX     AMX tiles (tdpbf16ps): the CPU has AMX-TILE, AMX-BF16
+ *                   and AVX512-BF16 (the packing uses it), the OS enables
+ *                   tile state in XCR0, and Linux grants this process the
+ *                   tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM).
+ *   AG_BF16_AVX512  AVX-512 with vdpbf16ps (AVX512-F/BW/VL/DQ and
+ *                   AVX512-BF16, ZMM and mask state enabled by the OS).
+ *   AG_BF16_NONE    neither: bf16 products are not available.
+ *
+ * The environment variable AG_BF16_KERNEL=amx|avx512|none caps the choice
+ * (for tests and comparisons); it never raises it above what the CPU has.
+ * Any other value is ignored.  Non-x86 builds, and builds with
+ * -DAG_NO_X86_KERNELS (which compile the fast bf16 file without any of its
+ * x86 code, to test that configuration on x86), always report NONE.
+ */
+#ifndef ATTOGRAD_KERNELS_CPU_H
+#define ATTOGRAD_KERNELS_CPU_H
+
+enum { AG_BF16_NONE = 0, AG_BF16_AVX512 = 1, AG_BF16_AMX = 2 };
+
+/* The kernel fast_gemm_bf16 uses: what the CPU and OS allow, capped by
+ * AG_BF16_KERNEL.  Detected on the first call; thread-safe. */
+int ag_cpu_bf16(void);
+/* The same without the cap (tests use it to run every kernel there is). */
+int ag_cpu_bf16_hw(void);
+/* ag_cpu_bf16() != AG_BF16_NONE */
+int ag_bf16_available(void);
+/* "amx", "avx512" or "none" */
+const char *ag_bf16_kernel_name(int kernel);
+
+/* What a bf16 run prints when ag_bf16_available() is 0 (one line, no
+ * newline): AG_BF16_UNAVAILABLE_MSG when the CPU has neither kernel, or a
+ * line naming AG_BF16_KERNEL when that variable turned them off.  NULL when
+ * bf16 is available. */
+#define AG_BF16_UNAVAILABLE_MSG "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither"
+const char *ag_bf16_unavailable_message(void);
+
+#endif
