@@ -53,38 +53,42 @@ static void ref_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, 
 
 /* ---- softmax ------------------------------------------------------------ */
 
-/* log sum_k exp(x_k) over one row of n elements s apart, computed as
- * m + log sum_k exp(x_k - m) with m the row's maximum: subtracting it
- * changes nothing mathematically and keeps exp from overflowing.  A row of
- * all -inf (every key masked) has no maximum to subtract: -inf. */
-static double log_sum_exp(const ag_real *x, size_t n, size_t s)
+/* Over one row of n elements s apart: its maximum m (-inf for a row of
+ * all -inf, every key masked) and sum_k exp(x_k - m).  With them
+ *   softmax_k     = exp(x_k - m) / sum
+ *   log_softmax_k = (x_k - m) - log sum
+ * Subtracting m changes nothing mathematically, keeps exp from
+ * overflowing, and (x_k - m) - log sum keeps the digits that
+ * x_k - (m + log sum) would round away when |m| is large. */
+static double sum_exp(const ag_real *x, size_t n, size_t s, ag_real *m)
 {
-    ag_real m = -INFINITY;
+    *m = -INFINITY;
     for (size_t k = 0; k < n; k++)
-        if (x[k * s] > m)
-            m = x[k * s];
-    if (m == -INFINITY)
-        return -INFINITY;
+        if (x[k * s] > *m)
+            *m = x[k * s];
     double sum = 0;
-    for (size_t k = 0; k < n; k++)
-        sum += exp((double)(x[k * s] - m));
-    return m + log(sum);
+    for (size_t k = 0; k < n && *m != -INFINITY; k++)
+        sum += exp((double)(x[k * s] - *m));
+    return sum;
 }
 
-/* x, y: [outer, n, inner]; one row is the n elements (o, 0..n-1, i), inner apart.
- *   softmax:      y_k = exp(x_k) / sum_j exp(x_j) = exp(x_k - lse)
- *   log_softmax:  y_k = x_k - lse,    lse = log sum_j exp(x_j)
- * A fully masked row gives zeros (log_softmax: -inf), never NaN. */
+/* x, y: [outer, n, inner]; one row is the n elements (o, 0..n-1, i), inner
+ * apart.  softmax or log_softmax of each row; a fully masked row gives
+ * zeros (log_softmax: -inf), never NaN. */
 static void ref_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out)
 {
     for (size_t o = 0; o < outer; o++)
         for (size_t i = 0; i < inner; i++) {
             const ag_real *xr = x + o * n * inner + i;
-            ag_real *yr = y + o * n * inner + i;
-            double lse = log_sum_exp(xr, n, inner);
+            ag_real *yr = y + o * n * inner + i, m;
+            double sum = sum_exp(xr, n, inner, &m);
             for (size_t k = 0; k < n; k++) {
-                double z = lse == -INFINITY ? -INFINITY : xr[k * inner] - lse;
-                yr[k * inner] = (ag_real)(log_out ? z : exp(z));
+                if (m == -INFINITY)
+                    yr[k * inner] = log_out ? -INFINITY : 0;
+                else if (log_out)
+                    yr[k * inner] = (ag_real)((xr[k * inner] - m) - log(sum));
+                else
+                    yr[k * inner] = (ag_real)(exp((double)(xr[k * inner] - m)) / sum);
             }
         }
 }
@@ -123,14 +127,17 @@ static void ref_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *d
 
 /* logits, prob: [rows,V]; target, loss: [rows].
  *   prob[r]  = softmax(logits[r])
- *   loss[r]  = -log prob[r][t] = log sum_k exp(x_k) - x_t
+ *   loss[r]  = -log prob[r][t] = log sum_k exp(x_k) - x_t = (m - x_t) + log sum_k exp(x_k - m)
  * (the last form never takes the log of an underflowed probability). */
 static void ref_cross_entropy(const ag_real *logits, const int32_t *target, size_t rows, int V, ag_real *prob,
                               double *loss)
 {
     ref_softmax(logits, prob, rows, (size_t)V, 1, 0);
-    for (size_t r = 0; r < rows; r++)
-        loss[r] = target[r] >= 0 ? log_sum_exp(logits + r * V, (size_t)V, 1) - logits[r * V + target[r]] : 0;
+    for (size_t r = 0; r < rows; r++) {
+        ag_real m;
+        double sum = sum_exp(logits + r * V, (size_t)V, 1, &m);
+        loss[r] = target[r] >= 0 ? (double)(m - logits[r * V + target[r]]) + log(sum) : 0;
+    }
 }
 
 /* forward was:  loss_r = log sum_k exp(x_k) - x_t,  so  dloss_r/dx_k = softmax_k - [k = t]:

@@ -20,12 +20,6 @@
  * Packing uses AVX512-BF16, so this runs where that kernel does; elsewhere
  * it reports itself skipped.
  */
-#define AG_AMX_EMULATE 1
-#define fast_gemm_bf16 emul_fast_gemm_bf16
-#define fast_gemm_bf16_on emul_fast_gemm_bf16_on
-#define fast_f32_to_bf16 emul_fast_f32_to_bf16
-#include "kernels/gemm_bf16.c"
-
 #ifdef AG_REFERENCE
 #include <stdio.h>
 int main(void)
@@ -34,6 +28,12 @@ int main(void)
     return 0;
 }
 #else
+#define AG_AMX_EMULATE 1
+#define fast_gemm_bf16 emul_fast_gemm_bf16
+#define fast_gemm_bf16_on emul_fast_gemm_bf16_on
+#define fast_f32_to_bf16 emul_fast_f32_to_bf16
+#include "kernels/gemm_bf16.c"
+
 #include "bf16_check.h"
 
 /* ---- the emulated tiles (one set per thread, as the hardware's) --------- */
