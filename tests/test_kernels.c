@@ -9,10 +9,13 @@
  *   - sums of n products (matrix multiply): |fast - ref| <= 2 n u sum|a b|
  *     per element, u the unit roundoff (2^-24 float, 2^-53 double): the
  *     classic bound for two different summation orders of the same terms;
- *   - row kernels (softmax, cross-entropy, layer norm, GELU, optimizer
- *     steps): |fast - ref| <= TOL (1 + |ref|), TOL = 1e-5 in float (a few
- *     ulp of exp/erf plus the row's sums) and 1e-12 in double (libm
- *     everywhere, only the order of sums differs);
+ *   - row kernels (softmax, cross-entropy, layer norm, GELU):
+ *     |fast - ref| <= TOL (1 + |ref|), TOL = 1e-5 in float (a few ulp of
+ *     exp/erf plus the row's sums) and 1e-12 in double (libm everywhere,
+ *     only the order of sums differs); sums over rows (layer norm's weight
+ *     and bias gradients, column sums) TOL (1 + rows/64) (1 + |ref|);
+ *   - optimizer steps: |fast - ref| <= TOL (1e-6 + |ref|) for parameters
+ *     and moments (each element is a few operations, ordered differently);
  *   - attention: outputs and gradients are sums over keys of terms bounded
  *     by the largest value involved, so |fast - ref| <= ATOL_ATTN max|ref|
  *     over the tensor, ATOL_ATTN = 2e-5 in float, 1e-12 in double.
@@ -53,7 +56,7 @@ static ag_real *random_buf(size_t n, double lo, double hi)
     return p;
 }
 
-static inline ag_real *copy_buf(const ag_real *src, size_t n)
+static ag_real *copy_buf(const ag_real *src, size_t n)
 {
     ag_real *p = malloc((n ? n : 1) * sizeof *p);
     memcpy(p, src, n * sizeof *p);
@@ -69,9 +72,9 @@ static void set_threads(int n)
 #endif
 }
 
-/* max over i of |a - b| / (1 + |b|); NaN in either counts as infinitely far
- * unless both are NaN */
-static double rel_diff(const ag_real *a, const ag_real *b, size_t n)
+/* max over i of |a - b| / (floor + |b|); NaN in either counts as infinitely
+ * far unless both are NaN */
+static double rel_diff_floor(const ag_real *a, const ag_real *b, size_t n, double floor)
 {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
@@ -79,12 +82,15 @@ static double rel_diff(const ag_real *a, const ag_real *b, size_t n)
             continue;
         if (a[i] == b[i])
             continue;               /* also equal infinities */
-        double d = fabs((double)a[i] - b[i]) / (1 + fabs((double)b[i]));
+        double d = fabs((double)a[i] - b[i]) / (floor + fabs((double)b[i]));
         if (!(d <= worst))
             worst = isnan(d) ? INFINITY : d;
     }
     return worst;
 }
+
+/* the same relative to 1 + |b| */
+static double rel_diff(const ag_real *a, const ag_real *b, size_t n) { return rel_diff_floor(a, b, n, 1); }
 
 static double max_abs(const ag_real *a, size_t n)
 {
@@ -227,13 +233,275 @@ static void check_attention_cases(void)
         check_attention(cases[i]);
 }
 
+/* ---- matrix multiply ---------------------------------------------------- */
+
+/* |fast - ref| <= 2 K u sum_k |a_ik b_kj| per element (plus a tiny absolute
+ * slack for the beta C term) */
+static void check_gemm(int ta, int tb, int M, int N, int K, double beta)
+{
+    int lda = (ta ? M : K) + 1, ldb = (tb ? K : N) + 2, ldc = N + 3;
+    ag_real *A = random_buf((size_t)(ta ? K : M) * lda, -1, 1), *B = random_buf((size_t)(tb ? N : K) * ldb, -1, 1);
+    ag_real *C0 = random_buf((size_t)M * ldc, -1, 1), *C[3];
+    for (int run = 0; run < 3; run++) {
+        C[run] = copy_buf(C0, (size_t)M * ldc);
+        set_threads(run == 2 ? 2 : 1);
+        (run ? &ag_kernels_fast : &ag_kernels_reference)
+            ->gemm(ta, tb, M, N, K, A, lda, B, ldb, (ag_real)beta, C[run], ldc);
+    }
+    int within = 1;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double mag = fabs(beta * C0[(long)i * ldc + j]);
+            for (int k = 0; k < K; k++)
+                mag += fabs((double)(ta ? A[(long)k * lda + i] : A[(long)i * lda + k]) *
+                            (tb ? B[(long)j * ldb + k] : B[(long)k * ldb + j]));
+            double d = fabs((double)C[1][(long)i * ldc + j] - C[0][(long)i * ldc + j]);
+            within &= d <= 2.0 * (K + 1) * UNIT_ROUNDOFF * mag + 1e-30;
+        }
+    CHECK(within, "gemm %s%s %dx%dx%d beta %g: fast vs reference beyond 2 K u sum|a b|", ta ? "T" : "N",
+          tb ? "T" : "N", M, N, K, beta);
+    CHECK(same_bits(C[1], C[2], (size_t)M * ldc), "gemm %dx%dx%d: 1 and 2 threads differ", M, N, K);
+    for (int run = 0; run < 3; run++)
+        free(C[run]);
+    free(A);
+    free(B);
+    free(C0);
+}
+
+static void check_gemm_cases(void)
+{
+    static const int sizes[][3] = { { 1, 1, 1 }, { 7, 5, 3 }, { 13, 33, 17 }, { 64, 48, 70 }, { 130, 97, 385 },
+                                    { 250, 260, 129 } };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            check_gemm(t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], t == 3 ? 1 : 0);
+    /* batched: each item as the single product */
+    enum { BATCH = 5, M = 9, N = 11, K = 13 };
+    ag_real *A = random_buf(BATCH * M * K, -1, 1), *B = random_buf(K * N, -1, 1), *C[2];
+    for (int run = 0; run < 2; run++) {
+        C[run] = calloc(BATCH * M * N, sizeof(ag_real));
+        (run ? &ag_kernels_fast : &ag_kernels_reference)
+            ->gemm_batched(BATCH, 0, 0, M, N, K, A, M * K, K, B, 0, N, 0, C[run], M * N, N);
+    }
+    CHECK(rel_diff(C[1], C[0], BATCH * M * N) <= 2.0 * K * UNIT_ROUNDOFF * 4, "batched gemm, B broadcast");
+    free(A);
+    free(B);
+    free(C[0]);
+    free(C[1]);
+}
+
+/* ---- row kernels -------------------------------------------------------- */
+
+/* x with some -inf entries and, when masked_rows, a few rows of all -inf */
+static ag_real *scores(size_t rows, size_t n, int masked_rows)
+{
+    ag_real *x = random_buf(rows * n, -8, 8);
+    for (size_t i = 0; i < rows * n; i++)
+        if (ag_pcg32_below(&rng, 5) == 0)
+            x[i] = -INFINITY;
+    for (size_t r = 0; masked_rows && r < rows; r += 7)
+        for (size_t k = 0; k < n; k++)
+            x[r * n + k] = -INFINITY;
+    return x;
+}
+
+static void check_softmax(size_t outer, size_t n, size_t inner, int log_out)
+{
+    const size_t size = outer * n * inner;
+    ag_real *x = scores(outer * inner, n, 1), *dy = random_buf(size, -1, 1), *y[3], *dx[3];
+    for (int run = 0; run < 3; run++) {
+        const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
+        set_threads(run == 2 ? 2 : 1);
+        y[run] = malloc(size * sizeof(ag_real));
+        k->softmax(x, y[run], outer, n, inner, log_out);
+        dx[run] = copy_buf(dy, size);              /* backward adds: start from the same values */
+        k->softmax_backward(y[run], dy, dx[run], outer, n, inner, log_out);
+    }
+    CHECK(rel_diff(y[1], y[0], size) <= TOL && rel_diff(dx[1], dx[0], size) <= TOL,
+          "%ssoftmax [%zu,%zu,%zu]: fast vs reference %.3g, backward %.3g", log_out ? "log_" : "", outer, n, inner,
+          rel_diff(y[1], y[0], size), rel_diff(dx[1], dx[0], size));
+    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size), "%ssoftmax [%zu,%zu,%zu]: threads differ",
+          log_out ? "log_" : "", outer, n, inner);
+    int exact = 1;   /* masked entries: exactly 0 (or -inf), gradient exactly unchanged */
+    for (size_t i = 0; i < size; i++)
+        if (x[i] == -INFINITY)
+            exact &= y[1][i] == (log_out ? -INFINITY : 0) && dx[1][i] == dy[i];
+    CHECK(exact, "%ssoftmax: -inf inputs give %s and pass no gradient", log_out ? "log_" : "", log_out ? "-inf" : "0");
+    for (int run = 0; run < 3; run++) {
+        free(y[run]);
+        free(dx[run]);
+    }
+    free(x);
+    free(dy);
+}
+
+static void check_cross_entropy(size_t rows, int V)
+{
+    ag_real *x = random_buf(rows * V, -10, 10), *p[2], *g[2];
+    int32_t *t = malloc(rows * sizeof *t);
+    double *loss[2];
+    for (size_t r = 0; r < rows; r++)
+        t[r] = r % 5 == 4 ? -1 : (int32_t)ag_pcg32_below(&rng, (uint32_t)V);   /* some rows ignored */
+    for (int run = 0; run < 2; run++) {
+        const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
+        p[run] = malloc(rows * V * sizeof(ag_real));
+        loss[run] = malloc(rows * sizeof(double));
+        g[run] = random_buf(rows * V, -1, 1);
+        k->cross_entropy(x, t, rows, V, p[run], loss[run]);
+        k->cross_entropy_backward(p[run], t, rows, V, (ag_real)0.37, g[run], 1);
+    }
+    double dl = 0;
+    for (size_t r = 0; r < rows; r++)
+        dl = fmax(dl, fabs(loss[1][r] - loss[0][r]) / (1 + fabs(loss[0][r])));
+    CHECK(dl <= TOL && rel_diff(p[1], p[0], rows * V) <= TOL && rel_diff(g[1], g[0], rows * V) <= TOL,
+          "cross_entropy [%zu,%d]: fast vs reference: loss %.3g, prob %.3g, gradient %.3g", rows, V, dl,
+          rel_diff(p[1], p[0], rows * V), rel_diff(g[1], g[0], rows * V));
+    for (int run = 0; run < 2; run++) {
+        free(p[run]);
+        free(g[run]);
+        free(loss[run]);
+    }
+    free(x);
+    free(t);
+}
+
+static void check_layer_norm(size_t rows, int D, int affine)
+{
+    const size_t size = rows * D;
+    ag_real *x = random_buf(size, -3, 5), *w = random_buf(D, 0.5, 1.5), *b = random_buf(D, -1, 1);
+    ag_real *dy = random_buf(size, -1, 1), *y[3], *mean[3], *rstd[3], *dx[3], *dw[3], *db[3];
+    for (int run = 0; run < 3; run++) {
+        const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
+        set_threads(run == 2 ? 2 : 1);
+        y[run] = malloc(size * sizeof(ag_real));
+        mean[run] = malloc(rows * sizeof(ag_real));
+        rstd[run] = malloc(rows * sizeof(ag_real));
+        dx[run] = random_buf(size, -1, 1);          /* assign: overwritten */
+        dw[run] = calloc(D, sizeof(ag_real));
+        db[run] = calloc(D, sizeof(ag_real));
+        k->layer_norm(x, affine ? w : NULL, affine ? b : NULL, rows, D, (ag_real)1e-5, y[run], mean[run], rstd[run]);
+        k->layer_norm_backward(x, affine ? w : NULL, mean[run], rstd[run], dy, rows, D, dx[run], 1, dw[run], db[run]);
+    }
+    double worst = fmax(fmax(rel_diff(y[1], y[0], size), rel_diff(dx[1], dx[0], size)),
+                        fmax(rel_diff(dw[1], dw[0], D), rel_diff(db[1], db[0], D)));
+    /* dw and db sum over the rows: relative to (1 + |sum|) they carry the rows' rounding */
+    CHECK(worst <= TOL * (1 + rows / 64.0), "layer_norm [%zu,%d]%s: fast vs reference %.3g", rows, D,
+          affine ? "" : " (no weight, no bias)", worst);
+    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size) && same_bits(dw[1], dw[2], D),
+          "layer_norm [%zu,%d]: threads differ", rows, D);
+    for (int run = 0; run < 3; run++) {
+        free(y[run]);
+        free(mean[run]);
+        free(rstd[run]);
+        free(dx[run]);
+        free(dw[run]);
+        free(db[run]);
+    }
+    free(x);
+    free(w);
+    free(b);
+    free(dy);
+}
+
+static void check_gelu(size_t n)
+{
+    ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *y[3], *dx[3];
+    for (int run = 0; run < 3; run++) {
+        const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
+        set_threads(run == 2 ? 2 : 1);
+        y[run] = malloc(n * sizeof(ag_real));
+        dx[run] = copy_buf(dy, n);
+        k->gelu(x, y[run], n);
+        k->gelu_backward(x, dy, dx[run], n, 0);
+    }
+    CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu n=%zu: %.3g, backward %.3g", n,
+          rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
+    CHECK(same_bits(y[1], y[2], n) && same_bits(dx[1], dx[2], n), "gelu n=%zu: threads differ", n);
+    for (int run = 0; run < 3; run++) {
+        free(y[run]);
+        free(dx[run]);
+    }
+    free(x);
+    free(dy);
+}
+
+/* ---- optimizer steps and reductions ------------------------------------- */
+
+static void check_updates(size_t n)
+{
+    ag_real *p0 = random_buf(n, -1, 1), *g = random_buf(n, -1, 1), *m0 = random_buf(n, -0.1, 0.1);
+    ag_real *v0 = random_buf(n, 0, 0.01), *p[3], *m[3], *v[3];
+    for (int variant = 0; variant < 4; variant++) {
+        for (int run = 0; run < 3; run++) {
+            const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
+            set_threads(run == 2 ? 2 : 1);
+            p[run] = copy_buf(p0, n);
+            m[run] = copy_buf(m0, n);
+            v[run] = copy_buf(v0, n);
+            if (variant < 3) {          /* SGD: first step, later step, no momentum */
+                k->sgd(p[run], g, m[run], n, (ag_real)0.1, variant == 2 ? 0 : (ag_real)0.9, (ag_real)0.01,
+                       variant == 0);
+            } else {
+                ag_adamw_args a = { 3e-3, 0.9, 0.999, 1e-8, 0.1, 7 };
+                k->adamw(p[run], g, m[run], v[run], n, &a);
+            }
+        }
+        /* relative to the values themselves (moments are small) */
+        double d = fmax(rel_diff_floor(p[1], p[0], n, 1e-6),
+                        fmax(rel_diff_floor(m[1], m[0], n, 1e-6), rel_diff_floor(v[1], v[0], n, 1e-6)));
+        CHECK(d <= TOL, "%s n=%zu: fast vs reference %.3g", variant < 3 ? "sgd" : "adamw", n, d);
+        CHECK(same_bits(p[1], p[2], n) && same_bits(m[1], m[2], n) && same_bits(v[1], v[2], n),
+              "%s n=%zu: threads differ", variant < 3 ? "sgd" : "adamw", n);
+        for (int run = 0; run < 3; run++) {
+            free(p[run]);
+            free(m[run]);
+            free(v[run]);
+        }
+    }
+    double ss[2] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
+    CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
+    size_t cols = n % 97 + 1, rows = n / cols;
+    ag_real *cs[3];
+    for (int run = 0; run < 3; run++) {
+        set_threads(run == 2 ? 2 : 1);
+        cs[run] = copy_buf(m0, cols);
+        (run ? &ag_kernels_fast : &ag_kernels_reference)->column_sums(g, rows, cols, cs[run]);
+    }
+    CHECK(rel_diff(cs[1], cs[0], cols) <= TOL * (1 + rows / 64.0) && same_bits(cs[1], cs[2], cols),
+          "column_sums [%zu,%zu]", rows, cols);
+    for (int run = 0; run < 3; run++)
+        free(cs[run]);
+    free(p0);
+    free(g);
+    free(m0);
+    free(v0);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 2024, 1);
+    check_gemm_cases();
+    for (int log_out = 0; log_out < 2; log_out++) {
+        check_softmax(1, 1, 1, log_out);
+        check_softmax(37, 65, 1, log_out);         /* contiguous rows, odd length */
+        check_softmax(300, 130, 1, log_out);       /* enough to run on two threads */
+        check_softmax(3, 17, 5, log_out);          /* along a middle dim */
+    }
+    check_cross_entropy(1, 2);
+    check_cross_entropy(77, 65);
+    check_cross_entropy(600, 65);
+    check_layer_norm(1, 1, 1);
+    check_layer_norm(33, 63, 1);
+    check_layer_norm(513, 128, 1);
+    check_layer_norm(40, 17, 0);
+    check_gelu(1);
+    check_gelu(1001);
+    check_gelu(40000);
+    check_updates(7);
+    check_updates(70001);
     check_attention_cases();
     return check_done();
 }
-
 #else
 
 int main(void)
