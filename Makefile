@@ -88,7 +88,14 @@ $(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
-	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+	@$(CC) $(ALLCFLAGS) -I$(BUILD)/tests $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+
+# The usage example that opens include/attograd.h, as compilable C: the
+# comment's indented lines between "Example:" and its end.
+$(BUILD)/tests/header_example.inc: include/attograd.h
+	@mkdir -p $(dir $@)
+	@sed -n '/^ \* Example:/,/^ \*\//p' $< | sed -n 's/^ \*     //p' >$@
+$(BUILD)/tests/test_example: $(BUILD)/tests/header_example.inc
 
 tests: $(TEST_BIN)
 
