@@ -147,7 +147,7 @@ def main():
          "duplicate tensor name")
     case("dup_meta_key", build(meta, entries, meta_json=json.dumps(meta)[:-1] + ',"step":"0"}'),
          "duplicate metadata key")
-    case("unknown_dtype", build(meta, replace(entries, "tok_emb.weight", dtype="F16")), "unknown dtype")
+    case("unknown_dtype", build(meta, replace(entries, "tok_emb.weight", dtype="F8_E4M3")), "unknown dtype")
     f64 = struct.pack(f"<{V * d}d", *struct.unpack(f"<{V * d}f", blob["tok_emb.weight"]))
     case("dtype_f64", build(meta, replace(entries, "tok_emb.weight", dtype="F64", blob=f64)),
          "'tok_emb.weight' has dtype F64, expected F32")
