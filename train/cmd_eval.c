@@ -13,37 +13,40 @@
 #include "cli.h"
 #include "run.h"
 
+/* --task or --text given beside a model that names its data must agree with it. */
+static void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
+{
+    int is_text = strcmp(ck->data, "text") == 0;
+    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
+        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
+    if (text && !is_text)
+        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+}
+
 /* Open the data a model is evaluated on: a task by name, or a text file read
  * with the model's own vocabulary. */
 static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *task_name, const char *text,
                       uint64_t seed)
 {
     char err[512];
-    int is_text = strcmp(ck->data, "text") == 0;
-    if (task_name && text)
-        die(cmd, "--task and --text both given: choose one data source");
-    if (!task_name && !text) {
-        if (is_text)
-            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
-        task_name = ck->data;
-    }
-    if (task_name) {
-        if (is_text || strcmp(task_name, ck->data) != 0)
-            die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
-        if (dataset_open_task(d, task_name, seed, err, sizeof err))
+    check_data_flags(cmd, ck, task_name, text);
+    if (strcmp(ck->data, "text") != 0) {
+        if (dataset_open_task(d, ck->data, seed, err, sizeof err))
             die(cmd, "%s", err);
     } else {
-        if (!is_text)
-            die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+        if (!text)
+            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
         if (dataset_open_text(d, text, ck->vocab, ck->vocab_size, err, sizeof err))
             die(cmd, "%s", err);
     }
 }
 
+#define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0 }
+
 int cmd_eval(int argc, char **argv)
 {
     const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = "val";
-    int threads = 0;
+    int threads = 0, heads = 0;
     long seed = 1;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
@@ -52,6 +55,7 @@ int cmd_eval(int argc, char **argv)
         { "--split", OPT_STRING, &split_name, "S", "val (default), train or all", 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        HEADS_OPT(heads),
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
                     "text split (s = 0, T, 2T, ... with s + T + 1 <= n), printed as 'loss X'; for a task,\n"
@@ -66,7 +70,8 @@ int cmd_eval(int argc, char **argv)
     ag_set_threads(threads);
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, task_name, text, 0 };
+    open_model(CMD, path, &hints, &ck, &m);
     dataset d;
     open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
     if (!d.is_task) {
@@ -89,10 +94,10 @@ int cmd_eval(int argc, char **argv)
 
 int cmd_sample(int argc, char **argv)
 {
-    const char *CMD = "sample", *path = NULL, *prompt = NULL;
+    const char *CMD = "sample", *path = NULL, *prompt = NULL, *task_name = NULL, *text = NULL;
     long tokens = 200, seed = 1;
     double temperature = 1.0;
-    int top_k = 0, threads = 0;
+    int top_k = 0, threads = 0, heads = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to sample from (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0 },
@@ -101,6 +106,9 @@ int cmd_sample(int argc, char **argv)
         { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default 1)", 0, 9.2e18, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
+        HEADS_OPT(heads),
     };
     args_parse(CMD, "Generate tokens from a saved model.", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (!path)
@@ -109,7 +117,16 @@ int cmd_sample(int argc, char **argv)
     char err[1024];
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, task_name, text, 0 };
+    open_model(CMD, path, &hints, &ck, &m);
+    check_data_flags(CMD, &ck, task_name, text);
+    if (text && ag_st_meta(ck.file, "vocab")) {
+        /* the file lists its vocabulary: the text must stay inside it */
+        text_data td;
+        if (text_load_vocab(&td, text, ck.vocab, ck.vocab_size, err, sizeof err))
+            die(CMD, "%s", err);
+        text_free(&td);
+    }
     int is_text = strcmp(ck.data, "text") == 0;
     size_t plen = prompt ? strlen(prompt) : 0;
     int32_t *buf = malloc((plen + (size_t)tokens + 2) * sizeof *buf);
@@ -150,7 +167,7 @@ int cmd_sample(int argc, char **argv)
         int k = task_parse(&t, prompt, seq, 64, err, sizeof err);
         if (k < 0 || task_check_prompt(&t, seq, k, err, sizeof err))
             die(CMD, "--prompt: %s", err);
-        if (temperature == 0 || !args_find(opts, 7, "--temperature")->given)
+        if (temperature == 0 || !args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--temperature")->given)
             complete_greedy(ctx, &m, seq, 1, t.len + 1, t.prompt, t.len + 1);
         else
             sample_tokens(ctx, &m, seq, t.prompt, t.len + 1 - t.prompt, temperature, top_k, &rng);
@@ -167,26 +184,41 @@ int cmd_sample(int argc, char **argv)
 
 int cmd_info(int argc, char **argv)
 {
-    const char *CMD = "info";
-    if (argc == 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        printf("usage: attograd info FILE\n\nPrint a checkpoint's config, parameter count and tensors.\n");
-        return 0;
+    const char *CMD = "info", *path = NULL;
+    int heads = 0, nrest = 0, nfiles = 0;
+    opt opts[] = { HEADS_OPT(heads) };
+    /* the one argument that is not an option (nor --heads' value) is the file */
+    char **rest = malloc((size_t)(argc + 1) * sizeof *rest);
+    if (!rest)
+        die(CMD, "out of memory");
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] != '-' && (i == 0 || strcmp(argv[i - 1], "--heads") != 0)) {
+            path = nfiles++ ? path : argv[i];
+            continue;
+        }
+        rest[nrest++] = argv[i];
     }
-    for (int i = 0; i < argc; i++)
-        if (argv[i][0] == '-')
-            die(CMD, "unknown option '%s' (usage: attograd info FILE)", argv[i]);
-    if (argc != 1)
-        die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE)");
+    args_parse(CMD, "Print a checkpoint's config, parameter count, metadata and tensors.\n"
+                    "usage: attograd info FILE [--heads N]", nrest, rest, opts, 1);
+    free(rest);
+    if (nfiles != 1)
+        die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");
     ckpt ck;
     model m;
-    open_model(CMD, argv[0], &ck, &m);
+    ckpt_hints hints = { heads, NULL, NULL, 1 };
+    open_model(CMD, path, &hints, &ck, &m);
     const model_config *c = &m.cfg;
-    printf("%s\n", argv[0]);
+    char step[32] = "unknown";
+    if (ck.step >= 0)
+        snprintf(step, sizeof step, "%ld", ck.step);
+    printf("%s\n", path);
     printf("  arch %s, vocab %d, %d layers, %d heads, d_model %d, context %d, qkv_bias %s, dropout %g\n",
            model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context,
            c->qkv_bias ? "true" : "false", c->dropout);
-    printf("  trained on %s, step %ld, %zu parameters%s\n", ck.data, ck.step, m.params->total,
-           ck.has_state ? ", with optimizer state (resumable)" : "");
+    printf("  trained on %s, step %s, %zu parameters%s\n", ck.data ? ck.data : "unknown data", step,
+           m.params->total, ck.has_state ? ", with optimizer state (resumable)" : "");
+    if (ck.foreign)
+        printf("  not written by attograd: what the metadata does not say is taken from the tensors\n");
     printf("  metadata:\n");
     for (int i = 0; i < ag_st_meta_count(ck.file); i++) {
         const char *k = ag_st_meta_key(ck.file, i);

@@ -47,8 +47,10 @@ void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, in
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
                   ag_pcg32 *rng);
 
-/* ckpt_open for a subcommand: on any problem, its one-line message and exit 2. */
-void open_model(const char *cmd, const char *path, ckpt *ck, model *m);
+/* ckpt_open_hints for a subcommand: on any problem (also --task and --text
+ * both given), its one-line message and exit 2; a note from loading (tied
+ * weights) goes to stderr. */
+void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m);
 
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
