@@ -215,7 +215,7 @@ void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, in
 }
 
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
-                  ag_pcg32 *rng)
+                  ag_pcg32 *rng, int (*each)(void *user, int32_t token), void *user)
 {
     int V = m->cfg.vocab_size, T = m->cfg.context, old = ag_set_grad_enabled(ctx, 0);
     double *p = malloc((size_t)V * sizeof *p);
@@ -265,6 +265,8 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
                 next--;
         }
         tokens[n++] = next;
+        if (each && each(user, next))
+            break;
     }
     free(p);
     ag_set_grad_enabled(ctx, old);
