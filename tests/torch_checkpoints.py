@@ -28,8 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import parity  # noqa: E402
 import twin  # noqa: E402
 
-DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
-               torch.int64: "I64"}
 PICKLE_MSG = "not a safetensors file (this looks like a PyTorch pickle: save with safetensors)"
 
 
@@ -41,10 +39,8 @@ def write_safetensors(path, tensors, metadata=None):
         header["__metadata__"] = metadata
     for name, t in tensors.items():
         t = t.detach().contiguous()
-        # the raw little-endian bytes, through an integer view of the same width
-        raw = t.view(torch.int16) if t.element_size() == 2 else t
-        blob = raw.numpy().tobytes()
-        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+        blob = twin.raw_bytes(t)
+        header[name] = {"dtype": twin.DTYPE_NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
@@ -158,7 +154,7 @@ def main():
         # 13. half precision and double, converted on load (exactly: the
         # reference is the twin with the same rounded weights in float32)
         for dtype in (torch.float16, torch.bfloat16, torch.float64):
-            name = DTYPE_NAMES[dtype]
+            name = twin.DTYPE_NAMES[dtype]
             p = s.path(f"{name}.safetensors")
             rounded = {k: v.to(dtype) for k, v in sd.items()}
             write_safetensors(p, rounded, {"n_head": "3"})
