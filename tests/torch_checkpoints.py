@@ -13,7 +13,6 @@ with one line naming the problem (exit 2).  Usage (from the repository root):
 
 Ends with "N passed, N failed"; exit status 1 on any failure.
 """
-import argparse
 import json
 import os
 import struct
@@ -88,12 +87,7 @@ def model_of(cfg, seed):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description="PyTorch-written checkpoints in attograd")
-    ap.add_argument("--attograd", default=os.path.join(here, "..", "build", "attograd"))
-    ap.add_argument("--text", default=os.path.join(here, "..", "data", "tiny.txt"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = parity.command_line("PyTorch-written checkpoints in attograd")
     with tempfile.TemporaryDirectory(prefix="attograd-torch-") as work:
         s = Suite(args.attograd, args.text, work)
         V = len(s.vocab)

@@ -244,12 +244,8 @@ int cmd_sample(int argc, char **argv)
     ag_ctx *ctx = ag_ctx_new();
     int status = 0;
     if (is_text) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        signal(SIGINT, on_stop);
+        signal(SIGTERM, on_stop);
         if (prompt)
             fputs(prompt, stdout);   /* all its bytes are in the vocabulary: as the tokens decode */
         else
