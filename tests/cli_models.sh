@@ -37,8 +37,9 @@ check $? "train the fixture models"
 
 # ---- 14: a task model that does not fit its task --------------------------------
 # Rewritten with the standard library (tests/ckpt_corpus.py's reader and writer):
-# a sort model (3 tokens) labeled copy (11), a copy model whose vocabulary
-# lists other bytes, and a copy model cut to a context of 10 (copy reads 16).
+# a sort model (3 tokens) labeled copy (11), the same without metadata, a copy
+# model whose vocabulary lists other bytes, and a copy model cut to a context
+# of 10 (copy reads 16).
 if ! $PY - "$W" <<'EOF'
 import sys
 sys.dont_write_bytecode = True
@@ -57,6 +58,7 @@ def write(name, meta, entries):
 
 meta, ents = weights(f"{w}/sort.st")
 write("sort_as_copy", with_meta(meta, data="copy"), ents)
+write("sort_bare", {}, ents)
 meta, ents = weights(f"{w}/copy.st")
 write("copy_other_bytes", with_meta(meta, vocab="[33,98,99,100,101,102,103,104,105,106,124]"), ents)
 d = dict((e[0], e[2]) for e in ents)["pos_emb.weight"][1]
@@ -84,6 +86,10 @@ misfit() {  # misfit NAME WANT: every command that reads a model refuses W/NAME.
 misfit sort_as_copy "its vocabulary (3 tokens) does not match task copy (11 tokens"
 misfit copy_other_bytes "its vocabulary (11 tokens) does not match task copy"
 misfit copy_context_10 "task copy needs a context of at least 16 tokens (got 10)"
+# a file without metadata takes its task from --task, and must fit it as well
+refuse sort_bare "its vocabulary (3 tokens) does not match task copy" eval --model "$W/sort_bare.st" --task copy --heads 2
+refuse sort_bare "its vocabulary (3 tokens) does not match task copy" sample --model "$W/sort_bare.st" --task copy \
+    --heads 2 --prompt 'abcdefgh|'
 
 # ---- 15: sample prints as it goes, stops cleanly, names its seed ---------------------
 # A million tokens would take many minutes: the text must appear while the

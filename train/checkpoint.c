@@ -474,8 +474,8 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
         FAIL("%s: the file does not say %s", path, missing);
     /* a task model must fit its task: every token id and the whole example */
     if (c->data && !is_text) {
-        if (c->vocab_size != t.vocab || memcmp(c->vocab, t.chars, (size_t)t.vocab) != 0)
-            FAIL("%s: its vocabulary (%d tokens) does not match task %s (%d tokens: %s)", path, c->vocab_size,
+        if (cfg->vocab_size != t.vocab || c->vocab_size != t.vocab || memcmp(c->vocab, t.chars, (size_t)t.vocab))
+            FAIL("%s: its vocabulary (%d tokens) does not match task %s (%d tokens: %s)", path, cfg->vocab_size,
                  t.name, t.vocab, t.chars);
         if (task_check_context(&t, cfg->context, e, sizeof e))
             FAIL("%s: %s", path, e);
