@@ -269,8 +269,9 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm);
  * The writer pads the JSON with spaces so that 8 + N is a multiple of 8. */
 
 /* The dtypes attograd reads and writes; their names in the file are
- * "F32", "F64", "I32", "I64", "U64", "U8". */
-enum { AG_ST_F32, AG_ST_F64, AG_ST_I32, AG_ST_I64, AG_ST_U64, AG_ST_U8 };
+ * "F32", "F64", "I32", "I64", "U64", "U8", "F16" (IEEE half) and "BF16"
+ * (bfloat16: a float's upper 16 bits). */
+enum { AG_ST_F32, AG_ST_F64, AG_ST_I32, AG_ST_I64, AG_ST_U64, AG_ST_U8, AG_ST_F16, AG_ST_BF16 };
 
 #define AG_ST_MAX_DIMS 8
 /* Largest JSON header accepted; real headers are far smaller, and a bound
@@ -303,7 +304,7 @@ const char *ag_st_dtype_name(int dtype);
  * are allowed.  Rejected before anything is written: duplicate or empty
  * names, the reserved name "__metadata__", names/keys/values that are not
  * valid UTF-8, an unknown dtype, ndim outside 0..8, negative dims, nbytes
- * not matching the shape, NaN or Inf in F32/F64 data (the reader refuses
+ * not matching the shape, NaN or Inf in floating-point data (the reader refuses
  * those, so such a file could never be loaded back).  On any failure the
  * temp file is removed, an existing file at path is left as it was, err gets
  * one line naming the file and the cause, and -1 is returned; 0 on success.
@@ -327,7 +328,9 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
  * types, known dtype, 0..8 non-negative integer dims, shape * element size
  * == end - begin without overflow, begin <= end, offsets tiling the data
  * buffer exactly (contiguous from 0, no gap, no overlap, no trailing bytes),
- * string metadata values, and no NaN/Inf in F32/F64 data.
+ * string metadata values, and no NaN/Inf in F32/F64/F16/BF16 data.  A
+ * PyTorch pickle (torch.save's zip archive or legacy stream), whose first
+ * bytes make no sense as a length, is named as such.
  *
  * Alignment: every tensor's data is copied to its own 64-byte aligned spot,
  * so data may be cast to float *, double *, int64_t * ... directly.
@@ -340,6 +343,11 @@ int ag_st_count(const ag_st_file *f);
 const ag_st_tensor *ag_st_at(const ag_st_file *f, int i);
 /* NULL if there is no tensor called name. */
 const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
+/* The values of a floating-point tensor (F32, F64, F16, BF16) as float:
+ * nbytes / element size of them into out.  F16 and BF16 widen exactly; F64
+ * rounds to the nearest float.  -1 with err (one line naming the tensor)
+ * for another dtype or an F64 value beyond float's range; 0 on success. */
+int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen);
 /* Metadata value for key, NULL if absent. */
 const char *ag_st_meta(const ag_st_file *f, const char *key);
 int ag_st_meta_count(const ag_st_file *f);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NDTYPES 6
-static const char *const dtype_names[NDTYPES] = {"F32", "F64", "I32", "I64", "U64", "U8"};
-static const size_t dtype_sizes[NDTYPES] = {4, 8, 4, 8, 8, 1};
+#define NDTYPES 8
+static const char *const dtype_names[NDTYPES] = {"F32", "F64", "I32", "I64", "U64", "U8", "F16", "BF16"};
+static const size_t dtype_sizes[NDTYPES] = {4, 8, 4, 8, 8, 1, 2, 2};
 #define METADATA_KEY "__metadata__"
 #define ALIGN 64   /* each tensor's copy starts on a cache line */
 
@@ -97,8 +98,10 @@ static size_t utf8_bad_at(const unsigned char *s, size_t len)
 
 /* NaN and Inf are the values whose exponent bits are all ones; looking at
  * the little-endian bytes directly needs no alignment and no type punning.
- * F32: exponent = bits 30..23, i.e. byte 3 & 0x7F and byte 2 & 0x80.
- * F64: exponent = bits 62..52, i.e. byte 7 & 0x7F and byte 6 & 0xF0. */
+ * F32:  exponent = bits 30..23, i.e. byte 3 & 0x7F and byte 2 & 0x80.
+ * F64:  exponent = bits 62..52, i.e. byte 7 & 0x7F and byte 6 & 0xF0.
+ * F16:  exponent = bits 14..10, i.e. byte 1 & 0x7C.
+ * BF16: exponent = bits 14..7 (F32's upper half), byte 1 & 0x7F and byte 0 & 0x80. */
 static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
 {
     if (dtype == AG_ST_F32) {
@@ -107,6 +110,12 @@ static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
     } else if (dtype == AG_ST_F64) {
         for (size_t i = 0; i + 8 <= nbytes; i += 8)
             if ((p[i + 7] & 0x7F) == 0x7F && (p[i + 6] & 0xF0) == 0xF0) return 1;
+    } else if (dtype == AG_ST_F16) {
+        for (size_t i = 0; i + 2 <= nbytes; i += 2)
+            if ((p[i + 1] & 0x7C) == 0x7C) return 1;
+    } else if (dtype == AG_ST_BF16) {
+        for (size_t i = 0; i + 2 <= nbytes; i += 2)
+            if ((p[i + 1] & 0x7F) == 0x7F && (p[i] & 0x80) == 0x80) return 1;
     }
     return 0;
 }
@@ -360,7 +369,7 @@ static int parse_tensor(parser *p, entry *e)
             if (parse_string(p, &s)) return -1;
             e->t.dtype = dtype_from_name(s);
             if (e->t.dtype < 0)
-                return fail(p, "tensor %s: unknown dtype %s (known: F32 F64 I32 I64 U64 U8)",
+                return fail(p, "tensor %s: unknown dtype %s (known: F32 F64 F16 BF16 I32 I64 U64 U8)",
                             show(name).s, show(s).s);
         } else if (strcmp(key, "shape") == 0) {
             uint64_t dims[AG_ST_MAX_DIMS];
@@ -602,6 +611,15 @@ static uint64_t read_u64le(const unsigned char *b)
     return v;
 }
 
+/* What torch.save writes: a zip archive (PyTorch 1.6 on) or, in the legacy
+ * format, a bare pickle stream, which opens with the PROTO opcode 0x80 and a
+ * protocol number 2..5.  Read as a length field, either is far too large. */
+static int looks_like_pickle(const unsigned char *b, size_t len)
+{
+    if (len >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) return 1;
+    return len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
+}
+
 ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *err, size_t errlen)
 {
     const unsigned char *b = buf;
@@ -613,6 +631,10 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
     }
     uint64_t hlen = read_u64le(b);
     if (hlen == 0) { fail(&p, "header length is 0"); return NULL; }
+    if ((hlen > AG_ST_MAX_HEADER || hlen > len - 8) && looks_like_pickle(b, len)) {
+        fail(&p, "not a safetensors file (this looks like a PyTorch pickle: save with safetensors)");
+        return NULL;
+    }
     if (hlen > AG_ST_MAX_HEADER) {
         fail(&p, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)hlen,
              AG_ST_MAX_HEADER);
@@ -700,6 +722,64 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     ag_st_file *f = ag_st_parse(buf, size, path, err, errlen);
     free(buf);
     return f;
+}
+
+/* ---- floating-point values as float ---------------------------------------- */
+
+static float from_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IEEE half: sign 1, exponent 5 (bias 15), fraction 10.  Every half is a
+ * float: a normal one keeps its fraction (shifted up 13 bits) and re-biases
+ * its exponent to 127; a subnormal one, frac * 2^-24, is normalized: with k
+ * the top set bit of frac, it is 1.f * 2^(k - 24), exponent field k + 103. */
+static float f16_to_f32(unsigned h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1F, frac = h & 0x3FF;
+    if (e == 0x1F) return from_bits(sign | 0x7F800000u | frac << 13);   /* inf, NaN */
+    if (e != 0) return from_bits(sign | (e + 112) << 23 | frac << 13);
+    if (frac == 0) return from_bits(sign);                                 /* +-0 */
+    int k = 9;
+    while (!(frac >> k)) k--;
+    return from_bits(sign | (uint32_t)(k + 103) << 23 | ((frac << (23 - k)) & 0x7FFFFF));
+}
+
+int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen)
+{
+    const unsigned char *p = t->data;
+    size_t size = ag_st_dtype_size(t->dtype), n = size ? t->nbytes / size : 0;
+    switch (t->dtype) {
+    case AG_ST_F32:
+        if (n) memcpy(out, p, n * sizeof *out);
+        return 0;
+    case AG_ST_F16:
+        for (size_t i = 0; i < n; i++) out[i] = f16_to_f32((unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8);
+        return 0;
+    case AG_ST_BF16:   /* the upper half of a float */
+        for (size_t i = 0; i < n; i++) out[i] = from_bits((uint32_t)p[2 * i] << 16 | (uint32_t)p[2 * i + 1] << 24);
+        return 0;
+    case AG_ST_F64:
+        for (size_t i = 0; i < n; i++) {
+            uint64_t bits = read_u64le(p + 8 * i);
+            double d;
+            memcpy(&d, &bits, sizeof d);
+            out[i] = (float)d;   /* rounds to nearest, ties to even */
+            if (isinf(out[i]) && !isinf(d)) {
+                set_err(err, errlen, "tensor %s: F64 value %.9g (element %zu) is too large for F32", show(t->name).s,
+                        d, i);
+                return -1;
+            }
+        }
+        return 0;
+    default:
+        set_err(err, errlen, "tensor %s: dtype %s is not a floating-point type", show(t->name).s,
+                ag_st_dtype_name(t->dtype));
+        return -1;
+    }
 }
 
 int ag_st_count(const ag_st_file *f) { return f ? f->n : 0; }

@@ -147,10 +147,26 @@ def main():
          "duplicate tensor name")
     case("dup_meta_key", build(meta, entries, meta_json=json.dumps(meta)[:-1] + ',"step":"0"}'),
          "duplicate metadata key")
-    case("unknown_dtype", build(meta, replace(entries, "tok_emb.weight", dtype="F16")), "unknown dtype")
-    f64 = struct.pack(f"<{V * d}d", *struct.unpack(f"<{V * d}f", blob["tok_emb.weight"]))
-    case("dtype_f64", build(meta, replace(entries, "tok_emb.weight", dtype="F64", blob=f64)),
-         "'tok_emb.weight' has dtype F64, expected F32")
+    case("unknown_dtype", build(meta, replace(entries, "tok_emb.weight", dtype="F8_E4M3")), "unknown dtype")
+    # weights in other float types are converted on load (F32 -> F64 -> F32
+    # and F32 -> F16 -> F32 here are exact for these values); integers are not weights
+    floats = struct.unpack(f"<{V * d}f", blob["tok_emb.weight"])
+    f64 = struct.pack(f"<{V * d}d", *floats)
+    case("ok_dtype_f64", build(meta, replace(entries, "tok_emb.weight", dtype="F64", blob=f64)), "OK")
+    f16 = struct.pack(f"<{V * d}e", *floats)
+    case("ok_dtype_f16", build(meta, replace(entries, "tok_emb.weight", dtype="F16", blob=f16)), "OK")
+    bf16 = b"".join(F32.pack(x)[2:] for x in floats)
+    case("ok_dtype_bf16", build(meta, replace(entries, "tok_emb.weight", dtype="BF16", blob=bf16)), "OK")
+    big = bytearray(f64)
+    struct.pack_into("<d", big, 8, -1e39)
+    case("dtype_f64_overflow", build(meta, replace(entries, "tok_emb.weight", dtype="F64", blob=bytes(big))),
+         "tensor \"tok_emb.weight\": F64 value -1e+39 (element 1) is too large for F32")
+    case("dtype_i32", build(meta, replace(entries, "tok_emb.weight", dtype="I32")),
+         "'tok_emb.weight' has dtype I32, expected a floating-point type")
+    case("dtype_moment_f16", build(meta, replace(entries, "optim.m.tok_emb.weight", dtype="F16", blob=f16)),
+         "'optim.m.tok_emb.weight' has dtype F16, expected F32")
+    case("pickle_zip", b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + raw[10:],
+         "not a safetensors file (this looks like a PyTorch pickle: save with safetensors)")
     case("shape_transposed", build(meta, replace(entries, "tok_emb.weight", shape=[d, V])),
          f"'tok_emb.weight' has shape [{d},{V}], the config needs [{V},{d}]")
     case("shape_vs_bytes", build(meta, replace(entries, "tok_emb.weight", shape=[V, d + 1])),
@@ -207,7 +223,15 @@ def main():
     def meta_case(name, expect, base=None, ents=None, **changes):
         case(name, build(with_meta(base or meta, **changes), ents or entries), expect)
 
-    meta_case("meta_no_metadata_format", "not an attograd checkpoint (metadata format is missing", format=None)
+    # metadata values are JSON, spaces or not, words bare or quoted; keys the
+    # tensors determine may be left out (PyTorch files), n_head excepted
+    meta_case("ok_meta_no_format", "OK", format=None)
+    meta_case("ok_meta_format_pt", "OK", format="pt")
+    meta_case("ok_meta_json_spaces", "OK", vocab=json.dumps(json.loads(meta["vocab"])), arch=json.dumps(meta["arch"]),
+              n_layer=" %s " % meta["n_layer"], step="3.0")
+    meta_case("ok_meta_inferred", "OK", vocab_size=None, d_model=None, context_length=None, n_layer=None,
+              arch=None, qkv_bias=None, dropout=None, step=None, optimizer=None, optim_step=None, base=wmeta,
+              ents=weights)
     meta_case("meta_format_v2", "metadata format is 'attograd/2'", format="attograd/2")
     meta_case("meta_arch_unknown", "metadata arch is rnn", arch="rnn")
     meta_case("meta_arch_other", "unknown tensor 'blocks.0.norm1.weight' (not part of the attn-only model",
@@ -216,7 +240,8 @@ def main():
     meta_case("meta_n_layer_more", "but the file holds only", base=wmeta, ents=weights,
               n_layer=str(int(meta["n_layer"]) + 1))
     meta_case("meta_vocab_size_big", "metadata vocab_size = 300 is out of range", vocab_size="300")
-    meta_case("meta_n_head_missing", "metadata 'n_head' is missing", n_head=None)
+    meta_case("meta_n_head_missing", "the file does not say how many heads: pass --heads", n_head=None)
+    case("meta_no_metadata", build({}, weights), "the file does not say how many heads: pass --heads")
     meta_case("meta_n_head_divide", f"metadata n_head {d + 1} does not divide d_model {d}", n_head=str(d + 1))
     meta_case("meta_d_model_word", "metadata d_model = 'eight' is not an integer", d_model="eight")
     meta_case("meta_context_huge", "metadata context_length = 100000 is out of range", context_length="100000")
@@ -228,10 +253,16 @@ def main():
     meta_case("meta_qkv_bias_true", "tensor 'blocks.0.attn.W_query.bias' is missing", qkv_bias="true")
     meta_case("meta_dropout_one", "metadata dropout is 1 ", dropout="1")
     meta_case("meta_dropout_nan", "metadata dropout is nan", dropout="nan")
-    meta_case("meta_data_empty", "metadata data (task name or text) is missing", data="")
+    meta_case("meta_data_empty", "metadata data is empty", data="")
+    meta_case("meta_data_unknown", "metadata data: unknown task 'parity'", data="parity")
+    meta_case("meta_step_fraction", "metadata step = '2.5' is not an integer", step="2.5")
     vocab = json.loads(meta["vocab"])
-    meta_case("meta_vocab_unsorted", "metadata vocab must list", vocab=json.dumps(vocab[::-1]).replace(" ", ""))
-    meta_case("meta_vocab_short", "metadata vocab must list", vocab=json.dumps(vocab[:-1]).replace(" ", ""))
+    meta_case("meta_vocab_unsorted", f"metadata vocab entry 1 ({vocab[-2]}) is not above the one before ({vocab[-1]})",
+              vocab=json.dumps(vocab[::-1]))
+    meta_case("meta_vocab_short", f"metadata vocab lists {len(vocab) - 1} bytes but the model has {len(vocab)} tokens",
+              vocab=json.dumps(vocab[:-1]))
+    meta_case("meta_vocab_byte", "metadata vocab entry 0 is not a byte value", vocab=json.dumps([256] + vocab[1:]))
+    meta_case("meta_vocab_string", "metadata vocab is not a JSON list", vocab="abc")
     meta_case("meta_optimizer_unknown", "metadata optimizer is rmsprop", optimizer="rmsprop")
     meta_case("meta_optim_step_missing", "metadata 'optim_step' is missing", optim_step=None)
 

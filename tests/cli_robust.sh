@@ -219,7 +219,7 @@ bad "changed size while reading" eval --model "$F/text.st" --text "$CHANGING"
 bad "is not in the vocabulary" eval --model "$F/text.st" --text "$F/foreign.txt"
 bad "is not in the vocabulary" eval --model "$F/text.st" --text "$F/random.bin"
 # shorter than one window of the model's context (8): 21 bytes, validation split 2
-bad "fewer than one window of 8 + 1" eval --model "$F/text.st" --text "$F/short.txt"
+bad "fewer than one window of 8 + 1" eval --model "$F/text.st" --text "$F/short.txt" --split val
 printf 'abcab\n' >"$tmp/five.txt"
 bad "fewer than one window of 8 + 1" eval --model "$F/text.st" --text "$tmp/five.txt" --split all
 

@@ -1,12 +1,14 @@
 /*
  * fuzz_safetensors.c - libFuzzer entry point for the safetensors reader.
  * Any input must either be refused with a one-line message or give a file
- * whose tensors are consistent and tile the input's data buffer exactly.
+ * whose tensors are consistent and tile the input's data buffer exactly, and
+ * whose floating-point tensors convert to finite floats (ag_st_to_f32).
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
  *       tests/fuzz_safetensors.c src/safetensors.c -o fuzz_st
  *   mkdir -p corpus && ./fuzz_st corpus tests/corpus/safetensors -max_total_time=120
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,19 @@ static void walk(const ag_st_file *f, const uint8_t *data, size_t size)
         MUST((uintptr_t)t->data % 64 == 0);
         MUST(t->nbytes <= size - at && memcmp(t->data, data + at, t->nbytes) == 0);
         at += t->nbytes;
+        /* floating-point data converts to finite floats, or (F64 only) is
+         * refused as out of float's range in one line */
+        size_t n = t->nbytes / ag_st_dtype_size(t->dtype);
+        int fp = t->dtype == AG_ST_F32 || t->dtype == AG_ST_F64 || t->dtype == AG_ST_F16 || t->dtype == AG_ST_BF16;
+        float *vals = fp ? malloc(n * sizeof *vals + 1) : NULL;
+        if (vals) {
+            char err[256] = "";
+            if (ag_st_to_f32(t, vals, err, sizeof err) == 0)
+                for (size_t k = 0; k < n; k++) MUST(isfinite(vals[k]));
+            else
+                MUST(t->dtype == AG_ST_F64 && strstr(err, "too large for F32") && !strchr(err, '\n'));
+            free(vals);
+        }
     }
     MUST(at == size);
     for (int i = 0; i < ag_st_meta_count(f); i++) {

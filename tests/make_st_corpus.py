@@ -14,7 +14,13 @@ import os
 import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "safetensors")
-PACK = {"F32": "<f", "F64": "<d", "I32": "<i", "I64": "<q", "U64": "<Q", "U8": "<B"}
+PACK = {"F32": "<f", "F64": "<d", "I32": "<i", "I64": "<q", "U64": "<Q", "U8": "<B", "F16": "<e"}
+
+
+def pack(dtype, v):
+    if dtype == "BF16":     # a float32's upper 16 bits (the values below are exact)
+        return struct.pack("<f", v)[2:]
+    return struct.pack(PACK[dtype], v)
 
 
 def raw_file(header_bytes, data=b"", pad=True):
@@ -30,7 +36,7 @@ def build(tensors, metadata=None, pad=True, **dump_args):
     if metadata is not None:
         header["__metadata__"] = metadata
     for name, dtype, shape, values in tensors:
-        blob = b"".join(struct.pack(PACK[dtype], v) for v in values)
+        blob = b"".join(pack(dtype, v) for v in values)
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
         data += blob
     text = json.dumps(header, separators=dump_args.pop("separators", (",", ":")), **dump_args)
@@ -66,6 +72,12 @@ def main():
             ("wpe", "F32", [4, 4], [-0.01 * i for i in range(16)]),
             ("h.0.attn.c_attn.weight", "F32", [4, 12], [0.001 * i for i in range(48)]),
             ("step", "I64", [], [100])], {"format": "pt", "n_layer": "1"}),
+        "ok_half": build([("h", "F16", [2, 2], [1.0, -0.5, 65504.0, 2.0**-24]),
+                          ("b", "BF16", [3], [1.0, -2.0**100, 0.15625])], {"format": "pt"}),
+        "bad_inf_f16": hand('{"a":' + entry("F16", [2], 0, 4) + "}", struct.pack("<2e", 1.0, float("inf"))),
+        "bad_nan_bf16": hand('{"a":' + entry("BF16", [1], 0, 2) + "}", b"\xc1\x7f"),
+        "bad_pickle_zip": b"PK\x03\x04\x14\x00\x00\x00\x08\x00\x00\x00!\x00archive/data.pklFB\x1b\x00",
+        "bad_pickle_legacy": b"\x80\x02\x8a\x0alq\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03.",
         "bad_short": b"\x10\x00\x00\x00\x00",
         "bad_zero_len": struct.pack("<Q", 0) + b"{}",
         "bad_huge_len": struct.pack("<Q", 2**63) + b"{}      ",

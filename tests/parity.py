@@ -261,13 +261,18 @@ def parity(ck, ag, text, work, cfg_tuple, seed):
         check_vanishing(ck, f"{tag}: adamw", moments, "first moment of ")
 
 
-def main():
+def command_line(description):
+    """--attograd and --text, defaulting to the build and data/tiny.txt; torch on one thread."""
     here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser(description="attograd against its PyTorch twin")
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--attograd", default=os.path.join(here, "..", "build", "attograd"))
     ap.add_argument("--text", default=os.path.join(here, "..", "data", "tiny.txt"))
-    args = ap.parse_args()
     torch.set_num_threads(1)
+    return ap.parse_args()
+
+
+def main():
+    args = command_line("attograd against its PyTorch twin")
     ck = Checks()
     with tempfile.TemporaryDirectory(prefix="attograd-parity-") as work:
         for i, cfg in enumerate(CONFIGS):

@@ -582,6 +582,160 @@ static void test_bad_entries(void)
     free(b);
 }
 
+/* ---- half precision, F64, and conversion to float ------------------------ */
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* A half's value from its fields, computed in double (exact there). */
+static double f16_value(unsigned h)
+{
+    int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return h & 0x8000 ? -v : v;
+}
+
+static double bf16_value(unsigned h)
+{
+    int e = (h >> 7) & 0xFF, m = h & 0x7F;
+    double v = e ? ldexp(128 + m, e - 134) : ldexp(m, -133);
+    return h & 0x8000 ? -v : v;
+}
+
+static void test_half_dtypes(void)
+{
+    char err[512] = "";
+    CHECK(strcmp(ag_st_dtype_name(AG_ST_F16), "F16") == 0 && ag_st_dtype_size(AG_ST_F16) == 2, "F16 name/size");
+    CHECK(strcmp(ag_st_dtype_name(AG_ST_BF16), "BF16") == 0 && ag_st_dtype_size(AG_ST_BF16) == 2, "BF16 name/size");
+
+    /* every finite half and bfloat16 converts to exactly its value; the
+     * comparison is on bits, so -0 must stay -0 */
+    static unsigned char buf[2 * 65536];
+    static float out[65536];
+    for (int dt = 0; dt < 2; dt++) {
+        int dtype = dt ? AG_ST_BF16 : AG_ST_F16, wrong = 0, n = 0;
+        for (unsigned h = 0; h < 65536; h++) {
+            int finite = dt ? ((h >> 7) & 0xFF) != 0xFF : ((h >> 10) & 0x1F) != 0x1F;
+            if (!finite) continue;
+            buf[2 * n] = (unsigned char)(h & 0xFF);
+            buf[2 * n + 1] = (unsigned char)(h >> 8);
+            n++;
+        }
+        ag_st_tensor t = {"h", dtype, 1, {n}, buf, (size_t)n * 2};
+        CHECK(ag_st_to_f32(&t, out, err, sizeof err) == 0, "%s conversion: %s", ag_st_dtype_name(dtype), err);
+        for (int i = 0, k = 0; k < 65536; k++) {
+            unsigned h = (unsigned)k;
+            int finite = dt ? ((h >> 7) & 0xFF) != 0xFF : ((h >> 10) & 0x1F) != 0x1F;
+            if (!finite) continue;
+            float want = (float)(dt ? bf16_value(h) : f16_value(h));
+            wrong += bits_of(out[i]) != bits_of(want);
+            i++;
+        }
+        CHECK(wrong == 0 && n == (dt ? 65536 - 256 : 65536 - 2048), "%s: %d of %d values converted wrongly",
+              ag_st_dtype_name(dtype), wrong, n);
+    }
+
+    /* F64 rounds to nearest, ties to even; beyond float's range is an error */
+    double edge = ldexp(1, 128) - ldexp(1, 103);   /* halfway from FLT_MAX to 2^128: rounds up, overflows */
+    struct { double in; float want; } f64[] = {
+        {1.0 / 3, (float)(1.0 / 3)},
+        {1 + ldexp(1, -24), 1.0f},                            /* halfway, 1.0 is even */
+        {1 + 3 * ldexp(1, -24), 1 + 0x1p-22f},                /* halfway, rounds up to even */
+        {-2.5, -2.5f},
+        {ldexp(1, -150), 0.0f},                               /* halfway to the smallest subnormal */
+        {1.5 * ldexp(1, -150), 0x1p-149f},
+        {edge - ldexp(1, 80), 3.4028234664e38f},              /* just below the edge: FLT_MAX */
+        {-0.0, -0.0f},
+    };
+    enum { NF64 = sizeof f64 / sizeof f64[0] };
+    double in[NF64];
+    float got[NF64];
+    for (int i = 0; i < NF64; i++) in[i] = f64[i].in;
+    ag_st_tensor t64 = {"d", AG_ST_F64, 1, {NF64}, in, sizeof in};
+    CHECK(ag_st_to_f32(&t64, got, err, sizeof err) == 0, "F64 conversion: %s", err);
+    for (int i = 0; i < NF64; i++) {
+        CHECK(bits_of(got[i]) == bits_of(f64[i].want), "F64 %.17g -> %.9g, want %.9g", f64[i].in, got[i],
+              f64[i].want);
+    }
+    double over[3] = {1, edge, 2};
+    ag_st_tensor tover = {"big \n", AG_ST_F64, 1, {3}, over, sizeof over};
+    err[0] = '\0';
+    CHECK(ag_st_to_f32(&tover, got, err, sizeof err) == -1 && strstr(err, "tensor \"big ?\"") &&
+          strstr(err, "(element 1) is too large for F32") && one_line(err), "F64 overflow: '%s'", err);
+    over[1] = -1e300;
+    err[0] = '\0';
+    CHECK(ag_st_to_f32(&tover, got, err, sizeof err) == -1 && strstr(err, "-1e+300"), "F64 -1e300: '%s'", err);
+    int32_t iv[2] = {1, 2};
+    ag_st_tensor ti = {"i", AG_ST_I32, 1, {2}, iv, sizeof iv};
+    err[0] = '\0';
+    CHECK(ag_st_to_f32(&ti, got, err, sizeof err) == -1 && strstr(err, "I32 is not a floating-point type"),
+          "I32 to float: '%s'", err);
+
+    /* half-precision files round-trip through the writer and the reader */
+    uint16_t hv[3] = {0x3C00, 0x8001, 0x7BFF}, bv[2] = {0x3F80, 0xFF7F};   /* 1, -2^-24, 65504; 1, -max */
+    ag_st_tensor ts[2] = {{"half", AG_ST_F16, 1, {3}, hv, 6}, {"bf", AG_ST_BF16, 2, {1, 2}, bv, 4}};
+    PATH_IN(path, "half.safetensors");
+    CHECK(ag_st_save(path, ts, 2, NULL, 0, err, sizeof err) == 0, "save F16/BF16: %s", err);
+    ag_st_file *f = ag_st_load(path, err, sizeof err);
+    CHECK(f != NULL, "load F16/BF16: %s", err);
+    if (f) {
+        const ag_st_tensor *h = ag_st_get(f, "half"), *b = ag_st_get(f, "bf");
+        CHECK(h && h->dtype == AG_ST_F16 && h->nbytes == 6 && memcmp(h->data, hv, 6) == 0, "F16 read back");
+        CHECK(b && b->dtype == AG_ST_BF16 && b->ndim == 2 && memcmp(b->data, bv, 4) == 0, "BF16 read back");
+        float v[3];
+        CHECK(h && ag_st_to_f32(h, v, err, sizeof err) == 0 && v[0] == 1 && v[1] == -0x1p-24f && v[2] == 65504,
+              "F16 values");
+        CHECK(b && ag_st_to_f32(b, v, err, sizeof err) == 0 && v[0] == 1 && v[1] == -0x1.fep127f, "BF16 values");
+    }
+    ag_st_free(f);
+    unlink(path);
+
+    /* NaN and Inf in half precision are refused like in F32, by the writer and the reader */
+    uint16_t inf16 = 0x7C00, nan16 = 0xFE01, infb = 0xFF80, nanb = 0x7FC1;
+    struct { int dtype; uint16_t v; } nf[] = {{AG_ST_F16, inf16}, {AG_ST_F16, nan16}, {AG_ST_BF16, infb},
+                                              {AG_ST_BF16, nanb}};
+    for (size_t i = 0; i < sizeof nf / sizeof nf[0]; i++) {
+        ag_st_tensor tn = {"n", nf[i].dtype, 1, {1}, &nf[i].v, 2};
+        err[0] = '\0';
+        CHECK(ag_st_save(path, &tn, 1, NULL, 0, err, sizeof err) == -1 && strstr(err, "NaN or Inf"),
+              "saved %s 0x%04x: '%s'", ag_st_dtype_name(nf[i].dtype), nf[i].v, err);
+        char json[128], want[64];
+        snprintf(json, sizeof json, "{\"n\":{\"dtype\":\"%s\",\"shape\":[1],\"data_offsets\":[0,2]}}",
+                 ag_st_dtype_name(nf[i].dtype));
+        snprintf(want, sizeof want, "tensor \"n\": %s data contains NaN or Inf", ag_st_dtype_name(nf[i].dtype));
+        reject_json(json, &nf[i].v, 2, want);
+    }
+    /* the largest finite values are not mistaken for Inf */
+    uint16_t big16 = 0xFBFF, bigb = 0x7F7F;
+    ag_st_tensor tb[2] = {{"a", AG_ST_F16, 0, {0}, &big16, 2}, {"b", AG_ST_BF16, 0, {0}, &bigb, 2}};
+    CHECK(ag_st_save(path, tb, 2, NULL, 0, err, sizeof err) == 0, "largest finite halves: %s", err);
+    f = ag_st_load(path, err, sizeof err);
+    CHECK(f && ag_st_count(f) == 2, "largest finite halves load: %s", f ? "" : err);
+    ag_st_free(f);
+    unlink(path);
+}
+
+/* torch.save's formats, named as such instead of as a length of 10^18 */
+static void test_pickle(void)
+{
+    static const unsigned char zip[] = "PK\x03\x04\x14\x00\x00\x00\x08\x00archive/data.pkl";
+    static const unsigned char legacy[] = "\x80\x02\x8a\x0alq\x1c\x0f\x02\x00ok";   /* protocol 2 */
+    static const unsigned char proto4[] = "\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94.";
+    const char *want = "not a safetensors file (this looks like a PyTorch pickle: save with safetensors)";
+    expect_reject(zip, sizeof zip - 1, want, "zip archive");
+    expect_reject(legacy, sizeof legacy - 1, want, "legacy pickle");
+    expect_reject(proto4, sizeof proto4 - 1, want, "pickle protocol 4");
+    /* other files with an impossible length keep the length message */
+    static const unsigned char other[] = "\x80\x06\x00\x00\x00\x00\x00\x01{}";
+    expect_reject(other, sizeof other - 1, "exceeds the limit", "0x80 0x06 is not a pickle protocol");
+    static const unsigned char pk[] = "PK\x05\x06\x00\x00\x00\x00\x00\x00";
+    expect_reject(pk, sizeof pk - 1, "exceeds the limit", "PK without the local-header magic");
+}
+
 /* Whatever a flipped byte does, the reader either refuses with a proper
  * message or returns tensors that tile the file's data buffer exactly. */
 static void check_accepted(const ag_st_file *f, const unsigned char *b, size_t len, int *bad)
@@ -680,6 +834,8 @@ int main(void)
     test_truncation_and_lengths();
     test_bad_json();
     test_bad_entries();
+    test_half_dtypes();
+    test_pickle();
     test_bit_flips();
     test_corpus();
     PATH_IN(model, "model.safetensors");

@@ -34,10 +34,18 @@ CKPT_FORMAT = "attograd/1"
 # torch 1.13 has no uint64, so U64 tensors (attograd's generator state) are
 # read as int64 holding the same 64 bits.
 
-_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32,
-           "I64": torch.int64, "U64": torch.int64, "U8": torch.uint8}
-_NAMES = {torch.float32: "F32", torch.float64: "F64", torch.int32: "I32",
-          torch.int64: "I64", torch.uint8: "U8"}
+_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+           "I32": torch.int32, "I64": torch.int64, "U64": torch.int64, "U8": torch.uint8}
+DTYPE_NAMES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+               torch.int32: "I32", torch.int64: "I64", torch.uint8: "U8"}
+
+
+def raw_bytes(t):
+    """A contiguous tensor's little-endian bytes (numpy has no bfloat16, so
+    16-bit floats go through an int16 view of the same bits)."""
+    if not t.numel():
+        return b""
+    return (t.view(torch.int16) if t.element_size() == 2 and t.is_floating_point() else t).numpy().tobytes()
 
 
 def load_file(path):
@@ -72,10 +80,10 @@ def save_file(tensors, path, metadata=None):
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
-        if t.dtype not in _NAMES:
+        if t.dtype not in DTYPE_NAMES:
             raise ValueError(f"tensor {name}: dtype {t.dtype} has no safetensors name here")
-        blob = t.numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
+        blob = raw_bytes(t)
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)

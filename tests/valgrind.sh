@@ -1,7 +1,8 @@
 #!/bin/sh
 # valgrind.sh - short runs of every attograd subcommand under valgrind's
 # memcheck: training (a task with OpenMP threads, a text with AdamW, dropout,
-# periodic saves and a log), a resume, eval, sample, info, the picture
+# periodic saves and a log), a resume, eval, sample, info, a state_dict
+# without metadata (F16, tied weights), the picture
 # commands when present, and refused commands.  Each must end with its
 # expected exit status and no invalid access, no use of an uninitialized
 # value and no definite or indirect leak.
@@ -60,6 +61,32 @@ vg 0 "sample text" sample --model "$W/text.st" --prompt "The " --tokens 30 --top
 vg 0 "sample sort, greedy" sample --model "$W/sort.st" --prompt 210120 --threads 1
 vg 0 "info" info "$W/text.st"
 }
+# a checkpoint as PyTorch code writes it: no metadata, tok_emb.weight in F16
+# and out_head.weight left out (tied), read with --heads and --text
+PY=python3; [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if $PY - "$W/text.st" "$W/bare.st" <<'EOF'
+import struct, sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, "tests")
+from ckpt_corpus import build, read
+_, _, meta, entries = read(sys.argv[1])
+out = []
+for name, dtype, shape, blob in entries:
+    if name == "tok_emb.weight":
+        n = len(blob) // 4
+        dtype, blob = "F16", struct.pack(f"<{n}e", *struct.unpack(f"<{n}f", blob))
+    if not name.startswith(("optim.", "state.", "out_head.")):
+        out.append([name, dtype, shape, blob])
+with open(sys.argv[2], "wb") as f:
+    f.write(build({}, out))
+EOF
+then
+    vg 0 "eval a bare F16 state_dict with tied weights" eval --model "$W/bare.st" --text "$TEXT" --heads 2 --threads 1
+    vg 0 "info of it" info "$W/bare.st" --heads 2
+    vg 2 "refused: it without --heads" sample --model "$W/bare.st" --text "$TEXT"
+else
+    fail "could not write the bare state_dict"
+fi
 if "$A" --help | grep -q '^  attn '; then
     vg 0 "attn" attn --model "$W/sort.st" --prompt 210120 --out "$W/a.svg" --csv "$W/a.csv" --threads 1
     vg 0 "plot" plot --log "$W/log.csv" --out "$W/p.svg"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "tasks.h"
 
 /* Values are float32 in the file whatever ag_real is. */
 static const void *as_f32(const ag_real *src, size_t n, float **tmp)
@@ -138,65 +139,158 @@ done:
 
 /* ---- loading ------------------------------------------------------------- */
 
+/* Metadata values are strings that hold JSON: "2", "0.1", "true",
+ * "[10, 32, 33]", as attograd writes them or as Python's json.dumps does
+ * (with spaces).  Words (arch, data, format, optimizer) may be bare, as
+ * attograd writes them, or JSON strings ("\"gpt\""). */
+
+static const char *skip_ws(const char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+        s++;
+    return s;
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static const char *skip_digits(const char *s)
+{
+    while (is_digit(*s))
+        s++;
+    return s;
+}
+
+/* A JSON number at s: its value and the first byte after it, or NULL. */
+static const char *json_number(const char *s, double *v)
+{
+    const char *p = s + (*s == '-');
+    if (!is_digit(*p))
+        return NULL;
+    p = *p == '0' ? p + 1 : skip_digits(p);
+    if (*p == '.') {
+        if (!is_digit(p[1]))
+            return NULL;
+        p = skip_digits(p + 1);
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if (!is_digit(*p))
+            return NULL;
+        p = skip_digits(p);
+    }
+    char tok[64];
+    size_t len = (size_t)(p - s);
+    if (len >= sizeof tok)
+        return NULL;
+    memcpy(tok, s, len);
+    tok[len] = 0;
+    *v = strtod(tok, NULL);
+    return p;
+}
+
+/* The whole value is one JSON number (white space around it allowed). */
+static int json_value_number(const char *s, double *v)
+{
+    const char *end = json_number(skip_ws(s), v);
+    return end && !*skip_ws(end) ? 0 : -1;
+}
+
+/* A word: the value without surrounding white space or JSON quotes, copied
+ * into buf (cut to fit); NULL when the key is absent. */
+static const char *meta_word(const ag_st_file *f, const char *key, char *buf, size_t len)
+{
+    const char *v = ag_st_meta(f, key);
+    if (!v)
+        return NULL;
+    v = skip_ws(v);
+    size_t n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\n' || v[n - 1] == '\r'))
+        n--;
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"' && !memchr(v + 1, '"', n - 2) && !memchr(v + 1, '\\', n - 2)) {
+        v++;
+        n -= 2;
+    }
+    snprintf(buf, len, "%.*s", (int)n, v);
+    return buf;
+}
+
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
+/* An integer setting: 1 when the key is absent, 0 with *out set, or -1 with
+ * a message. */
 static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long *out, const char *path,
                     char *err, size_t errlen)
 {
     const char *v = ag_st_meta(f, key);
-    if (!v) {
-        snprintf(err, errlen, "%s: metadata '%s' is missing", path, key);
-        return -1;
-    }
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno) {
+    double x;
+    if (!v)
+        return 1;
+    if (json_value_number(v, &x) || x != floor(x)) {
         snprintf(err, errlen, "%s: metadata %s = '%.40s' is not an integer", path, key, v);
         return -1;
     }
-    if (x < lo || x > hi) {
-        snprintf(err, errlen, "%s: metadata %s = %ld is out of range [%ld, %ld]", path, key, x, lo, hi);
+    if (!(x >= (double)lo && x <= (double)hi)) {
+        snprintf(err, errlen, "%s: metadata %s = %.40s is out of range [%ld, %ld]", path, key, skip_ws(v), lo, hi);
         return -1;
     }
-    *out = x;
+    *out = (long)x;
     return 0;
 }
 
-static int parse_vocab(const char *s, uint8_t *vocab, int *n)
+/* "[10, 32, 33]": a JSON list of strictly increasing byte values.  0, or -1
+ * with the reason in why. */
+static int parse_vocab(const char *s, uint8_t *vocab, int *n, char *why, size_t whylen)
 {
-    /* "[10,32,33]": strictly increasing byte values */
-    if (*s++ != '[')
-        return -1;
     *n = 0;
-    if (*s == ']')
-        return s[1] ? -1 : 0;
-    for (;;) {
-        if (*s < '0' || *s > '9' || *n >= 256)
-            return -1;
-        long v = 0;
-        while (*s >= '0' && *s <= '9' && v <= 255)
-            v = v * 10 + (*s++ - '0');
-        if (v > 255 || (*n > 0 && v <= vocab[*n - 1]))
-            return -1;
-        vocab[(*n)++] = (uint8_t)v;
-        if (*s == ']')
-            return s[1] ? -1 : 0;
-        if (*s++ != ',')
-            return -1;
+    s = skip_ws(s);
+    if (*s++ != '[') {
+        snprintf(why, whylen, "is not a JSON list of byte values, e.g. \"[10, 32, 33]\"");
+        return -1;
     }
+    s = skip_ws(s);
+    for (int first = 1; *s != ']' || !first; first = 0) {
+        double x;
+        const char *end = json_number(s, &x);
+        if (!end || x != floor(x) || x < 0 || x > 255) {
+            snprintf(why, whylen, "entry %d is not a byte value 0..255", *n);
+            return -1;
+        }
+        if (*n > 0 && x <= vocab[*n - 1]) {
+            snprintf(why, whylen, "entry %d (%.0f) is not above the one before (%d): the list must increase", *n,
+                     x, vocab[*n - 1]);
+            return -1;
+        }
+        vocab[(*n)++] = (uint8_t)x;
+        s = skip_ws(end);
+        if (*s == ']')
+            break;
+        if (*s++ != ',') {
+            snprintf(why, whylen, "expected ',' or ']' after entry %d", *n - 1);
+            return -1;
+        }
+        s = skip_ws(s);
+    }
+    if (*skip_ws(s + 1)) {
+        snprintf(why, whylen, "has bytes after the closing ']'");
+        return -1;
+    }
+    return 0;
 }
 
-static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *like, const char *path,
-                        char *err, size_t errlen)
+/* Weights may be stored in any floating-point dtype (converted on load); the
+ * optimizer's moments only ever come from attograd, in F32. */
+static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *like, int any_float,
+                        const char *path, char *err, size_t errlen)
 {
     const ag_st_tensor *t = ag_st_get(f, name);
     if (!t) {
         snprintf(err, errlen, "%s: tensor '%s' is missing", path, name);
         return -1;
     }
-    if (t->dtype != AG_ST_F32) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected F32", path, name, ag_st_dtype_name(t->dtype));
+    int d = t->dtype;
+    if (any_float ? d != AG_ST_F32 && d != AG_ST_F64 && d != AG_ST_F16 && d != AG_ST_BF16 : d != AG_ST_F32) {
+        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected %s", path, name, ag_st_dtype_name(t->dtype),
+                 any_float ? "a floating-point type (F32, F64, F16 or BF16)" : "F32");
         return -1;
     }
     int same = t->ndim == like->ndim;
@@ -215,69 +309,201 @@ static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *
     return 0;
 }
 
+/* A tensor's values into a parameter of n values, converted to ag_real. */
+static int load_values(ag_real *dst, const ag_st_tensor *t, size_t n, char *err, size_t errlen)
+{
+#ifdef AG_DOUBLE
+    float *tmp = malloc(n * sizeof *tmp + 1);
+    if (!tmp) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = ag_st_to_f32(t, tmp, err, errlen);
+    from_f32(dst, tmp, rc ? 0 : n);
+    free(tmp);
+    return rc;
+#else
+    (void)n;
+    return ag_st_to_f32(t, dst, err, errlen);
+#endif
+}
+
+/* A model size the metadata does not give, from a tensor's shape. */
+static int dim_of(const ag_st_file *f, const char *key, const char *tensor, int axis, long lo, long hi, long *out,
+                  const char *path, char *err, size_t errlen)
+{
+    const ag_st_tensor *t = ag_st_get(f, tensor);
+    if (!t || t->ndim != 2) {
+        snprintf(err, errlen, "%s: no metadata %s and no 2-D tensor '%s' to take it from", path, key, tensor);
+        return -1;
+    }
+    if (t->shape[axis] < lo || t->shape[axis] > hi) {
+        snprintf(err, errlen, "%s: tensor '%s' gives %s = %lld, out of range [%ld, %ld]", path, tensor, key,
+                 (long long)t->shape[axis], lo, hi);
+        return -1;
+    }
+    *out = (long)t->shape[axis];
+    return 0;
+}
+
+static void add_missing(char *list, size_t len, const char *what)
+{
+    size_t used = strlen(list);
+    snprintf(list + used, len - used, "%s%s", used ? "; nor " : "", what);
+}
+
 int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
 {
+    return ckpt_open_hints(c, path, m, NULL, err, errlen);
+}
+
+int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
+{
+    static const ckpt_hints no_hints = { 0, NULL, NULL, 0 };
+    const ckpt_hints *h = hints ? hints : &no_hints;
     memset(c, 0, sizeof *c);
     memset(m, 0, sizeof *m);
+    c->step = -1;
     snprintf(c->path, sizeof c->path, "%s", path);
     ag_st_file *f = c->file = ag_st_load(path, err, errlen);
     if (!f)
         return -1;
-    const char *fmt = ag_st_meta(f, "format");
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
-        FAIL("%s: not an attograd checkpoint (metadata format is %s%s%s, expected %s)", path, fmt ? "'" : "",
-             fmt ? fmt : "missing", fmt ? "'" : "", CKPT_FORMAT);
-    const char *arch = ag_st_meta(f, "arch");
-    if (!arch || model_arch_parse(arch) < 0)
-        FAIL("%s: metadata arch is %s (expected gpt or attn-only)", path, arch ? arch : "missing");
+    char word[64], e[400], missing[400] = "";
+    const char *fmt = meta_word(f, "format", word, sizeof word);
+    if (fmt && strncmp(fmt, "attograd/", 9) == 0 && strcmp(fmt, CKPT_FORMAT) != 0)
+        FAIL("%s: metadata format is '%s', which this attograd does not read (it reads %s)", path, fmt,
+             CKPT_FORMAT);
+    /* A file attograd did not write (a PyTorch state_dict) may omit the metadata;
+     * whatever the tensors determine is taken from them. */
+    c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
+
     model_config *cfg = &c->cfg;
-    cfg->arch = model_arch_parse(arch);
-    long v;
-    if (meta_int(f, "vocab_size", 1, 256, &v, path, err, errlen)) goto fail;
-    cfg->vocab_size = (int)v;
-    if (meta_int(f, "n_layer", 1, 256, &v, path, err, errlen)) goto fail;
-    cfg->n_layer = (int)v;
-    if (meta_int(f, "n_head", 1, 4096, &v, path, err, errlen)) goto fail;
-    cfg->n_head = (int)v;
-    if (meta_int(f, "d_model", 1, 65536, &v, path, err, errlen)) goto fail;
-    cfg->d_model = (int)v;
-    if (meta_int(f, "context_length", 1, 65536, &v, path, err, errlen)) goto fail;
-    cfg->context = (int)v;
-    if (meta_int(f, "step", 0, 1L << 62, &c->step, path, err, errlen)) goto fail;
-    if (cfg->d_model % cfg->n_head)
-        FAIL("%s: metadata n_head %d does not divide d_model %d", path, cfg->n_head, cfg->d_model);
-    const char *qb = ag_st_meta(f, "qkv_bias");
-    if (!qb || (strcmp(qb, "true") && strcmp(qb, "false")))
-        FAIL("%s: metadata qkv_bias is %s (expected true or false)", path, qb ? qb : "missing");
-    cfg->qkv_bias = strcmp(qb, "true") == 0;
+    const char *arch = meta_word(f, "arch", word, sizeof word);
+    if (arch && model_arch_parse(arch) < 0)
+        FAIL("%s: metadata arch is %s (expected gpt or attn-only)", path, arch);
+    cfg->arch = arch ? model_arch_parse(arch)
+              : ag_st_get(f, "blocks.0.norm1.weight") || ag_st_get(f, "final_norm.weight") ? ARCH_GPT
+                                                                                         : ARCH_ATTN_ONLY;
+    /* weights tied as nanoGPT ties them are stored once, under either name */
+    const char *emb = ag_st_get(f, "tok_emb.weight") || !ag_st_get(f, "out_head.weight") ? "tok_emb.weight"
+                                                                                      : "out_head.weight";
+    struct { const char *key; long lo, hi; const char *tensor; int axis; int *dst; } dims[] = {
+        { "vocab_size", 1, 256, emb, 0, &cfg->vocab_size },
+        { "n_layer", 1, 256, NULL, 0, &cfg->n_layer },
+        { "n_head", 1, 4096, NULL, 0, &cfg->n_head },
+        { "d_model", 1, 65536, emb, 1, &cfg->d_model },
+        { "context_length", 1, 65536, "pos_emb.weight", 0, &cfg->context },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        long v = 0;
+        int rc = meta_int(f, dims[i].key, dims[i].lo, dims[i].hi, &v, path, err, errlen);
+        if (rc < 0)
+            goto fail;
+        if (rc == 1 && dims[i].tensor && dim_of(f, dims[i].key, dims[i].tensor, dims[i].axis, dims[i].lo,
+                                                dims[i].hi, &v, path, err, errlen))
+            goto fail;
+        if (rc == 1 && strcmp(dims[i].key, "n_layer") == 0) {
+            char name[64];
+            do
+                snprintf(name, sizeof name, "blocks.%ld.attn.W_query.weight", v);
+            while (ag_st_get(f, name) && ++v <= dims[i].hi);
+            if (v < 1 || v > dims[i].hi)
+                FAIL("%s: no metadata n_layer, and %s tensors 'blocks.N.attn.W_query.weight'", path,
+                     v < 1 ? "no" : "too many");
+        }
+        if (rc == 1 && strcmp(dims[i].key, "n_head") == 0)
+            v = h->heads;
+        else if (strcmp(dims[i].key, "n_head") == 0 && h->heads && h->heads != v)
+            FAIL("%s: --heads %d contradicts the file's metadata n_head %ld", path, h->heads, v);
+        *dims[i].dst = (int)v;
+    }
+    if (!cfg->n_head)
+        add_missing(missing, sizeof missing, hints ? "how many heads: pass --heads N" : "how many heads (metadata n_head)");
+    else if (cfg->d_model % cfg->n_head)
+        FAIL("%s: %s %d does not divide d_model %d", path, ag_st_meta(f, "n_head") ? "metadata n_head" : "--heads",
+             cfg->n_head, cfg->d_model);
+    const char *qb = meta_word(f, "qkv_bias", word, sizeof word);
+    if (qb && strcmp(qb, "true") && strcmp(qb, "false"))
+        FAIL("%s: metadata qkv_bias is %s (expected true or false)", path, qb);
+    cfg->qkv_bias = qb ? strcmp(qb, "true") == 0 : ag_st_get(f, "blocks.0.attn.W_query.bias") != NULL;
     const char *dr = ag_st_meta(f, "dropout");
-    char *end;
-    if (!dr || (cfg->dropout = strtod(dr, &end), end == dr || *end) || !(cfg->dropout >= 0 && cfg->dropout < 1))
-        FAIL("%s: metadata dropout is %s (expected a number in [0, 1))", path, dr ? dr : "missing");
-    c->data = ag_st_meta(f, "data");
-    if (!c->data || !*c->data)
-        FAIL("%s: metadata data (task name or text) is missing", path);
+    if (dr && (json_value_number(dr, &cfg->dropout) || !(cfg->dropout >= 0 && cfg->dropout < 1)))
+        FAIL("%s: metadata dropout is %.40s (expected a number in [0, 1))", path, dr);
+    if (meta_int(f, "step", 0, 1L << 62, &c->step, path, err, errlen) < 0)
+        goto fail;
+
+    /* the data: a task or text, from the file or else the command line */
+    c->data = meta_word(f, "data", c->data_name, sizeof c->data_name);
+    if (c->data && !*c->data)
+        FAIL("%s: metadata data is empty (expected a task name or text)", path);
+    if (!c->data)
+        c->data = h->task ? h->task : h->text ? "text" : NULL;
+    int is_text = c->data && strcmp(c->data, "text") == 0;
+    task t;
+    if (c->data && !is_text && task_open(&t, c->data, e, sizeof e))
+        FAIL("%s: %s%s", path, ag_st_meta(f, "data") ? "metadata data: " : "--task: ", e);
+    if (!c->data && !h->data_optional)
+        add_missing(missing, sizeof missing, hints ? "what it was trained on: pass --task NAME or --text FILE"
+                                                   : "what it was trained on (metadata data)");
+    /* the vocabulary: token id -> byte */
     const char *vj = ag_st_meta(f, "vocab");
-    if (!vj || parse_vocab(vj, c->vocab, &c->vocab_size) || c->vocab_size != cfg->vocab_size)
-        FAIL("%s: metadata vocab must list vocab_size (%d) increasing byte values, e.g. \"[10,32,33]\"", path,
-             cfg->vocab_size);
+    if (vj) {
+        if (parse_vocab(vj, c->vocab, &c->vocab_size, e, sizeof e))
+            FAIL("%s: metadata vocab %s", path, e);
+        if (c->vocab_size != cfg->vocab_size)
+            FAIL("%s: metadata vocab lists %d bytes but the model has %d tokens", path, c->vocab_size,
+                 cfg->vocab_size);
+    } else if (c->data && !is_text) {
+        c->vocab_size = t.vocab;
+        memcpy(c->vocab, t.chars, (size_t)t.vocab);
+    } else if (is_text && h->text) {
+        text_data td;
+        if (text_load(&td, h->text, e, sizeof e))
+            FAIL("%s", e);
+        c->vocab_size = td.vocab_size;
+        memcpy(c->vocab, td.vocab, (size_t)td.vocab_size);
+        text_free(&td);
+        if (c->vocab_size != cfg->vocab_size)
+            FAIL("%s: the model has %d tokens but %s has %d distinct bytes, so they cannot be its vocabulary",
+                 path, cfg->vocab_size, h->text, c->vocab_size);
+    } else if (is_text) {
+        add_missing(missing, sizeof missing, hints ? "its vocabulary: pass --text FILE (its sorted distinct bytes)"
+                                                   : "its vocabulary (metadata vocab)");
+    }
+    if (missing[0])
+        FAIL("%s: the file does not say %s", path, missing);
+    /* a task model must fit its task: every token id and the whole example */
+    if (c->data && !is_text) {
+        if (cfg->vocab_size != t.vocab || c->vocab_size != t.vocab || memcmp(c->vocab, t.chars, (size_t)t.vocab))
+            FAIL("%s: its vocabulary (%d tokens) does not match task %s (%d tokens: %s)", path, cfg->vocab_size,
+                 t.name, t.vocab, t.chars);
+        if (task_check_context(&t, cfg->context, e, sizeof e))
+            FAIL("%s: %s", path, e);
+    }
 
     /* Every tensor must be there, so the file's size bounds the model's:
      * check that before allocating anything the config asks for. */
-    double data_bytes = 0;
+    const ag_st_tensor *tok = ag_st_get(f, "tok_emb.weight"), *head = ag_st_get(f, "out_head.weight");
+    const char *absent = c->foreign && !tok != !head ? (tok ? "out_head.weight" : "tok_emb.weight") : NULL;
+    double values = 0;
     for (int i = 0; i < ag_st_count(f); i++)
-        data_bytes += (double)ag_st_at(f, i)->nbytes;
-    if (model_param_count(cfg) * 4 > data_bytes)
-        FAIL("%s: the config needs %.0f parameters (%.0f bytes of F32) but the file holds only %.0f bytes of tensors", path,
-             model_param_count(cfg), model_param_count(cfg) * 4, data_bytes);
+        values += (double)(ag_st_at(f, i)->nbytes / ag_st_dtype_size(ag_st_at(f, i)->dtype));
+    if (absent)
+        values += (double)(ag_st_get(f, emb)->nbytes / ag_st_dtype_size(ag_st_get(f, emb)->dtype));
+    if (model_param_count(cfg) > values)
+        FAIL("%s: the config needs %.0f parameters but the file holds only %.0f values", path,
+             model_param_count(cfg), values);
+    if (absent)
+        snprintf(c->note, sizeof c->note, "%s has no %s: using %s for it (tied weights)", path, absent, emb);
 
     model_build(m, cfg);
     const ag_params *ps = m->params;
     for (int i = 0; i < ps->count; i++)
-        if (check_tensor(f, ps->list[i]->name, ps->list[i], path, err, errlen))
+        if ((!absent || strcmp(ps->list[i]->name, absent)) &&
+            check_tensor(f, ps->list[i]->name, ps->list[i], 1, path, err, errlen))
             goto fail;
-    int expected = ps->count;
-    const char *optname = ag_st_meta(f, "optimizer");
+    int expected = ps->count - (absent != NULL);
+    const char *optname = meta_word(f, "optimizer", word, sizeof word);
     c->has_state = ag_st_get(f, "state.rng") != NULL;
     if (c->has_state) {
         if (!optname || (strcmp(optname, "sgd") && strcmp(optname, "adamw")))
@@ -286,8 +512,12 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
         const ag_st_tensor *r = ag_st_get(f, "state.rng");
         if (r->dtype != AG_ST_U64 || r->ndim != 1 || r->shape[0] != 4)
             FAIL("%s: tensor 'state.rng' must be U64 [4]", path);
-        long ostep;
-        if (meta_int(f, "optim_step", 0, 1L << 62, &ostep, path, err, errlen)) goto fail;
+        const char *need = c->step < 0 ? "step" : NULL;
+        int rc = meta_int(f, "optim_step", 0, 1L << 62, &c->optim_step, path, err, errlen);
+        if (rc < 0)
+            goto fail;
+        if (rc == 1 || need)
+            FAIL("%s: metadata '%s' is missing", path, need ? need : "optim_step");
         const uint64_t *rv = r->data;
         if (!(rv[1] & 1) || !(rv[3] & 1))
             FAIL("%s: tensor 'state.rng' holds an invalid generator (stream must be odd)", path);
@@ -296,7 +526,7 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
             for (int i = 0; i < ps->count; i++) {
                 char name[160];
                 snprintf(name, sizeof name, "optim.%s.%s", mo ? "v" : "m", ps->list[i]->name);
-                if (check_tensor(f, name, ps->list[i], path, err, errlen))
+                if (check_tensor(f, name, ps->list[i], 0, path, err, errlen))
                     goto fail;
             }
         expected += moments * ps->count + 1;
@@ -310,13 +540,15 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
                 (name[6] == 'v' && c->optim_kind == AG_ADAMW)) && name[7] == '.')
                 known = ag_params_find(ps, name + 8) != NULL;
             if (!known)
-                FAIL("%s: unknown tensor '%s' (not part of the %s model this config describes)", path, name, arch);
+                FAIL("%s: unknown tensor '%s' (not part of the %s model this config describes)", path, name,
+                     model_arch_name(cfg->arch));
         }
         FAIL("%s: %d tensors where the config expects %d", path, ag_st_count(f), expected);
     }
     for (int i = 0; i < ps->count; i++) {
-        const ag_st_tensor *t = ag_st_get(f, ps->list[i]->name);
-        from_f32(ps->list[i]->data, t->data, ps->list[i]->size);
+        const ag_st_tensor *w = ag_st_get(f, ps->list[i]->name);
+        if (load_values(ps->list[i]->data, w ? w : ag_st_get(f, emb), ps->list[i]->size, e, sizeof e))
+            FAIL("%s: %s", path, e);
     }
     return 0;
 fail:
@@ -337,7 +569,7 @@ void ckpt_load_state(const ckpt *c, ag_optim *o, ag_pcg32 *data_rng, ag_pcg32 *d
             const ag_st_tensor *t = ag_st_get(c->file, name);
             from_f32((mo ? o->v : o->m) + (ps->list[i]->data - ps->data), t->data, ps->list[i]->size);
         }
-    o->step = strtol(ag_st_meta(c->file, "optim_step"), NULL, 10);
+    o->step = c->optim_step;
     const uint64_t *r = ag_st_get(c->file, "state.rng")->data;
     data_rng->state = r[0];
     data_rng->inc = r[1];

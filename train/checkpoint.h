@@ -28,22 +28,50 @@ typedef struct ckpt_state {
 int ckpt_save(const char *path, const model *m, const char *data_name, const uint8_t *vocab, int vocab_size,
               long step, const ckpt_state *state, char *err, size_t errlen);
 
+/* What the command line adds for a file that does not say everything: a
+ * PyTorch state_dict saved without attograd's metadata. */
+typedef struct ckpt_hints {
+    int heads;                      /* --heads N; 0 = not given */
+    const char *task;               /* --task NAME: the data, when the file names none */
+    const char *text;               /* --text FILE: the data, and the vocabulary (the file's
+                                     * sorted distinct bytes) when the file lists none */
+    int data_optional;              /* info, graph: the data may stay unknown (data NULL) */
+} ckpt_hints;
+
 typedef struct ckpt {
     ag_st_file *file;
     char path[512];
     model_config cfg;
-    long step;
-    const char *data;               /* task name or "text" */
+    long step;                      /* -1 when the file does not say */
+    const char *data;               /* task name or "text"; NULL only with data_optional */
+    char data_name[64];
     uint8_t vocab[256];
-    int vocab_size;
+    int vocab_size;                 /* 0 when unknown (data_optional) */
+    int foreign;                    /* not written by attograd (no format attograd/1) */
+    char note[640];                 /* what loading assumed (tied weights), or "" */
     int has_state;                  /* optimizer moments and generators present */
     int optim_kind;                 /* AG_SGD / AG_ADAMW when has_state */
+    long optim_step;
 } ckpt;
 
 /* Read and validate everything (format, config ranges, vocabulary, every
  * tensor's presence, dtype and shape, nothing unknown), then build *m from
- * the saved config and weights.  -1 with a one-line message naming the file
- * on any problem, and then nothing is left allocated. */
+ * the config and weights.  -1 with a one-line message naming the file on any
+ * problem, and then nothing is left allocated.
+ *
+ * Metadata values are parsed as JSON.  Only the architecture is required,
+ * and where the metadata does not give it, the tensors do: vocab_size and
+ * d_model from tok_emb.weight, context_length from pos_emb.weight, n_layer
+ * from the blocks present, arch from the layer norms, qkv_bias from the
+ * query bias; n_head from hints->heads.  The data comes from hints->task or
+ * hints->text when the file names none, and the vocabulary from the task or
+ * the text.  Everything still unknown is reported in one message.  dropout
+ * (0) and step (-1) are optional.  Weights in F64, F16 or BF16 are converted
+ * to float; a file not written by attograd may store tok_emb.weight and
+ * out_head.weight once (tied), which c->note then says.  A task model whose
+ * vocabulary or context does not fit its task is refused.  hints may be
+ * NULL: attograd's own metadata is then needed for heads, data and vocab. */
+int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen);
 int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen);
 /* Restore optimizer moments and step, and the generators. */
 void ckpt_load_state(const ckpt *c, ag_optim *opt, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng);

@@ -4,14 +4,28 @@
  * checkpoint holds).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "run.h"
+
+/* --task or --text given beside a model that names its data must agree with it. */
+static void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
+{
+    int is_text = strcmp(ck->data, "text") == 0;
+    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
+        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
+    if (text && !is_text)
+        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+}
 
 /* Open the data a model is evaluated on: a task by name, or a text file read
  * with the model's own vocabulary. */
@@ -19,67 +33,104 @@ static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *t
                       uint64_t seed)
 {
     char err[512];
-    int is_text = strcmp(ck->data, "text") == 0;
-    if (task_name && text)
-        die(cmd, "--task and --text both given: choose one data source");
-    if (!task_name && !text) {
-        if (is_text)
-            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
-        task_name = ck->data;
-    }
-    if (task_name) {
-        if (is_text || strcmp(task_name, ck->data) != 0)
-            die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
-        if (dataset_open_task(d, task_name, seed, err, sizeof err))
+    check_data_flags(cmd, ck, task_name, text);
+    if (strcmp(ck->data, "text") != 0) {
+        if (dataset_open_task(d, ck->data, seed, err, sizeof err))
             die(cmd, "%s", err);
     } else {
-        if (!is_text)
-            die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+        if (!text)
+            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
         if (dataset_open_text(d, text, ck->vocab, ck->vocab_size, err, sizeof err))
             die(cmd, "%s", err);
     }
 }
 
+#define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0 }
+
+/* Whether path is the file the model was trained on, which a checkpoint
+ * names in its metadata text_path: the same device and inode. */
+static int is_training_file(const ckpt *ck, const char *path)
+{
+    const char *trained = ckpt_meta(ck, "text_path");
+    struct stat a, b;
+    return trained && stat(trained, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int cmd_eval(int argc, char **argv)
 {
-    const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = "val";
-    int threads = 0;
+    const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = NULL;
+    int threads = 0, heads = 0;
     long seed = 1;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
         { "--task", OPT_STRING, &task_name, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0 },
         { "--text", OPT_STRING, &text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0 },
-        { "--split", OPT_STRING, &split_name, "S", "val (default), train or all", 0, 0, 0, 0 },
+        { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        HEADS_OPT(heads),
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
-                    "text split (s = 0, T, 2T, ... with s + T + 1 <= n), printed as 'loss X'; for a task,\n"
-                    "the loss and exact-match accuracy on its held-out problems.",
+                    "text split (s = 0, T, 2T, ... with s + T + 1 <= n), printed as 'loss X' in nats with bits\n"
+                    "per byte and perplexity, and the windows it used.  The file the model was trained on\n"
+                    "(metadata text_path) splits 90/10 and its last tenth is scored; any other file is\n"
+                    "scored whole.  For a task, the loss and exact-match accuracy on its held-out problems.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     if (!path)
         die(CMD, "--model FILE is required");
-    int split = strcmp(split_name, "val") == 0 ? TEXT_VAL : strcmp(split_name, "train") == 0 ? TEXT_TRAIN
-              : strcmp(split_name, "all") == 0 ? -1 : -2;
+    int split = !split_name ? -3 : strcmp(split_name, "val") == 0 ? TEXT_VAL
+              : strcmp(split_name, "train") == 0 ? TEXT_TRAIN : strcmp(split_name, "all") == 0 ? -1 : -2;
     if (split == -2)
         die(CMD, "--split '%s' is not a split (use val, train or all)", split_name);
     ag_set_threads(threads);
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, task_name, text, 0 };
+    open_model(CMD, path, &hints, &ck, &m);
     dataset d;
     open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
+    int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, text);
+    if (split == -3)
+        split = own ? TEXT_VAL : -1;
+    size_t windows = 0;   /* what evaluate() scores: every window of the split (or of both) */
     if (!d.is_task) {
-        size_t n = split == TEXT_TRAIN ? d.text.n_train : split == TEXT_VAL ? d.text.n - d.text.n_train : d.text.n;
-        if (n < (size_t)m.cfg.context + 1)
-            die(CMD, "%s: the %s split has %zu tokens, fewer than one window of %d + 1", text, split_name, n,
-                m.cfg.context);
+        size_t n_val = d.text.n - d.text.n_train;
+        windows = (split != TEXT_VAL ? text_eval_windows(d.text.n_train, T) : 0) +
+                  (split != TEXT_TRAIN ? text_eval_windows(n_val, T) : 0);
+        if (windows == 0 && split == -1)
+            die(CMD, "%s: each split (%zu and %zu tokens) has fewer than one window of %d + 1", text,
+                d.text.n_train, n_val, T);
+        if (windows == 0)
+            die(CMD, "%s: the %s split has %zu tokens, fewer than one window of %d + 1", text,
+                split == TEXT_VAL ? "val" : "train", split == TEXT_VAL ? n_val : d.text.n_train, T);
     }
     ag_ctx *ctx = ag_ctx_new();
     eval_result r = evaluate(ctx, &m, &d, split, 0);
-    printf("loss %.6f\n", r.loss);
-    if (d.is_task)
+    /* a token is a byte of text; the loss is in nats per token */
+    printf("loss %.6f (%.4f bits per %s, perplexity %.4g)\n", r.loss, r.loss / log(2.0), d.is_task ? "token" : "byte",
+           exp(r.loss));
+    if (d.is_task) {
         printf("accuracy %.6f (%ld/%ld exact)\n", (double)r.correct / (double)r.total, r.correct, r.total);
+        printf("scored %ld held-out problems of task %s\n", r.total, d.task.name);
+    } else {
+        const char *trained = ckpt_meta(&ck, "text_path");
+        printf("scored %zu windows of %d tokens (%zu tokens): %s %s", windows, T, windows * (size_t)T,
+               split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
+               ? "the training split (first nine tenths) of" : "all of", text);
+        struct stat st;
+        if (own)
+            printf(", the model's training file");
+        else if (split_name)
+            ;
+        else if (trained && stat(trained, &st) == 0)
+            printf(", not the model's training file (%s)", trained);
+        else if (trained)
+            printf(", maybe not the model's training file: %s is not found from here (--split val scores the "
+                   "last tenth)", trained);
+        else
+            printf(", which the checkpoint does not name as its training file (--split val scores the last tenth)");
+        printf("\n");
+    }
     ag_ctx_free(ctx);
     dataset_free(&d);
     model_free(&m);
@@ -87,40 +138,84 @@ int cmd_eval(int argc, char **argv)
     return 0;
 }
 
+/* sample: SIGINT or SIGTERM stops generating after the current token; what
+ * was printed stays, followed by a newline. */
+static volatile sig_atomic_t stop_sampling;
+
+static void on_stop(int sig) { stop_sampling = sig; }
+
+/* Each new token is printed as soon as it is drawn. */
+static int print_token(void *user, int32_t token)
+{
+    const text_data *td = user;
+    char c[2];
+    fwrite(c, 1, text_decode(td, &token, 1, c, sizeof c), stdout);
+    fflush(stdout);
+    return stop_sampling != 0;
+}
+
+/* A seed for a run that names none: different from call to call (time and
+ * process id, mixed by splitmix64's finalizer), short enough to type back. */
+static long fresh_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 40;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return (long)((x ^ (x >> 31)) % 1000000000u);
+}
+
 int cmd_sample(int argc, char **argv)
 {
-    const char *CMD = "sample", *path = NULL, *prompt = NULL;
+    const char *CMD = "sample", *path = NULL, *prompt = NULL, *task_name = NULL, *text = NULL;
     long tokens = 200, seed = 1;
     double temperature = 1.0;
-    int top_k = 0, threads = 0;
+    int top_k = 0, threads = 0, heads = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to sample from (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0 },
-        { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate (default 200; task models: the answer)", 1, 1e7, 0, 0 },
+        { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0 },
         { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0 },
         { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default 1)", 0, 9.2e18, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
+        HEADS_OPT(heads),
     };
-    args_parse(CMD, "Generate tokens from a saved model.", argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    int nopts = (int)(sizeof opts / sizeof opts[0]);
+    args_parse(CMD, "Generate tokens from a saved model.  Text is printed token by token as it is drawn;\n"
+                    "Ctrl-C stops there (exit status 130) and keeps what was printed.",
+               argc, argv, opts, nopts);
     if (!path)
         die(CMD, "--model FILE is required");
     ag_set_threads(threads);
     char err[1024];
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, task_name, text, 0 };
+    open_model(CMD, path, &hints, &ck, &m);
+    check_data_flags(CMD, &ck, task_name, text);
+    if (text && ag_st_meta(ck.file, "vocab")) {
+        /* the file lists its vocabulary: the text must stay inside it */
+        text_data td;
+        if (text_load_vocab(&td, text, ck.vocab, ck.vocab_size, err, sizeof err))
+            die(CMD, "%s", err);
+        text_free(&td);
+    }
     int is_text = strcmp(ck.data, "text") == 0;
+    /* a task model answers greedily unless a temperature is asked for */
+    int greedy = temperature == 0 || (!is_text && !args_find(opts, nopts, "--temperature")->given);
     size_t plen = prompt ? strlen(prompt) : 0;
     int32_t *buf = malloc((plen + (size_t)tokens + 2) * sizeof *buf);
     if (!buf)
         die(CMD, "out of memory for %ld tokens", tokens);
+    task t;
+    int32_t seq[64];
+    text_data td;
     int n = 0;
-    ag_pcg32 rng;
-    ag_pcg32_seed(&rng, (uint64_t)seed, 4);
-    ag_ctx *ctx = ag_ctx_new();
     if (is_text) {
-        text_data td;
         if (text_vocab_only(&td, ck.vocab, ck.vocab_size, err, sizeof err))
             die(CMD, "%s: %s", path, err);
         if (prompt) {
@@ -131,29 +226,43 @@ int cmd_sample(int argc, char **argv)
         } else {
             buf[n++] = 0;   /* start from the first vocabulary byte, usually a newline */
         }
-        int total = sample_tokens(ctx, &m, buf, n, (int)tokens, temperature, top_k, &rng);
-        char *out = malloc((size_t)total + 1);
-        if (!out)
-            die(CMD, "out of memory");
-        size_t len = text_decode(&td, buf, (size_t)total, out, (size_t)total + 1);
-        fwrite(out, 1, len, stdout);
-        printf("\n");
-        free(out);
-        text_free(&td);
     } else {
-        task t;
         if (task_open(&t, ck.data, err, sizeof err))
             die(CMD, "%s: %s", path, err);
         if (!prompt)
             die(CMD, "--prompt is required for a task model (e.g. --prompt '%s')", t.example);
-        int32_t seq[64];
         int k = task_parse(&t, prompt, seq, 64, err, sizeof err);
         if (k < 0 || task_check_prompt(&t, seq, k, err, sizeof err))
             die(CMD, "--prompt: %s", err);
-        if (temperature == 0 || !args_find(opts, 7, "--temperature")->given)
+    }
+    if (!greedy && !args_find(opts, nopts, "--seed")->given) {
+        seed = fresh_seed();
+        fprintf(stderr, "attograd sample: seed %ld (--seed %ld repeats this sample)\n", seed, seed);
+    }
+    ag_pcg32 rng;
+    ag_pcg32_seed(&rng, (uint64_t)seed, 4);
+    ag_ctx *ctx = ag_ctx_new();
+    int status = 0;
+    if (is_text) {
+        signal(SIGINT, on_stop);
+        signal(SIGTERM, on_stop);
+        if (prompt)
+            fputs(prompt, stdout);   /* all its bytes are in the vocabulary: as the tokens decode */
+        else
+            print_token(&td, buf[0]);
+        int total = sample_tokens(ctx, &m, buf, n, (int)tokens, temperature, top_k, &rng, print_token, &td);
+        printf("\n");
+        if (stop_sampling) {
+            fprintf(stderr, "attograd sample: %s after %d tokens\n", stop_sampling == SIGINT ? "interrupted" : "terminated",
+                    total - n);
+            status = stop_sampling == SIGINT ? 130 : 143;
+        }
+        text_free(&td);
+    } else {
+        if (greedy)
             complete_greedy(ctx, &m, seq, 1, t.len + 1, t.prompt, t.len + 1);
         else
-            sample_tokens(ctx, &m, seq, t.prompt, t.len + 1 - t.prompt, temperature, top_k, &rng);
+            sample_tokens(ctx, &m, seq, t.prompt, t.len + 1 - t.prompt, temperature, top_k, &rng, NULL, NULL);
         char out[128];
         task_format(&t, seq, t.len + 1, out, sizeof out);
         printf("%s\n", out);
@@ -162,31 +271,46 @@ int cmd_sample(int argc, char **argv)
     ag_ctx_free(ctx);
     model_free(&m);
     ckpt_close(&ck);
-    return 0;
+    return status;
 }
 
 int cmd_info(int argc, char **argv)
 {
-    const char *CMD = "info";
-    if (argc == 1 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
-        printf("usage: attograd info FILE\n\nPrint a checkpoint's config, parameter count and tensors.\n");
-        return 0;
+    const char *CMD = "info", *path = NULL;
+    int heads = 0, nrest = 0, nfiles = 0;
+    opt opts[] = { HEADS_OPT(heads) };
+    /* the one argument that is not an option (nor --heads' value) is the file */
+    char **rest = malloc((size_t)(argc + 1) * sizeof *rest);
+    if (!rest)
+        die(CMD, "out of memory");
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] != '-' && (i == 0 || strcmp(argv[i - 1], "--heads") != 0)) {
+            path = nfiles++ ? path : argv[i];
+            continue;
+        }
+        rest[nrest++] = argv[i];
     }
-    for (int i = 0; i < argc; i++)
-        if (argv[i][0] == '-')
-            die(CMD, "unknown option '%s' (usage: attograd info FILE)", argv[i]);
-    if (argc != 1)
-        die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE)");
+    args_parse(CMD, "attograd info FILE [--heads N]: a checkpoint's config, parameter count, metadata and\n"
+                    "tensors.", nrest, rest, opts, 1);
+    free(rest);
+    if (nfiles != 1)
+        die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");
     ckpt ck;
     model m;
-    open_model(CMD, argv[0], &ck, &m);
+    ckpt_hints hints = { heads, NULL, NULL, 1 };
+    open_model(CMD, path, &hints, &ck, &m);
     const model_config *c = &m.cfg;
-    printf("%s\n", argv[0]);
+    char step[32] = "unknown";
+    if (ck.step >= 0)
+        snprintf(step, sizeof step, "%ld", ck.step);
+    printf("%s\n", path);
     printf("  arch %s, vocab %d, %d layers, %d heads, d_model %d, context %d, qkv_bias %s, dropout %g\n",
            model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context,
            c->qkv_bias ? "true" : "false", c->dropout);
-    printf("  trained on %s, step %ld, %zu parameters%s\n", ck.data, ck.step, m.params->total,
-           ck.has_state ? ", with optimizer state (resumable)" : "");
+    printf("  trained on %s, step %s, %zu parameters%s\n", ck.data ? ck.data : "unknown data", step,
+           m.params->total, ck.has_state ? ", with optimizer state (resumable)" : "");
+    if (ck.foreign)
+        printf("  not written by attograd: what the metadata does not say is taken from the tensors\n");
     printf("  metadata:\n");
     for (int i = 0; i < ag_st_meta_count(ck.file); i++) {
         const char *k = ag_st_meta_key(ck.file, i);

@@ -133,9 +133,13 @@ static void print_config(const train_opts *o, const model_config *c, const datas
     if (d->is_task)
         printf("  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
                d->task.len + 1, d->n_heldout);
-    else
-        printf("  data       %s: %zu tokens, %zu train / %zu validation\n", o->text, d->text.n, d->text.n_train,
-               d->text.n - d->text.n_train);
+    else {
+        size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
+        printf("  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
+               "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
+               d->text.n - d->text.n_train, windows, c->context,
+               windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
+    }
     fflush(stdout);
 }
 
@@ -467,7 +471,7 @@ int cmd_train(int argc, char **argv)
             double tps = (double)B * S / (ms / 1e3);
             eval_result ev = { NAN, 0, 0 };
             if (eval_now)
-                ev = evaluate(ctx, &m, &data, TEXT_VAL, done == o.steps ? 0 : 100);
+                ev = evaluate(ctx, &m, &data, TEXT_VAL, done == o.steps ? 0 : TRAIN_EVAL_WINDOWS);
             if (done == o.steps) {
                 final = ev;             /* the summary reuses the full last evaluation */
                 have_final = 1;

@@ -166,8 +166,8 @@ static void write_weights_csv(FILE *f, int layer, int h0, int nh, const float *w
 int cmd_attn(int argc, char **argv)
 {
     const char *CMD = "attn", *path = NULL, *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL;
-    const char *title = NULL;
-    int layer = 0, threads = 1;
+    const char *title = NULL, *task_name = NULL, *text = NULL;
+    int layer = 0, threads = 1, heads = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
@@ -177,6 +177,9 @@ int cmd_attn(int argc, char **argv)
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default 1)", 0, 1024, 0, 0 },
+        { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
+        { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
     };
     args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
                     "on a prompt: queries down, keys across, the prompt's characters on both axes, one panel\n"
@@ -193,7 +196,10 @@ int cmd_attn(int argc, char **argv)
     char err[1024];
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, task_name, text, 0 };
+    open_model(CMD, path, &hints, &ck, &m);
+    if (strcmp(ck.data, task_name ? task_name : text ? "text" : ck.data) != 0)
+        die(CMD, "%s does not match the model, which was trained on %s", task_name ? "--task" : "--text", ck.data);
     const model_config *c = &m.cfg;
     int H = c->n_head, n = 0, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;
@@ -248,9 +254,12 @@ int cmd_attn(int argc, char **argv)
     char auto_title[300];
     const char *base = strrchr(path, '/');
     /* A small picture (few tokens, one head) gets a title that fits over it. */
+    char step[32] = "?";
+    if (ck.step >= 0)
+        snprintf(step, sizeof step, "%ld", ck.step);
     if ((size_t)n * nh >= 20)
-        snprintf(auto_title, sizeof auto_title, "%s (%s, step %ld): layer %d attention", base ? base + 1 : path,
-                 ck.data, ck.step, layer);
+        snprintf(auto_title, sizeof auto_title, "%s (%s, step %s): layer %d attention", base ? base + 1 : path,
+                 ck.data, step, layer);
     else
         snprintf(auto_title, sizeof auto_title, "layer %d", layer);
 
@@ -338,10 +347,11 @@ int cmd_plot(int argc, char **argv)
 int cmd_graph(int argc, char **argv)
 {
     const char *CMD = "graph", *path = NULL, *out = NULL;
-    int tokens = 0;
+    int tokens = 0, heads = 0;
     long seed = 1;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint whose training step is drawn (required)", 0, 0, 0, 0 },
+        { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
         { "--out", OPT_STRING, &out, "FILE", "the DOT file to write (required); render with dot -Tsvg", 0, 0, 0, 0 },
         { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0 },
@@ -358,9 +368,10 @@ int cmd_graph(int argc, char **argv)
     char err[1024];
     ckpt ck;
     model m;
-    open_model(CMD, path, &ck, &m);
+    ckpt_hints hints = { heads, NULL, NULL, 1 };
+    open_model(CMD, path, &hints, &ck, &m);
     int T = m.cfg.context, V = m.cfg.vocab_size, failed = 1;
-    int is_text = strcmp(ck.data, "text") == 0;
+    int is_text = !ck.data || strcmp(ck.data, "text") == 0;   /* unknown data: drawn like text, ids in order */
     int32_t *x = NULL;
     ag_ctx *ctx = NULL;
     task t;

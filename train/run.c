@@ -2,6 +2,7 @@
  * run.c - data, evaluation and generation shared by the subcommands.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,11 +50,15 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
         text_batch(&d->text, random_order, rng, step, B, T, x, y);
 }
 
-void open_model(const char *cmd, const char *path, ckpt *ck, model *m)
+void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m)
 {
     char err[1024];
-    if (ckpt_open(ck, path, m, err, sizeof err))
+    if (hints && hints->task && hints->text)
+        die(cmd, "--task and --text both given: choose one data source");
+    if (ckpt_open_hints(ck, path, m, hints, err, sizeof err))
         die(cmd, "%s", err);
+    if (ck->note[0])
+        fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
 }
 
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
@@ -210,7 +215,7 @@ void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, in
 }
 
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
-                  ag_pcg32 *rng)
+                  ag_pcg32 *rng, int (*each)(void *user, int32_t token), void *user)
 {
     int V = m->cfg.vocab_size, T = m->cfg.context, old = ag_set_grad_enabled(ctx, 0);
     double *p = malloc((size_t)V * sizeof *p);
@@ -260,6 +265,8 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
                 next--;
         }
         tokens[n++] = next;
+        if (each && each(user, next))
+            break;
     }
     free(p);
     ag_set_grad_enabled(ctx, old);

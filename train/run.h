@@ -35,6 +35,10 @@ typedef struct eval_result {
     long correct, total;    /* task: exact-match greedy completions */
 } eval_result;
 
+/* Windows of the validation split each evaluation during training scores
+ * (the last one scores them all). */
+#define TRAIN_EVAL_WINDOWS 100
+
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
  * non-overlapping window, or at most max_windows of them when > 0.
  * Task: the held-out problems. */
@@ -43,12 +47,17 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
  * first `prompt` tokens set; positions prompt..len are filled. */
 void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len);
 /* Sample up to n_new tokens after tokens[0..n) (buffer of n + n_new):
- * temperature 0 = greedy; top_k 0 = no cut.  Uses the last `context` tokens. */
+ * temperature 0 = greedy; top_k 0 = no cut.  Uses the last `context` tokens.
+ * each (if not NULL) is called with every new token as it is drawn and
+ * stops the sampling by returning non-zero.  Returns the tokens now in the
+ * buffer. */
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
-                  ag_pcg32 *rng);
+                  ag_pcg32 *rng, int (*each)(void *user, int32_t token), void *user);
 
-/* ckpt_open for a subcommand: on any problem, its one-line message and exit 2. */
-void open_model(const char *cmd, const char *path, ckpt *ck, model *m);
+/* ckpt_open_hints for a subcommand: on any problem (also --task and --text
+ * both given), its one-line message and exit 2; a note from loading (tied
+ * weights) goes to stderr. */
+void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m);
 
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */

@@ -1,0 +1,173 @@
+#!/bin/sh
+# cli_models.sh - the commands that read a saved model, as a user watches
+# them: a task model whose vocabulary or context does not fit its task is
+# refused by eval, sample, attn and info (one line, exit 2, nothing written);
+# sample prints tokens as they are drawn, keeps them on Ctrl-C (exit 130,
+# closing newline) and draws and names a seed when none is given; eval scores
+# the file the model was trained on by its last tenth and any other file
+# whole, and reports bits per byte, perplexity and the windows it used.
+# Run from the repository root; ATTOGRAD overrides ./build/attograd.
+# Option lists ($SMALL) are split into words on purpose.
+# shellcheck disable=SC2086
+AG=${ATTOGRAD:-./build/attograd}
+TEXT=$(pwd)/data/tiny.txt
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+
+passed=0; failed=0
+check() {   # check STATUS MESSAGE
+    if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; fi
+}
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+
+if [ ! -x "$AG" ]; then
+    echo "cli_models: $AG not found (run make first)"
+    check 1 "no binary"
+    finish
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/attograd-models.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT
+trap 'exit 1' INT TERM
+
+SMALL="--d-model 16 --heads 2 --layers 1 --batch 8 --eval-every 0"
+$AG train --task copy $SMALL --steps 3 --quiet --save "$W/copy.st" >/dev/null 2>&1 &&
+    $AG train --task sort $SMALL --steps 3 --quiet --save "$W/sort.st" >/dev/null 2>&1 &&
+    $AG train --text "$TEXT" $SMALL --context 16 --steps 20 --quiet --save "$W/text.st" >/dev/null 2>&1
+check $? "train the fixture models"
+
+# ---- 14: a task model that does not fit its task --------------------------------
+# Rewritten with the standard library (tests/ckpt_corpus.py's reader and writer):
+# a sort model (3 tokens) labeled copy (11), the same without metadata, a copy
+# model whose vocabulary lists other bytes, and a copy model cut to a context
+# of 10 (copy reads 16).
+if ! $PY - "$W" <<'EOF'
+import sys
+sys.dont_write_bytecode = True
+sys.path.insert(0, "tests")
+from ckpt_corpus import build, read, with_meta
+w = sys.argv[1]
+
+def weights(path):
+    _, _, meta, entries = read(path)
+    keep = [e for e in entries if not e[0].startswith(("optim.", "state."))]
+    return with_meta(meta, optimizer=None, optim_step=None), keep
+
+def write(name, meta, entries):
+    with open(f"{w}/{name}.st", "wb") as f:
+        f.write(build(meta, entries))
+
+meta, ents = weights(f"{w}/sort.st")
+write("sort_as_copy", with_meta(meta, data="copy"), ents)
+write("sort_bare", {}, ents)
+meta, ents = weights(f"{w}/copy.st")
+write("copy_other_bytes", with_meta(meta, vocab="[33,98,99,100,101,102,103,104,105,106,124]"), ents)
+d = dict((e[0], e[2]) for e in ents)["pos_emb.weight"][1]
+cut = [[n, t, [10, d], b[:10 * d * 4]] if n == "pos_emb.weight" else [n, t, s, b] for n, t, s, b in ents]
+write("copy_context_10", with_meta(meta, context_length="10"), cut)
+EOF
+then
+    check 1 "could not write the misfit checkpoints"
+fi
+refuse() {  # refuse NAME WANT ARGS...: exit 2, one line with WANT, no output, no file written
+    name=$1; want=$2; shift 2; cmd=$1
+    $AG "$@" >"$W/out" 2>"$W/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && [ ! -s "$W/out" ] && [ ! -e "$W/a.svg" ] &&
+        grep -qF -- "$want" "$W/err" && ! grep -q "ag_embedding" "$W/err"
+    check $? "$name: $cmd should refuse it with exit 2 and one line with '$want' (exit $rc: $(head -c 300 "$W/err"; head -c 100 "$W/out"))"
+    rm -f "$W/a.svg"
+}
+misfit() {  # misfit NAME WANT: every command that reads a model refuses W/NAME.st
+    refuse "$1" "$2" eval --model "$W/$1.st"
+    refuse "$1" "$2" sample --model "$W/$1.st" --prompt 'abcdefgh|' --tokens 3
+    refuse "$1" "$2" attn --model "$W/$1.st" --prompt 'abcdefgh|' --out "$W/a.svg"
+    refuse "$1" "$2" info "$W/$1.st"
+}
+misfit sort_as_copy "its vocabulary (3 tokens) does not match task copy (11 tokens"
+misfit copy_other_bytes "its vocabulary (11 tokens) does not match task copy"
+misfit copy_context_10 "task copy needs a context of at least 16 tokens (got 10)"
+# a file without metadata takes its task from --task, and must fit it as well
+refuse sort_bare "its vocabulary (3 tokens) does not match task copy" eval --model "$W/sort_bare.st" --task copy --heads 2
+refuse sort_bare "its vocabulary (3 tokens) does not match task copy" sample --model "$W/sort_bare.st" --task copy \
+    --heads 2 --prompt 'abcdefgh|'
+
+# ---- 15: sample prints as it goes, stops cleanly, names its seed ---------------------
+# A million tokens would take many minutes: the text must appear while the
+# command runs, and a SIGINT must end it with what was printed kept.
+: >"$W/stream"
+"$AG" sample --model "$W/text.st" --tokens 1000000 --threads 1 >>"$W/stream" 2>"$W/stream.err" &
+pid=$!
+i=0
+while [ "$(wc -c <"$W/stream")" -lt 20 ] && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+running=1; kill -0 $pid 2>/dev/null || running=0
+[ "$(wc -c <"$W/stream")" -ge 20 ] && [ $running -eq 1 ]
+check $? "sample: tokens appear on stdout while it runs ($(wc -c <"$W/stream") bytes after $i tenths of a second)"
+kill -INT $pid 2>/dev/null
+i=0
+while kill -0 $pid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 $pid 2>/dev/null; then
+    kill -9 $pid 2>/dev/null
+    check 1 "sample: still running 10 s after SIGINT"
+fi
+wait $pid
+rc=$?
+n=$(sed -nE 's/.*interrupted after ([0-9]+) tokens.*/\1/p' "$W/stream.err")
+bytes=$(wc -c <"$W/stream")
+[ $rc -eq 130 ] && [ -n "$n" ] && [ "$(tail -c 1 "$W/stream" | od -An -c | tr -d ' ')" = '\n' ] &&
+    [ "$bytes" -eq $((n + 2)) ]
+check $? "sample: SIGINT exits 130 keeping every token drawn (the start token, $n tokens, a newline; got $bytes bytes, exit $rc: $(cat "$W/stream.err"))"
+
+# without --seed: a new seed each call, said on stderr, and --seed repeats it
+$AG sample --model "$W/text.st" --tokens 60 >"$W/s1" 2>"$W/e1"
+$AG sample --model "$W/text.st" --tokens 60 >"$W/s2" 2>"$W/e2"
+seed=$(sed -nE 's/^attograd sample: seed ([0-9]+) .*/\1/p' "$W/e1")
+! cmp -s "$W/s1" "$W/s2"
+check $? "sample: two calls without --seed give different text"
+[ -n "$seed" ] && grep -q "seed [0-9]" "$W/e2"
+check $? "sample: the seed used is named on stderr ($(cat "$W/e1"))"
+$AG sample --model "$W/text.st" --tokens 60 --seed "${seed:-0}" >"$W/s3" 2>"$W/e3"
+cmp -s "$W/s1" "$W/s3" && [ ! -s "$W/e3" ]
+check $? "sample: --seed $seed repeats the first call's text exactly, with nothing on stderr"
+$AG sample --model "$W/text.st" --tokens 20 --temperature 0 >/dev/null 2>"$W/e4"
+[ ! -s "$W/e4" ]
+check $? "sample: greedy sampling draws no seed ($(cat "$W/e4"))"
+
+# ---- 16: which part of a text eval scores, and what it reports -------------------------
+n=$(wc -c <"$TEXT"); T=16
+n_val=$((n / 10)); n_train=$((n - n_val))
+w_val=$(((n_val - 1) / T)); w_train=$(((n_train - 1) / T))
+loss() { sed -nE 's/^loss ([0-9.]+) .*/\1/p' "$1"; }
+cp "$TEXT" "$W/other.txt"
+ln -s "$TEXT" "$W/link.txt"
+for f in own:"$TEXT" other:"$W/other.txt" val:"$W/other.txt --split val" all:"$W/other.txt --split all" \
+         link:"$W/link.txt"; do
+    $AG eval --model "$W/text.st" --text ${f#*:} >"$W/${f%%:*}.out" 2>&1
+    check $? "eval --text ${f#*:}: $(cat "$W/${f%%:*}.out")"
+done
+[ "$(loss "$W/own.out")" = "$(loss "$W/val.out")" ] && grep -q "scored $w_val windows of $T tokens.*validation split.*the model's training file" "$W/own.out"
+check $? "eval of the training file scores its last tenth, $w_val windows, and says so: $(cat "$W/own.out")"
+[ -n "$(loss "$W/other.out")" ] && [ "$(loss "$W/other.out")" = "$(loss "$W/all.out")" ] &&
+    [ "$(loss "$W/other.out")" != "$(loss "$W/val.out")" ] &&
+    grep -q "scored $((w_val + w_train)) windows of $T tokens.*all of $W/other.txt, not the model's training file" "$W/other.out"
+check $? "eval of another file scores all of it, $((w_val + w_train)) windows: $(cat "$W/other.out")"
+[ "$(loss "$W/link.out")" = "$(loss "$W/own.out")" ] && grep -q "the model's training file" "$W/link.out"
+check $? "eval through a symbolic link to the training file (same device and inode) scores its last tenth: $(cat "$W/link.out")"
+for f in own other; do
+    awk '/^loss / { l = $2; b = $3; sub(/^\(/, "", b); p = $8; sub(/\)$/, "", p)
+                    bits = l / log(2); ppl = exp(l)
+                    ok = $4 == "bits" && $5 == "per" && $6 == "byte," && $7 == "perplexity" &&
+                         (b - bits) ^ 2 < 1e-8 && (p - ppl) ^ 2 < (1e-3 * ppl) ^ 2 }
+         END { exit !ok }' "$W/$f.out"
+    check $? "eval reports bits per byte = loss / ln 2 and perplexity = e^loss: $(head -n 1 "$W/$f.out")"
+done
+$AG eval --model "$W/copy.st" >"$W/task.out" 2>&1
+grep -qE '^loss [0-9.]+ \([0-9.]+ bits per token, perplexity [0-9.e+]+\)$' "$W/task.out" &&
+    grep -q "^scored 500 held-out problems of task copy$" "$W/task.out"
+check $? "eval of a task reports bits per token and the problems scored: $(cat "$W/task.out")"
+# train names the windows its evaluations score
+$AG train --text "$TEXT" $SMALL --context $T --steps 1 >"$W/train.out" 2>&1
+mid=$w_val; [ $mid -gt 100 ] && mid=100
+grep -q "^  data .*($w_val windows of $T; evaluations during training score the first $mid, the last one all)" "$W/train.out"
+check $? "train's config says how many windows its evaluations score: $(grep '^  data' "$W/train.out")"
+
+finish
