@@ -105,6 +105,20 @@ size_t ag_arena_peak(const ag_ctx *ctx);      /* high-water mark since creation 
 size_t ag_arena_reserved(const ag_ctx *ctx);  /* bytes held from malloc */
 /* Gradient recording on (default) or off; returns the previous setting. */
 int ag_set_grad_enabled(ag_ctx *ctx, int enabled);
+int ag_grad_enabled(const ag_ctx *ctx);
+/* For forward passes without gradients (evaluation, generation), which need
+ * only the latest layer's output: remember the arena's position, then
+ * forget everything allocated after it except `keep`, which is moved down
+ * to that position and returned.  A layer-by-layer loop that rewinds to
+ * one mark after each layer holds one layer's temporaries at a time.
+ * Rewinding past ops that were recorded on the tape is an error. */
+typedef struct ag_mark {
+    void *block;
+    size_t offset, used;
+    int tape_length;
+} ag_mark;
+ag_mark ag_arena_mark(const ag_ctx *ctx);
+ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);
 /* The generator dropout draws its masks from. */
 ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
 /* Threads used by the kernels (OpenMP); n <= 0 means all cores.  Results
@@ -231,6 +245,16 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
  * before dropout (a tensor without gradient). */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights);
+/* The same causal attention for generating a sequence a few positions at a
+ * time with a key/value cache: qkv [B,T,3d] packs the queries, keys and
+ * values of positions pos..pos+T-1 (as for ag_attention); their keys and
+ * values are written into k_cache and v_cache ([B,S,d], pos + T <= S, owned
+ * by the caller and kept between calls), and each new query attends to
+ * cached positions 0 up to its own.  Equals the last T rows of ag_attention
+ * over positions 0..pos+T-1, without recomputing the earlier ones.  Returns
+ * [B,T,d]; inference only (no gradient, no dropout). */
+ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
+                               int pos);
 
 /* ---- optimizers -------------------------------------------------------- */
 

@@ -72,6 +72,44 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     return out;
 }
 
+ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
+                               int pos)
+{
+    char s[64], sk[64], sv[64];
+    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
+        ag_error("ag_attention_cached: input %s is not [B,T,3d] with d divisible by %d heads",
+                 ag_shape_str(qkv, s, sizeof s), n_head);
+    const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
+    for (int c = 0; c < 2; c++) {
+        const ag_tensor *t = c ? v_cache : k_cache;
+        if (t->ndim != 3 || t->shape[0] != B || t->shape[2] != d)
+            ag_error("ag_attention_cached: cache %s does not fit input %s (need [%d,S,%d])",
+                     ag_shape_str(t, sk, sizeof sk), ag_shape_str(qkv, s, sizeof s), B, d);
+    }
+    if (v_cache->shape[1] != k_cache->shape[1])
+        ag_error("ag_attention_cached: key cache %s and value cache %s differ", ag_shape_str(k_cache, sk, sizeof sk),
+                 ag_shape_str(v_cache, sv, sizeof sv));
+    const int S = k_cache->shape[1];
+    if (pos < 0 || pos > S - T)
+        ag_error("ag_attention_cached: positions %d..%d do not fit a cache of %d", pos, pos + T - 1, S);
+    /* the new positions' keys and values into the cache */
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const ag_real *row = qkv->data + ((size_t)b * T + t) * 3 * d;
+            memcpy(k_cache->data + ((size_t)b * S + pos + t) * d, row + d, (size_t)d * sizeof(ag_real));
+            memcpy(v_cache->data + ((size_t)b * S + pos + t) * d, row + 2 * d, (size_t)d * sizeof(ag_real));
+        }
+    ag_attn a = {
+        .B = B, .H = n_head, .Tq = T, .Tk = pos + T, .hd = d / n_head, .causal = 1, .q_pos0 = pos,
+        .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)S * d, .k_ld = d, .v_bs = (long)S * d, .v_ld = d,
+        .o_bs = (long)T * d, .o_ld = d, .scale = (ag_real)(1.0 / sqrt((double)(d / n_head))),
+    };
+    ag_tensor *out = ag_empty(ctx, 3, (int[]){B, T, d});
+    ag_real *lse = ag_alloc(ctx, (size_t)B * n_head * T * sizeof(ag_real));
+    ag_kern->attention(&a, qkv->data, k_cache->data, v_cache->data, out->data, lse, NULL, NULL);
+    return out;
+}
+
 /* With Wd = dropout(W), dO the output's gradient and D_i = dO_i . O_i:
  *   dv = Wd^T dO,   dW = (dO v^T) * mask,   dS = W * (dW - D) / sqrt(hd),
  *   dq = dS k,      dk = dS^T q

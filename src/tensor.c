@@ -160,6 +160,44 @@ int ag_set_grad_enabled(ag_ctx *ctx, int enabled)
     return old;
 }
 
+int ag_grad_enabled(const ag_ctx *ctx) { return ctx->grad_enabled; }
+
+ag_mark ag_arena_mark(const ag_ctx *ctx)
+{
+    ag_mark m = { ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes };
+    return m;
+}
+
+ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
+{
+    if (ctx->n_nodes != mark.tape_length)
+        ag_error("ag_arena_rewind: %d ops were recorded since the mark (rewinding is for forward passes "
+                 "without gradients)", ctx->n_nodes - mark.tape_length);
+    ag_tensor saved = *keep;
+    /* Back to the mark: its block keeps what came before, later blocks are empty. */
+    ag_block *b = mark.block ? mark.block : ctx->first;
+    if (b) {
+        b->used = mark.block ? mark.offset : 0;
+        for (ag_block *later = b->next; later; later = later->next)
+            later->used = 0;
+    }
+    ctx->cur = b;
+    ctx->used = mark.used;
+    /* keep's data lies at or after where the new copy goes (the arena only
+     * allocates forward), so one memmove brings it down; the header is
+     * allocated after the data, past anything still to be read. */
+    size_t bytes = saved.size * sizeof(ag_real);
+    ag_real *data = ag_alloc(ctx, bytes);
+    memmove(data, saved.data, bytes);
+    ag_tensor *t = ag_alloc(ctx, sizeof *t);
+    memset(t, 0, sizeof *t);            /* a plain value: no gradient, no name, no history */
+    t->ndim = saved.ndim;
+    memcpy(t->shape, saved.shape, sizeof t->shape);
+    t->size = saved.size;
+    t->data = data;
+    return t;
+}
+
 void ag_set_threads(int n)
 {
 #ifdef _OPENMP

@@ -1001,6 +1001,42 @@ static void test_embedding_values(ag_ctx *ctx)
     CHECK(ok, "embedding backward must add one per use of each row (row 4 used twice)");
 }
 
+/* ag_arena_rewind: the kept tensor moves down intact, the arena shrinks to
+ * the mark plus it, it works across arena blocks and for a tensor from
+ * before the mark, and it refuses to rewind past recorded ops. */
+static void test_arena_rewind(void)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_set_grad_enabled(ctx, 0);
+    ag_tensor *before = ag_full(ctx, 1, (int[]){10}, 7);
+    ag_mark mark = ag_arena_mark(ctx);
+    size_t at_mark = ag_arena_used(ctx);
+    /* temporaries spanning several blocks (the first block is 1 MB) */
+    ag_tensor *big = NULL;
+    for (int i = 0; i < 6; i++)
+        big = ag_full(ctx, 1, (int[]){300000}, (ag_real)i);
+    ag_tensor *keep = ag_scale(ctx, big, 2);
+    keep->data[123] = 42;
+    ag_tensor *kept = ag_arena_rewind(ctx, mark, keep);
+    int intact = kept->size == 300000 && kept->data[123] == 42 && kept->data[0] == 10 && kept->data[299999] == 10;
+    CHECK(intact, "rewind keeps the tensor's values");
+    CHECK(ag_arena_used(ctx) < at_mark + 300000 * sizeof(ag_real) + 1024,
+          "after rewinding, the arena holds the mark plus the kept tensor (%zu bytes over the mark)",
+          ag_arena_used(ctx) - at_mark);
+    CHECK(before->data[9] == 7, "what came before the mark is untouched");
+    ag_tensor *again = ag_arena_rewind(ctx, ag_arena_mark(ctx), before);
+    CHECK(again->data[0] == 7 && again->size == 10, "a tensor from before the mark can be kept too");
+    ag_set_grad_enabled(ctx, 1);
+    ag_set_error_handler(record_error, NULL);
+    ag_tensor *x = ag_full(ctx, 1, (int[]){3}, 1);
+    ag_requires_grad(x);
+    mark = ag_arena_mark(ctx);
+    ag_tensor *y = ag_scale(ctx, x, 3);
+    EXPECT_ERROR(ag_arena_rewind(ctx, mark, y), "ag_arena_rewind", "recorded");
+    ag_set_error_handler(NULL, NULL);
+    ag_ctx_free(ctx);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 12345, 1);
@@ -1031,6 +1067,7 @@ int main(void)
     test_reshape_view(ctx);
     test_deep_graph();
     test_arena_steady();
+    test_arena_rewind();
 
     test_matmul_values(ctx);
     test_transpose_values(ctx);

@@ -108,29 +108,90 @@ void model_free(model *m)
     memset(m, 0, sizeof *m);
 }
 
-ag_tensor *model_forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int training,
-                         ag_tensor **attn_out)
+/* Block i on x [B,T,d]: attention (over the cache's earlier positions when
+ * cache is not NULL) and, in a GPT, the MLP, each added to the residual
+ * stream. */
+static ag_tensor *block_forward(ag_ctx *ctx, model *m, int i, ag_tensor *x, int training, ag_tensor **w,
+                                model_cache *cache)
 {
     const model_config *c = &m->cfg;
-    if (T < 1 || T > c->context)
-        ag_error("model_forward: %d tokens but the model's context is %d", T, c->context);
-    ag_tensor *tok = ag_embedding(ctx, m->tok_emb, ids, 2, (int[]){B, T});       /* [B,T,d] */
-    ag_tensor *pos = ag_embedding(ctx, m->pos_emb, m->positions, 1, (int[]){T});   /* [T,d] */
-    ag_tensor *x = ag_dropout(ctx, ag_add(ctx, tok, pos), (ag_real)c->dropout, training);
+    model_block *b = &m->blocks[i];
+    ag_tensor *h = c->arch == ARCH_GPT ? nn_layer_norm_forward(ctx, &b->norm1, x) : x;
+    h = cache ? nn_mha_forward_cached(ctx, &b->attn, h, cache->k[i], cache->v[i], cache->len)
+              : nn_mha_forward(ctx, &b->attn, h, NULL, training, w);
+    if (c->arch == ARCH_ATTN_ONLY)
+        return ag_add(ctx, x, h);
+    x = ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
+    h = nn_linear_forward(ctx, &b->fc1, nn_layer_norm_forward(ctx, &b->norm2, x));
+    h = nn_linear_forward(ctx, &b->fc2, ag_gelu(ctx, h));
+    return ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
+}
+
+/* Embeddings of ids [B,T] at positions pos.., the blocks, the head. */
+static ag_tensor *forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int pos, int training,
+                          ag_tensor **attn_out, model_cache *cache)
+{
+    const model_config *c = &m->cfg;
+    /* Without gradients nothing reads a layer's temporaries once its output
+     * exists: rewind the arena to here after each layer (not when the
+     * attention weights are wanted: they live in the layers). */
+    const int rewind = !ag_grad_enabled(ctx) && !attn_out;
+    ag_mark start = ag_arena_mark(ctx);
+    ag_tensor *tok = ag_embedding(ctx, m->tok_emb, ids, 2, (int[]){B, T});               /* [B,T,d] */
+    ag_tensor *pe = ag_embedding(ctx, m->pos_emb, m->positions + pos, 1, (int[]){T});      /* [T,d] */
+    ag_tensor *x = ag_dropout(ctx, ag_add(ctx, tok, pe), (ag_real)c->dropout, training);
+    if (rewind)
+        x = ag_arena_rewind(ctx, start, x);
     for (int i = 0; i < c->n_layer; i++) {
-        model_block *b = &m->blocks[i];
-        ag_tensor **w = attn_out ? &attn_out[i] : NULL;
-        if (c->arch == ARCH_ATTN_ONLY) {
-            x = ag_add(ctx, x, nn_mha_forward(ctx, &b->attn, x, NULL, training, w));
-            continue;
-        }
-        ag_tensor *h = nn_mha_forward(ctx, &b->attn, nn_layer_norm_forward(ctx, &b->norm1, x), NULL, training, w);
-        x = ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
-        h = nn_linear_forward(ctx, &b->fc1, nn_layer_norm_forward(ctx, &b->norm2, x));
-        h = nn_linear_forward(ctx, &b->fc2, ag_gelu(ctx, h));
-        x = ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
+        x = block_forward(ctx, m, i, x, training, attn_out ? &attn_out[i] : NULL, cache);
+        if (rewind)
+            x = ag_arena_rewind(ctx, start, x);
     }
     if (c->arch == ARCH_GPT)
         x = nn_layer_norm_forward(ctx, &m->final_norm, x);
-    return nn_linear_forward(ctx, &m->out_head, x);                              /* [B,T,V] */
+    return nn_linear_forward(ctx, &m->out_head, x);                                      /* [B,T,V] */
+}
+
+ag_tensor *model_forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int training,
+                         ag_tensor **attn_out)
+{
+    if (T < 1 || T > m->cfg.context)
+        ag_error("model_forward: %d tokens but the model's context is %d", T, m->cfg.context);
+    return forward(ctx, m, ids, B, T, 0, training, attn_out, NULL);
+}
+
+void model_cache_init(model_cache *c, const model *m, int B)
+{
+    const int L = m->cfg.n_layer;
+    c->ctx = ag_ctx_new();
+    c->k = malloc((size_t)L * sizeof *c->k);
+    c->v = malloc((size_t)L * sizeof *c->v);
+    if (!c->k || !c->v)
+        ag_error("out of memory for a key/value cache of %d layers", L);
+    for (int i = 0; i < L; i++) {
+        c->k[i] = ag_new(c->ctx, 3, (int[]){B, m->cfg.context, m->cfg.d_model});
+        c->v[i] = ag_new(c->ctx, 3, (int[]){B, m->cfg.context, m->cfg.d_model});
+    }
+    c->B = B;
+    c->len = 0;
+}
+
+void model_cache_free(model_cache *c)
+{
+    ag_ctx_free(c->ctx);
+    free(c->k);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+ag_tensor *model_forward_cached(ag_ctx *ctx, model *m, model_cache *c, const int32_t *ids, int B, int T)
+{
+    if (B != c->B || T < 1 || c->len + T > m->cfg.context)
+        ag_error("model_forward_cached: %d x %d tokens after %d cached positions do not fit a cache of %d x %d", B, T,
+                 c->len, c->B, m->cfg.context);
+    int old = ag_set_grad_enabled(ctx, 0);
+    ag_tensor *logits = forward(ctx, m, ids, B, T, c->len, 0, NULL, c);
+    ag_set_grad_enabled(ctx, old);
+    c->len += T;
+    return logits;
 }

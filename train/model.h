@@ -51,8 +51,28 @@ void model_init(model *m, ag_pcg32 *rng);
 void model_free(model *m);
 
 /* ids: [B,T] with T <= context.  Returns logits [B,T,V].  attn_out, if not
- * NULL, receives each layer's attention weights [B,H,T,T] (n_layer entries). */
+ * NULL, receives each layer's attention weights [B,H,T,T] (n_layer entries).
+ * Without gradients (ag_set_grad_enabled(ctx, 0)) and without attn_out,
+ * each layer's temporaries are released as soon as its output exists, so
+ * the arena holds one layer's worth at a time. */
 ag_tensor *model_forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int training,
                          ag_tensor **attn_out);
+
+/* The keys and values of the positions seen so far, per layer, for
+ * generating a sequence a few tokens at a time (model_forward_cached). */
+typedef struct model_cache {
+    ag_ctx *ctx;            /* owns the tensors below; never reset */
+    ag_tensor **k, **v;     /* per layer, [B, context, d] */
+    int B;
+    int len;                /* positions filled: the next tokens go at len, len+1, ... */
+} model_cache;
+
+void model_cache_init(model_cache *c, const model *m, int B);
+void model_cache_free(model_cache *c);
+/* Forward of the next T tokens ids [B,T] at positions c->len..c->len+T-1
+ * (c->len + T <= context), attending to every earlier position through the
+ * cache, which they extend.  Returns their logits [B,T,V]: the same as the
+ * last T rows of model_forward over all c->len + T tokens.  No gradient. */
+ag_tensor *model_forward_cached(ag_ctx *ctx, model *m, model_cache *c, const int32_t *ids, int B, int T);
 
 #endif

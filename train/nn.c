@@ -107,16 +107,32 @@ static ag_tensor *check_mha_inputs(const nn_mha *a, ag_tensor *x, ag_tensor *kv)
     return kv;
 }
 
+/* q, k and v of every position from one [3d,d] product: [B,T,3d]. */
+static ag_tensor *qkv_projection(ag_ctx *ctx, const nn_mha *a, ag_tensor *x)
+{
+    ag_tensor *w[3] = { a->W_query.weight, a->W_key.weight, a->W_value.weight };
+    ag_tensor *b[3] = { a->W_query.bias, a->W_key.bias, a->W_value.bias };
+    return ag_linear(ctx, x, ag_params_join(ctx, w, 3), b[0] ? ag_params_join(ctx, b, 3) : NULL);
+}
+
 ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                           ag_tensor **weights_out)
 {
     if (check_mha_inputs(a, x, kv) != x)
         return nn_mha_forward_explicit(ctx, a, x, kv, training, weights_out);
-    /* Self-attention: q, k and v from one [3d,d] product, then the fused op. */
-    ag_tensor *w[3] = { a->W_query.weight, a->W_key.weight, a->W_value.weight };
-    ag_tensor *b[3] = { a->W_query.bias, a->W_key.bias, a->W_value.bias };
-    ag_tensor *qkv = ag_linear(ctx, x, ag_params_join(ctx, w, 3), b[0] ? ag_params_join(ctx, b, 3) : NULL);
-    ag_tensor *y = ag_attention(ctx, qkv, a->n_head, a->causal, (ag_real)a->dropout, training, weights_out);
+    /* Self-attention: one projection, then the fused op. */
+    ag_tensor *y = ag_attention(ctx, qkv_projection(ctx, a, x), a->n_head, a->causal, (ag_real)a->dropout, training,
+                                weights_out);
+    return nn_linear_forward(ctx, &a->out_proj, y);
+}
+
+ag_tensor *nn_mha_forward_cached(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *k_cache, ag_tensor *v_cache,
+                                 int pos)
+{
+    check_mha_inputs(a, x, NULL);
+    if (!a->causal)
+        ag_error("nn_mha_forward_cached: a key/value cache serves causal attention only");
+    ag_tensor *y = ag_attention_cached(ctx, qkv_projection(ctx, a, x), a->n_head, k_cache, v_cache, pos);
     return nn_linear_forward(ctx, &a->out_proj, y);
 }
 

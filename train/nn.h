@@ -45,6 +45,12 @@ nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, in
  * runs the explicit ops. */
 ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                           ag_tensor **weights_out);
+/* Self-attention of the positions pos..pos+T-1 in x [B,T,d] over every
+ * position so far, with their keys and values kept in k_cache and v_cache
+ * ([B,S,d], filled by earlier calls up to pos): for generating a sequence
+ * a token at a time (see ag_attention_cached).  No gradient. */
+ag_tensor *nn_mha_forward_cached(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *k_cache, ag_tensor *v_cache,
+                                 int pos);
 /* The same computation spelled out op by op, as the seeds build it: three
  * projections, heads split by reshape + transpose, scores, causal mask,
  * scale, softmax, dropout, weighted sum, heads merged, output projection.

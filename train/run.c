@@ -193,82 +193,105 @@ static int argmax(const ag_real *v, int n)
 
 void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len)
 {
-    int V = m->cfg.vocab_size, old = ag_set_grad_enabled(ctx, 0);
+    int V = m->cfg.vocab_size;
     int32_t *x = malloc((size_t)EVAL_ROWS * len * sizeof *x);
     if (!x)
         ag_error("out of memory for greedy completion");
     for (int first = 0; first < n; first += EVAL_ROWS) {
         int rows = n - first < EVAL_ROWS ? n - first : EVAL_ROWS;
-        /* Each new token needs a forward pass over everything before it. */
+        /* The prompts once, then each new token alone: the earlier
+         * positions' keys and values come from the cache. */
+        model_cache cache;
+        model_cache_init(&cache, m, rows);
         for (int t = prompt; t < len; t++) {
+            int from = cache.len, count = t - from;
             for (int r = 0; r < rows; r++)
-                memcpy(x + (size_t)r * t, seqs + (size_t)(first + r) * stride, (size_t)t * sizeof *x);
+                memcpy(x + (size_t)r * count, seqs + (size_t)(first + r) * stride + from, (size_t)count * sizeof *x);
             ag_reset(ctx);
-            ag_tensor *logits = model_forward(ctx, m, x, rows, t, 0, NULL);
+            ag_tensor *logits = model_forward_cached(ctx, m, &cache, x, rows, count);
             for (int r = 0; r < rows; r++)
                 seqs[(size_t)(first + r) * stride + t] =
-                    argmax(logits->data + ((size_t)r * t + (size_t)(t - 1)) * V, V);
+                    argmax(logits->data + ((size_t)r * count + (size_t)(count - 1)) * V, V);
         }
+        model_cache_free(&cache);
     }
     free(x);
-    ag_set_grad_enabled(ctx, old);
 }
 
+/* The next token from the last position's logits: greedy at temperature
+ * 0, else a draw from softmax(logits / temperature) over the top_k
+ * largest (ties at the cut kept; top_k 0: all).  p: scratch for V values. */
+static int choose(const ag_real *last, int V, double temperature, int top_k, ag_pcg32 *rng, double *p)
+{
+    if (temperature <= 0)
+        return argmax(last, V);
+    double cut = -INFINITY;
+    if (top_k > 0 && top_k < V) {
+        for (int k = 0; k < V; k++)
+            p[k] = last[k];
+        for (int k = 0; k < top_k; k++) {
+            int b = 0;
+            for (int j = 1; j < V; j++)
+                if (p[j] > p[b])
+                    b = j;
+            cut = p[b];
+            p[b] = -INFINITY;
+        }
+    }
+    double max = -INFINITY, sum = 0;
+    for (int k = 0; k < V; k++)
+        if (last[k] >= cut && last[k] > max)
+            max = last[k];
+    for (int k = 0; k < V; k++) {
+        p[k] = last[k] >= cut ? exp((last[k] - max) / temperature) : 0;
+        sum += p[k];
+    }
+    double u = ag_pcg32_uniform(rng) * sum;
+    int next = V - 1;
+    for (int k = 0; k < V; k++) {
+        if (u < p[k]) {
+            next = k;
+            break;
+        }
+        u -= p[k];
+    }
+    while (p[next] == 0 && next > 0)
+        next--;
+    return next;
+}
+
+/* The prompt's last (at most context) tokens run once; then each new token
+ * runs alone, attending to the earlier ones through the key/value cache.
+ * When the cache is full the window would slide past the context, and
+ * with learned absolute positions every kept token then sits at a new
+ * position, so its keys and values must be recomputed: the last half
+ * context of tokens is run again from position 0, once per half context of
+ * new tokens (not once per token), so the window is between half and a
+ * whole context long. */
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
                   ag_pcg32 *rng, int (*each)(void *user, int32_t token), void *user)
 {
-    int V = m->cfg.vocab_size, T = m->cfg.context, old = ag_set_grad_enabled(ctx, 0);
+    const int V = m->cfg.vocab_size, T = m->cfg.context;
     double *p = malloc((size_t)V * sizeof *p);
     if (!p)
         ag_error("out of memory sampling");
-    for (int i = 0; i < n_new; i++) {
-        int len = n < T ? n : T;
+    model_cache cache;
+    model_cache_init(&cache, m, 1);
+    int run = n < T ? n : T;                    /* tokens to run: the window's */
+    for (int i = 0; i < n_new && run > 0; i++) {
         ag_reset(ctx);
-        ag_tensor *logits = model_forward(ctx, m, tokens + (n - len), 1, len, 0, NULL);
-        const ag_real *last = logits->data + (size_t)(len - 1) * V;
-        int next;
-        if (temperature <= 0) {
-            next = argmax(last, V);
-        } else {
-            /* keep the top_k logits (ties at the cut kept), softmax at temperature, draw */
-            double cut = -INFINITY;
-            if (top_k > 0 && top_k < V) {
-                for (int k = 0; k < V; k++)
-                    p[k] = last[k];
-                for (int k = 0; k < top_k; k++) {
-                    int b = 0;
-                    for (int j = 1; j < V; j++)
-                        if (p[j] > p[b])
-                            b = j;
-                    cut = p[b];
-                    p[b] = -INFINITY;
-                }
-            }
-            double max = -INFINITY, sum = 0;
-            for (int k = 0; k < V; k++)
-                if (last[k] >= cut && last[k] > max)
-                    max = last[k];
-            for (int k = 0; k < V; k++) {
-                p[k] = last[k] >= cut ? exp((last[k] - max) / temperature) : 0;
-                sum += p[k];
-            }
-            double u = ag_pcg32_uniform(rng) * sum;
-            next = V - 1;
-            for (int k = 0; k < V; k++) {
-                if (u < p[k]) {
-                    next = k;
-                    break;
-                }
-                u -= p[k];
-            }
-            while (p[next] == 0 && next > 0)
-                next--;
-        }
+        ag_tensor *logits = model_forward_cached(ctx, m, &cache, tokens + n - run, 1, run);
+        int next = choose(logits->data + (size_t)(run - 1) * V, V, temperature, top_k, rng, p);
         tokens[n++] = next;
         if (each && each(user, next))
             break;
+        run = 1;
+        if (cache.len == T) {                   /* full: keep the last half context */
+            cache.len = 0;
+            run = T / 2 > 0 ? T / 2 : 1;
+        }
     }
+    model_cache_free(&cache);
     free(p);
-    ag_set_grad_enabled(ctx, old);
     return n;
 }
