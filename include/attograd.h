@@ -125,6 +125,18 @@ ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
  * do not depend on the thread count. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
+/* The precision of the matrix multiplies the ops record from now on
+ * (linear, matmul and attention; their backward passes follow the
+ * forward's): AG_FP32, the default, or AG_BF16, mixed precision as bf16
+ * training recipes use it: each product's inputs are rounded to bfloat16
+ * (to nearest even) and summed in fp32; parameters, gradients, optimizer
+ * state, softmax, layer norm, GELU and the loss stay fp32.  Returns 0, or
+ * -1 (changing nothing) when this build or CPU has no bf16 products:
+ * ag_bf16_missing() says why in one line (NULL when it has them). */
+enum { AG_FP32, AG_BF16 };
+int ag_set_precision(ag_ctx *ctx, int precision);
+int ag_get_precision(const ag_ctx *ctx);
+const char *ag_bf16_missing(void);
 /* Which implementation of the kernels runs: "fast", or "reference" in a
  * build made with `make REFERENCE=1` (plain loops, one thread). */
 const char *ag_kernels_name(void);

@@ -58,11 +58,20 @@ struct ag_ctx {
     ag_node *tail;                  /* last recorded op */
     int n_nodes;
     int grad_enabled;
+    int precision;                  /* AG_FP32 or AG_BF16: the matrix multiplies' */
     int backward_done;              /* a backward pass ran since the last reset */
     ag_pcg32 dropout_rng;
 };
 
 #define AG_ALIGN 64
+
+/* The matrix multiply of the given precision (AG_FP32 or AG_BF16). */
+typedef void (*ag_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,
+                           const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
+static inline ag_gemm_fn ag_gemm_of(int precision)
+{
+    return precision == AG_BF16 ? ag_kern->gemm_bf16 : ag_kern->gemm;
+}
 
 /* Arena memory that lives until the next ag_reset. */
 void *ag_alloc(ag_ctx *ctx, size_t bytes);

@@ -50,6 +50,8 @@
 typedef struct ag_attn {
     int B, H, Tq, Tk, hd;
     int causal, q_pos0;
+    int bf16;               /* mixed precision: the weights and their gradient are rounded to bf16
+                             * before the products they enter (q, k, v, do_ come rounded) */
     long q_bs, q_ld, k_bs, k_ld, v_bs, v_ld, o_bs, o_ld;   /* strides, in elements */
     ag_real scale;                                        /* usually 1/sqrt(hd) */
     ag_real dropout;                                      /* p in [0, 1) */
@@ -142,11 +144,31 @@ typedef struct ag_kernels {
     /* One AdamW step on n parameters with moments m and v. */
     void (*adamw)(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a);
 
+    /* bf16 products (float builds; NULL in double builds): gemm with op(A)
+     * and op(B) rounded to bfloat16 (nearest even) first and the sums in
+     * fp32, as bf16 mixed-precision training computes its matrix
+     * multiplies.  The fast kernel's sums run in its own fixed order. */
+    void (*gemm_bf16)(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,
+                      const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
+    /* y = bf16(x), kept in ag_real (float builds; NULL in double builds) */
+    void (*round_bf16)(const ag_real *x, ag_real *y, size_t n);
+    /* Why bf16 products cannot run in this build or on this CPU (one
+     * line), or NULL when they can. */
+    const char *(*bf16_missing)(void);
+
     /* sum of x[i]^2 in double */
     double (*sum_squares)(const ag_real *x, size_t n);
     /* dst[c] += sum over rows of x[r][c], x [rows,cols] (a bias's gradient) */
     void (*column_sums)(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
 } ag_kernels;
+
+/* bfloat16: the top half of an IEEE fp32 (sign, 8-bit exponent, 7 fraction
+ * bits).  bf16(x) rounds to nearest, ties to even; NaN stays NaN (quiet),
+ * +-inf stays +-inf, finite values past the largest bf16 round to +-inf.
+ * As the bits of a bf16, and as the float it stands for (src/reference.c). */
+uint16_t ag_bf16_bits(float x);
+float ag_bf16_to_float(uint16_t h);
+float ag_bf16_round(float x);
 
 /* The definitions (src/reference.c). */
 extern const ag_kernels ag_kernels_reference;

@@ -24,9 +24,18 @@
 
 typedef struct {
     ag_attn geometry;           /* shapes, strides, scale, dropout and its generator state */
+    const ag_real *qkv;         /* what the kernel read: the input, or its bf16 rounding */
     ag_real *lse;               /* [B,H,T] per query: log of the softmax denominator */
     ag_real *keep;              /* whatever else the kernel keeps for backward, or NULL */
 } attn_saved;
+
+/* At bf16 precision the products take bf16 inputs: a rounded copy of x. */
+static const ag_real *rounded(ag_ctx *ctx, const ag_real *x, size_t n)
+{
+    ag_real *r = ag_alloc(ctx, n * sizeof(ag_real));
+    ag_kern->round_bf16(x, r, n);
+    return r;
+}
 
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights)
@@ -44,6 +53,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
         .v_bs = (long)T * 3 * d, .v_ld = 3L * d, .o_bs = (long)T * d, .o_ld = d,
         .scale = (ag_real)(1.0 / sqrt((double)hd)),
         .dropout = training ? dropout : 0,
+        .bf16 = ctx->precision == AG_BF16,
     };
     if (a.dropout > 0) {
         /* the mask is draws 0 .. B*H*T*T-1 from here; move the generator past them */
@@ -60,11 +70,12 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     const int record = ag_should_record(ctx, out, qkv, NULL, NULL);
     const size_t nkeep = record ? ag_kern->attention_keep(&a) : 0;
     ag_real *keep = nkeep ? ag_alloc(ctx, nkeep * sizeof(ag_real)) : NULL;
-    const ag_real *q = qkv->data, *k = q + d, *v = q + 2 * d;
+    const ag_real *q = a.bf16 ? rounded(ctx, qkv->data, qkv->size) : qkv->data, *k = q + d, *v = q + 2 * d;
     ag_kern->attention(&a, q, k, v, out->data, lse, w, keep);
     if (record) {
         attn_saved *sv = ag_alloc(ctx, sizeof *sv);
         sv->geometry = a;
+        sv->qkv = q;
         sv->lse = lse;
         sv->keep = keep;
         ag_record(ctx, AG_OP_ATTENTION, out, qkv, NULL, NULL)->saved = sv;
@@ -101,12 +112,24 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
         }
     ag_attn a = {
         .B = B, .H = n_head, .Tq = T, .Tk = pos + T, .hd = d / n_head, .causal = 1, .q_pos0 = pos,
+        .bf16 = ctx->precision == AG_BF16,
         .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)S * d, .k_ld = d, .v_bs = (long)S * d, .v_ld = d,
         .o_bs = (long)T * d, .o_ld = d, .scale = (ag_real)(1.0 / sqrt((double)(d / n_head))),
     };
     ag_tensor *out = ag_empty(ctx, 3, (int[]){B, T, d});
     ag_real *lse = ag_alloc(ctx, (size_t)B * n_head * T * sizeof(ag_real));
-    ag_kern->attention(&a, qkv->data, k_cache->data, v_cache->data, out->data, lse, NULL, NULL);
+    const ag_real *q = qkv->data;
+    if (a.bf16) {
+        /* the cache holds the rounded keys and values already */
+        q = rounded(ctx, qkv->data, qkv->size);
+        for (int b = 0; b < B; b++) {
+            ag_kern->round_bf16(k_cache->data + ((size_t)b * S + pos) * d, k_cache->data + ((size_t)b * S + pos) * d,
+                                (size_t)T * d);
+            ag_kern->round_bf16(v_cache->data + ((size_t)b * S + pos) * d, v_cache->data + ((size_t)b * S + pos) * d,
+                                (size_t)T * d);
+        }
+    }
+    ag_kern->attention(&a, q, k_cache->data, v_cache->data, out->data, lse, NULL, NULL);
     return out;
 }
 
@@ -123,7 +146,7 @@ void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
     const int d = a->H * a->hd;
     int assign;
     ag_real *dqkv = ag_grad_begin(ctx, n->in[0], &assign);
-    const ag_real *q = n->in[0]->data;
-    ag_kern->attention_backward(a, q, q + d, q + 2 * d, n->out->data, n->out->grad, sv->lse, sv->keep, dqkv,
-                                dqkv + d, dqkv + 2 * d, assign);
+    const ag_real *q = sv->qkv, *dout = a->bf16 ? rounded(ctx, n->out->grad, n->out->size) : n->out->grad;
+    ag_kern->attention_backward(a, q, q + d, q + 2 * d, n->out->data, dout, sv->lse, sv->keep, dqkv, dqkv + d,
+                                dqkv + 2 * d, assign);
 }

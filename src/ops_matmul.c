@@ -1,8 +1,9 @@
 /*
  * ops_matmul.c - batched matmul (torch.matmul semantics for 2-D to 4-D) and
  * linear (x W^T + b, nn.Linear's layout).  All arithmetic goes through the
- * gemm kernel (definition: ref_gemm in src/reference.c), whose transpose
- * flags let backward use A^T and B^T in place.
+ * gemm kernel (definition: ref_gemm in src/reference.c; ref_gemm_bf16 at
+ * bf16 precision), whose transpose flags let backward use A^T and B^T in
+ * place.
  */
 #include <string.h>
 
@@ -13,7 +14,24 @@ typedef struct {
     int nb[2];                  /* output batch shape */
     long sa[2], sb[2];          /* element strides of a's and b's matrices per batch dim (0: broadcast) */
     int M, K, N;
+    int precision;              /* AG_FP32 or AG_BF16, the context's when the op ran */
 } mm_plan;
+
+/* `batch` products, item i at A + i*stride_a, ...: the batched kernel, or
+ * one bf16 product after another (each using every thread). */
+static void products(int precision, int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
+                     long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta, ag_real *C,
+                     long stride_c, int ldc)
+{
+    if (precision == AG_FP32) {
+        ag_kern->gemm_batched(batch, trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c,
+                              ldc);
+        return;
+    }
+    for (int i = 0; i < batch; i++)
+        ag_kern->gemm_bf16(trans_a, trans_b, M, N, K, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                           C + i * stride_c, ldc);
+}
 
 static void batch_dims(const ag_tensor *t, int *d)
 {
@@ -74,20 +92,22 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {
     int shape[AG_MAX_DIMS], ndim;
     mm_plan p = plan_matmul(a, b, shape, &ndim);
+    p.precision = ctx->precision;
+    const ag_gemm_fn gemm = ag_gemm_of(p.precision);
     ag_tensor *out = ag_empty(ctx, ndim, shape);
     long mat_c = (long)p.M * p.N, stride_a, stride_b;
     int batch = p.nb[0] * p.nb[1];
     if (p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride_a) && stride_a == (long)p.M * p.K) {
         /* b is one matrix shared by every batch item and a is contiguous:
          * stack a's rows into one tall product. */
-        ag_kern->gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
+        gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
     } else if (regular(p.sa, p.nb, &stride_a) && regular(p.sb, p.nb, &stride_b)) {
-        ag_kern->gemm_batched(batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
+        products(p.precision, batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
                         0, out->data, mat_c, p.N);
     } else {
         for (int i = 0; i < p.nb[0]; i++)
             for (int j = 0; j < p.nb[1]; j++)
-                ag_kern->gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
+                gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
                         b->data + i * p.sb[0] + j * p.sb[1], p.N, 0,
                         out->data + (i * p.nb[1] + j) * mat_c, p.N);
     }
@@ -104,6 +124,7 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
 {
     const mm_plan *p = n->saved;
+    const ag_gemm_fn gemm = ag_gemm_of(p->precision);
     ag_tensor *a = n->in[0], *b = n->in[1];
     const ag_real *dc = n->out->grad;
     long mat_c = (long)p->M * p->N, stride_a, stride_b;
@@ -113,14 +134,14 @@ void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
     if (a->requires_grad) {
         ag_real *da = ag_grad(ctx, a);
         if (b_shared && a_reg && stride_a == (long)p->M * p->K)
-            ag_kern->gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
+            gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
         else if (a_reg && stride_a != 0 && b_reg)
-            ag_kern->gemm_batched(batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
+            products(p->precision, batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
                             1, da, stride_a, p->K);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
-                    ag_kern->gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
+                    gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
                             b->data + i * p->sb[0] + j * p->sb[1], p->N, 1,
                             da + i * p->sa[0] + j * p->sa[1], p->K);
     }
@@ -128,14 +149,14 @@ void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
         ag_real *db = ag_grad(ctx, b);
         if (b_shared && a_reg && stride_a == (long)p->M * p->K)
             /* dB = sum over items of A_i^T dC_i = (stacked A)^T (stacked dC) */
-            ag_kern->gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
+            gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
         else if (b_reg && stride_b != 0 && a_reg)
-            ag_kern->gemm_batched(batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
+            products(p->precision, batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
                             1, db, stride_b, p->N);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
-                    ag_kern->gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
+                    gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
                             dc + (i * p->nb[1] + j) * mat_c, p->N, 1,
                             db + i * p->sb[0] + j * p->sb[1], p->N);
     }
@@ -160,7 +181,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     ag_tensor *out = ag_empty(ctx, x->ndim, shape);
     int rows = (int)(x->size / (size_t)in);
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
-    ag_kern->gemm(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
+    ag_gemm_of(ctx->precision)(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
     if (b) {
         #pragma omp parallel for schedule(static) if (out->size > AG_PARALLEL_MIN)
         for (int r = 0; r < rows; r++) {
@@ -169,8 +190,11 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
                 y[o] += b->data[o];
         }
     }
-    if (ag_should_record(ctx, out, x, W, b))
-        ag_record(ctx, AG_OP_LINEAR, out, x, W, b)->iarg[0] = rows;
+    if (ag_should_record(ctx, out, x, W, b)) {
+        ag_node *n = ag_record(ctx, AG_OP_LINEAR, out, x, W, b);
+        n->iarg[0] = rows;
+        n->iarg[1] = ctx->precision;
+    }
     return out;
 }
 
@@ -179,14 +203,15 @@ void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
     int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];
+    const ag_gemm_fn gemm = ag_gemm_of(n->iarg[1]);
     const ag_real *dy = n->out->grad;
     if (x->requires_grad) {
         int assign;   /* a new dx is stored (beta 0), not zeroed and added to */
         ag_real *dx = ag_grad_begin(ctx, x, &assign);
-        ag_kern->gemm(0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in);
+        gemm(0, 0, rows, in, outf, dy, outf, W->data, in, assign ? 0 : 1, dx, in);
     }
     if (W->requires_grad)
-        ag_kern->gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
+        gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
     if (b && b->requires_grad)
         ag_kern->column_sums(dy, (size_t)rows, (size_t)outf, ag_grad(ctx, b));
 }

@@ -246,6 +246,19 @@ static ag_real dot(const ag_real *x, const ag_real *y, int n)
     return s;
 }
 
+/* x as a product's input at the attention's precision: rounded to bf16 in
+ * mixed precision, else itself. */
+static ag_real product_input(const ag_attn *a, ag_real x)
+{
+#ifndef AG_DOUBLE
+    if (a->bf16)
+        return ag_bf16_round(x);
+#else
+    (void)a;
+#endif
+    return x;
+}
+
 /* The dropout multipliers z[0..Tk) of query i of item (b, h): draws
  * ((b*H + h)*Tq + i)*Tk + 0.. of the generator, as ag_dropout would draw
  * them for the [B,H,Tq,Tk] weights.  All ones without dropout. */
@@ -267,7 +280,9 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
  *   lse_i  = log sum_j exp(s_j)                (as m + log sum_j exp(s_j - m), m = max_j s_j)
  *   p_ij   = exp(s_j - lse_i)                  the softmax weights; invisible keys get 0
  *   o_i    = sum_j p_ij z_ij v_j               z: the dropout multipliers
- * Nothing of size Tq x Tk is kept: backward recomputes p from lse. */
+ * Nothing of size Tq x Tk is kept: backward recomputes p from lse.  In
+ * mixed precision (a->bf16) q, k, v arrive rounded to bf16, and so does
+ * each p_ij z_ij before it multiplies v_j. */
 static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
                           ag_real *lse, ag_real *weights, ag_real *keep)
 {
@@ -300,9 +315,9 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
                         weights[(((long)b * a->H + h) * a->Tq + i) * a->Tk + j] = p;
                     if (p == 0)
                         continue;           /* a hidden key adds nothing (not even 0 * inf) */
-                    const ag_real *vj = V(a, v, b, h, j);
+                    const ag_real *vj = V(a, v, b, h, j), pz = product_input(a, p * z[j]);
                     for (int c = 0; c < a->hd; c++)
-                        oi[c] += p * z[j] * vj[c];
+                        oi[c] += pz * vj[c];
                 }
             }
     free(s);
@@ -315,7 +330,9 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
  *   ds_ij  = p_ij (dp_ij - D_i),   D_i = sum_j p_ij dp_ij = do_i . o_i      (softmax backward)
  *   dq_i  += scale sum_j ds_ij k_j
  *   dk_j  += scale sum_i ds_ij q_i
- * p is recomputed from q, k and lse.  D_i is taken as do_i . o_i, the same
+ * p is recomputed from q, k and lse; in mixed precision p z and ds are
+ * rounded to bf16 before they multiply (do_ arrives rounded too).
+ * D_i is taken as do_i . o_i, the same
  * sum in the same order as do_i . v_j: when a query's weights are one-hot
  * (o_i = v_j exactly), dp_ij - D_i is then exactly 0 and so are dq and dk. */
 static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
@@ -353,10 +370,10 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
                     const ag_real *kj = K(a, k, b, h, j), *vj = V(a, v, b, h, j);
                     ag_real p = (ag_real)exp((double)(a->scale * dot(qi, kj, a->hd) - l));
                     ag_real dp = z[j] * dot(doi, vj, a->hd);
-                    ag_real ds = p * (dp - D) * a->scale;
+                    ag_real ds = product_input(a, p * (dp - D) * a->scale), pz = product_input(a, p * z[j]);
                     ag_real *dqi = Q(a, dq, b, h, i), *dkj = K(a, dk, b, h, j), *dvj = V(a, dv, b, h, j);
                     for (int c = 0; c < a->hd; c++) {
-                        dvj[c] += p * z[j] * doi[c];
+                        dvj[c] += pz * doi[c];
                         dqi[c] += ds * kj[c];
                         dkj[c] += ds * qi[c];
                     }
@@ -428,6 +445,63 @@ static void ref_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real 
             dst[c] += x[r * cols + c];
 }
 
+/* ---- bf16 mixed precision ---------------------------------------------- */
+
+/* A float's bits, sign | exponent (8) | fraction (23), read as an integer
+ * are ordered like the magnitudes, so rounding to the top 16 bits is integer
+ * rounding of the low 16: add half (0x8000), minus one unless the kept part
+ * is odd (ties go to the even neighbour), and truncate.  A carry out of the
+ * fraction moves to the next binade, and from the largest finite values to
+ * the infinity pattern 0x7f80, as IEEE rounding does; subnormals round the
+ * same way.  The one exception is NaN, whose payload must not carry into
+ * the exponent (it could become inf): keep its top bits, set the quiet bit. */
+uint16_t ag_bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float ag_bf16_to_float(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+float ag_bf16_round(float x) { return ag_bf16_to_float(ag_bf16_bits(x)); }
+
+#ifndef AG_DOUBLE
+/* C[M,N] = beta C + bf16(op(A)) bf16(op(B)): the inputs rounded, every
+ * product and sum in fp32 (a product of two bf16 values is exact in fp32). */
+static void ref_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,
+                          const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float sum = 0;
+            for (int k = 0; k < K; k++)
+                sum += ag_bf16_round(op_a(A, lda, trans_a, i, k)) * ag_bf16_round(op_b(B, ldb, trans_b, k, j));
+            float *c = &C[(long)i * ldc + j];
+            *c = beta == 0 ? sum : beta * *c + sum;
+        }
+}
+
+static void ref_round_bf16(const ag_real *x, ag_real *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = ag_bf16_round(x[i]);
+}
+
+static const char *ref_bf16_missing(void) { return NULL; }     /* plain loops run anywhere */
+#else
+static const char *ref_bf16_missing(void) { return "bf16 products need the float build, not PRECISION=double"; }
+#endif
+
 const ag_kernels ag_kernels_reference = {
     .name = "reference",
     .gemm = ref_gemm,
@@ -445,6 +519,11 @@ const ag_kernels ag_kernels_reference = {
     .attention_keep = ref_attention_keep,
     .sgd = ref_sgd,
     .adamw = ref_adamw,
+#ifndef AG_DOUBLE
+    .gemm_bf16 = ref_gemm_bf16,
+    .round_bf16 = ref_round_bf16,
+#endif
+    .bf16_missing = ref_bf16_missing,
     .sum_squares = ref_sum_squares,
     .column_sums = ref_column_sums,
 };

@@ -27,6 +27,20 @@ const ag_kernels *ag_kern = &ag_kernels_fast;
 
 const char *ag_kernels_name(void) { return ag_kern->name; }
 
+const char *ag_bf16_missing(void) { return ag_kern->bf16_missing(); }
+
+int ag_set_precision(ag_ctx *ctx, int precision)
+{
+    if (precision != AG_FP32 && precision != AG_BF16)
+        ag_error("ag_set_precision: %d is not AG_FP32 or AG_BF16", precision);
+    if (precision == AG_BF16 && (ag_bf16_missing() || !ag_kern->gemm_bf16))
+        return -1;
+    ctx->precision = precision;
+    return 0;
+}
+
+int ag_get_precision(const ag_ctx *ctx) { return ctx->precision; }
+
 /* ---- errors ------------------------------------------------------------ */
 
 static ag_error_fn error_fn;

@@ -2,7 +2,7 @@
  * bench_gemm.c - GFLOP/s of ag_gemm against OpenBLAS on square products and
  * on the shapes transformers run (projections, their backward passes,
  * per-head attention products), down to the toy model's 512 x 64 x 64; and
- * of the bf16 product (fast_gemm_bf16: bf16 inputs, fp32 sums) on the same
+ * of the bf16 product (ag_fast_gemm_bf16: bf16 inputs, fp32 sums) on the same
  * shapes, when the CPU has a bf16 kernel and the build is float.
  * Usage: bench_gemm [threads] (default 2).
  *
@@ -66,14 +66,14 @@ static void run_once(const shape *s, const operands *o, int which)
         /* no batched bf16 entry point: the items in parallel, each on one
          * thread (as the attention op calls products from its threads) */
         if (s->batch == 1) {
-            fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
+            ag_fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
             return;
         }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
 #endif
         for (int b = 0; b < s->batch; b++)
-            fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A + b * sa, lda, o->B + b * sb, ldb, 0,
+            ag_fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A + b * sa, lda, o->B + b * sb, ldb, 0,
                            o->C + b * sc, ldc);
         return;
     }
@@ -199,10 +199,27 @@ int main(int argc, char **argv)
     fill(o.B, most);
 
     /* All of ours, then all of OpenBLAS: each library's idle threads spin for
-     * a while after a call and would steal the core from the other. */
-#include "kernels.h"
-#include "kernels/cpu.h"
-#include "kernels/gemm_bf16.h"
+     * a while after a call and would steal the core from the other.  bf16
+     * only in the float build, and only with a kernel for it. */
+#ifdef AG_DOUBLE
+    const int bf16 = 0;
+#else
+    const int bf16 = ag_bf16_available();
+#endif
+    for (int i = 0; i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, USE_OURS);
+    for (int i = 0; bf16 && i < ns; i++) shapes[i].bf16 = measure(&shapes[i], &o, USE_BF16);
+    /* Our OpenMP threads spin for a while after the last call, then sleep:
+     * let them go to sleep before OpenBLAS's turn. */
+    nanosleep(&(struct timespec){0, 500000000}, NULL);
+    for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, USE_BLAS);
+
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("%s gemm, %d thread%s, median GFLOP/s", AG_PRECISION_NAME, threads, threads == 1 ? "" : "s");
+    if (bf16) printf("; bf16: bf16 inputs, fp32 sums (%s kernel)", ag_bf16_kernel_name(ag_cpu_bf16()));
+    printf("\nOpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
+           openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
+           openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
+    printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
     if (bf16) printf(" %9s %9s", "bf16", "bf16/fp32");
     printf("\n");

@@ -1,7 +1,7 @@
 /*
  * bf16_check.h - the checks of a bf16 matrix-multiply kernel, shared by
  * test_bf16.c (the kernels this CPU has) and test_bf16_amx.c (the AMX
- * kernel on emulated tiles).  Each kernel is run through fast_gemm_bf16_on
+ * kernel on emulated tiles).  Each kernel is run through ag_fast_gemm_bf16_on
  * and compared with a double-precision product of the same bf16-rounded
  * inputs within the bound derived below.
  */
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "kernels.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16.h"
 #ifdef _OPENMP
@@ -127,9 +128,10 @@ static float *run(const problem *p, int kernel)
     float *C = malloc(sizeof(float) * ((size_t)p->M * p->ldc + 1));
     memcpy(C, p->C0, sizeof(float) * (size_t)p->M * p->ldc);
     if (kernel < 0)
-        ref_gemm_bf16(p->ta, p->tb, p->M, p->N, p->K, p->A, p->lda, p->B, p->ldb, p->beta, C, p->ldc);
+        ag_kernels_reference.gemm_bf16(p->ta, p->tb, p->M, p->N, p->K, p->A, (int)p->lda, p->B, (int)p->ldb, p->beta, C,
+                                       (int)p->ldc);
     else
-        fast_gemm_bf16_on(kernel, p->ta, p->tb, p->M, p->N, p->K, p->A, p->lda, p->B, p->ldb, p->beta,
+        ag_fast_gemm_bf16_on(kernel, p->ta, p->tb, p->M, p->N, p->K, p->A, p->lda, p->B, p->ldb, p->beta,
                           C, p->ldc);
     return C;
 }

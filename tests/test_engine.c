@@ -17,6 +17,7 @@
 
 #include "attograd.h"
 #include "check.h"
+#include "kernels.h"
 
 #ifdef AG_DOUBLE
 #define REAL_EPS DBL_EPSILON
@@ -1037,6 +1038,52 @@ static void test_arena_rewind(void)
     ag_ctx_free(ctx);
 }
 
+/* ag_set_precision(AG_BF16): linear's forward and backward products take
+ * bf16-rounded inputs (so they equal the product of the rounded values,
+ * computed in double, to fp32 summation error, and differ from the fp32
+ * result); where the build or CPU cannot, it refuses and says why. */
+static void test_bf16_precision(void)
+{
+    ag_ctx *ctx = ag_ctx_new();
+    if (ag_set_precision(ctx, AG_BF16) != 0) {
+        const char *why = ag_bf16_missing();
+        CHECK(why && *why && ag_get_precision(ctx) == AG_FP32, "bf16 refused: says why (%s), stays fp32",
+              why ? why : "(null)");
+        ag_ctx_free(ctx);
+        return;
+    }
+#ifndef AG_DOUBLE
+    enum { R = 9, IN = 37, OUT = 11 };
+    ag_params *ps = ag_params_new();
+    ag_tensor *W = ag_params_add(ps, "W", 2, (int[]){OUT, IN});
+    ag_params_alloc(ps);
+    for (size_t i = 0; i < W->size; i++)
+        W->data[i] = (ag_real)(ag_pcg32_uniform(&rng) * 2 - 1);
+    ag_tensor *x = ag_new(ctx, 2, (int[]){R, IN});
+    for (size_t i = 0; i < x->size; i++)
+        x->data[i] = (ag_real)(ag_pcg32_uniform(&rng) * 2 - 1);
+    ag_tensor *y = ag_linear(ctx, x, W, NULL);
+    double worst = 0, differs = 0;
+    for (int r = 0; r < R; r++)
+        for (int o = 0; o < OUT; o++) {
+            double want = 0, fp32 = 0, mag = 0;
+            for (int k = 0; k < IN; k++) {
+                want += (double)ag_bf16_round(x->data[r * IN + k]) * ag_bf16_round(W->data[o * IN + k]);
+                fp32 += (double)x->data[r * IN + k] * W->data[o * IN + k];
+                mag += fabs((double)x->data[r * IN + k] * W->data[o * IN + k]);
+            }
+            worst = fmax(worst, fabs(y->data[r * OUT + o] - want) / mag);
+            differs = fmax(differs, fabs(y->data[r * OUT + o] - fp32) / mag);
+        }
+    CHECK(worst <= 2 * IN * 5.96e-8, "bf16 linear: the product of the rounded inputs (worst %.3g)", worst);
+    CHECK(differs > 1e-4, "bf16 linear differs from fp32 (%.3g): the inputs were rounded", differs);
+    CHECK(ag_get_precision(ctx) == AG_BF16 && ag_set_precision(ctx, AG_FP32) == 0 &&
+              ag_get_precision(ctx) == AG_FP32, "precision switches back to fp32");
+    ag_params_free(ps);
+#endif
+    ag_ctx_free(ctx);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 12345, 1);
@@ -1068,6 +1115,7 @@ int main(void)
     test_deep_graph();
     test_arena_steady();
     test_arena_rewind();
+    test_bf16_precision();
 
     test_matmul_values(ctx);
     test_transpose_values(ctx);

@@ -120,6 +120,7 @@ typedef struct {
     const char *label;
     int B, H, Tq, Tk, hd, causal, q_pos0;
     double dropout;
+    int bf16;
 } attn_case;
 
 /* Packed [B,T,3d] self-attention layout when Tq == Tk and q_pos0 == 0
@@ -128,7 +129,7 @@ static void check_attention(attn_case c)
 {
     const int d = c.H * c.hd, packed = c.Tq == c.Tk && c.q_pos0 == 0;
     ag_attn a = { .B = c.B, .H = c.H, .Tq = c.Tq, .Tk = c.Tk, .hd = c.hd, .causal = c.causal, .q_pos0 = c.q_pos0,
-                  .scale = (ag_real)(1 / sqrt((double)c.hd)), .dropout = (ag_real)c.dropout };
+                  .scale = (ag_real)(1 / sqrt((double)c.hd)), .dropout = (ag_real)c.dropout, .bf16 = c.bf16 };
     ag_pcg32_seed(&a.rng, 77, 9);
     size_t nq, nk;
     if (packed) {
@@ -147,6 +148,15 @@ static void check_attention(attn_case c)
     const size_t no = (size_t)c.B * c.Tq * d, nl = (size_t)c.B * c.H * c.Tq;
     ag_real *qbuf = random_buf(nq, -2, 2), *kbuf = packed ? qbuf : random_buf(nk, -2, 2);
     ag_real *vbuf = packed ? qbuf : random_buf(nk, -2, 2);
+#ifndef AG_DOUBLE
+    if (c.bf16) {       /* in mixed precision the op hands the kernels rounded inputs */
+        ag_kernels_reference.round_bf16(qbuf, qbuf, nq);
+        if (!packed) {
+            ag_kernels_reference.round_bf16(kbuf, kbuf, nk);
+            ag_kernels_reference.round_bf16(vbuf, vbuf, nk);
+        }
+    }
+#endif
     const ag_real *q = qbuf, *k = packed ? qbuf + d : kbuf, *v = packed ? qbuf + 2 * d : vbuf;
     ag_real *dout = random_buf(no, -1, 1);
     /* reference; fast on 1 thread, on 2 threads, and (when it would keep
@@ -168,15 +178,18 @@ static void check_attention(attn_case c)
         free(keep);
     }
     set_threads(2);
+    /* mixed precision rounds the weights (the fast kernel before
+     * normalizing, by up to 2^-9 relative each) and the score gradients */
+    const double bound = c.bf16 ? 2e-2 : ATOL_ATTN;
     double d_out = scaled_diff(o[1], o[0], no), d_lse = rel_diff(lse[1], lse[0], nl);
     double d_grad = scaled_diff(g[1], g[0], ng);
-    CHECK(d_out <= ATOL_ATTN && d_lse <= TOL * 10 && d_grad <= ATOL_ATTN,
+    CHECK(d_out <= bound && d_lse <= TOL * 10 && d_grad <= bound,
           "attention %s: fast vs reference: output %.3g, lse %.3g, gradients %.3g (bound %.1g)", c.label, d_out,
-          d_lse, d_grad, ATOL_ATTN);
+          d_lse, d_grad, bound);
     CHECK(same_bits(o[1], o[2], no) && same_bits(lse[1], lse[2], nl) && same_bits(g[1], g[2], ng),
           "attention %s: 1 and 2 threads differ", c.label);
     double d_keep = scaled_diff(g[3], g[0], ng);
-    CHECK(same_bits(o[3], o[1], no) && d_keep <= ATOL_ATTN,
+    CHECK(same_bits(o[3], o[1], no) && d_keep <= bound,
           "attention %s: without kept weights: same output, gradients within %.3g of the reference", c.label, d_keep);
     /* a query that sees no key: output exactly 0, lse -inf, no NaN anywhere */
     int masked_ok = 1, finite = 1;
@@ -213,21 +226,25 @@ static void check_attention(attn_case c)
 static void check_attention_cases(void)
 {
     static const attn_case cases[] = {
-        { "T=1", 2, 2, 1, 1, 8, 1, 0, 0 },
-        { "causal T=17 hd=4", 3, 2, 17, 17, 4, 1, 0, 0 },
-        { "non-causal T=9", 2, 3, 9, 9, 5, 0, 0, 0 },
-        { "causal T=63", 2, 2, 63, 63, 16, 1, 0, 0 },
-        { "causal T=64", 1, 3, 64, 64, 16, 1, 0, 0 },
-        { "causal T=65", 2, 2, 65, 65, 16, 1, 0, 0 },
-        { "causal T=130 hd=32", 2, 2, 130, 130, 32, 1, 0, 0 },
-        { "non-causal T=130", 1, 2, 130, 130, 8, 0, 0, 0 },
-        { "causal T=70 dropout 0.1", 3, 2, 70, 70, 16, 1, 0, 0.1 },
-        { "causal T=200 dropout 0.5", 1, 2, 200, 200, 8, 1, 0, 0.5 },
-        { "1 key, 5 queries after it", 2, 2, 5, 1, 8, 1, 0, 0 },
-        { "cache: 3 queries after 90 keys", 2, 2, 3, 93, 16, 1, 90, 0 },
-        { "first 2 queries see no key", 2, 2, 7, 7, 8, 1, -2, 0 },
-        { "no query sees a key", 1, 1, 4, 6, 8, 1, -5, 0 },
-        { "many items, parallel", 4, 6, 40, 40, 16, 1, 0, 0.2 },
+        { "T=1", 2, 2, 1, 1, 8, 1, 0, 0, 0 },
+        { "causal T=17 hd=4", 3, 2, 17, 17, 4, 1, 0, 0, 0 },
+        { "non-causal T=9", 2, 3, 9, 9, 5, 0, 0, 0, 0 },
+        { "causal T=63", 2, 2, 63, 63, 16, 1, 0, 0, 0 },
+        { "causal T=64", 1, 3, 64, 64, 16, 1, 0, 0, 0 },
+        { "causal T=65", 2, 2, 65, 65, 16, 1, 0, 0, 0 },
+        { "causal T=130 hd=32", 2, 2, 130, 130, 32, 1, 0, 0, 0 },
+        { "non-causal T=130", 1, 2, 130, 130, 8, 0, 0, 0, 0 },
+        { "causal T=70 dropout 0.1", 3, 2, 70, 70, 16, 1, 0, 0.1, 0 },
+        { "causal T=200 dropout 0.5", 1, 2, 200, 200, 8, 1, 0, 0.5, 0 },
+        { "1 key, 5 queries after it", 2, 2, 5, 1, 8, 1, 0, 0, 0 },
+        { "cache: 3 queries after 90 keys", 2, 2, 3, 93, 16, 1, 90, 0, 0 },
+        { "first 2 queries see no key", 2, 2, 7, 7, 8, 1, -2, 0, 0 },
+        { "no query sees a key", 1, 1, 4, 6, 8, 1, -5, 0, 0 },
+        { "many items, parallel", 4, 6, 40, 40, 16, 1, 0, 0.2, 0 },
+#ifndef AG_DOUBLE
+        { "bf16, causal T=70 dropout 0.1", 3, 2, 70, 70, 16, 1, 0, 0.1, 1 },
+        { "bf16, T=20", 2, 2, 20, 20, 8, 1, 0, 0, 1 },
+#endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_attention(cases[i]);
@@ -477,9 +494,38 @@ static void check_updates(size_t n)
     free(v0);
 }
 
+#ifndef AG_DOUBLE
+/* bf16 rounding of a buffer: the fast kernel bit for bit as the plain one
+ * (ties, NaN, infinities, subnormals, the largest values included) */
+static void check_round_bf16(void)
+{
+    enum { N = 4099 };
+    float *x = malloc(N * sizeof *x), *y[2] = { malloc(N * sizeof(float)), malloc(N * sizeof(float)) };
+    const uint32_t special[] = { 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0xff7f8000u, 0x7fc00001u, 0xffa00000u,
+                                 0x7f800000u, 0x00008000u, 0x80018000u, 0x00000001u, 0x80000000u };
+    for (int i = 0; i < N; i++) {
+        uint32_t u = ag_pcg32_next(&rng);
+        if (i < (int)(sizeof special / sizeof special[0]))
+            u = special[i];
+        memcpy(&x[i], &u, sizeof u);
+    }
+    ag_kernels_reference.round_bf16(x, y[0], N);
+    ag_kernels_fast.round_bf16(x, y[1], N);
+    CHECK(memcmp(y[0], y[1], N * sizeof(float)) == 0, "round_bf16: fast and reference differ");
+    ag_kernels_fast.round_bf16(x, x, N);    /* in place */
+    CHECK(memcmp(x, y[0], N * sizeof(float)) == 0, "round_bf16 in place differs");
+    free(x);
+    free(y[0]);
+    free(y[1]);
+}
+#endif
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 2024, 1);
+#ifndef AG_DOUBLE
+    check_round_bf16();
+#endif
     check_gemm_cases();
     for (int log_out = 0; log_out < 2; log_out++) {
         check_softmax(1, 1, 1, log_out);

@@ -21,6 +21,12 @@
  * block's queries at once.  The block products go through the matrix
  * multiply, one thread each.
  *
+ * In mixed precision (a->bf16) q, k, v and the output's gradient arrive
+ * rounded to bf16, and each block's weights and score gradients are
+ * rounded before the products they enter; the products themselves run on
+ * the fp32 kernel (exact for bf16 inputs up to the fp32 sums), which at
+ * these block sizes is faster than packing for the bf16 one.
+ *
  * Threads: the forward pass splits (item, query block) pairs between
  * threads, the backward pass whole items (an item's dq rows take a
  * contribution from every key block).  Every number is computed by one
@@ -32,6 +38,7 @@
 
 #include "fast.h"
 #include "fastmath.h"
+#include "gemm_bf16.h"
 
 /* The loops here are short (one block row) and dominated by exp: full-width
  * AVX-512 vectors do them in half the instructions of the 256-bit ones gcc
@@ -74,6 +81,18 @@ static void dropout_block(const ag_attn *a, int b, int h, int i0, int nq, int j0
         for (int jj = 0; jj < nk; jj++)
             z[(long)jj * nq + ii] = ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
     }
+}
+
+/* dst = bf16(src) (mixed precision: a product's input); src may be dst */
+static void round_block(const ag_real *src, ag_real *dst, long n)
+{
+#ifndef AG_DOUBLE
+    ag_fast_round_bf16(src, dst, (size_t)n);
+#else
+    (void)src;
+    (void)dst;
+    (void)n;                            /* never asked: bf16 needs the float build */
+#endif
 }
 
 static int threads_for(const ag_attn *a)
@@ -164,6 +183,10 @@ static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const 
             dropout_block(a, b, h, i0, nq, j0, nk, z);
             for (long e = 0; e < (long)nk * nq; e++)
                 z[e] *= st[e];
+            pt = z;
+        }
+        if (a->bf16) {                  /* the product's input, rounded (st itself stays fp32) */
+            round_block(pt, z, (long)nk * nq);
             pt = z;
         }
         if (j0 > 0)
@@ -298,6 +321,10 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
                     pdt[e] = pt[e] * zt[e];
                 pd = pdt;
             }
+            if (a->bf16) {
+                round_block(pd, pdt, (long)nk * nq);
+                pd = pdt;
+            }
             ag_fast_gemm(0, 0, nk, hd, nq, pd, nq, dob, (int)a->o_ld, 1, dv_acc, hd);     /* dV += Pd dO */
             ag_fast_gemm(0, 1, nk, nq, hd, vb, (int)a->v_ld, dob, (int)a->o_ld, 0, dst, nq); /* dP^T = V dO^T */
             for (int jj = 0; jj < nk; jj++) {
@@ -311,6 +338,8 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
                     for (int ii = 0; ii < nq; ii++)
                         g[ii] = p[ii] * (g[ii] - d[ii]) * scale;                     /* dS = P (dP - D) */
             }
+            if (a->bf16)
+                round_block(dst, dst, (long)nk * nq);
             ag_fast_gemm(1, 0, nq, hd, nk, dst, nq, kb, (int)a->k_ld, 1,
                          at(dq, a->q_bs, a->q_ld, a, b, h, i0), (int)a->q_ld);          /* dQ += dS K */
             ag_fast_gemm(0, 0, nk, hd, nq, dst, nq, qb, (int)a->q_ld, 1, dk_acc, hd);   /* dK += dS^T Q */

@@ -174,3 +174,12 @@ const char *ag_bf16_unavailable_message(void)
         return "--precision bf16 is turned off by AG_BF16_KERNEL=none";
     return AG_BF16_UNAVAILABLE_MSG;
 }
+
+const char *ag_fast_bf16_missing(void)
+{
+#ifdef AG_DOUBLE
+    return "bf16 products need the float build, not PRECISION=double";
+#else
+    return ag_bf16_unavailable_message();
+#endif
+}

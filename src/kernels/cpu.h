@@ -22,7 +22,7 @@
 
 enum { AG_BF16_NONE = 0, AG_BF16_AVX512 = 1, AG_BF16_AMX = 2 };
 
-/* The kernel fast_gemm_bf16 uses: what the CPU and OS allow, capped by
+/* The kernel ag_fast_gemm_bf16 uses: what the CPU and OS allow, capped by
  * AG_BF16_KERNEL.  Detected on the first call; thread-safe. */
 int ag_cpu_bf16(void);
 /* The same without the cap (tests use it to run every kernel there is). */
@@ -38,5 +38,8 @@ const char *ag_bf16_kernel_name(int kernel);
  * bf16 is available. */
 #define AG_BF16_UNAVAILABLE_MSG "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither"
 const char *ag_bf16_unavailable_message(void);
+/* The same, and in a double build the line saying bf16 needs the float
+ * build: the fast kernels' bf16_missing. */
+const char *ag_fast_bf16_missing(void);
 
 #endif

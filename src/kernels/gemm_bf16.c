@@ -38,11 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attograd.h"   /* ag_error */
 #include "cpu.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "fast.h"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(AG_NO_X86_KERNELS)
 #define BF16_X86 1
@@ -51,31 +48,20 @@
 #define BF16_X86 0
 #endif
 
+/* The plain rounding, for what the vector conversion leaves (tails,
+ * subnormals) and for CPUs without it. */
+static void convert_plain(uint16_t *dst, const float *src, long n)
+{
+    for (long i = 0; i < n; i++) dst[i] = ag_bf16_bits(src[i]);
+}
+
 #if BF16_X86
 
-static int min_int(int a, int b) { return a < b ? a : b; }
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* Below this many multiply-adds a product runs on one thread. */
 #define BF16_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
-static int max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
-static int thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
 
 /* One 64-byte aligned buffer per calling thread, grown on demand and kept,
  * so steady-state calls do not allocate.  The team's threads get slices. */
@@ -340,7 +326,7 @@ static long panel_words(int kcp) { return (long)kcp * NR + 16; }
 
 static uint32_t *b_panel(const avx_job *g, int pc, int p)
 {
-    const int kcp = (min_int(g->kb, g->K - pc) + 1) / 2;
+    const int kcp = (ag_min_int(g->kb, g->K - pc) + 1) / 2;
     return g->b_all + (long)(pc / g->kb) * g->panels * panel_words(g->kb / 2) + (long)p * panel_words(kcp);
 }
 
@@ -357,13 +343,13 @@ AVX512_TARGET NOINLINE static void avx_pack_b(const avx_job *g, int pc, int kc, 
 {
     const int kcp = (kc + 1) / 2;
     if (!g->tb) {
-        const int q1 = min_int(kcp, (part + 1) * B_CHUNK);
+        const int q1 = ag_min_int(kcp, (part + 1) * B_CHUNK);
         for (int q = part * B_CHUNK; q < q1; q++) {
             const int k = pc + 2 * q;
             const float *r0 = g->B + (long)k * g->ldb;
             const float *r1 = k + 1 < g->K ? r0 + g->ldb : NULL;
             for (int p = 0; p < g->panels; p++) {
-                const int j0 = p * NR, cols = min_int(NR, g->N - j0);
+                const int j0 = p * NR, cols = ag_min_int(NR, g->N - j0);
                 uint32_t *d = b_panel(g, pc, p) + (long)q * NR;
                 _mm512_store_si512(d, pairs_of_rows(r0 + j0, r1 ? r1 + j0 : NULL, mask16(cols)));
                 const __m512i hi = cols > 16 ? pairs_of_rows(r0 + j0 + 16, r1 ? r1 + j0 + 16 : NULL, mask16(cols - 16))
@@ -373,17 +359,17 @@ AVX512_TARGET NOINLINE static void avx_pack_b(const avx_job *g, int pc, int kc, 
         }
         return;
     }
-    const int j0 = part * NR, cols = min_int(NR, g->N - j0);
+    const int j0 = part * NR, cols = ag_min_int(NR, g->N - j0);
     uint32_t *dst = b_panel(g, pc, part);
     for (int h = 0; h < NR / 16; h++) {
-        const int jh = j0 + 16 * h, n = min_int(16, cols - 16 * h);
+        const int jh = j0 + 16 * h, n = ag_min_int(16, cols - 16 * h);
         for (int q = 0; q < kcp; q += 16) {
             __m512i v[16];
             for (int j = 0; j < 16; j++)
                 v[j] = j < n ? pairs_of_run(g->B + (long)(jh + j) * g->ldb + pc + 2 * q, kc - 2 * q)
                              : _mm512_setzero_si512();
             transpose16(v);
-            const int m = min_int(16, kcp - q);   /* never past the panel */
+            const int m = ag_min_int(16, kcp - q);   /* never past the panel */
             for (int t = 0; t < m; t++) _mm512_store_si512(dst + (long)(q + t) * NR + 16 * h, v[t]);
         }
     }
@@ -411,7 +397,7 @@ AVX512_TARGET NOINLINE static void avx_pack_a(const avx_job *g, int pc, int kc, 
         const float *r0 = g->A + (long)k * g->lda + ic;
         const float *r1 = k + 1 < g->K ? r0 + g->lda : NULL;
         for (int r = 0; r * MR < mc; r++) {
-            const __m512i v = pairs_of_rows(r0 + r * MR, r1 ? r1 + r * MR : NULL, mask16(min_int(MR, mc - r * MR)));
+            const __m512i v = pairs_of_rows(r0 + r * MR, r1 ? r1 + r * MR : NULL, mask16(ag_min_int(MR, mc - r * MR)));
             _mm512_mask_storeu_epi32(pa + ((long)r * kcp + q) * MR, (__mmask16)0x0fff, v);
         }
     }
@@ -421,33 +407,33 @@ AVX512_TARGET NOINLINE static void avx_pack_a(const avx_job *g, int pc, int kc, 
 static ALWAYS_INLINE void prefetch_tile(const float *c, int rows, long ldc, int cols)
 {
     for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols + 15; j += 16) __builtin_prefetch(c + i * ldc + min_int(j, cols - 1), 1, 3);
+        for (int j = 0; j < cols + 15; j += 16) __builtin_prefetch(c + i * ldc + ag_min_int(j, cols - 1), 1, 3);
 }
 
 /* C[i0:i1, j0:j1] over all K blocks; pa is this thread's packing space. */
 AVX512_TARGET NOINLINE static void avx_unit(const avx_job *g, int i0, int i1, int j0, int j1, uint32_t *pa)
 {
     for (int pc = 0; pc < g->K; pc += g->kb) {
-        const int kc = min_int(g->kb, g->K - pc), kcp = (kc + 1) / 2;
+        const int kc = ag_min_int(g->kb, g->K - pc), kcp = (kc + 1) / 2;
         const int load_c = pc > 0 || !g->overwrite;
         for (int ic = i0; ic < i1; ic += MC) {
-            const int mc = min_int(MC, i1 - ic);
+            const int mc = ag_min_int(MC, i1 - ic);
             avx_pack_a(g, pc, kc, ic, mc, pa);
             for (int j = j0; j < j1; j += NR) {
-                const int cols = min_int(NR, j1 - j), nvec = cols > 16 ? 2 : 1;
+                const int cols = ag_min_int(NR, j1 - j), nvec = cols > 16 ? 2 : 1;
                 const unsigned m0 = mask16(cols), m1 = mask16(cols - 16);
                 const uint32_t *bp = b_panel(g, pc, j / NR);
                 for (int r = 0; r * MR < mc; r++) {
-                    const int rows = min_int(MR, mc - r * MR);
+                    const int rows = ag_min_int(MR, mc - r * MR);
                     const uint32_t *ap = g->ta ? pa + (long)r * kcp * MR : pa + r * MR * g->a_rs;
                     float *c = g->C + (long)(ic + r * MR) * g->ldc + j;
                     /* C is read (or written) once per K block, far apart in
                      * time: fetch the next tile's rows while this one runs */
                     if ((r + 1) * MR < mc)
-                        prefetch_tile(c + MR * g->ldc, min_int(MR, mc - (r + 1) * MR), g->ldc, cols);
+                        prefetch_tile(c + MR * g->ldc, ag_min_int(MR, mc - (r + 1) * MR), g->ldc, cols);
                     else if (j + NR < j1)
-                        prefetch_tile(g->C + (long)ic * g->ldc + j + NR, min_int(MR, mc), g->ldc,
-                                      min_int(NR, j1 - j - NR));
+                        prefetch_tile(g->C + (long)ic * g->ldc + j + NR, ag_min_int(MR, mc), g->ldc,
+                                      ag_min_int(NR, j1 - j - NR));
                     kernels[rows - 1][g->ta][nvec - 1](kcp, ap, g->a_rs, bp, c, g->ldc, load_c, m0, m1);
                 }
             }
@@ -462,7 +448,7 @@ static int avx_b_parts(const avx_job *g) { return g->tb ? g->panels : ceil_div(g
 static void avx_pack_b_task(const avx_job *g, int t)
 {
     const int parts = avx_b_parts(g), pc = t / parts * g->kb, part = t % parts;
-    const int kc = min_int(g->kb, g->K - pc);
+    const int kc = ag_min_int(g->kb, g->K - pc);
     avx_pack_b(g, pc, kc, part);
 }
 
@@ -486,16 +472,16 @@ static unit_plan plan_units(int M, int N, int nth, int per_thread)
     unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 1, 1};
     if (nth == 1) return u;
     const int want = per_thread * nth;
-    u.r = min_int(u.rp, want);
-    u.c = min_int(u.cp, ceil_div(want, u.r));
+    u.r = ag_min_int(u.rp, want);
+    u.c = ag_min_int(u.cp, ceil_div(want, u.r));
     return u;
 }
 
 static void avx_run_unit(const avx_job *g, const unit_plan *u, int t, uint32_t *pa)
 {
     const int bi = t / u->c, bj = t % u->c;
-    const int i0 = u->rp * bi / u->r * MR, i1 = min_int(g->M, u->rp * (bi + 1) / u->r * MR);
-    const int j0 = u->cp * bj / u->c * NR, j1 = min_int(g->N, u->cp * (bj + 1) / u->c * NR);
+    const int i0 = u->rp * bi / u->r * MR, i1 = ag_min_int(g->M, u->rp * (bi + 1) / u->r * MR);
+    const int j0 = u->cp * bj / u->c * NR, j1 = ag_min_int(g->N, u->cp * (bj + 1) / u->c * NR);
     if (i0 < i1 && j0 < j1) avx_unit(g, i0, i1, j0, j1, pa);
 }
 
@@ -533,7 +519,7 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
 #pragma omp parallel num_threads(nth)
 #endif
     {
-        const int id = thread_id();
+        const int id = ag_thread_id();
         uint32_t *pa = pa_all + g.a_words * (size_t)id;
         if (private_b) {
             avx_job mine = g;
@@ -685,7 +671,7 @@ AVX512_TARGET NOINLINE static void amx_pack_b(const amx_job *g, int u)
 AMX_TARGET NOINLINE static void amx_block(const amx_job *g, int bm, int bn, int c0, int c1, int load_c)
 {
     const int i0 = 32 * bm, j0 = 32 * bn;
-    const int rows = min_int(32, g->M - i0), cols = min_int(32, g->N - j0);
+    const int rows = ag_min_int(32, g->M - i0), cols = ag_min_int(32, g->N - j0);
     float edge[32 * 32] __attribute__((aligned(64)));
     float *c = g->C + (long)i0 * g->ldc + j0;
     long ld = g->ldc;
@@ -745,7 +731,7 @@ static void amx_unit(const amx_job *g, int bm0, int bm1, int bn0, int bn1)
 {
     const int chunks = AMX_KC / 32;
     for (int c0 = 0; c0 < g->kc_tiles; c0 += chunks) {
-        const int c1 = min_int(g->kc_tiles, c0 + chunks), load_c = c0 > 0 || !g->overwrite;
+        const int c1 = ag_min_int(g->kc_tiles, c0 + chunks), load_c = c0 > 0 || !g->overwrite;
         for (int bn = bn0; bn < bn1; bn++)
             for (int bm = bm0; bm < bm1; bm++) amx_block(g, bm, bn, c0, c1, load_c);
     }
@@ -769,8 +755,8 @@ static void gemm_amx(int ta, int tb, int M, int N, int K, const float *A, long l
     /* units of 32 x 32 blocks, rows first (as the AVX-512 kernel's panels) */
     unit_plan u = {g.m_tiles / 2, g.n_tiles / 2, 1, 1};
     if (nth > 1) {
-        u.r = min_int(u.rp, 2 * nth);
-        u.c = min_int(u.cp, ceil_div(2 * nth, u.r));
+        u.r = ag_min_int(u.rp, 2 * nth);
+        u.c = ag_min_int(u.cp, ceil_div(2 * nth, u.r));
     }
     const int units = u.r * u.c, pack_tasks = g.m_tiles + g.n_tiles;
     if (units < nth) nth = units;
@@ -813,12 +799,12 @@ AVX512_TARGET NOINLINE static void convert_avx512(uint16_t *dst, const float *sr
         const __mmask16 sub_hi = _mm512_mask_test_epi32_mask(
             _mm512_testn_epi32_mask(_mm512_castps_si512(hi), exp), _mm512_castps_si512(hi), frac);
         if (sub_lo | sub_hi) {
-            ref_f32_to_bf16(dst + i, src + i, 32);
+            convert_plain(dst + i, src + i, 32);
             continue;
         }
         _mm512_storeu_si512(dst + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
-    ref_f32_to_bf16(dst + i, src + i, n - i);
+    convert_plain(dst + i, src + i, n - i);
 }
 
 #endif /* BF16_X86 */
@@ -834,16 +820,20 @@ static void check_args(const char *fn, int trans_a, int trans_b, int M, int N, i
                  lda, ldb, ldc, trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
 }
 
-void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
+void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
                        long lda, const float *B, long ldb, float beta, float *C, long ldc)
 {
-    check_args("fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    check_args("ag_fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
 #ifndef AG_AMX_EMULATE
     if (kernel != AG_BF16_NONE && kernel > ag_cpu_bf16_hw())
-        ag_error("fast_gemm_bf16: the %s kernel is not available on this CPU", ag_bf16_kernel_name(kernel));
+        ag_error("ag_fast_gemm_bf16: the %s kernel is not available on this CPU", ag_bf16_kernel_name(kernel));
 #endif
     if (kernel == AG_BF16_NONE) {
-        ref_gemm_bf16(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+#ifndef AG_DOUBLE
+        ag_kernels_reference.gemm_bf16(trans_a, trans_b, M, N, K, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+#else
+        ag_error("ag_fast_gemm_bf16: no bf16 kernel on this CPU, and the plain one needs the float build");
+#endif
         return;
     }
     if (M == 0 || N == 0) return;
@@ -856,7 +846,7 @@ void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K
         if (K == 0) return;
     }
 #if BF16_X86
-    const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : max_threads();
+    const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : ag_max_threads();
     if (kernel == AG_BF16_AMX)
         gemm_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc, nth);
     else
@@ -866,13 +856,13 @@ void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K
 #endif
 }
 
-void fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A, long lda,
-                    const float *B, long ldb, float beta, float *C, long ldc)
+void ag_fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc)
 {
-    fast_gemm_bf16_on(ag_cpu_bf16(), trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    ag_fast_gemm_bf16_on(ag_cpu_bf16(), trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
-void fast_f32_to_bf16(uint16_t *dst, const float *src, long n)
+void ag_fast_f32_to_bf16(uint16_t *dst, const float *src, long n)
 {
 #if BF16_X86
     if (ag_cpu_bf16() != AG_BF16_NONE) {
@@ -880,5 +870,19 @@ void fast_f32_to_bf16(uint16_t *dst, const float *src, long n)
         return;
     }
 #endif
-    ref_f32_to_bf16(dst, src, n);
+    convert_plain(dst, src, n);
+}
+
+/* The plain rounding of ag_bf16_bits in integer arithmetic on the float's
+ * bits, branch-free so the compiler makes vector code of it; x may be y. */
+void ag_fast_round_bf16(const float *x, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        u = nan ? (u & 0xffff0000u) | 0x00400000u : rounded;
+        memcpy(&y[i], &u, sizeof u);
+    }
 }

@@ -9,31 +9,14 @@
  * between the largest bf16 (0x1.fep127) and 2^128 becomes +-inf.
  *
  * The fast kernels live in gemm_bf16.c (AMX or AVX512-BF16, chosen at run
- * time, see cpu.h); the plain definitions in bf16_ref.c.
+ * time, see cpu.h); the plain definitions (ref_gemm_bf16 and the rounding)
+ * in src/reference.c.
  */
 #ifndef ATTOGRAD_KERNELS_GEMM_BF16_H
 #define ATTOGRAD_KERNELS_GEMM_BF16_H
 
+#include <stddef.h>
 #include <stdint.h>
-
-/* ---- plain definitions (bf16_ref.c) ------------------------------------ */
-
-/* bf16(x) as the bits of a bf16, and as the fp32 it stands for (exact). */
-uint16_t ag_bf16_bits(float x);
-float ag_bf16_to_float(uint16_t h);
-/* ag_bf16_to_float(ag_bf16_bits(x)): x rounded to bf16, kept in a float.
- * Subnormals are rounded like any other value (bf16 has them too). */
-float ag_bf16_round(float x);
-/* dst[i] = ag_bf16_bits(src[i]), i < n */
-void ref_f32_to_bf16(uint16_t *dst, const float *src, long n);
-
-/* C[M,N] = beta*C + bf16(op(A)) bf16(op(B)), every product and sum in fp32,
- * each element summed k = 0..K-1 in order and then added to beta*C (beta 0:
- * C's old contents, even NaN, are ignored).  op(A) is A[M,K] (lda >= K) or,
- * with trans_a, A stored [K,M] (lda >= M) read transposed; likewise op(B)
- * is B[K,N] (ldb >= N) or B stored [N,K] (ldb >= K).  Row-major. */
-void ref_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A, long lda,
-                   const float *B, long ldb, float beta, float *C, long ldc);
 
 /* ---- fast kernels (gemm_bf16.c) ---------------------------------------- */
 
@@ -48,17 +31,19 @@ void ref_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A
  * tests/test_bf16.c covers all of it.  Without AMX or AVX512-BF16
  * (ag_bf16_available() == 0) the caller should not use bf16 at all; if it
  * does, this falls back to ref_gemm_bf16, which is correct and slow. */
-void fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A, long lda,
-                    const float *B, long ldb, float beta, float *C, long ldc);
+void ag_fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc);
 
 /* The same on a given kernel (AG_BF16_AMX or AG_BF16_AVX512 from cpu.h),
  * for tests and benchmarks.  The kernel must be at most ag_cpu_bf16_hw():
  * asking for more is an error (ag_error), never an illegal instruction. */
-void fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
-                       long lda, const float *B, long ldb, float beta, float *C, long ldc);
+void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
+                          long lda, const float *B, long ldb, float beta, float *C, long ldc);
 
 /* dst[i] = ag_bf16_bits(src[i]) for i < n, bit for bit (subnormals
  * included), 32 at a time with vcvtne2ps2bf16 where the CPU has it. */
-void fast_f32_to_bf16(uint16_t *dst, const float *src, long n);
+void ag_fast_f32_to_bf16(uint16_t *dst, const float *src, long n);
+/* y[i] = ag_bf16_round(x[i]), bit for bit, as vector code; x may be y */
+void ag_fast_round_bf16(const float *x, float *y, size_t n);
 
 #endif

@@ -2,7 +2,9 @@
  * table.c - the fast kernels, gathered into the interface the ops call
  * (kernels.h).
  */
+#include "cpu.h"
 #include "fast.h"
+#include "gemm_bf16.h"
 
 const ag_kernels ag_kernels_fast = {
     .name = "fast",
@@ -21,6 +23,11 @@ const ag_kernels ag_kernels_fast = {
     .attention_keep = ag_fast_attention_keep,
     .sgd = ag_fast_sgd,
     .adamw = ag_fast_adamw,
+#ifndef AG_DOUBLE
+    .gemm_bf16 = ag_fast_gemm_bf16,
+    .round_bf16 = ag_fast_round_bf16,
+#endif
+    .bf16_missing = ag_fast_bf16_missing,
     .sum_squares = ag_fast_sum_squares,
     .column_sums = ag_fast_column_sums,
 };
