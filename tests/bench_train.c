@@ -1,9 +1,15 @@
 /*
  * bench_train.c - speed of one full training step (forward, cross-entropy,
  * backward, clip, optimizer) on the configurations tests/bench_torch.py runs
- * in PyTorch.  Usage: bench_train [--threads N] [--soak N] [toy|small|medium]...
+ * in PyTorch.  Usage:
+ *   bench_train [--threads N] [--soak N] [--precision fp32|bf16] [--explicit]
+ *               [toy|small|medium|LxHxDxTxB[xSTEPS]]...
  * --soak N runs N more steps after the timed ones and reports peak RSS
- * before and after them: memory must stay flat across steps.
+ * before and after them: memory must stay flat across steps.  LxHxDxTxB is
+ * a GPT of L layers, H heads, d_model D, context T, batch B (AdamW, V 65),
+ * timed over STEPS steps (default 3) after one untimed.  --explicit runs
+ * attention as the op-by-op composition instead of the fused op.  Each
+ * config is best run in its own process, so peak RSS is its own.
  */
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +61,7 @@ static double step_flops(const bench_config *c, double n_params)
 }
 
 static long soak_steps;
+static int precision = AG_FP32, explicit_attention;
 static double start_rss;    /* the process before any model: libc, OpenMP runtime, the program */
 
 static double max_rss_mb(void)
@@ -72,7 +79,12 @@ static void run_config(const bench_config *c)
     ag_pcg32_seed(&rng, 1, 1);
     model_build(&m, &cfg);
     model_init(&m, &rng);
+    m.explicit_attention = explicit_attention;
     ag_ctx *ctx = ag_ctx_new();
+    if (ag_set_precision(ctx, precision) != 0) {
+        fprintf(stderr, "bench_train: %s\n", ag_bf16_missing());
+        exit(2);
+    }
     ag_optim *opt = c->adamw ? ag_optim_adamw(m.params, 0.9, 0.999, 1e-8, 0.0) : ag_optim_sgd(m.params, 0.9, 0.0);
     double lr = c->adamw ? 3e-3 : 0.1;
     int n = c->batch * c->context;
@@ -126,7 +138,9 @@ static void run_config(const bench_config *c)
 int main(int argc, char **argv)
 {
     start_rss = max_rss_mb();
-    int threads = 2, chosen[N_CONFIGS] = { 0 }, any = 0;
+    int threads = 2, chosen[N_CONFIGS] = { 0 }, any = 0, n_custom = 0;
+    bench_config custom[16];
+    char names[16][48];
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             threads = atoi(argv[++i]);
@@ -136,20 +150,42 @@ int main(int argc, char **argv)
             soak_steps = atol(argv[++i]);
             continue;
         }
-        int found = 0;
+        if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
+            precision = strcmp(argv[++i], "bf16") == 0 ? AG_BF16 : AG_FP32;
+            continue;
+        }
+        if (strcmp(argv[i], "--explicit") == 0) {
+            explicit_attention = 1;
+            continue;
+        }
+        int found = 0, L, H, D, T, B, steps = 3, end = 0;
         for (int k = 0; k < N_CONFIGS; k++)
             if (strcmp(argv[i], CONFIGS[k].name) == 0)
                 chosen[k] = found = any = 1;
+        if (!found && n_custom < 16 &&
+            (sscanf(argv[i], "%dx%dx%dx%dx%dx%d%n", &L, &H, &D, &T, &B, &steps, &end) == 6 ||
+             sscanf(argv[i], "%dx%dx%dx%dx%d%n", &L, &H, &D, &T, &B, &end) == 5) &&
+            argv[i][end] == 0 && L > 0 && H > 0 && D % H == 0 && T > 0 && B > 0 && steps > 0) {
+            snprintf(names[n_custom], sizeof names[n_custom], "%s", argv[i]);
+            custom[n_custom] = (bench_config){ names[n_custom], ARCH_GPT, 65, T, D, H, L, B, 1, 1, steps };
+            n_custom++;
+            found = any = 1;
+        }
         if (!found) {
-            fprintf(stderr, "bench_train: '%s' is not a config (toy, small, medium) or --threads N\n", argv[i]);
+            fprintf(stderr, "bench_train: '%s' is not a config (toy, small, medium, LxHxDxTxB[xSTEPS]) or an "
+                            "option\n", argv[i]);
             return 2;
         }
     }
     ag_set_threads(threads);
-    printf("attograd %s precision, %d thread%s; GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) "
-           "/ median step time\n", AG_PRECISION_NAME, ag_get_threads(), ag_get_threads() == 1 ? "" : "s");
+    printf("attograd %s precision (matrix multiplies %s), %s kernels, %d thread%s; GFLOP/s = (6 * params * B*T + "
+           "12 * n_layer * B * T^2 * d) / median step time\n", AG_PRECISION_NAME,
+           precision == AG_BF16 ? "bf16" : "fp32", ag_kernels_name(), ag_get_threads(),
+           ag_get_threads() == 1 ? "" : "s");
     for (int k = 0; k < N_CONFIGS; k++)
         if (!any || chosen[k])
             run_config(&CONFIGS[k]);
+    for (int k = 0; k < n_custom; k++)
+        run_config(&custom[k]);
     return 0;
 }

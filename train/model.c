@@ -117,8 +117,12 @@ static ag_tensor *block_forward(ag_ctx *ctx, model *m, int i, ag_tensor *x, int 
     const model_config *c = &m->cfg;
     model_block *b = &m->blocks[i];
     ag_tensor *h = c->arch == ARCH_GPT ? nn_layer_norm_forward(ctx, &b->norm1, x) : x;
-    h = cache ? nn_mha_forward_cached(ctx, &b->attn, h, cache->k[i], cache->v[i], cache->len)
-              : nn_mha_forward(ctx, &b->attn, h, NULL, training, w);
+    if (cache)
+        h = nn_mha_forward_cached(ctx, &b->attn, h, cache->k[i], cache->v[i], cache->len);
+    else if (m->explicit_attention)
+        h = nn_mha_forward_explicit(ctx, &b->attn, h, NULL, training, w);
+    else
+        h = nn_mha_forward(ctx, &b->attn, h, NULL, training, w);
     if (c->arch == ARCH_ATTN_ONLY)
         return ag_add(ctx, x, h);
     x = ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));

@@ -34,6 +34,7 @@ typedef struct model {
     nn_layer_norm final_norm;       /* gpt only */
     nn_linear out_head;             /* [V,d], no bias */
     int32_t *positions;             /* 0, 1, ..., context-1: ids into pos_emb */
+    int explicit_attention;         /* attention by the op-by-op composition (comparisons, benchmarks) */
 } model;
 
 const char *model_arch_name(int arch);
