@@ -110,12 +110,12 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c include/attograd.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c
+	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
+build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c src/fileio.c
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c -o $@
+	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/args.c train/args.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_args.c train/args.c -o $@

@@ -1,15 +1,13 @@
 /*
  * cmd_viz.c - pictures of a model: `attn` (attention heatmaps of a prompt),
  * `plot` (loss curves from training logs) and `graph` (the autograd graph of
- * one training step, in Graphviz DOT).  Every file is written atomically.
+ * one training step, in Graphviz DOT).  Every file is written atomically
+ * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "checkpoint.h"
@@ -17,69 +15,6 @@
 #include "cli.h"
 #include "svg.h"
 #include "tasks.h"
-
-/* ---- atomic output: a temporary file beside the target, renamed over it -- */
-
-typedef struct out_file {
-    FILE *f;
-    const char *path;
-    char tmp[4096];
-} out_file;
-
-/* 0, or -1 with err filled; nothing exists at path until out_commit. */
-static int out_open(out_file *o, const char *path, char *err, size_t errlen)
-{
-    o->path = path;
-    o->f = NULL;
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
-    /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
-    mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        return -1;
-    }
-    return 0;
-}
-
-static void out_abort(out_file *o)
-{
-    if (o->f)
-        fclose(o->f);
-    o->f = NULL;
-    unlink(o->tmp);
-}
-
-static int out_commit(out_file *o, char *err, size_t errlen)
-{
-    int bad = fflush(o->f) != 0 || ferror(o->f);
-    int saved = errno;
-    if (fclose(o->f) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
-    o->f = NULL;
-    if (!bad && rename(o->tmp, o->path) != 0) {
-        bad = 1;
-        saved = errno;
-    }
-    if (bad) {
-        snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(saved));
-        unlink(o->tmp);
-        return -1;
-    }
-    return 0;
-}
 
 /* ---- attn ---------------------------------------------------------------- */
 
@@ -201,7 +136,7 @@ int cmd_attn(int argc, char **argv)
     ag_tensor **attn = NULL;
     float *w = NULL;
     const char **rowl = NULL;
-    out_file svg = { 0 }, tab = { 0 };
+    ag_atomic_file svg = { 0 }, tab = { 0 };
     int32_t *ids = malloc(plen * sizeof *ids);
     char(*labels)[2] = malloc(plen * sizeof *labels);
     char(*ptitle)[32] = malloc((size_t)H * sizeof *ptitle);
@@ -256,24 +191,24 @@ int cmd_attn(int argc, char **argv)
 
     /* The CSV first, then the SVG, each committed only when whole. */
     if (csv) {
-        if (out_open(&tab, csv, err, sizeof err))
+        if (ag_atomic_open(&tab, csv, err, sizeof err))
             goto done;
         write_weights_csv(tab.f, layer, h0, nh, w, n);
-        if (out_open(&svg, out, err, sizeof err)) {
-            out_abort(&tab);
+        if (ag_atomic_open(&svg, out, err, sizeof err)) {
+            ag_atomic_abort(&tab);
             goto done;
         }
-    } else if (out_open(&svg, out, err, sizeof err)) {
+    } else if (ag_atomic_open(&svg, out, err, sizeof err)) {
         goto done;
     }
     if (svg_attention(svg.f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
-        (csv && out_commit(&tab, err, sizeof err))) {
-        out_abort(&svg);
+        (csv && ag_atomic_commit(&tab, err, sizeof err))) {
+        ag_atomic_abort(&svg);
         if (csv && tab.f)
-            out_abort(&tab);
+            ag_atomic_abort(&tab);
         goto done;
     }
-    if (out_commit(&svg, err, sizeof err))
+    if (ag_atomic_commit(&svg, err, sizeof err))
         goto done;
     failed = 0;
 done:
@@ -321,14 +256,14 @@ int cmd_plot(int argc, char **argv)
         if (n == 0)
             die(CMD, "%s: no rows after the header", logs.items[i]);
     }
-    out_file f;
-    if (out_open(&f, out, err, sizeof err))
+    ag_atomic_file f;
+    if (ag_atomic_open(&f, out, err, sizeof err))
         die(CMD, "%s", err);
     if (svg_plot_logs(f.f, title, logs.n, logs.items, err, sizeof err)) {
-        out_abort(&f);
+        ag_atomic_abort(&f);
         die(CMD, "%s", err);
     }
-    if (out_commit(&f, err, sizeof err))
+    if (ag_atomic_commit(&f, err, sizeof err))
         die(CMD, "%s", err);
     return 0;
 }
@@ -403,11 +338,11 @@ int cmd_graph(int argc, char **argv)
     ag_set_threads(1);   /* one short sequence: threads would only add overhead */
     ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
     ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
-    out_file f;
-    if (out_open(&f, out, err, sizeof err))
+    ag_atomic_file f;
+    if (ag_atomic_open(&f, out, err, sizeof err))
         goto done;
     ag_graph_dot(ctx, loss, f.f);
-    if (out_commit(&f, err, sizeof err))
+    if (ag_atomic_commit(&f, err, sizeof err))
         goto done;
     printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
            (double)loss->data[0], scored, n);
