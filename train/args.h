@@ -25,7 +25,7 @@ typedef struct opt_list {
     int n;
 } opt_list;
 
-/* Parse argv[first..argc) against opts.  Prints usage and exits 0 on --help;
+/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help;
  * exits 2 with one line naming the problem on anything else wrong. */
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
 /* The option named `name` in opts (for `given`). */

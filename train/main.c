@@ -19,7 +19,7 @@ static const struct {
     { "attn", cmd_attn, "attention heatmap (SVG) of a saved model on a prompt" },
     { "plot", cmd_plot, "loss curves (SVG) from training logs" },
     { "graph", cmd_graph, "autograd graph of one training step (Graphviz DOT)" },
-    { "walkthrough", cmd_walkthrough, "the seeds' worked examples, computed by the engine" },
+    { "walkthrough", cmd_walkthrough, "the tutorials' worked examples, computed by the engine" },
 };
 
 static void usage(FILE *out)

@@ -2,7 +2,7 @@
  * model.c - the tiny GPT: token + position embeddings, dropout, n_layer
  * pre-norm blocks (attention and a GELU MLP, each added back to the residual
  * stream), a final norm and the output head.  The attn-only architecture is
- * the seeds' minimal model: x = x + attn(x) per block, nothing else.
+ * the tutorials' minimal model: x = x + attn(x) per block, nothing else.
  */
 #include <math.h>
 #include <stdio.h>

@@ -45,7 +45,7 @@ nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, in
  * runs the explicit ops. */
 ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                           ag_tensor **weights_out);
-/* The same computation spelled out op by op, as the seeds build it: three
+/* The same computation spelled out op by op, as the tutorials build it: three
  * projections, heads split by reshape + transpose, scores, causal mask,
  * scale, softmax, dropout, weighted sum, heads merged, output projection.
  * Equal to nn_mha_forward (the tests check it); slower. */

@@ -1,0 +1,68 @@
+#!/bin/bash
+# cli_everyday.sh - everyday use of the attograd command, where a run or a
+# file used to be lost: resuming saves back, outputs never overwrite inputs,
+# saving through a symlink, a second Ctrl-C while saving, closed pipes and
+# hang-ups, endless or huge inputs, long paths, fine-tuning settings from the
+# command line, extending a cosine schedule, schedules that make no sense,
+# and the threads' wait policy.  Run from the repository root; ATTOGRAD
+# overrides ./build/attograd.  The last line is "N passed, N failed".
+# Checks are quoted for eval on purpose; option lists ($SMALL) split into words.
+# shellcheck disable=SC2016,SC2086
+A=${ATTOGRAD:-./build/attograd}
+ROOT=$(pwd)
+TEXT=$ROOT/data/tiny.txt
+passed=0; failed=0; skipped=0
+ok()   { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+finish() {
+    if [ "$skipped" -ne 0 ]; then
+        echo "$passed passed, $failed failed, $skipped skipped"
+    else
+        echo "$passed passed, $failed failed"
+    fi
+    [ "$failed" -eq 0 ]
+    exit
+}
+
+if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
+A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-everyday.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+
+SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0"
+TINY="--text $TEXT $SMALL"
+
+# bad SUBSTRING CMD ARGS...: exit 2, one stderr line containing SUBSTRING,
+# nothing on stdout
+bad() {
+    local want=$1; shift
+    "$A" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+    local rc=$?
+    local why=""
+    [ "$rc" -eq 2 ] || why="exit $rc"
+    [ "$(wc -l <"$tmp/stderr")" -eq 1 ] || why="$why; $(wc -l <"$tmp/stderr") stderr lines"
+    grep -qF -- "$want" "$tmp/stderr" || why="$why; no '$want'"
+    [ -s "$tmp/stdout" ] && why="$why; stdout: $(head -c 200 "$tmp/stdout")"
+    if [ -z "$why" ]; then ok; else fail "attograd $* -> $why; stderr: $(head -c 300 "$tmp/stderr")"; fi
+}
+# the metadata value of KEY in a checkpoint, as 'attograd info' does not show them all
+meta() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+print(json.loads(b[8:8 + n])['__metadata__'].get(sys.argv[2], ''))
+PY
+}
+
+# ---- words: the tutorials' worked examples, not "seeds" ---------------------------
+"$A" --help >help.txt 2>&1
+check "attograd --help names the tutorials' worked examples ($(grep walkthrough help.txt))" \
+    grep -q "walkthrough .*the tutorials' worked examples" help.txt
+check "attograd --help never says seeds" eval '! grep -qi seeds help.txt'
+
+finish
