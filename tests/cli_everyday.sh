@@ -65,4 +65,20 @@ check "attograd --help names the tutorials' worked examples ($(grep walkthrough 
     grep -q "walkthrough .*the tutorials' worked examples" help.txt
 check "attograd --help never says seeds" eval '! grep -qi seeds help.txt'
 
+# ---- 1. a resumed run saves back to its file, and every save says where ------------
+"$A" train $TINY --steps 3 --quiet --save r.st >/dev/null 2>&1
+"$A" train --resume r.st --steps 5 >out.txt 2>err.txt
+rc=$?
+check "--resume without --save: exit 0 (got $rc: $(cat err.txt))" test $rc -eq 0
+check "--resume without --save saves back to the file it resumed ($(meta r.st step))" test "$(meta r.st step)" = 5
+check "--resume without --save says where it saved ($(grep saved out.txt))" grep -qx "saved r.st (step 5)" out.txt
+cp r.st r5.st
+"$A" train --resume r.st --steps 7 --save other.st --quiet >out.txt 2>&1
+check "--resume with --save elsewhere leaves the resumed file alone" cmp -s r.st r5.st
+check "--resume with --save elsewhere saves there ($(meta other.st step))" test "$(meta other.st step)" = 7
+check "--quiet still says where the run was saved ($(cat out.txt))" grep -qx "saved other.st (step 7)" out.txt
+"$A" train $TINY --steps 4 --save-every 2 --save p.st --log-every 1 >out.txt 2>&1
+check "a periodic save prints a line ($(grep saved out.txt | tr '\n' ' '))" \
+    eval 'grep -qx "saved p.st (step 2)" out.txt && grep -qx "saved p.st (step 4)" out.txt'
+
 finish

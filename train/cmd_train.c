@@ -169,7 +169,7 @@ int cmd_train(int argc, char **argv)
         { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
         { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0 },
         { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0 },
-        { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end", 0, 0, 0, 0 },
+        { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0 },
         { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save)", 0, 1e15, 0, 0 },
         { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and config", 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
@@ -179,6 +179,8 @@ int cmd_train(int argc, char **argv)
     args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.",
                argc, argv, opts, nopts);
 
+    if (o->resume && !o->save)
+        o->save = o->resume;        /* a resumed run saves back where it came from */
     check_combinations(o, opts, nopts);
     t.from = o->resume ? o->resume : o->init;
     if (t.from)

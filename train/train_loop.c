@@ -87,7 +87,8 @@ static void report_divergence(const trainer *t, long step, step_result r)
                         "(lower --lr or use --clip)%s\n", step + 1, r.bad->name, kept);
 }
 
-static int save(trainer *t, long step)
+/* Write the checkpoint and say so (periodic saves only without --quiet). */
+static int save(trainer *t, long step, int say)
 {
     ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
     char err[1024];
@@ -95,6 +96,10 @@ static int save(trainer *t, long step)
                   &state, err, sizeof err)) {
         fprintf(stderr, "attograd train: %s\n", err);
         return -1;
+    }
+    if (say) {
+        printf("saved %s (step %ld)\n", t->o.save, step);
+        fflush(stdout);
     }
     return 0;
 }
@@ -236,11 +241,15 @@ int train_loop(trainer *t)
             break;
         }
         long done = step + 1;
-        if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps && save(t, done)) {
-            status = 1;
-            break;
-        }
         report(t, &p, done, loss, lr);
+        if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
+            if (p.tty)
+                printf("\r%*s\r", 80, "");
+            if (save(t, done, !o->quiet)) {
+                status = 1;
+                break;
+            }
+        }
         if (stop_signal) {
             step++;
             if (p.tty)
@@ -253,12 +262,8 @@ int train_loop(trainer *t)
     }
     double elapsed = now_seconds() - p.t_start;
 
-    if ((status == 0 || status >= 128) && o->save) {
-        if (save(t, step))
-            status = 1;
-        else if (!o->quiet)
-            printf("saved %s (step %ld)\n", o->save, step);
-    }
+    if ((status == 0 || status >= 128) && o->save && save(t, step, 1))
+        status = 1;
     if (status == 0)
         summary(t, &p, step, loss, elapsed);
     return status;
