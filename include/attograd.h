@@ -289,8 +289,8 @@ int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen);
 void ag_atomic_abort(ag_atomic_file *a);
 /* For a signal handler that is about to end the process: removes the
  * temporary file of a write not yet committed.  Returns 1 when a write was
- * under way and its target is left as it was, 0 when none was (or the new
- * file is already in place).  Async-signal-safe. */
+ * under way and its target is left as it was, 0 when the new file is
+ * already in place, -1 when no write is under way.  Async-signal-safe. */
 int ag_atomic_discard(const ag_atomic_file *a);
 
 /* ---- checkpoint files: safetensors ----------------------------------------

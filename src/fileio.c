@@ -214,7 +214,7 @@ void ag_atomic_abort(ag_atomic_file *a)
 int ag_atomic_discard(const ag_atomic_file *a)
 {
     int state = a->state;
-    if (state == CLOSED) return 0;
+    if (state == CLOSED) return -1;
     /* Renaming: a temp file that is gone was renamed into place. */
     return unlink(a->tmp) == 0 || state == WRITING;
 }

@@ -81,4 +81,35 @@ check "--quiet still says where the run was saved ($(cat out.txt))" grep -qx "sa
 check "a periodic save prints a line ($(grep saved out.txt | tr '\n' ' '))" \
     eval 'grep -qx "saved p.st (step 2)" out.txt && grep -qx "saved p.st (step 4)" out.txt'
 
+# ---- 2. an output that is an input (or another output) is refused -------------------
+cp "$TEXT" data.txt; cp data.txt data.bak
+"$A" train --text data.txt $SMALL --steps 2 --quiet --save m.st >/dev/null 2>&1
+"$A" train --text data.txt $SMALL --steps 2 --quiet --log run.csv --log-every 1 >/dev/null 2>&1
+cp m.st m.bak; cp run.csv run.bak
+ln -s data.txt link.txt; ln data.txt hard.txt
+listing() { ls | grep -vx -e before.txt -e after.txt -e stdout -e stderr; }
+listing >before.txt
+bad "--log data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --log data.txt
+bad "--save data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --save data.txt
+bad "--log data.txt is the same file as --text link.txt" train --text link.txt $SMALL --steps 1 --log data.txt
+bad "--save hard.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --save hard.txt
+bad "--log m.st is the same file as --resume m.st" train --resume m.st --steps 3 --log m.st
+bad "--save m.st is the same file as --init m.st" train --init m.st --steps 1 --save m.st
+bad "--save data.txt is the same file as --text data.txt" train --resume m.st --steps 3 --save data.txt
+bad "--save x.st and --log ./x.st are the same file" train --text data.txt $SMALL --steps 1 --save x.st --log ./x.st
+bad "--out m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out m.st
+bad "--csv m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out a.svg --csv m.st
+bad "--out a.svg and --csv a.svg are the same file" attn --model m.st --prompt 'The ' --out a.svg --csv a.svg
+bad "--out run.csv is the same file as --log run.csv" plot --log run.csv --out run.csv
+bad "--out m.st is the same file as --model m.st" graph --model m.st --out m.st
+check "refused outputs: the text is unchanged" cmp -s data.txt data.bak
+check "refused outputs: the checkpoint is unchanged" cmp -s m.st m.bak
+check "refused outputs: the log is unchanged" cmp -s run.csv run.bak
+listing >after.txt
+check "refused outputs: no file written ($(diff before.txt after.txt | tr '\n' ' '))" cmp -s before.txt after.txt
+
+# an output that does not exist yet, or is another file, is fine
+"$A" train --resume m.st --steps 3 --save m2.st --log new.csv --quiet >/dev/null 2>err.txt
+check "distinct outputs are accepted ($(cat err.txt))" eval '[ -s m2.st ] && [ -s new.csv ]'
+
 finish

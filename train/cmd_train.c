@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "files.h"
 #include "train.h"
 
 static const char *CMD = "train";
@@ -105,6 +106,37 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
                      "(use --init FILE to start a new run from its weights)", run_flags[i]);
 }
 
+/* The task or text: with a checkpoint, the one it was trained on. */
+static void data_source(trainer *t)
+{
+    train_opts *o = &t->o;
+    const ckpt *ck = &t->ck;
+    if (t->from) {
+        int is_text = strcmp(ck->data, "text") == 0;
+        if (o->task && (is_text || strcmp(o->task, ck->data) != 0))
+            die(CMD, "--task %s does not match the checkpoint, which was trained on %s", o->task, ck->data);
+        if (o->text && !is_text)
+            die(CMD, "--text given but the checkpoint was trained on task %s", ck->data);
+        if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
+            die(CMD, "the checkpoint was trained on a text file: give it with --text FILE");
+        if (!is_text)
+            o->task = ck->data;
+    }
+    if (!o->task && !o->text)
+        o->task = "copy";
+}
+
+/* No output may destroy an input or another output.  A resumed run saves
+ * back to its checkpoint: --save may be the --resume file. */
+static void check_files(const train_opts *o)
+{
+    file_arg in[] = { { "--text", o->text }, { "--init", o->init }, { "--resume", o->resume } };
+    file_arg log[] = { { "--log", o->log_path } };
+    file_arg out[] = { { "--save", o->save }, { "--log", o->log_path } };
+    check_distinct(CMD, in, 3, log, 1);
+    check_distinct(CMD, in, 2, out, 2);
+}
+
 /* Names that must be one of a few words, and what depends on them. */
 static void check_names(trainer *t)
 {
@@ -187,6 +219,8 @@ int cmd_train(int argc, char **argv)
         open_model(CMD, t.from, &t.ck, &t.m);
     if (o->resume)
         restore_options(&t, opts, nopts);
+    data_source(&t);
+    check_files(o);
     check_names(&t);
     if (o->resume && o->steps < t.ck.step)
         die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps, t.ck.step);

@@ -13,6 +13,7 @@
 #include "checkpoint.h"
 #include "run.h"
 #include "cli.h"
+#include "files.h"
 #include "svg.h"
 #include "tasks.h"
 
@@ -124,6 +125,8 @@ int cmd_attn(int argc, char **argv)
         die(CMD, "--prompt STR is required");
     if (!out)
         die(CMD, "--out FILE.svg is required");
+    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out }, { "--csv", csv } };
+    check_distinct(CMD, in, 1, outs, 2);
     ag_set_threads(threads);
     char err[1024];
     ckpt ck;
@@ -245,6 +248,10 @@ int cmd_plot(int argc, char **argv)
         die(CMD, "--log FILE is required (repeat it to compare runs)");
     if (!out)
         die(CMD, "--out FILE.svg is required");
+    file_arg in[sizeof logs.items / sizeof logs.items[0]], outs[] = { { "--out", out } };
+    for (int i = 0; i < logs.n; i++)
+        in[i] = (file_arg){ "--log", logs.items[i] };
+    check_distinct(CMD, in, logs.n, outs, 1);
     char err[512];
     /* Read every log first so a bad one leaves no file behind. */
     for (int i = 0; i < logs.n; i++) {
@@ -290,6 +297,8 @@ int cmd_graph(int argc, char **argv)
         die(CMD, "--model FILE is required");
     if (!out)
         die(CMD, "--out FILE.dot is required");
+    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out } };
+    check_distinct(CMD, in, 1, outs, 1);
     char err[1024];
     ckpt ck;
     model m;

@@ -10,32 +10,19 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "files.h"
 #include "train.h"
 
 static const char *CMD = "train";
 
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3 };
 
-/* The task or text to train on; with a checkpoint, the one it was trained
- * on, read with its vocabulary. */
+/* The task or text to train on; with a checkpoint, read with its vocabulary. */
 static void open_data(trainer *t)
 {
-    train_opts *o = &t->o;
+    const train_opts *o = &t->o;
     const ckpt *ck = &t->ck;
-    if (t->from) {
-        int is_text = strcmp(ck->data, "text") == 0;
-        if (o->task && (is_text || strcmp(o->task, ck->data) != 0))
-            die(CMD, "--task %s does not match the checkpoint, which was trained on %s", o->task, ck->data);
-        if (o->text && !is_text)
-            die(CMD, "--text given but the checkpoint was trained on task %s", ck->data);
-        if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
-            die(CMD, "the checkpoint was trained on a text file: give it with --text FILE");
-        if (!is_text)
-            o->task = ck->data;
-    }
-    if (!o->task && !o->text)
-        o->task = "copy";
-    char err[1024];
+    char err[ERR_MAX];
     if (o->task ? dataset_open_task(&t->data, o->task, (uint64_t)o->seed, err, sizeof err)
                 : dataset_open_text(&t->data, o->text, t->from ? ck->vocab : NULL, t->from ? ck->vocab_size : 0,
                                     err, sizeof err))
