@@ -112,4 +112,19 @@ check "refused outputs: no file written ($(diff before.txt after.txt | tr '\n' '
 "$A" train --resume m.st --steps 3 --save m2.st --log new.csv --quiet >/dev/null 2>err.txt
 check "distinct outputs are accepted ($(cat err.txt))" eval '[ -s m2.st ] && [ -s new.csv ]'
 
+# ---- 3. saving through a symlink writes the file it points to -----------------------
+mkdir -p store
+"$A" train $TINY --steps 2 --quiet --save store/real.st >/dev/null 2>&1
+ln -s store/real.st via.st                   # relative, into another directory
+"$A" train --resume via.st --steps 4 --quiet --save via.st >out.txt 2>err.txt
+rc=$?
+check "resume through a symlink: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
+check "the symlink is still a symlink" test -L via.st
+check "the link's target was saved ($(meta store/real.st step))" test "$(meta store/real.st step)" = 4
+check "no temporary file beside the link or the target ($(ls store | tr '\n' ' '))" \
+    eval '[ "$(ls store)" = real.st ] && ! ls ./*.tmp.* >/dev/null 2>&1'
+ln -s store/pic.svg pic.svg
+"$A" attn --model via.st --prompt 'The ' --out pic.svg >/dev/null 2>err.txt
+check "attn --out through a symlink writes its target ($(cat err.txt))" eval '[ -L pic.svg ] && [ -s store/pic.svg ]'
+
 finish
