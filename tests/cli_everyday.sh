@@ -127,4 +127,42 @@ ln -s store/pic.svg pic.svg
 "$A" attn --model via.st --prompt 'The ' --out pic.svg >/dev/null 2>err.txt
 check "attn --out through a symlink writes its target ($(cat err.txt))" eval '[ -L pic.svg ] && [ -s store/pic.svg ]'
 
+# ---- 4. a second Ctrl-C while the checkpoint is being written ----------------------
+# strace holds every fsync for 3 s: the second SIGINT lands inside the final
+# save, after the temporary file is written and before it is renamed.
+if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>/dev/null; then
+    "$A" train $TINY --steps 2 --quiet --save keep.st >/dev/null 2>&1
+    cp keep.st keep.bak
+    ASAN_OPTIONS=detect_leaks=0 strace -f -o trace.txt -e trace=execve,fsync -e inject=fsync:delay_enter=3000000 \
+        "$A" train --resume keep.st --save keep.st --steps 1000000 --threads 1 --log-every 1 >out.txt 2>err.txt &
+    spid=$!
+    for _ in $(seq 300); do grep -q '^step' out.txt 2>/dev/null && break; sleep 0.1; done
+    pid=$(awk '/execve/ { print $1; exit }' trace.txt)
+    kill -INT "$pid"
+    for _ in $(seq 300); do ls keep.st.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
+    kill -INT "$pid"
+    wait $spid
+    rc=$?
+    check "second SIGINT while saving: exit 130 (got $rc)" test $rc -eq 130
+    check "second SIGINT while saving: the message says so ($(tr '\n' '|' <err.txt))" \
+        grep -q "interrupted again while saving: keep.st was not written; the previous checkpoint is kept" err.txt
+    check "second SIGINT while saving: the previous checkpoint is byte-identical" cmp -s keep.st keep.bak
+    check "second SIGINT while saving: no temporary file left ($(ls keep.st* | tr '\n' ' '))" \
+        eval '! ls keep.st.tmp.* >/dev/null 2>&1'
+    # a picture command stopped while it writes leaves no temporary file either
+    "$A" train $TINY --steps 3 --quiet --log-every 1 --log plot.csv >/dev/null 2>&1
+    strace -f -o trace.txt -e trace=execve,fsync -e inject=fsync:delay_enter=3000000 \
+        "$A" plot --log plot.csv --out plot.svg >/dev/null 2>err.txt &
+    spid=$!
+    for _ in $(seq 300); do ls plot.svg.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
+    kill -INT "$(awk '/execve/ { print $1; exit }' trace.txt)"
+    wait $spid
+    rc=$?
+    check "SIGINT while plot writes: exit 130 (got $rc)" test $rc -eq 130
+    check "SIGINT while plot writes: no picture, no temporary file ($(ls plot.svg* 2>&1 | tr '\n' ' '))" \
+        eval '! ls plot.svg* >/dev/null 2>&1'
+else
+    skip "a second SIGINT while saving (strace cannot trace here)"
+fi
+
 finish

@@ -17,6 +17,17 @@
 #include "svg.h"
 #include "tasks.h"
 
+/* The files the picture commands write.  A signal that ends a command
+ * while one is being written removes its temporary file. */
+static ag_atomic_file out_file, csv_file;
+
+static void track_outputs(void)
+{
+    output_track(&out_file);
+    output_track(&csv_file);
+    outputs_discard_on_signals();
+}
+
 /* ---- attn ---------------------------------------------------------------- */
 
 /* The prompt as token ids (ids holds strlen(prompt) + 1), and one label per
@@ -127,6 +138,7 @@ int cmd_attn(int argc, char **argv)
         die(CMD, "--out FILE.svg is required");
     file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out }, { "--csv", csv } };
     check_distinct(CMD, in, 1, outs, 2);
+    track_outputs();
     ag_set_threads(threads);
     char err[1024];
     ckpt ck;
@@ -139,7 +151,7 @@ int cmd_attn(int argc, char **argv)
     ag_tensor **attn = NULL;
     float *w = NULL;
     const char **rowl = NULL;
-    ag_atomic_file svg = { 0 }, tab = { 0 };
+    ag_atomic_file *svg = &out_file, *tab = &csv_file;
     int32_t *ids = malloc(plen * sizeof *ids);
     char(*labels)[2] = malloc(plen * sizeof *labels);
     char(*ptitle)[32] = malloc((size_t)H * sizeof *ptitle);
@@ -194,24 +206,24 @@ int cmd_attn(int argc, char **argv)
 
     /* The CSV first, then the SVG, each committed only when whole. */
     if (csv) {
-        if (ag_atomic_open(&tab, csv, err, sizeof err))
+        if (ag_atomic_open(tab, csv, err, sizeof err))
             goto done;
-        write_weights_csv(tab.f, layer, h0, nh, w, n);
-        if (ag_atomic_open(&svg, out, err, sizeof err)) {
-            ag_atomic_abort(&tab);
+        write_weights_csv(tab->f, layer, h0, nh, w, n);
+        if (ag_atomic_open(svg, out, err, sizeof err)) {
+            ag_atomic_abort(tab);
             goto done;
         }
-    } else if (ag_atomic_open(&svg, out, err, sizeof err)) {
+    } else if (ag_atomic_open(svg, out, err, sizeof err)) {
         goto done;
     }
-    if (svg_attention(svg.f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
-        (csv && ag_atomic_commit(&tab, err, sizeof err))) {
-        ag_atomic_abort(&svg);
-        if (csv && tab.f)
-            ag_atomic_abort(&tab);
+    if (svg_attention(svg->f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
+        (csv && ag_atomic_commit(tab, err, sizeof err))) {
+        ag_atomic_abort(svg);
+        if (csv && tab->f)
+            ag_atomic_abort(tab);
         goto done;
     }
-    if (ag_atomic_commit(&svg, err, sizeof err))
+    if (ag_atomic_commit(svg, err, sizeof err))
         goto done;
     failed = 0;
 done:
@@ -252,6 +264,7 @@ int cmd_plot(int argc, char **argv)
     for (int i = 0; i < logs.n; i++)
         in[i] = (file_arg){ "--log", logs.items[i] };
     check_distinct(CMD, in, logs.n, outs, 1);
+    track_outputs();
     char err[512];
     /* Read every log first so a bad one leaves no file behind. */
     for (int i = 0; i < logs.n; i++) {
@@ -263,14 +276,13 @@ int cmd_plot(int argc, char **argv)
         if (n == 0)
             die(CMD, "%s: no rows after the header", logs.items[i]);
     }
-    ag_atomic_file f;
-    if (ag_atomic_open(&f, out, err, sizeof err))
+    if (ag_atomic_open(&out_file, out, err, sizeof err))
         die(CMD, "%s", err);
-    if (svg_plot_logs(f.f, title, logs.n, logs.items, err, sizeof err)) {
-        ag_atomic_abort(&f);
+    if (svg_plot_logs(out_file.f, title, logs.n, logs.items, err, sizeof err)) {
+        ag_atomic_abort(&out_file);
         die(CMD, "%s", err);
     }
-    if (ag_atomic_commit(&f, err, sizeof err))
+    if (ag_atomic_commit(&out_file, err, sizeof err))
         die(CMD, "%s", err);
     return 0;
 }
@@ -299,6 +311,7 @@ int cmd_graph(int argc, char **argv)
         die(CMD, "--out FILE.dot is required");
     file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out } };
     check_distinct(CMD, in, 1, outs, 1);
+    track_outputs();
     char err[1024];
     ckpt ck;
     model m;
@@ -347,11 +360,10 @@ int cmd_graph(int argc, char **argv)
     ag_set_threads(1);   /* one short sequence: threads would only add overhead */
     ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
     ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
-    ag_atomic_file f;
-    if (ag_atomic_open(&f, out, err, sizeof err))
+    if (ag_atomic_open(&out_file, out, err, sizeof err))
         goto done;
-    ag_graph_dot(ctx, loss, f.f);
-    if (ag_atomic_commit(&f, err, sizeof err))
+    ag_graph_dot(ctx, loss, out_file.f);
+    if (ag_atomic_commit(&out_file, err, sizeof err))
         goto done;
     printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
            (double)loss->data[0], scored, n);

@@ -11,18 +11,42 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "train.h"
 
 /* SIGINT/SIGTERM: the first one lets the current step finish (and the run
- * save, with --save); a second SIGINT leaves at once without touching the
- * checkpoint. */
+ * save, with --save); a second SIGINT leaves at once, and a checkpoint
+ * being written then is not: its temporary file is removed and the file it
+ * would have replaced stays as it was. */
 static volatile sig_atomic_t stop_signal;
+static ag_atomic_file checkpoint_out;   /* the checkpoint being written, if any */
+static const char *save_name;           /* --save as given, for the message */
+
+static void say(const char *s)
+{
+    ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
+    (void)ignored;
+}
 
 static void on_signal(int sig)
 {
-    if (stop_signal && sig == SIGINT)
-        _exit(130);
-    stop_signal = sig;
+    if (!stop_signal || sig != SIGINT) {
+        stop_signal = sig;
+        return;
+    }
+    int undone = outputs_discard();
+    say(undone < 0 ? "attograd train: interrupted again: leaving at once" : "attograd train: interrupted again ");
+    if (undone >= 0) {
+        say(undone ? "while saving: " : "after saving: ");
+        say(save_name);
+        if (undone)
+            say(access(checkpoint_out.path, F_OK) == 0 ? " was not written; the previous checkpoint is kept"
+                                                       : " was not written");
+        else
+            say(" is written");
+    }
+    say("\n");
+    _exit(130);
 }
 
 /* The first parameter whose gradient (or value) holds a NaN or infinity. */
@@ -92,7 +116,7 @@ static int save(trainer *t, long step, int say)
 {
     ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
     char err[1024];
-    if (ckpt_save(t->o.save, &t->m, t->data.is_task ? t->data.task.name : "text", t->vocab, t->vocab_size, step,
+    if (ckpt_save(&checkpoint_out, t->o.save, &t->m, t->data.is_task ? t->data.task.name : "text", t->vocab, t->vocab_size, step,
                   &state, err, sizeof err)) {
         fprintf(stderr, "attograd train: %s\n", err);
         return -1;
@@ -217,6 +241,8 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
 int train_loop(trainer *t)
 {
     const train_opts *o = &t->o;
+    save_name = o->save;
+    output_track(&checkpoint_out);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
