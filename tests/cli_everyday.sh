@@ -51,7 +51,7 @@ bad() {
 }
 # the metadata value of KEY in a checkpoint, as 'attograd info' does not show them all
 meta() {
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$1" "$2" 2>/dev/null <<'PY'
 import json, struct, sys
 b = open(sys.argv[1], 'rb').read()
 n = struct.unpack('<Q', b[:8])[0]
@@ -164,5 +164,25 @@ if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>
 else
     skip "a second SIGINT while saving (strace cannot trace here)"
 fi
+
+# ---- 5. a closed pipe does not stop the run; a hang-up saves like SIGTERM ------------
+# 1000 progress lines (~90 KB) cannot all fit in a pipe that nobody reads any more
+"$A" train $TINY --steps 1000 --log-every 1 --save pipe.st 2>err.txt | head -n 3 >head.txt
+rc=${PIPESTATUS[0]}
+check "train | head -n 3: exit 0, not killed by SIGPIPE (got $rc: $(cat err.txt))" test "$rc" -eq 0
+check "train | head -n 3: the run trained to the end and saved ($(meta pipe.st step))" test "$(meta pipe.st step)" = 1000
+check "train | head -n 3: one line says stdout is closed ($(cat err.txt))" \
+    eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+check "train | head -n 3: head got the configuration" test "$(wc -l <head.txt)" -eq 3
+"$A" train $TINY --steps 1000000 --threads 1 --save hup.st >out.txt 2>err.txt &
+pid=$!
+for _ in $(seq 300); do grep -q '^  data' out.txt 2>/dev/null && break; sleep 0.1; done
+sleep 0.3
+kill -HUP $pid
+wait $pid
+rc=$?
+check "SIGHUP: exit 129 (got $rc)" test $rc -eq 129
+check "SIGHUP: finishes the step and saves ($(cat err.txt))" \
+    eval 'grep -q "hung up at step [0-9]*: stopping and saving" err.txt && [ "$(meta hup.st step)" -ge 1 ]'
 
 finish

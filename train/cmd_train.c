@@ -5,6 +5,7 @@
  * Randomness: one --seed feeds three PCG32 streams -- initialization,
  * dropout and data -- so a run is reproducible bit for bit.
  */
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <errno.h>
@@ -210,6 +211,9 @@ int cmd_train(int argc, char **argv)
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.",
                argc, argv, opts, nopts);
+    /* progress written to a closed pipe must not end the run (train_loop.c
+     * stops printing instead) */
+    signal(SIGPIPE, SIG_IGN);
 
     if (o->resume && !o->save)
         o->save = o->resume;        /* a resumed run saves back where it came from */

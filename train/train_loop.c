@@ -14,10 +14,10 @@
 #include "files.h"
 #include "train.h"
 
-/* SIGINT/SIGTERM: the first one lets the current step finish (and the run
- * save, with --save); a second SIGINT leaves at once, and a checkpoint
- * being written then is not: its temporary file is removed and the file it
- * would have replaced stays as it was. */
+/* SIGINT, SIGTERM, SIGHUP (a closed terminal): the first one lets the
+ * current step finish (and the run save, with --save); a second SIGINT
+ * leaves at once, and a checkpoint being written then is not: its temporary
+ * file is removed and the file it would have replaced stays as it was. */
 static volatile sig_atomic_t stop_signal;
 static ag_atomic_file checkpoint_out;   /* the checkpoint being written, if any */
 static const char *save_name;           /* --save as given, for the message */
@@ -47,6 +47,19 @@ static void on_signal(int sig)
     }
     say("\n");
     _exit(130);
+}
+
+/* Whether progress can still be printed.  Output to a closed pipe or a
+ * hung-up terminal fails (SIGPIPE is ignored, see cmd_train): from then on
+ * the run prints nothing more on stdout, and trains and saves as before. */
+static int stdout_open(void)
+{
+    static int closed;
+    if (!closed && (fflush(stdout) != 0 || ferror(stdout))) {
+        closed = 1;
+        fprintf(stderr, "attograd train: standard output is closed; training goes on without progress lines\n");
+    }
+    return !closed;
 }
 
 /* The first parameter whose gradient (or value) holds a NaN or infinity. */
@@ -121,7 +134,7 @@ static int save(trainer *t, long step, int say)
         fprintf(stderr, "attograd train: %s\n", err);
         return -1;
     }
-    if (say) {
+    if (say && stdout_open()) {
         printf("saved %s (step %ld)\n", t->o.save, step);
         fflush(stdout);
     }
@@ -157,7 +170,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     int log_now = done % o->log_every == 0 || done == o->steps;
     int eval_now = (o->eval_every > 0 && done % o->eval_every == 0) || done == o->steps;
     if (!log_now && !eval_now) {
-        if (p->tty && done % 5 == 0)
+        if (p->tty && done % 5 == 0 && stdout_open())
             progress_bar(done, o->steps, loss, now_seconds() - p->t_start, done - t->start);
         return;
     }
@@ -170,7 +183,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
         p->final = ev;
         p->have_final = 1;
     }
-    if (!o->quiet) {
+    if (!o->quiet && stdout_open()) {
         if (p->tty)
             printf("\r%*s\r", 80, "");
         printf("step %6ld/%ld | loss %.4f | lr %.2e | %7.2f ms/step | %8.0f tok/s", done, o->steps, loss, lr, ms,
@@ -181,6 +194,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
                 printf(" | held-out acc %.1f%%", 100.0 * (double)ev.correct / (double)ev.total);
         }
         printf("\n");
+        fflush(stdout);
     }
     if (t->log) {
         fprintf(t->log, "%ld,%.6f,", done, loss);
@@ -226,6 +240,8 @@ static void show_examples(trainer *t, int n)
 
 static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
+    if (!stdout_open())
+        return;
     eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0);
     int is_task = t->data.is_task;
     printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
@@ -249,6 +265,7 @@ int train_loop(trainer *t)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     progress p = { now_seconds(), 0, t->start, isatty(fileno(stdout)) && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
@@ -281,8 +298,9 @@ int train_loop(trainer *t)
             if (p.tty)
                 printf("\n");
             fprintf(stderr, "attograd train: %s at step %ld: stopping%s\n",
-                    stop_signal == SIGINT ? "interrupted" : "terminated", step, o->save ? " and saving" : "");
-            status = stop_signal == SIGINT ? 130 : 143;
+                    stop_signal == SIGINT ? "interrupted" : stop_signal == SIGHUP ? "hung up" : "terminated", step,
+                    o->save ? " and saving" : "");
+            status = 128 + stop_signal;
             break;
         }
     }
