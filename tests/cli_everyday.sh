@@ -37,10 +37,10 @@ SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0"
 TINY="--text $TEXT $SMALL"
 
 # bad SUBSTRING CMD ARGS...: exit 2, one stderr line containing SUBSTRING,
-# nothing on stdout
+# nothing on stdout, within 30 s
 bad() {
     local want=$1; shift
-    "$A" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+    timeout 30 "$A" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
     local rc=$?
     local why=""
     [ "$rc" -eq 2 ] || why="exit $rc"
@@ -184,5 +184,38 @@ rc=$?
 check "SIGHUP: exit 129 (got $rc)" test $rc -eq 129
 check "SIGHUP: finishes the step and saves ($(cat err.txt))" \
     eval 'grep -q "hung up at step [0-9]*: stopping and saving" err.txt && [ "$(meta hup.st step)" -ge 1 ]'
+
+# ---- 6. endless, special or huge inputs are refused before they are read -------------
+mkfifo fifo
+bad "fifo is not a regular file" train --text fifo
+bad "fifo is not a regular file" eval --model fifo
+bad "fifo is not a regular file" info fifo
+bad "fifo is not a regular file" sample --model fifo
+bad "fifo is not a regular file" plot --log fifo --out p.svg
+bad "fifo is not a regular file" train --resume fifo
+# sparse files: no disk space, but larger than the limits; capped memory
+# where this build can run so (the sanitizers cannot), in case they are read
+truncate -s $((1024 * 1024 * 1024 + 1)) big.txt
+truncate -s $((4 * 1024 * 1024 * 1024 + 1)) big.st
+cap=""
+if { (ulimit -v 2000000 && "$A" --version) >/dev/null 2>&1; } 2>/dev/null; then cap="ulimit -v 2000000;"; fi
+refused_big() {  # refused_big SUBSTRING ARGS...: like bad, under the memory cap when there is one
+    local want=$1; shift
+    (eval "$cap"; timeout 30 "$A" "$@") >"$tmp/stdout" 2>"$tmp/stderr"
+    local rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF -- "$want" "$tmp/stderr"; then ok; else
+        fail "attograd $* -> exit $rc: $(head -c 300 "$tmp/stderr")"; fi
+}
+refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may have" train --text big.txt
+refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may have" eval --model m2.st --text big.txt
+refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" info big.st
+refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" train --init big.st
+refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a CSV log may have" plot --log big.txt --out p.svg
+if [ -n "$cap" ]; then
+    refused_big "/dev/zero is not a regular file" train --text /dev/zero
+else
+    skip "train --text /dev/zero (no memory cap in this build)"
+fi
+rm -f big.txt big.st fifo
 
 finish

@@ -138,7 +138,7 @@ bad "--text given but the checkpoint was trained on task copy" train --init "$F/
 
 # ---- train: files ------------------------------------------------------------------
 bad "$F/empty is empty" train --text "$F/empty"
-bad "/dev/null is empty" train --text /dev/null
+bad "/dev/null is not a regular file" train --text /dev/null
 bad "changed size while reading" train --text "$CHANGING"
 bad "too short for context 32" train --text "$F/short.txt" --context 32
 bad "too short for context 64" train --text "$F/short.txt"

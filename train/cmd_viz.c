@@ -265,11 +265,12 @@ int cmd_plot(int argc, char **argv)
         in[i] = (file_arg){ "--log", logs.items[i] };
     check_distinct(CMD, in, logs.n, outs, 1);
     track_outputs();
-    char err[512];
+    char err[ERR_MAX];
     /* Read every log first so a bad one leaves no file behind. */
     for (int i = 0; i < logs.n; i++) {
         svg_log lg;
-        if (svg_read_log(logs.items[i], &lg, err, sizeof err))
+        if (input_check(logs.items[i], "CSV log", TEXT_MAX_BYTES, err, sizeof err) ||
+            svg_read_log(logs.items[i], &lg, err, sizeof err))
             die(CMD, "%s", err);
         int n = lg.n;
         svg_log_free(&lg);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "files.h"
 #include "run.h"
 
 int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen)
@@ -26,6 +27,8 @@ int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, si
 int dataset_open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
+    if (input_check(path, "text file", TEXT_MAX_BYTES, err, errlen))
+        return -1;
     return text_load_vocab(&d->text, path, vocab, vocab_size, err, errlen);
 }
 
@@ -51,8 +54,8 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
 
 void open_model(const char *cmd, const char *path, ckpt *ck, model *m)
 {
-    char err[1024];
-    if (ckpt_open(ck, path, m, err, sizeof err))
+    char err[ERR_MAX];
+    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err) || ckpt_open(ck, path, m, err, sizeof err))
         die(cmd, "%s", err);
 }
 
