@@ -218,4 +218,29 @@ else
 fi
 rm -f big.txt big.st fifo
 
+# ---- 7. long paths: what a save creates is checked before training --------------------
+long=$(printf 'n%.0s' $(seq 247)).st          # 250 bytes: a legal name; NAME.tmp.PID would not be
+"$A" train $TINY --steps 2 --quiet --save "$long" >out.txt 2>err.txt
+rc=$?
+check "--save with a 250-byte name: exit 0 ($rc: $(head -c 300 err.txt))" test $rc -eq 0
+check "--save with a 250-byte name: saved, no temporary file left" \
+    eval '[ "$(meta "$long" step)" = 2 ] && ! ls ./*.tmp.* >/dev/null 2>&1'
+"$A" train --resume "$long" --steps 3 --save-every 1 --quiet >/dev/null 2>err.txt
+check "--resume and periodic saves to a 250-byte name ($(head -c 300 err.txt))" test "$(meta "$long" step)" = 3
+rm -f "$long"
+toolong=$(printf 'n%.0s' $(seq 253)).st       # 256 bytes: refused before training, the whole name said
+bad "File name too long" train $TINY --steps 2 --save "$toolong"
+check "--save with a 256-byte name: the message is whole ($(wc -c <"$tmp/stderr") bytes)" \
+    eval 'grep -qF "$toolong" "$tmp/stderr" && grep -q "too long$" "$tmp/stderr"'
+deep=""
+for _ in 1 2 3 4 5 6; do deep="$deep$(printf 'd%.0s' $(seq 200))/"; done     # 1206 bytes of directories
+mkdir -p "$deep"
+"$A" train $TINY --steps 2 --quiet --save "${deep}m.st" >out.txt 2>err.txt
+rc=$?
+check "--save in an existing 1.2 KB directory path: exit 0 ($rc: $(head -c 300 err.txt))" test $rc -eq 0
+check "--save in an existing 1.2 KB directory path: saved" test "$(meta "${deep}m.st" step)" = 2
+bad "No such file or directory" train $TINY --steps 2 --save "${deep}no/m.st"
+check "a missing directory: the message names the whole path" grep -qF "${deep}no/m.st" "$tmp/stderr"
+rm -rf d*
+
 finish

@@ -224,7 +224,7 @@ int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     memset(m, 0, sizeof *m);
-    snprintf(c->path, sizeof c->path, "%s", path);
+    c->path = path;
     ag_st_file *f = c->file = ag_st_load(path, err, errlen);
     if (!f)
         return -1;

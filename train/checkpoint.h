@@ -31,7 +31,7 @@ int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char 
 
 typedef struct ckpt {
     ag_st_file *file;
-    char path[512];
+    const char *path;               /* as given to ckpt_open (not copied) */
     model_config cfg;
     long step;
     const char *data;               /* task name or "text" */

@@ -11,6 +11,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "files.h"
 #include "run.h"
 
 /* Open the data a model is evaluated on: a task by name, or a text file read
@@ -18,7 +19,7 @@
 static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *task_name, const char *text,
                       uint64_t seed)
 {
-    char err[512];
+    char err[ERR_MAX];
     int is_text = strcmp(ck->data, "text") == 0;
     if (task_name && text)
         die(cmd, "--task and --text both given: choose one data source");
@@ -106,7 +107,7 @@ int cmd_sample(int argc, char **argv)
     if (!path)
         die(CMD, "--model FILE is required");
     ag_set_threads(threads);
-    char err[1024];
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     open_model(CMD, path, &ck, &m);

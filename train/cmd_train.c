@@ -7,9 +7,6 @@
  */
 #include <signal.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <errno.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "cli.h"
@@ -78,20 +75,6 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
         die(CMD, "--init and --resume both given: --init starts a new run from weights, --resume continues one");
     if (o->save_every > 0 && !o->save)
         die(CMD, "--save-every needs --save FILE");
-    if (o->save) {
-        /* find out now, not after training, that the checkpoint cannot be written */
-        struct stat st;
-        if (stat(o->save, &st) == 0 && S_ISDIR(st.st_mode))
-            die(CMD, "--save %s is a directory; give a file name", o->save);
-        char dir[1024];
-        const char *slash = strrchr(o->save, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->save) + (slash == o->save) : 1,
-                 slash ? o->save : ".");
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            die(CMD, "--save %s: directory %s does not exist", o->save, dir);
-        if (access(dir, W_OK) != 0)
-            die(CMD, "--save %s: cannot write in directory %s: %s", o->save, dir, strerror(errno));
-    }
     static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--context",
                                                "--dropout", "--qkv-bias" };
     static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
@@ -127,8 +110,10 @@ static void data_source(trainer *t)
         o->task = "copy";
 }
 
-/* No output may destroy an input or another output.  A resumed run saves
- * back to its checkpoint: --save may be the --resume file. */
+/* No output may destroy an input or another output (a resumed run saves
+ * back to its checkpoint: --save may be the --resume file).  And find out
+ * now, not after training, that the checkpoint cannot be written: create
+ * and remove the very temporary file a save creates. */
 static void check_files(const train_opts *o)
 {
     file_arg in[] = { { "--text", o->text }, { "--init", o->init }, { "--resume", o->resume } };
@@ -136,6 +121,9 @@ static void check_files(const train_opts *o)
     file_arg out[] = { { "--save", o->save }, { "--log", o->log_path } };
     check_distinct(CMD, in, 3, log, 1);
     check_distinct(CMD, in, 2, out, 2);
+    char err[ERR_MAX];
+    if (o->save && output_check(o->save, err, sizeof err))
+        die(CMD, "%s%s", o->save == o->resume ? "cannot save back to the --resume file: " : "", err);
 }
 
 /* Names that must be one of a few words, and what depends on them. */

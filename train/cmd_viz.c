@@ -38,7 +38,7 @@ static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int
 {
     int T = m->cfg.context, n;
     size_t cap = strlen(prompt) + 1;
-    char e[400];
+    char e[400];    /* messages about the prompt, without paths */
     if (strcmp(ck->data, "text") == 0) {
         text_data td;
         if (text_vocab_only(&td, ck->vocab, ck->vocab_size, e, sizeof e)) {
@@ -140,7 +140,7 @@ int cmd_attn(int argc, char **argv)
     check_distinct(CMD, in, 1, outs, 2);
     track_outputs();
     ag_set_threads(threads);
-    char err[1024];
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     open_model(CMD, path, &ck, &m);
@@ -313,7 +313,7 @@ int cmd_graph(int argc, char **argv)
     file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out } };
     check_distinct(CMD, in, 1, outs, 1);
     track_outputs();
-    char err[1024];
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     open_model(CMD, path, &ck, &m);

@@ -296,7 +296,7 @@ int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, si
 
 static void set_name(text_data *d, const char *name)
 {
-    snprintf(d->name, sizeof d->name, "%s", name ? name : "text");
+    d->name = name ? name : "text";
 }
 
 static void index_vocab(text_data *d)

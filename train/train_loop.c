@@ -128,7 +128,7 @@ static void report_divergence(const trainer *t, long step, step_result r)
 static int save(trainer *t, long step, int say)
 {
     ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
-    char err[1024];
+    char err[ERR_MAX];
     if (ckpt_save(&checkpoint_out, t->o.save, &t->m, t->data.is_task ? t->data.task.name : "text", t->vocab, t->vocab_size, step,
                   &state, err, sizeof err)) {
         fprintf(stderr, "attograd train: %s\n", err);

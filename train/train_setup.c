@@ -124,7 +124,7 @@ void train_setup(trainer *t)
 
     open_data(t);
     model_config cfg = model_config_of(t);
-    char err[512];
+    char err[ERR_MAX];
     if (t->data.is_task ? task_check_context(&t->data.task, cfg.context, err, sizeof err)
                         : text_check_context(&t->data.text, cfg.context, 1, err, sizeof err))
         die(CMD, "%s", err);
