@@ -243,4 +243,37 @@ bad "No such file or directory" train $TINY --steps 2 --save "${deep}no/m.st"
 check "a missing directory: the message names the whole path" grep -qF "${deep}no/m.st" "$tmp/stderr"
 rm -rf d*
 
+# ---- 8. --init: the architecture from the checkpoint, the run's settings from the flags ----
+"$A" train $TINY --dropout 0.1 --steps 3 --quiet --save base.st >/dev/null 2>&1
+"$A" train --init base.st --dropout 0.2 --steps 1 --save ft.st >out.txt 2>err.txt
+rc=$?
+check "--init with --dropout trains (exit $rc: $(cat err.txt))" test $rc -eq 0
+check "--init with --dropout 0.2: the run and its checkpoint use it ($(meta ft.st dropout))" \
+    eval 'grep -q "dropout 0.2$" out.txt && [ "$(meta ft.st dropout)" = 0.20000000000000001 ]'
+"$A" train --init base.st --steps 1 --quiet --save ft0.st >/dev/null 2>&1
+check "--init without --dropout: the flag's default, 0 ($(meta ft0.st dropout))" test "$(meta ft0.st dropout)" = 0
+"$A" train --init base.st --context 4 --steps 0 --quiet --save crop.st >/dev/null 2>err.txt
+check "--init with a shorter --context: saved with context 4 ($(meta crop.st context_length); $(cat err.txt))" \
+    test "$(meta crop.st context_length)" = 4
+python3 - base.st crop.st >cmp.txt 2>&1 <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: (v['shape'], b[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]])
+            for k, v in h.items() if k != '__metadata__' and not k.startswith(('optim.', 'state.'))}
+a, c = load(sys.argv[1]), load(sys.argv[2])
+pos_a, pos_c = a.pop('pos_emb.weight'), c.pop('pos_emb.weight')
+ok = pos_c[0] == [4, pos_a[0][1]] and pos_c[1] == pos_a[1][:len(pos_c[1])] and a == c
+print('same' if ok else 'differ: %s %s' % (pos_a[0], pos_c[0]))
+PY
+check "--context 4: the first 4 position embeddings and every other weight kept ($(cat cmp.txt))" grep -qx same cmp.txt
+"$A" eval --model crop.st --text "$TEXT" >out.txt 2>err.txt
+check "the cropped model evaluates ($(cat err.txt))" grep -q "^loss" out.txt
+bad "--context 16 is longer than the checkpoint's 8" train --init base.st --context 16 --steps 1
+bad "--layers cannot be used with --init" train --init base.st --layers 2 --steps 1
+bad "--dropout cannot be used with --resume" train --resume base.st --dropout 0.2
+bad "--context cannot be used with --resume" train --resume base.st --context 4
+
 finish

@@ -75,15 +75,19 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
         die(CMD, "--init and --resume both given: --init starts a new run from weights, --resume continues one");
     if (o->save_every > 0 && !o->save)
         die(CMD, "--save-every needs --save FILE");
-    static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--context",
-                                               "--dropout", "--qkv-bias" };
+    /* the architecture comes from the checkpoint; --init takes dropout and a
+     * context up to the saved one from the flags, --resume nothing */
+    static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--qkv-bias",
+                                               "--context", "--dropout" };
     static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
                                              "--beta1", "--beta2", "--eps", "--clip", "--schedule", "--warmup",
                                              "--min-lr", "--batch", "--seed", "--order" };
     const char *from = o->resume ? "--resume" : o->init ? "--init" : NULL;
-    for (size_t i = 0; from && i < sizeof model_flags / sizeof model_flags[0]; i++)
+    size_t n_fixed = sizeof model_flags / sizeof model_flags[0] - (o->init ? 2 : 0);
+    for (size_t i = 0; from && i < n_fixed; i++)
         if (args_find(opts, nopts, model_flags[i])->given)
-            die(CMD, "%s cannot be used with %s: the model's config comes from the checkpoint", model_flags[i], from);
+            die(CMD, "%s cannot be used with %s: the model's %s comes from the checkpoint", model_flags[i], from,
+                o->init ? "architecture" : "config");
     for (size_t i = 0; o->resume && i < sizeof run_flags / sizeof run_flags[0]; i++)
         if (args_find(opts, nopts, run_flags[i])->given)
             die(CMD, "%s cannot be changed with --resume, which continues the saved run exactly "
@@ -168,7 +172,7 @@ int cmd_train(int argc, char **argv)
         { "--layers", OPT_INT, &o->layers, "N", "transformer blocks (default 2)", 1, 256, 0, 0 },
         { "--heads", OPT_INT, &o->heads, "N", "attention heads; must divide d-model (default 4)", 1, 4096, 0, 0 },
         { "--d-model", OPT_INT, &o->d_model, "N", "embedding width (default 64)", 1, 65536, 0, 0 },
-        { "--context", OPT_INT, &o->context, "T", "context length (default: task length, or 64 for text)", 1, 65536, 0, 0 },
+        { "--context", OPT_INT, &o->context, "T", "context length (default: task length, 64 for text, --init's)", 1, 65536, 0, 0 },
         { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", 0, 0.999999, 0, 0 },
         { "--qkv-bias", OPT_FLAG, &o->qkv_bias, NULL, "biases on the query/key/value projections", 0, 0, 0, 0 },
         { "--optimizer", OPT_STRING, &o->optimizer, "O", "sgd (default) or adamw", 0, 0, 0, 0 },
@@ -192,7 +196,7 @@ int cmd_train(int argc, char **argv)
         { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0 },
         { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0 },
         { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save)", 0, 1e15, 0, 0 },
-        { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and config", 0, 0, 0, 0 },
+        { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0 },
     };
@@ -214,6 +218,9 @@ int cmd_train(int argc, char **argv)
     data_source(&t);
     check_files(o);
     check_names(&t);
+    if (o->init && o->context > t.ck.cfg.context)
+        die(CMD, "--context %d is longer than the checkpoint's %d: it has no position embeddings beyond that",
+            o->context, t.ck.cfg.context);
     if (o->resume && o->steps < t.ck.step)
         die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps, t.ck.step);
 

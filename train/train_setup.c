@@ -35,12 +35,21 @@ static void open_data(trainer *t)
             o->task ? o->task : o->text);
 }
 
-/* The model's config: the checkpoint's, or the flags'. */
+/* The model's config: the flags', or the checkpoint's architecture (and,
+ * with --resume, all of it; --init takes dropout and a context no longer
+ * than the saved one from the flags). */
 static model_config model_config_of(trainer *t)
 {
     const train_opts *o = &t->o;
-    if (t->from)
-        return t->ck.cfg;
+    if (t->from) {
+        model_config c = t->ck.cfg;
+        if (o->init) {
+            c.dropout = o->dropout;
+            if (o->context)
+                c.context = o->context;
+        }
+        return c;
+    }
     model_config c = { model_arch_parse(o->arch), t->vocab_size, o->layers, o->heads, o->d_model, o->context,
                        o->qkv_bias, o->dropout };
     if (!c.context)
@@ -139,6 +148,11 @@ void train_setup(trainer *t)
     if (!t->from) {
         model_build(&t->m, &cfg);
         model_init(&t->m, &init_rng);
+    } else if (cfg.context != t->m.cfg.context || cfg.dropout != t->m.cfg.dropout) {
+        model saved = t->m;                 /* --init with another context or dropout */
+        model_build(&t->m, &cfg);
+        model_copy_weights(&t->m, &saved);
+        model_free(&saved);
     }
     t->ctx = ag_ctx_new();
     ag_pcg32_seed(ag_dropout_rng(t->ctx), (uint64_t)o->seed, STREAM_DROPOUT);
