@@ -276,4 +276,25 @@ bad "--layers cannot be used with --init" train --init base.st --layers 2 --step
 bad "--dropout cannot be used with --resume" train --resume base.st --dropout 0.2
 bad "--context cannot be used with --resume" train --resume base.st --context 4
 
+# ---- 9. extending a resumed cosine run: the schedule stays, the extra steps run at --min-lr ----
+"$A" train $TINY --schedule cosine --lr 0.01 --min-lr 0.001 --steps 10 --quiet --save cos.st >/dev/null 2>&1
+"$A" train --resume cos.st --steps 14 --log-every 1 --log cos.csv >out.txt 2>err.txt
+rc=$?
+check "extending a cosine run: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
+check "extending a cosine run says so in one line ($(grep -c 'cosine schedule ends' out.txt))" \
+    eval '[ "$(grep -c "the cosine schedule ends at step 10, the run.s first --steps; steps 11 to 14 continue at --min-lr 0.001" out.txt)" -eq 1 ]'
+check "extending a cosine run: steps 11-14 at --min-lr ($(cut -d, -f1,5 cos.csv | tail -n 4 | tr '\n' ' '))" \
+    test "$(cut -d, -f5 cos.csv | tail -n 4 | tr '\n' ' ')" = "0.001 0.001 0.001 0.001 "
+"$A" train --resume cos.st --steps 16 --log-every 1 --log cos2.csv --quiet >/dev/null 2>&1
+check "a second extension keeps the first schedule ($(cut -d, -f5 cos2.csv | tail -n 2 | tr '\n' ' '))" \
+    test "$(cut -d, -f5 cos2.csv | tail -n 2 | tr '\n' ' ')" = "0.001 0.001 "
+
+# ---- 10. schedules that make no sense are refused --------------------------------------
+bad "--min-lr 0.1 is above --lr 0.01" train $TINY --steps 2 --schedule cosine --lr 0.01 --min-lr 0.1
+bad "--min-lr 0.01 is above --lr 0.003" train $TINY --steps 2 --schedule cosine --optimizer adamw --min-lr 0.01
+bad "--warmup 5 is longer than --steps 2" train $TINY --steps 2 --schedule cosine --warmup 5
+bad "--min-lr applies only to --schedule cosine" train $TINY --steps 2 --min-lr 0.001
+bad "--warmup applies only to --schedule cosine" train $TINY --steps 2 --warmup 1
+bad "--warmup applies only to --schedule cosine" train --init base.st --steps 2 --warmup 1
+
 finish

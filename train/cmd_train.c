@@ -49,7 +49,44 @@ static void restore_options(trainer *t, opt *opts, int nopts)
     }
 }
 
-/* What a later --resume needs: the options in SAVED, and the text file. */
+/* The learning-rate schedule is fixed by the --steps of the run that set
+ * it: a resumed run that asks for more steps does not stretch it (which
+ * would raise the learning rate again); past its end a cosine schedule
+ * stays at --min-lr.  The horizon is saved as schedule_steps (checkpoints
+ * without it: their steps), read like --steps. */
+static void restore_schedule_steps(trainer *t, opt *opts, int nopts)
+{
+    const char *s = ckpt_meta(&t->ck, "schedule_steps");
+    if (!s)
+        s = ckpt_meta(&t->ck, "steps");
+    opt horizon = *args_find(opts, nopts, "--steps");
+    horizon.dst = &t->o.schedule_steps;
+    if (!s || args_set(&horizon, s))
+        die(CMD, "%s: metadata schedule_steps = '%.40s' is not a valid value, so the run cannot be resumed",
+            t->ck.path, s ? s : "");
+}
+
+/* Schedules that make no sense are refused (a resumed run's were checked
+ * when it started). */
+static void check_schedule(const train_opts *o, opt *opts, int nopts)
+{
+    if (o->resume)
+        return;
+    int cosine = strcmp(o->schedule, "cosine") == 0;
+    const char *only_cosine[] = { "--warmup", "--min-lr" };
+    for (int i = 0; i < 2 && !cosine; i++)
+        if (args_find(opts, nopts, only_cosine[i])->given)
+            die(CMD, "%s applies only to --schedule cosine (the schedule is constant)", only_cosine[i]);
+    if (cosine && o->min_lr > o->lr)
+        die(CMD, "--min-lr %g is above --lr %g: the cosine schedule would raise the learning rate; give --min-lr "
+                 "<= --lr", o->min_lr, o->lr);
+    if (cosine && o->warmup > o->steps)
+        die(CMD, "--warmup %ld is longer than --steps %ld: the learning rate would never reach --lr", o->warmup,
+            o->steps);
+}
+
+/* What a later --resume needs: the options in SAVED, the schedule's
+ * horizon, and the text file. */
 static void save_options(trainer *t, opt *opts, int nopts)
 {
     int n = 0;
@@ -58,6 +95,10 @@ static void save_options(trainer *t, opt *opts, int nopts)
         t->saved[2 * n] = SAVED[i].key;
         t->saved[2 * n + 1] = t->saved_values[n];
     }
+    snprintf(t->saved_values[n], sizeof t->saved_values[n], "%ld", t->o.schedule_steps);
+    t->saved[2 * n] = "schedule_steps";
+    t->saved[2 * n + 1] = t->saved_values[n];
+    n++;
     if (t->o.text) {
         t->saved[2 * n] = "text_path";
         t->saved[2 * n + 1] = t->o.text;
@@ -215,9 +256,16 @@ int cmd_train(int argc, char **argv)
         open_model(CMD, t.from, &t.ck, &t.m);
     if (o->resume)
         restore_options(&t, opts, nopts);
+    if (o->resume)
+        restore_schedule_steps(&t, opts, nopts);
+    else
+        o->schedule_steps = o->steps;
     data_source(&t);
     check_files(o);
     check_names(&t);
+    check_schedule(o, opts, nopts);
+    if (!t.cosine)
+        o->schedule_steps = o->steps;   /* a constant schedule has no end to keep */
     if (o->init && o->context > t.ck.cfg.context)
         die(CMD, "--context %d is longer than the checkpoint's %d: it has no position embeddings beyond that",
             o->context, t.ck.cfg.context);

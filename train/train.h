@@ -15,6 +15,7 @@ typedef struct train_opts {
     int layers, heads, d_model, context, qkv_bias, batch, threads, quiet;
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long steps, seed, eval_every, log_every, warmup, save_every;
+    long schedule_steps;        /* the --steps the schedule was set for (see cmd_train.c) */
 } train_opts;
 
 /* The training options a run's checkpoint keeps for --resume (cmd_train.c

@@ -273,7 +273,7 @@ int train_loop(trainer *t)
     long step = t->start;
     int status = 0;
     for (; step < o->steps; step++) {
-        double lr = lr_schedule(t->cosine, step, o->warmup, o->steps, o->lr, o->min_lr);
+        double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
         step_result r = train_step(t, step, lr);
         loss = r.loss;
         if (r.status != STEP_OK) {

@@ -125,6 +125,16 @@ static void print_config(const trainer *t)
     fflush(stdout);
 }
 
+/* A resumed cosine run asked to go past the end of its schedule: one line. */
+static void say_extension(const train_opts *o, int cosine)
+{
+    if (cosine && o->steps > o->schedule_steps) {
+        printf("  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
+               "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
+        fflush(stdout);
+    }
+}
+
 void train_setup(trainer *t)
 {
     train_opts *o = &t->o;
@@ -170,6 +180,7 @@ void train_setup(trainer *t)
     }
     if (!o->quiet)
         print_config(t);
+    say_extension(o, t->cosine);
     t->x = malloc((size_t)t->B * t->S * sizeof *t->x);
     t->y = malloc((size_t)t->B * t->S * sizeof *t->y);
     if (!t->x || !t->y)
