@@ -6,6 +6,7 @@
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
+#   make bench-busy         training beside busy processes, threads against one thread
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -43,7 +44,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-gemm fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -94,6 +95,10 @@ test-asan:
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all
 	@sh tests/bench.sh
+
+# Training beside one busy loop per core (tests/bench_busy.sh).
+bench-busy: all
+	@sh tests/bench_busy.sh
 
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev).
 bench-gemm: $(LIB)

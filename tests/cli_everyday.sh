@@ -297,4 +297,22 @@ bad "--min-lr applies only to --schedule cosine" train $TINY --steps 2 --min-lr 
 bad "--warmup applies only to --schedule cosine" train $TINY --steps 2 --warmup 1
 bad "--warmup applies only to --schedule cosine" train --init base.st --steps 2 --warmup 1
 
+# ---- 17. idle threads spin only briefly, then sleep (what the OpenMP runtime reports) ----
+# GNU OpenMP shows its spin count (300000 by default), LLVM's its block time in ms
+# (200 by default); how much that matters on a busy machine is measured by
+# make bench-busy, not here.
+wait_policy() {  # the runtime's last word on waiting, as NAME=VALUE, or nothing without OpenMP
+    OMP_DISPLAY_ENV=verbose "$@" 2>&1 | sed -nE "s/.*(GOMP_SPINCOUNT|KMP_BLOCKTIME) ?= ?'([0-9]+)'.*/\1=\2/p" | tail -n 1
+}
+policy=$(wait_policy "$A" train $TINY --steps 0 --quiet)
+if [ -n "$policy" ]; then
+    check "idle threads spin briefly by default ($policy)" \
+        eval 'case $policy in GOMP_SPINCOUNT=400 | KMP_BLOCKTIME=1) true ;; *) false ;; esac'
+    policy=$(GOMP_SPINCOUNT=1234 KMP_BLOCKTIME=7 wait_policy "$A" train $TINY --steps 0 --quiet)
+    check "a wait policy in the environment is left alone ($policy)" \
+        eval 'case $policy in GOMP_SPINCOUNT=1234 | KMP_BLOCKTIME=7) true ;; *) false ;; esac'
+else
+    skip "wait policy (this build has no OpenMP)"
+fi
+
 finish

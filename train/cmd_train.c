@@ -232,7 +232,7 @@ int cmd_train(int argc, char **argv)
         { "--seed", OPT_LONG, &o->seed, "S", "seed of every random choice (default 1)", 0, 9.2e18, 0, 0 },
         { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0 },
         { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0 },
-        { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default); 1 is safest on a busy machine", 0, 1024, 0, 0 },
         { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0 },
         { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0 },
         { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0 },
