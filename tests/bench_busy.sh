@@ -12,6 +12,8 @@
 # The goal: beside other work the default threads are never slower than
 # twice one thread, and alone they are not slower than the long spin.
 # Environment: STEPS (default 100), RUNS (default 3), ATTOGRAD (default build/attograd).
+# $args (options for every run) splits into words on purpose.
+# shellcheck disable=SC2086
 set -e
 cd "$(dirname "$0")/.."
 A=${ATTOGRAD:-build/attograd}

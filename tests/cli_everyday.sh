@@ -7,27 +7,14 @@
 # and the threads' wait policy.  Run from the repository root; ATTOGRAD
 # overrides ./build/attograd.  The last line is "N passed, N failed".
 # Checks are quoted for eval on purpose; option lists ($SMALL) split into words.
-# shellcheck disable=SC2016,SC2086
+# shellcheck disable=SC2012,SC2016,SC2086
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
 TEXT=$ROOT/data/tiny.txt
-passed=0; failed=0; skipped=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
-finish() {
-    if [ "$skipped" -ne 0 ]; then
-        echo "$passed passed, $failed failed, $skipped skipped"
-    else
-        echo "$passed passed, $failed failed"
-    fi
-    [ "$failed" -eq 0 ]
-    exit
-}
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
-if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
-A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+need_binary
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-everyday.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
@@ -87,7 +74,7 @@ cp "$TEXT" data.txt; cp data.txt data.bak
 "$A" train --text data.txt $SMALL --steps 2 --quiet --log run.csv --log-every 1 >/dev/null 2>&1
 cp m.st m.bak; cp run.csv run.bak
 ln -s data.txt link.txt; ln data.txt hard.txt
-listing() { ls | grep -vx -e before.txt -e after.txt -e stdout -e stderr; }
+listing() { for f in *; do case $f in before.txt | after.txt | stdout | stderr) ;; *) echo "$f" ;; esac; done; }
 listing >before.txt
 bad "--log data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --log data.txt
 bad "--save data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --save data.txt
@@ -130,17 +117,21 @@ check "attn --out through a symlink writes its target ($(cat err.txt))" eval '[ 
 # ---- 4. a second Ctrl-C while the checkpoint is being written ----------------------
 # strace holds every fsync for 3 s: the second SIGINT lands inside the final
 # save, after the temporary file is written and before it is renamed.
+held_fsync() {  # held_fsync ARGS...: attograd ARGS in the background, every fsync held 3 s; strace's pid in $spid
+    ASAN_OPTIONS=detect_leaks=0 strace -f -o trace.txt -e trace=execve,fsync -e inject=fsync:delay_enter=3000000 \
+        "$A" "$@" &
+    spid=$!
+}
+traced() { awk '/execve/ { print $1; exit }' trace.txt; }       # attograd's pid under strace
+until_true() { for _ in $(seq 300); do eval "$1" && return; sleep 0.05; done; }
 if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>/dev/null; then
     "$A" train $TINY --steps 2 --quiet --save keep.st >/dev/null 2>&1
     cp keep.st keep.bak
-    ASAN_OPTIONS=detect_leaks=0 strace -f -o trace.txt -e trace=execve,fsync -e inject=fsync:delay_enter=3000000 \
-        "$A" train --resume keep.st --save keep.st --steps 1000000 --threads 1 --log-every 1 >out.txt 2>err.txt &
-    spid=$!
-    for _ in $(seq 300); do grep -q '^step' out.txt 2>/dev/null && break; sleep 0.1; done
-    pid=$(awk '/execve/ { print $1; exit }' trace.txt)
-    kill -INT "$pid"
-    for _ in $(seq 300); do ls keep.st.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
-    kill -INT "$pid"
+    held_fsync train --resume keep.st --save keep.st --steps 1000000 --threads 1 --log-every 1 >out.txt 2>err.txt
+    until_true 'grep -q "^step" out.txt 2>/dev/null'
+    kill -INT "$(traced)"
+    until_true 'ls keep.st.tmp.* >/dev/null 2>&1'
+    kill -INT "$(traced)"
     wait $spid
     rc=$?
     check "second SIGINT while saving: exit 130 (got $rc)" test $rc -eq 130
@@ -151,11 +142,9 @@ if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>
         eval '! ls keep.st.tmp.* >/dev/null 2>&1'
     # a picture command stopped while it writes leaves no temporary file either
     "$A" train $TINY --steps 3 --quiet --log-every 1 --log plot.csv >/dev/null 2>&1
-    strace -f -o trace.txt -e trace=execve,fsync -e inject=fsync:delay_enter=3000000 \
-        "$A" plot --log plot.csv --out plot.svg >/dev/null 2>err.txt &
-    spid=$!
-    for _ in $(seq 300); do ls plot.svg.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
-    kill -INT "$(awk '/execve/ { print $1; exit }' trace.txt)"
+    held_fsync plot --log plot.csv --out plot.svg >/dev/null 2>err.txt
+    until_true 'ls plot.svg.tmp.* >/dev/null 2>&1'
+    kill -INT "$(traced)"
     wait $spid
     rc=$?
     check "SIGINT while plot writes: exit 130 (got $rc)" test $rc -eq 130

@@ -12,23 +12,10 @@
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
 TEXT=$ROOT/data/tiny.txt
-passed=0; failed=0; skipped=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
-finish() {
-    if [ "$skipped" -ne 0 ]; then
-        echo "$passed passed, $failed failed, $skipped skipped"
-    else
-        echo "$passed passed, $failed failed"
-    fi
-    [ "$failed" -eq 0 ]
-    exit
-}
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
-if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
-A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+need_binary
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-robust.XXXXXX") || exit 1
 MNT=$tmp/full
 cleanup() { mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"; rm -rf "$tmp"; }

@@ -104,10 +104,11 @@ int output_check(const char *path, char *err, size_t errlen)
 /* ---- outputs being written when a signal ends the process ---------------- */
 
 static ag_atomic_file *volatile tracked[4];
+enum { N_TRACKED = sizeof tracked / sizeof tracked[0] };
 
 void output_track(ag_atomic_file *a)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_TRACKED; i++)
         if (!tracked[i]) {
             tracked[i] = a;
             return;
@@ -116,7 +117,7 @@ void output_track(ag_atomic_file *a)
 
 void output_untrack(ag_atomic_file *a)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_TRACKED; i++)
         if (tracked[i] == a)
             tracked[i] = NULL;
 }
@@ -124,13 +125,24 @@ void output_untrack(ag_atomic_file *a)
 int outputs_discard(void)
 {
     int result = -1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < N_TRACKED; i++) {
         ag_atomic_file *a = tracked[i];
         int r = a ? ag_atomic_discard(a) : -1;
         if (r > result)
             result = r;
     }
     return result;
+}
+
+void on_stop_signals(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static void discard_and_exit(int sig)
@@ -141,11 +153,5 @@ static void discard_and_exit(int sig)
 
 void outputs_discard_on_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = discard_and_exit;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    on_stop_signals(discard_and_exit);
 }

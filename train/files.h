@@ -55,6 +55,8 @@ void output_untrack(ag_atomic_file *a);
  * target is left as it was, 0 when a tracked write had already put its file
  * in place, -1 when no write was under way. */
 int outputs_discard(void);
+/* handler for SIGINT, SIGTERM and SIGHUP (a closed terminal). */
+void on_stop_signals(void (*handler)(int));
 /* SIGINT, SIGTERM and SIGHUP end the process with 128 + the signal after
  * outputs_discard (for commands that write a file and then stop). */
 void outputs_discard_on_signals(void);

@@ -259,13 +259,7 @@ int train_loop(trainer *t)
     const train_opts *o = &t->o;
     save_name = o->save;
     output_track(&checkpoint_out);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    on_stop_signals(on_signal);
 
     progress p = { now_seconds(), 0, t->start, isatty(fileno(stdout)) && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
