@@ -50,39 +50,40 @@ static void restore_options(trainer *t, opt *opts, int nopts)
 }
 
 /* The learning-rate schedule is fixed by the --steps of the run that set
- * it: a resumed run that asks for more steps does not stretch it (which
- * would raise the learning rate again); past its end a cosine schedule
- * stays at --min-lr.  The horizon is saved as schedule_steps (checkpoints
- * without it: their steps), read like --steps. */
-static void restore_schedule_steps(trainer *t, opt *opts, int nopts)
+ * it: a resumed run asked for more steps does not stretch it (that would
+ * raise the learning rate again); past its end a cosine schedule stays at
+ * --min-lr.  The horizon is saved as schedule_steps (a checkpoint without
+ * it: its steps) and read back like --steps.  Schedules that make no sense
+ * are refused (a resumed run's were checked when it started). */
+static void check_schedule(trainer *t, opt *opts, int nopts)
 {
-    const char *s = ckpt_meta(&t->ck, "schedule_steps");
-    if (!s)
-        s = ckpt_meta(&t->ck, "steps");
-    opt horizon = *args_find(opts, nopts, "--steps");
-    horizon.dst = &t->o.schedule_steps;
-    if (!s || args_set(&horizon, s))
-        die(CMD, "%s: metadata schedule_steps = '%.40s' is not a valid value, so the run cannot be resumed",
-            t->ck.path, s ? s : "");
-}
-
-/* Schedules that make no sense are refused (a resumed run's were checked
- * when it started). */
-static void check_schedule(const train_opts *o, opt *opts, int nopts)
-{
-    if (o->resume)
-        return;
-    int cosine = strcmp(o->schedule, "cosine") == 0;
-    const char *only_cosine[] = { "--warmup", "--min-lr" };
-    for (int i = 0; i < 2 && !cosine; i++)
-        if (args_find(opts, nopts, only_cosine[i])->given)
-            die(CMD, "%s applies only to --schedule cosine (the schedule is constant)", only_cosine[i]);
-    if (cosine && o->min_lr > o->lr)
-        die(CMD, "--min-lr %g is above --lr %g: the cosine schedule would raise the learning rate; give --min-lr "
-                 "<= --lr", o->min_lr, o->lr);
-    if (cosine && o->warmup > o->steps)
-        die(CMD, "--warmup %ld is longer than --steps %ld: the learning rate would never reach --lr", o->warmup,
-            o->steps);
+    train_opts *o = &t->o;
+    if (o->resume) {
+        if (o->steps < t->ck.step)
+            die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps,
+                t->ck.step);
+        const char *s = ckpt_meta(&t->ck, "schedule_steps");
+        if (!s)
+            s = ckpt_meta(&t->ck, "steps");
+        opt horizon = *args_find(opts, nopts, "--steps");
+        horizon.dst = &o->schedule_steps;
+        if (!s || args_set(&horizon, s))
+            die(CMD, "%s: metadata schedule_steps = '%.40s' is not a valid value, so the run cannot be resumed",
+                t->ck.path, s ? s : "");
+    } else {
+        const char *only_cosine[] = { "--warmup", "--min-lr" };
+        for (int i = 0; i < 2 && !t->cosine; i++)
+            if (args_find(opts, nopts, only_cosine[i])->given)
+                die(CMD, "%s applies only to --schedule cosine (the schedule is constant)", only_cosine[i]);
+        if (t->cosine && o->min_lr > o->lr)
+            die(CMD, "--min-lr %g is above --lr %g: the cosine schedule would raise the learning rate; give "
+                     "--min-lr <= --lr", o->min_lr, o->lr);
+        if (t->cosine && o->warmup > o->steps)
+            die(CMD, "--warmup %ld is longer than --steps %ld: the learning rate would never reach --lr",
+                o->warmup, o->steps);
+    }
+    if (!o->resume || !t->cosine)
+        o->schedule_steps = o->steps;       /* a constant schedule has no end to keep */
 }
 
 /* What a later --resume needs: the options in SAVED, the schedule's
@@ -171,8 +172,9 @@ static void check_files(const train_opts *o)
         die(CMD, "%s%s", o->save == o->resume ? "cannot save back to the --resume file: " : "", err);
 }
 
-/* Names that must be one of a few words, and what depends on them. */
-static void check_names(trainer *t)
+/* Names that must be one of a few words, what depends on them, and the
+ * model's sizes. */
+static void check_values(trainer *t)
 {
     train_opts *o = &t->o;
     if (!t->from && model_arch_parse(o->arch) < 0)
@@ -189,6 +191,9 @@ static void check_names(trainer *t)
     if (!t->from && o->d_model % o->heads != 0)
         die(CMD, "--heads %d does not divide --d-model %d (each head gets d_model/heads dims)", o->heads,
             o->d_model);
+    if (o->init && o->context > t->ck.cfg.context)
+        die(CMD, "--context %d is longer than the checkpoint's %d: it has no position embeddings beyond that",
+            o->context, t->ck.cfg.context);
     if (o->lr < 0)
         o->lr = t->adamw ? 3e-3 : 0.1;
 }
@@ -256,21 +261,10 @@ int cmd_train(int argc, char **argv)
         open_model(CMD, t.from, &t.ck, &t.m);
     if (o->resume)
         restore_options(&t, opts, nopts);
-    if (o->resume)
-        restore_schedule_steps(&t, opts, nopts);
-    else
-        o->schedule_steps = o->steps;
     data_source(&t);
+    check_values(&t);
+    check_schedule(&t, opts, nopts);
     check_files(o);
-    check_names(&t);
-    check_schedule(o, opts, nopts);
-    if (!t.cosine)
-        o->schedule_steps = o->steps;   /* a constant schedule has no end to keep */
-    if (o->init && o->context > t.ck.cfg.context)
-        die(CMD, "--context %d is longer than the checkpoint's %d: it has no position embeddings beyond that",
-            o->context, t.ck.cfg.context);
-    if (o->resume && o->steps < t.ck.step)
-        die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps, t.ck.step);
 
     train_setup(&t);
     save_options(&t, opts, nopts);

@@ -244,8 +244,12 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
         return;
     eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0);
     int is_task = t->data.is_task;
-    printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
-           is_task ? "held-out" : "validation", ev.loss);
+    if (step == t->start)
+        printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
+               is_task ? "held-out" : "validation", ev.loss);
+    else
+        printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
+               is_task ? "held-out" : "validation", ev.loss);
     if (is_task)
         printf(", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
                ev.correct, ev.total);
