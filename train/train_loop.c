@@ -34,18 +34,20 @@ static void on_signal(int sig)
         stop_signal = sig;
         return;
     }
+    /* a second SIGINT: leave now */
     int undone = outputs_discard();
-    say(undone < 0 ? "attograd train: interrupted again: leaving at once" : "attograd train: interrupted again ");
-    if (undone >= 0) {
-        say(undone ? "while saving: " : "after saving: ");
+    if (undone < 0) {
+        say("attograd train: interrupted again: leaving at once\n");
+    } else if (undone) {
+        say("attograd train: interrupted again while saving: ");
         say(save_name);
-        if (undone)
-            say(access(checkpoint_out.path, F_OK) == 0 ? " was not written; the previous checkpoint is kept"
-                                                       : " was not written");
-        else
-            say(" is written");
+        say(access(checkpoint_out.path, F_OK) == 0 ? " was not written; the previous checkpoint is kept\n"
+                                                   : " was not written\n");
+    } else {
+        say("attograd train: interrupted again after saving: ");
+        say(save_name);
+        say(" is written\n");
     }
-    say("\n");
     _exit(130);
 }
 
@@ -124,17 +126,18 @@ static void report_divergence(const trainer *t, long step, step_result r)
                         "(lower --lr or use --clip)%s\n", step + 1, r.bad->name, kept);
 }
 
-/* Write the checkpoint and say so (periodic saves only without --quiet). */
-static int save(trainer *t, long step, int say)
+/* Write the checkpoint and, when told to, say so. */
+static int save(trainer *t, long step, int announce)
 {
     ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
     char err[ERR_MAX];
-    if (ckpt_save(&checkpoint_out, t->o.save, &t->m, t->data.is_task ? t->data.task.name : "text", t->vocab, t->vocab_size, step,
-                  &state, err, sizeof err)) {
+    const char *data_name = t->data.is_task ? t->data.task.name : "text";
+    if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
+                  sizeof err)) {
         fprintf(stderr, "attograd train: %s\n", err);
         return -1;
     }
-    if (say && stdout_open()) {
+    if (announce && stdout_open()) {
         printf("saved %s (step %ld)\n", t->o.save, step);
         fflush(stdout);
     }
