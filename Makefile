@@ -9,6 +9,7 @@
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
+#   make bench-busy         training beside busy processes, threads against one thread
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -59,7 +60,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-gemm fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -125,6 +126,10 @@ test-asan:
 bench: all
 	@sh tests/bench.sh
 
+# Training beside one busy loop per core (tests/bench_busy.sh).
+bench-busy: all
+	@sh tests/bench_busy.sh
+
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
 # (OPENBLAS_CORETYPE, set for this benchmark only); skipped without OpenBLAS.
@@ -149,12 +154,12 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c include/attograd.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c
+	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
+build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c src/fileio.c
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c -o $@
+	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/args.c train/args.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_args.c train/args.c -o $@

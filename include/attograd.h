@@ -76,6 +76,14 @@ void ag_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn))
 #endif
     ;
+/* A problem reported as text instead (a file that cannot be read, say):
+ * printf into err[errlen], cut to fit, newlines made spaces so it stays one
+ * line.  Nothing happens when err is NULL or errlen is 0. */
+void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
 
 /* ---- random numbers: PCG32 (XSH-RR, 64-bit state) ---------------------- */
 
@@ -298,6 +306,35 @@ void ag_optim_free(ag_optim *opt);
  * torch.nn.utils.clip_grad_norm_); returns the norm before clipping. */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
 
+/* ---- files replaced whole or not at all --------------------------------- */
+
+/* ag_atomic_open creates "<target>.tmp.<pid>" in the target's directory,
+ * where target is path with its symlinks followed (the link stays, the file
+ * it points to is replaced; a dangling link's target is created).  When that
+ * name is longer than the directory allows, the target's name is cut short
+ * in it.  The new file gets the permissions of the file it replaces, else
+ * 0666 less the umask.  Refused: a target that is a directory or whose name
+ * is too long.  Write to f, then ag_atomic_commit: flush, fsync, close,
+ * rename over the target, fsync the directory.  ag_atomic_abort removes the
+ * temporary file.  On any failure the temporary file is removed, the target
+ * is left as it was, err gets one line naming the file and the cause, and
+ * -1 is returned; 0 on success.  Either call frees what open allocated. */
+typedef struct ag_atomic_file {
+    FILE *f;                /* open for writing between open and commit/abort */
+    char *path;             /* the target */
+    char *tmp;              /* the temporary file beside it */
+    volatile int state;     /* for ag_atomic_discard */
+} ag_atomic_file;
+
+int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen);
+int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen);
+void ag_atomic_abort(ag_atomic_file *a);
+/* For a signal handler that is about to end the process: removes the
+ * temporary file of a write not yet committed.  Returns 1 when a write was
+ * under way and its target is left as it was, 0 when the new file is
+ * already in place, -1 when no write is under way.  Async-signal-safe. */
+int ag_atomic_discard(const ag_atomic_file *a);
+
 /* ---- checkpoint files: safetensors ----------------------------------------
  * Layout: u64 little-endian header length N, N bytes of UTF-8 JSON mapping
  * tensor names to {"dtype","shape","data_offsets":[begin,end)} plus an
@@ -334,9 +371,9 @@ const char *ag_st_dtype_name(int dtype);
 /*
  * Write tensors (offsets consecutive, in the given order, no holes) and
  * metadata pairs (meta[2*i] = key, meta[2*i+1] = value, i < nmeta)
- * atomically: the bytes go to "<path>.tmp.<pid>" in the same directory,
- * which is flushed, fsync'ed and renamed over path, then the directory is
- * fsync'ed.  Tensors with a zero in their shape (nbytes 0, data may be NULL)
+ * atomically, through ag_atomic_open and ag_atomic_commit (the bytes go to
+ * "<path>.tmp.<pid>" beside path's target, which is flushed, fsync'ed and
+ * renamed over it, then the directory is fsync'ed).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
  * are allowed.  Rejected before anything is written: duplicate or empty
  * names, the reserved name "__metadata__", names/keys/values that are not
  * valid UTF-8, an unknown dtype, ndim outside 0..8, negative dims, nbytes
@@ -347,6 +384,10 @@ const char *ag_st_dtype_name(int dtype);
  */
 int ag_st_save(const char *path, const ag_st_tensor *tensors, int n,
                const char *const *meta, int nmeta, char *err, size_t errlen);
+/* The same checks and bytes to an open stream (e.g. an ag_atomic_file's);
+ * label names it in messages.  Nothing is written when a check fails. */
+int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
+                const char *const *meta, int nmeta, char *err, size_t errlen);
 
 /*
  * Read the whole file into memory and validate it completely (see

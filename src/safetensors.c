@@ -34,18 +34,6 @@ const char *ag_st_dtype_name(int dtype)
 
 /* ---- shared helpers ------------------------------------------------------ */
 
-/* Messages are one line even when a path or name carries a newline. */
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
-}
-
 /* A name as shown in a message: quoted, control bytes as '?', cut at about
  * 60 bytes (on a UTF-8 character boundary) so one hostile name cannot fill
  * the whole error buffer. */
@@ -166,7 +154,7 @@ static int fail(parser *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    set_err(p->err, p->errlen, "%s: %s", p->label, msg);
+    ag_set_err(p->err, p->errlen, "%s: %s", p->label, msg);
     return -1;
 }
 
@@ -671,27 +659,27 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    if (fd < 0) { ag_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
     if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        ag_set_err(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
         close(fd);
         return NULL;
     }
     if (st.st_size < 0 || (uint64_t)st.st_size >= SIZE_MAX) {
-        set_err(err, errlen, "%s: file too large", path);
+        ag_set_err(err, errlen, "%s: file too large", path);
         close(fd);
         return NULL;
     }
     size_t size = (size_t)st.st_size, got = 0;
     unsigned char *buf = malloc(size + 1);
     if (!buf) {
-        set_err(err, errlen, "%s: out of memory reading %zu bytes", path, size);
+        ag_set_err(err, errlen, "%s: out of memory reading %zu bytes", path, size);
         close(fd);
         return NULL;
     }
@@ -714,8 +702,8 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     }
     close(fd);
     if (problem) {
-        if (saved) set_err(err, errlen, "%s: %s: %s", path, problem, strerror(saved));
-        else set_err(err, errlen, "%s: %s (expected %zu bytes)", path, problem, size);
+        if (saved) ag_set_err(err, errlen, "%s: %s: %s", path, problem, strerror(saved));
+        else ag_set_err(err, errlen, "%s: %s (expected %zu bytes)", path, problem, size);
         free(buf);
         return NULL;
     }
@@ -769,14 +757,14 @@ int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen)
             memcpy(&d, &bits, sizeof d);
             out[i] = (float)d;   /* rounds to nearest, ties to even */
             if (isinf(out[i]) && !isinf(d)) {
-                set_err(err, errlen, "tensor %s: F64 value %.9g (element %zu) is too large for F32", show(t->name).s,
+                ag_set_err(err, errlen, "tensor %s: F64 value %.9g (element %zu) is too large for F32", show(t->name).s,
                         d, i);
                 return -1;
             }
         }
         return 0;
     default:
-        set_err(err, errlen, "tensor %s: dtype %s is not a floating-point type", show(t->name).s,
+        ag_set_err(err, errlen, "tensor %s: dtype %s is not a floating-point type", show(t->name).s,
                 ag_st_dtype_name(t->dtype));
         return -1;
     }
@@ -916,14 +904,14 @@ static int check_inputs(const char *path, const ag_st_tensor *ts, int n, const c
                         int nmeta, char *err, size_t errlen)
 {
     if (n < 0 || nmeta < 0 || (n > 0 && !ts) || (nmeta > 0 && !meta)) {
-        set_err(err, errlen, "%s: bad tensor or metadata count", path);
+        ag_set_err(err, errlen, "%s: bad tensor or metadata count", path);
         return -1;
     }
     for (int i = 0; i < n; i++) {
         const ag_st_tensor *t = &ts[i];
         uint64_t need;
         const char *why = NULL;
-        if (!t->name || !*t->name) { set_err(err, errlen, "%s: tensor %d has no name", path, i); return -1; }
+        if (!t->name || !*t->name) { ag_set_err(err, errlen, "%s: tensor %d has no name", path, i); return -1; }
         if (strcmp(t->name, METADATA_KEY) == 0) why = "name is reserved";
         else if (!valid_utf8(t->name)) why = "name is not valid UTF-8";
         else if (ag_st_dtype_size(t->dtype) == 0) why = "unknown dtype";
@@ -934,26 +922,26 @@ static int check_inputs(const char *path, const ag_st_tensor *ts, int n, const c
         if (!why && need != t->nbytes) why = "nbytes does not match shape and dtype";
         if (!why && t->nbytes && !t->data) why = "data is NULL";
         if (!why && has_nonfinite(t->data, t->nbytes, t->dtype)) why = "data contains NaN or Inf";
-        if (why) { set_err(err, errlen, "%s: tensor %s: %s", path, show(t->name).s, why); return -1; }
+        if (why) { ag_set_err(err, errlen, "%s: tensor %s: %s", path, show(t->name).s, why); return -1; }
     }
     for (int i = 0; i < 2 * nmeta; i++) {
-        if (!meta[i]) { set_err(err, errlen, "%s: metadata entry %d is NULL", path, i / 2); return -1; }
+        if (!meta[i]) { ag_set_err(err, errlen, "%s: metadata entry %d is NULL", path, i / 2); return -1; }
         if (!valid_utf8(meta[i])) {
-            set_err(err, errlen, "%s: metadata %s %s is not valid UTF-8", path, i % 2 ? "value" : "key",
+            ag_set_err(err, errlen, "%s: metadata %s %s is not valid UTF-8", path, i % 2 ? "value" : "key",
                     show(meta[i]).s);
             return -1;
         }
     }
     int m = n > nmeta ? n : nmeta;
     const char **names = malloc((size_t)(m ? m : 1) * sizeof *names);
-    if (!names) { set_err(err, errlen, "%s: out of memory", path); return -1; }
+    if (!names) { ag_set_err(err, errlen, "%s: out of memory", path); return -1; }
     for (int i = 0; i < n; i++) names[i] = ts[i].name;
     const char *dup = find_duplicate(names, n);
-    if (dup) set_err(err, errlen, "%s: duplicate tensor name %s", path, show(dup).s);
+    if (dup) ag_set_err(err, errlen, "%s: duplicate tensor name %s", path, show(dup).s);
     if (!dup) {
         for (int i = 0; i < nmeta; i++) names[i] = meta[2 * i];
         dup = find_duplicate(names, nmeta);
-        if (dup) set_err(err, errlen, "%s: duplicate metadata key %s", path, show(dup).s);
+        if (dup) ag_set_err(err, errlen, "%s: duplicate metadata key %s", path, show(dup).s);
     }
     free(names);
     return dup ? -1 : 0;
@@ -1002,68 +990,46 @@ static int build_header(sbuf *b, const ag_st_tensor *ts, int n, const char *cons
     return 0;
 }
 
-/* Makes the rename durable: fsync the directory holding path.  Filesystems
- * that cannot sync directories say EINVAL; that is not a failure. */
-static int sync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) { errno = ENOMEM; return -1; }
-    int fd = open(dir, O_RDONLY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    if (rc != 0 && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return rc;
-}
-
 static int write_all(FILE *fp, const void *p, size_t n)
 {
     return n == 0 || fwrite(p, 1, n, fp) == n ? 0 : -1;
 }
 
-int ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
-               char *err, size_t errlen)
+/* The header, then every tensor's bytes; inputs already checked. */
+static int write_checked(FILE *fp, const char *label, const ag_st_tensor *tensors, int n,
+                         const char *const *meta, int nmeta, char *err, size_t errlen)
 {
-    if (!path || !*path) { set_err(err, errlen, "(no path): empty checkpoint path"); return -1; }
-    if (check_inputs(path, tensors, n, meta, nmeta, err, errlen)) return -1;
     sbuf hdr = {0};
-    size_t tlen = strlen(path) + 32;
-    char *tmp = malloc(tlen);
-    if (!tmp || build_header(&hdr, tensors, n, meta, nmeta)) {
-        set_err(err, errlen, "%s: out of memory", path);
-        free(tmp);
+    if (build_header(&hdr, tensors, n, meta, nmeta)) {
+        ag_set_err(err, errlen, "%s: out of memory", label);
         free(hdr.p);
         return -1;
     }
-    snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-    const char *step = "cannot create temp file";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (fd >= 0 && !fp) close(fd);
-    int rc = fp ? 0 : -1;
-    if (!rc) {
-        step = "write failed";
-        rc = write_all(fp, hdr.p, hdr.len);
-        for (int i = 0; i < n && !rc; i++) rc = write_all(fp, tensors[i].data, tensors[i].nbytes);
-        if (!rc && fflush(fp) != 0) rc = -1;
-        if (!rc) { step = "fsync failed"; rc = fsync(fileno(fp)); }
-    }
-    int saved = errno;
-    if (fp && fclose(fp) != 0 && !rc) { rc = -1; saved = errno; step = "close failed"; }
-    if (!rc && rename(tmp, path) != 0) { rc = -1; saved = errno; step = "cannot rename temp file over it"; }
-    if (rc) {
-        if (fd >= 0) unlink(tmp);
-        set_err(err, errlen, "%s: %s (%s): %s", path, step, tmp, strerror(saved));
-    } else if (sync_dir(path) != 0) {
-        rc = -1;
-        set_err(err, errlen, "%s: written, but syncing its directory failed: %s", path, strerror(errno));
-    }
-    free(tmp);
+    int rc = write_all(fp, hdr.p, hdr.len);
+    for (int i = 0; i < n && !rc; i++) rc = write_all(fp, tensors[i].data, tensors[i].nbytes);
+    if (rc) ag_set_err(err, errlen, "%s: write failed: %s", label, strerror(errno));
     free(hdr.p);
     return rc;
+}
+
+int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n, const char *const *meta,
+                int nmeta, char *err, size_t errlen)
+{
+    if (!label) label = "(stream)";
+    if (check_inputs(label, tensors, n, meta, nmeta, err, errlen)) return -1;
+    return write_checked(f, label, tensors, n, meta, nmeta, err, errlen);
+}
+
+int ag_st_save(const char *path, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
+               char *err, size_t errlen)
+{
+    if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty checkpoint path"); return -1; }
+    if (check_inputs(path, tensors, n, meta, nmeta, err, errlen)) return -1;
+    ag_atomic_file out;
+    if (ag_atomic_open(&out, path, err, errlen)) return -1;
+    if (write_checked(out.f, path, tensors, n, meta, nmeta, err, errlen)) {
+        ag_atomic_abort(&out);
+        return -1;
+    }
+    return ag_atomic_commit(&out, err, errlen);
 }

@@ -12,23 +12,10 @@
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
 TEXT=$ROOT/data/tiny.txt
-passed=0; failed=0; skipped=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
-skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
-finish() {
-    if [ "$skipped" -ne 0 ]; then
-        echo "$passed passed, $failed failed, $skipped skipped"
-    else
-        echo "$passed passed, $failed failed"
-    fi
-    [ "$failed" -eq 0 ]
-    exit
-}
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
-if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
-A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+need_binary
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-robust.XXXXXX") || exit 1
 MNT=$tmp/full
 cleanup() { mountpoint -q "$MNT" 2>/dev/null && umount "$MNT"; rm -rf "$tmp"; }
@@ -138,7 +125,7 @@ bad "--text given but the checkpoint was trained on task copy" train --init "$F/
 
 # ---- train: files ------------------------------------------------------------------
 bad "$F/empty is empty" train --text "$F/empty"
-bad "/dev/null is empty" train --text /dev/null
+bad "/dev/null is not a regular file" train --text /dev/null
 bad "changed size while reading" train --text "$CHANGING"
 bad "too short for context 32" train --text "$F/short.txt" --context 32
 bad "too short for context 64" train --text "$F/short.txt"

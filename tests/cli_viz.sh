@@ -8,28 +8,14 @@
 # Run from the repository root; ATTOGRAD overrides the binary.
 A=${ATTOGRAD:-./build/attograd}
 PY=${PYTHON:-python3}
-passed=0; failed=0; skipped=0
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-ok() { passed=$((passed + 1)); }
-bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
-check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
-skip() { skipped=$((skipped + 1)); echo "skipped: $*"; }
-
-finish() {
-    if [ "$skipped" -ne 0 ]; then
-        echo "$passed passed, $failed failed, $skipped skipped"
-    else
-        echo "$passed passed, $failed failed"
-    fi
-    [ "$failed" -eq 0 ]
-    exit
-}
-
-if ! [ -x "$A" ]; then bad "no binary at $A"; finish; fi
-if ! "$PY" -c 'import xml.dom.minidom' 2>/dev/null; then bad "$PY cannot import xml.dom.minidom"; finish; fi
-if ! "$A" attn --help >/dev/null 2>&1; then bad "$A has no attn command"; finish; fi
+if ! [ -x "$A" ]; then fail "no binary at $A"; finish; fi
+if ! "$PY" -c 'import xml.dom.minidom' 2>/dev/null; then fail "$PY cannot import xml.dom.minidom"; finish; fi
+if ! "$A" attn --help >/dev/null 2>&1; then fail "$A has no attn command"; finish; fi
 
 # ---- a small trained copy model (seeded: the same weights every run) ------
 # One thread: the steps are small and the machine may be busy.
@@ -319,7 +305,7 @@ expect_error() {
     local lines
     lines=$(wc -l <"$tmp/o.err")
     if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && [ -z "$(ls -A "$tmp/o")" ]; then ok; else
-        bad "$what: exit $rc, $lines stderr lines, files: $(ls -A "$tmp/o" | tr '\n' ' ')"; cat "$tmp/o.err"; fi
+        fail "$what: exit $rc, $lines stderr lines, files: $(ls -A "$tmp/o" | tr '\n' ' ')"; cat "$tmp/o.err"; fi
 }
 M=$tmp/copy.st; O=$tmp/o/x.svg
 expect_error "attn without --model" "$A" attn --prompt abc --out "$O"

@@ -256,6 +256,94 @@ static void check_intact(const char *path, const unsigned char *old, size_t oldl
     free(b);
 }
 
+static int is_symlink(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* ag_atomic_*: symlinks are followed to the file they name, long names get
+ * a temp name that fits, permissions are kept, discard undoes a write. */
+static void test_atomic_files(void)
+{
+    char err[8192] = "";
+    PATH_IN(sub, "sub");
+    PATH_IN(real, "sub/real");
+    PATH_IN(link, "link");
+    mkdir(sub, 0755);
+    spill(real, "old", 3);
+    chmod(real, 0640);
+    CHECK(symlink("sub/real", link) == 0, "make a relative symlink");
+    ag_atomic_file a;
+    CHECK(ag_atomic_open(&a, link, err, sizeof err) == 0, "open through a link: %s", err);
+    CHECK(a.path && strcmp(a.path, real) == 0, "target of the link: %s", a.path);
+    CHECK(a.tmp && strstr(a.tmp, "/sub/real.tmp."), "temp file beside the target: %s", a.tmp);
+    fputs("new", a.f);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit through a link: %s", err);
+    size_t len = 0;
+    unsigned char *b = slurp(real, &len);
+    CHECK(b && len == 3 && memcmp(b, "new", 3) == 0, "the link's target was replaced");
+    free(b);
+    CHECK(is_symlink(link), "the link is still a link");
+    struct stat st;
+    CHECK(stat(real, &st) == 0 && (st.st_mode & 0777) == 0640, "permissions kept (%o)", st.st_mode & 0777);
+    CHECK(count_entries(sub) == 1, "nothing else beside the target");
+
+    /* a link chain and a dangling link: the final target is created */
+    PATH_IN(chain, "chain");
+    PATH_IN(dangling, "sub/dangling");
+    PATH_IN(made, "sub/made");
+    CHECK(symlink("link", chain) == 0 && symlink("made", dangling) == 0, "make more links");
+    CHECK(ag_atomic_open(&a, chain, err, sizeof err) == 0 && ag_atomic_commit(&a, err, sizeof err) == 0,
+          "save through a chain: %s", err);
+    CHECK(stat(real, &st) == 0 && st.st_size == 0 && is_symlink(chain), "chain: the final target replaced");
+    CHECK(ag_atomic_open(&a, dangling, err, sizeof err) == 0 && ag_atomic_commit(&a, err, sizeof err) == 0,
+          "save through a dangling link: %s", err);
+    CHECK(stat(made, &st) == 0 && S_ISREG(st.st_mode) && is_symlink(dangling), "dangling: its target created");
+    PATH_IN(loop, "loop");
+    CHECK(symlink("loop", loop) == 0, "make a loop");
+    err[0] = '\0';
+    CHECK(ag_atomic_open(&a, loop, err, sizeof err) == -1 && strstr(err, strerror(ELOOP)) && one_line(err),
+          "a symlink loop: %s", err);
+    unlink(loop);
+    unlink(made);
+    unlink(dangling);
+    unlink(chain);
+
+    /* a name of 250 bytes is legal; "<name>.tmp.<pid>" is not, so the temp
+     * name is cut to fit, and a 256-byte name is refused before writing */
+    char name[260], longpath[600];
+    memset(name, 'n', 250);
+    strcpy(name + 250, ".st");
+    name[250 - 3] = '.';
+    snprintf(longpath, sizeof longpath, "%s/%.250s", dir, name);
+    CHECK(ag_atomic_open(&a, longpath, err, sizeof err) == 0, "open a 250-byte name: %s", err);
+    CHECK(a.tmp && strlen(strrchr(a.tmp, '/') + 1) <= 255 && strstr(a.tmp, ".tmp."), "short temp name: %s", a.tmp);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0 && access(longpath, F_OK) == 0, "commit 250 bytes: %s", err);
+    unlink(longpath);
+    memset(name, 'n', 256);
+    name[256] = '\0';
+    snprintf(longpath, sizeof longpath, "%s/%s", dir, name);
+    err[0] = '\0';
+    CHECK(ag_atomic_open(&a, longpath, err, sizeof err) == -1 && strstr(err, strerror(ENAMETOOLONG)) &&
+          strstr(err, name) && one_line(err), "a 256-byte name: %s", err);
+
+    /* discard: the write is undone and the old file stays */
+    CHECK(ag_atomic_discard(&a) == -1, "discard with nothing open");
+    spill(real, "old", 3);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open to discard: %s", err);
+    fputs("new", a.f);
+    fflush(a.f);
+    CHECK(ag_atomic_discard(&a) == 1 && access(a.tmp, F_OK) != 0, "discard removes the temp file");
+    ag_atomic_abort(&a);
+    b = slurp(real, &len);
+    CHECK(b && len == 3 && memcmp(b, "old", 3) == 0 && count_entries(sub) == 1, "discard keeps the old file");
+    free(b);
+    unlink(real);
+    unlink(link);
+    rmdir(sub);
+}
+
 static void test_save_failures(void)
 {
     char err[512] = "", tmpname[340];
@@ -303,7 +391,7 @@ static void test_save_failures(void)
         printf("note: /dev/full unavailable, disk-full case not run\n");
     }
 
-    /* rename fails (the target is a non-empty directory): temp file removed */
+    /* a directory as the target is refused before anything is written */
     PATH_IN(dpath, "adir");
     mkdir(dpath, 0755);
     PATH_IN(keep, "adir/keep");
@@ -311,8 +399,23 @@ static void test_save_failures(void)
     int before = count_entries(dir);
     err[0] = '\0';
     CHECK(ag_st_save(dpath, &one, 1, NULL, 0, err, sizeof err) == -1, "save over a directory");
-    CHECK(strstr(err, "cannot rename"), "rename failure: %s", err);
-    CHECK(count_entries(dir) == before, "temp file left after a failed rename");
+    CHECK(strstr(err, strerror(EISDIR)) && one_line(err), "directory target: %s", err);
+    CHECK(count_entries(dir) == before, "temp file left after refusing a directory");
+
+    /* rename fails (the target became a non-empty directory while the file
+     * was written): the temp file is removed */
+    PATH_IN(later, "later");
+    ag_atomic_file af;
+    CHECK(ag_atomic_open(&af, later, err, sizeof err) == 0, "open later: %s", err);
+    fputs("x", af.f);
+    PATH_IN(later_keep, "later/keep");
+    mkdir(later, 0755);
+    spill(later_keep, "k", 1);
+    err[0] = '\0';
+    CHECK(ag_atomic_commit(&af, err, sizeof err) == -1 && strstr(err, "cannot rename"), "rename failure: %s", err);
+    CHECK(count_entries(dir) == before + 1, "temp file left after a failed rename");
+    unlink(later_keep);
+    rmdir(later);
     unlink(keep);
     rmdir(dpath);
 
@@ -830,6 +933,7 @@ int main(void)
     test_layout();
     test_reader_escapes();
     test_save_failures();
+    test_atomic_files();
     test_load_failures();
     test_truncation_and_lengths();
     test_bad_json();

@@ -29,6 +29,9 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/attograd-valgrind.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
 TEXT=data/tiny.txt
 
+# attograd starts itself again with a short OpenMP spin unless a wait policy
+# is set; memcheck does not follow that exec, so the policy is set here.
+export GOMP_SPINCOUNT=400 KMP_BLOCKTIME=1
 # An exit status valgrind's own errors never share with attograd's (0, 2, 3, 130...).
 VG_ERR=99
 # vg WANT_STATUS NAME ARGS...: attograd ARGS under memcheck

@@ -24,15 +24,35 @@ static void leave(int status)
     exit(status);
 }
 
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 2, 0)))
+#endif
+static void vdie(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "attograd %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    leave(2);
+}
+
 void die(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "attograd %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    leave(2);
+    vdie(cmd, fmt, ap);
+}
+
+/* die(cmd, ...), or only -1 when there is no cmd to report for. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int refuse(const char *cmd, const char *fmt, ...)
+{
+    if (!cmd)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(cmd, fmt, ap);
 }
 
 opt *args_find(opt *opts, int nopts, const char *name)
@@ -55,19 +75,22 @@ static void usage(const char *cmd, const char *summary, const opt *opts, int nop
     printf("  %-22s %s\n", "-h, --help", "show this help");
 }
 
-static void range_check(const char *cmd, const opt *o, double v, const char *text)
+static int range_check(const char *cmd, const opt *o, double v, const char *text)
 {
     int low = o->min_open ? !(v > o->min) : !(v >= o->min);
     if (low || !(v <= o->max)) {
         char lo[32], hi[32];
         snprintf(lo, sizeof lo, "%.10g", o->min);
         snprintf(hi, sizeof hi, "%.10g", o->max);
-        die(cmd, "%s %s is out of range: it must be %s %s%s%s", o->name, text, o->min_open ? ">" : ">=", lo,
-            o->max < 1e300 ? " and <= " : "", o->max < 1e300 ? hi : "");
+        return refuse(cmd, "%s %s is out of range: it must be %s %s%s%s", o->name, text, o->min_open ? ">" : ">=",
+                      lo, o->max < 1e300 ? " and <= " : "", o->max < 1e300 ? hi : "");
     }
+    return 0;
 }
 
-static void parse_value(const char *cmd, opt *o, const char *text)
+/* Store text in o's destination when it is a valid value; else -1, after
+ * die() when cmd is given. */
+static int parse_value(const char *cmd, opt *o, const char *text)
 {
     char *end;
     errno = 0;
@@ -78,8 +101,9 @@ static void parse_value(const char *cmd, opt *o, const char *text)
     case OPT_LONG: {
         long long v = strtoll(text, &end, 10);
         if (blank || end == text || *end || errno == ERANGE)
-            die(cmd, "%s expects an integer, got '%s'", o->name, text);
-        range_check(cmd, o, (double)v, text);
+            return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
+        if (range_check(cmd, o, (double)v, text))
+            return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
         else
@@ -89,26 +113,55 @@ static void parse_value(const char *cmd, opt *o, const char *text)
     case OPT_DOUBLE: {
         double v = strtod(text, &end);
         if (blank || end == text || *end || errno == ERANGE || !isfinite(v))
-            die(cmd, "%s expects a number, got '%s'", o->name, text);
-        range_check(cmd, o, v, text);
+            return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
+        if (range_check(cmd, o, v, text))
+            return -1;
         *(double *)o->dst = v;
         break;
     }
     case OPT_STRING:
         if (!*text)
-            die(cmd, "%s expects a value, got an empty string", o->name);
+            return refuse(cmd, "%s expects a value, got an empty string", o->name);
         *(const char **)o->dst = text;
         break;
     case OPT_STRINGS: {
         opt_list *l = o->dst;
         if (!*text)
-            die(cmd, "%s expects a value, got an empty string", o->name);
+            return refuse(cmd, "%s expects a value, got an empty string", o->name);
         if (l->n == (int)(sizeof l->items / sizeof l->items[0]))
-            die(cmd, "%s given too many times (at most %d)", o->name, l->n);
+            return refuse(cmd, "%s given too many times (at most %d)", o->name, l->n);
         l->items[l->n++] = text;
         break;
     }
     case OPT_FLAG:
+        break;
+    }
+    return 0;
+}
+
+int args_set(opt *o, const char *text)
+{
+    return parse_value(NULL, o, text);
+}
+
+void args_format(const opt *o, char *buf, size_t len)
+{
+    switch (o->kind) {
+    case OPT_INT:
+    case OPT_FLAG:
+        snprintf(buf, len, "%d", *(const int *)o->dst);
+        break;
+    case OPT_LONG:
+        snprintf(buf, len, "%ld", *(const long *)o->dst);
+        break;
+    case OPT_DOUBLE:
+        snprintf(buf, len, "%.17g", *(const double *)o->dst);
+        break;
+    case OPT_STRING:
+        snprintf(buf, len, "%s", *(const char *const *)o->dst ? *(const char *const *)o->dst : "");
+        break;
+    case OPT_STRINGS:
+        snprintf(buf, len, "%d", ((const opt_list *)o->dst)->n);
         break;
     }
 }

@@ -25,11 +25,16 @@ typedef struct opt_list {
     int n;
 } opt_list;
 
-/* Parse argv[first..argc) against opts.  Prints usage and exits 0 on --help;
+/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help;
  * exits 2 with one line naming the problem on anything else wrong. */
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);
+/* Set o from text exactly as the command line would (type and range
+ * checked); -1, with o unchanged, when text is not a valid value. */
+int args_set(opt *o, const char *text);
+/* o's value as text that args_set reads back to the same value. */
+void args_format(const opt *o, char *buf, size_t len);
 /* Where die() and --help end: exit(status) unless a program (the fuzzer)
  * installs a hook that does not return (it longjmps). */
 extern void (*args_exit_hook)(int status);

@@ -51,8 +51,8 @@ static ag_st_tensor st_tensor(const char *name, const ag_tensor *shape_of, const
     return t;
 }
 
-int ckpt_save(const char *path, const model *m, const char *data_name, const uint8_t *vocab, int vocab_size,
-              long step, const ckpt_state *state, char *err, size_t errlen)
+int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char *data_name, const uint8_t *vocab,
+              int vocab_size, long step, const ckpt_state *state, char *err, size_t errlen)
 {
     const ag_params *ps = m->params;
     const model_config *c = &m->cfg;
@@ -127,7 +127,12 @@ int ckpt_save(const char *path, const model *m, const char *data_name, const uin
             META(state->options[i], state->options[i + 1]);
     }
 #undef META
-    ret = ag_st_save(path, ts, k, meta, nm, err, errlen);
+    if (ag_atomic_open(out, path, err, errlen) == 0) {
+        if (ag_st_write(out->f, path, ts, k, meta, nm, err, errlen) == 0)
+            ret = ag_atomic_commit(out, err, errlen);
+        else
+            ag_atomic_abort(out);
+    }
 done:
     for (int i = 0; tmp && i < n; i++)
         free(tmp[i]);
@@ -364,7 +369,7 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
     memset(c, 0, sizeof *c);
     memset(m, 0, sizeof *m);
     c->step = -1;
-    snprintf(c->path, sizeof c->path, "%s", path);
+    c->path = path;
     ag_st_file *f = c->file = ag_st_load(path, err, errlen);
     if (!f)
         return -1;

@@ -24,9 +24,10 @@ typedef struct ckpt_state {
     int n_options;
 } ckpt_state;
 
-/* Write atomically (see ag_st_save).  data_name: a task name or "text". */
-int ckpt_save(const char *path, const model *m, const char *data_name, const uint8_t *vocab, int vocab_size,
-              long step, const ckpt_state *state, char *err, size_t errlen);
+/* Write atomically through out (ag_atomic_open ... ag_atomic_commit, so a
+ * signal handler can discard it); data_name: a task name or "text". */
+int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char *data_name, const uint8_t *vocab,
+              int vocab_size, long step, const ckpt_state *state, char *err, size_t errlen);
 
 /* What the command line adds for a file that does not say everything: a
  * PyTorch state_dict saved without attograd's metadata. */
@@ -40,7 +41,7 @@ typedef struct ckpt_hints {
 
 typedef struct ckpt {
     ag_st_file *file;
-    char path[512];
+    const char *path;               /* as given to ckpt_open (not copied) */
     model_config cfg;
     long step;                      /* -1 when the file does not say */
     const char *data;               /* task name or "text"; NULL only with data_optional */

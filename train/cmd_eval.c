@@ -15,6 +15,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "files.h"
 #include "run.h"
 
 /* --task or --text given beside a model that names its data must agree with it. */
@@ -32,7 +33,7 @@ static void check_data_flags(const char *cmd, const ckpt *ck, const char *task_n
 static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *task_name, const char *text,
                       uint64_t seed)
 {
-    char err[512];
+    char err[ERR_MAX];
     check_data_flags(cmd, ck, task_name, text);
     if (strcmp(ck->data, "text") != 0) {
         if (dataset_open_task(d, ck->data, seed, err, sizeof err))
@@ -191,7 +192,7 @@ int cmd_sample(int argc, char **argv)
     if (!path)
         die(CMD, "--model FILE is required");
     ag_set_threads(threads);
-    char err[1024];
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     ckpt_hints hints = { heads, task_name, text, 0 };

@@ -1,84 +1,31 @@
 /*
  * cmd_viz.c - pictures of a model: `attn` (attention heatmaps of a prompt),
  * `plot` (loss curves from training logs) and `graph` (the autograd graph of
- * one training step, in Graphviz DOT).  Every file is written atomically.
+ * one training step, in Graphviz DOT).  Every file is written atomically
+ * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it).
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "checkpoint.h"
 #include "run.h"
 #include "cli.h"
+#include "files.h"
 #include "svg.h"
 #include "tasks.h"
 
-/* ---- atomic output: a temporary file beside the target, renamed over it -- */
+/* The files the picture commands write.  A signal that ends a command
+ * while one is being written removes its temporary file. */
+static ag_atomic_file out_file, csv_file;
 
-typedef struct out_file {
-    FILE *f;
-    const char *path;
-    char tmp[4096];
-} out_file;
-
-/* 0, or -1 with err filled; nothing exists at path until out_commit. */
-static int out_open(out_file *o, const char *path, char *err, size_t errlen)
+static void track_outputs(void)
 {
-    o->path = path;
-    o->f = NULL;
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp.XXXXXX", path) >= sizeof o->tmp) {
-        snprintf(err, errlen, "%s: path too long", path);
-        return -1;
-    }
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
-    /* mkstemp makes the file 0600; give it the mode a plain fopen would. */
-    mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "w"))) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        return -1;
-    }
-    return 0;
-}
-
-static void out_abort(out_file *o)
-{
-    if (o->f)
-        fclose(o->f);
-    o->f = NULL;
-    unlink(o->tmp);
-}
-
-static int out_commit(out_file *o, char *err, size_t errlen)
-{
-    int bad = fflush(o->f) != 0 || ferror(o->f);
-    int saved = errno;
-    if (fclose(o->f) != 0 && !bad) {
-        bad = 1;
-        saved = errno;
-    }
-    o->f = NULL;
-    if (!bad && rename(o->tmp, o->path) != 0) {
-        bad = 1;
-        saved = errno;
-    }
-    if (bad) {
-        snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(saved));
-        unlink(o->tmp);
-        return -1;
-    }
-    return 0;
+    output_track(&out_file);
+    output_track(&csv_file);
+    outputs_discard_on_signals();
 }
 
 /* ---- attn ---------------------------------------------------------------- */
@@ -91,7 +38,7 @@ static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int
 {
     int T = m->cfg.context, n;
     size_t cap = strlen(prompt) + 1;
-    char e[400];
+    char e[400];    /* messages about the prompt, without paths */
     if (strcmp(ck->data, "text") == 0) {
         text_data td;
         if (text_vocab_only(&td, ck->vocab, ck->vocab_size, e, sizeof e)) {
@@ -192,8 +139,11 @@ int cmd_attn(int argc, char **argv)
         die(CMD, "--prompt STR is required");
     if (!out)
         die(CMD, "--out FILE.svg is required");
+    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out }, { "--csv", csv } };
+    check_distinct(CMD, in, 1, outs, 2);
+    track_outputs();
     ag_set_threads(threads);
-    char err[1024];
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     ckpt_hints hints = { heads, task_name, text, 0 };
@@ -207,7 +157,7 @@ int cmd_attn(int argc, char **argv)
     ag_tensor **attn = NULL;
     float *w = NULL;
     const char **rowl = NULL;
-    out_file svg = { 0 }, tab = { 0 };
+    ag_atomic_file *svg = &out_file, *tab = &csv_file;
     int32_t *ids = malloc(plen * sizeof *ids);
     char(*labels)[2] = malloc(plen * sizeof *labels);
     char(*ptitle)[32] = malloc((size_t)H * sizeof *ptitle);
@@ -265,24 +215,24 @@ int cmd_attn(int argc, char **argv)
 
     /* The CSV first, then the SVG, each committed only when whole. */
     if (csv) {
-        if (out_open(&tab, csv, err, sizeof err))
+        if (ag_atomic_open(tab, csv, err, sizeof err))
             goto done;
-        write_weights_csv(tab.f, layer, h0, nh, w, n);
-        if (out_open(&svg, out, err, sizeof err)) {
-            out_abort(&tab);
+        write_weights_csv(tab->f, layer, h0, nh, w, n);
+        if (ag_atomic_open(svg, out, err, sizeof err)) {
+            ag_atomic_abort(tab);
             goto done;
         }
-    } else if (out_open(&svg, out, err, sizeof err)) {
+    } else if (ag_atomic_open(svg, out, err, sizeof err)) {
         goto done;
     }
-    if (svg_attention(svg.f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
-        (csv && out_commit(&tab, err, sizeof err))) {
-        out_abort(&svg);
-        if (csv && tab.f)
-            out_abort(&tab);
+    if (svg_attention(svg->f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
+        (csv && ag_atomic_commit(tab, err, sizeof err))) {
+        ag_atomic_abort(svg);
+        if (csv && tab->f)
+            ag_atomic_abort(tab);
         goto done;
     }
-    if (out_commit(&svg, err, sizeof err))
+    if (ag_atomic_commit(svg, err, sizeof err))
         goto done;
     failed = 0;
 done:
@@ -319,25 +269,30 @@ int cmd_plot(int argc, char **argv)
         die(CMD, "--log FILE is required (repeat it to compare runs)");
     if (!out)
         die(CMD, "--out FILE.svg is required");
-    char err[512];
+    file_arg in[sizeof logs.items / sizeof logs.items[0]], outs[] = { { "--out", out } };
+    for (int i = 0; i < logs.n; i++)
+        in[i] = (file_arg){ "--log", logs.items[i] };
+    check_distinct(CMD, in, logs.n, outs, 1);
+    track_outputs();
+    char err[ERR_MAX];
     /* Read every log first so a bad one leaves no file behind. */
     for (int i = 0; i < logs.n; i++) {
         svg_log lg;
-        if (svg_read_log(logs.items[i], &lg, err, sizeof err))
+        if (input_check(logs.items[i], "CSV log", TEXT_MAX_BYTES, err, sizeof err) ||
+            svg_read_log(logs.items[i], &lg, err, sizeof err))
             die(CMD, "%s", err);
         int n = lg.n;
         svg_log_free(&lg);
         if (n == 0)
             die(CMD, "%s: no rows after the header", logs.items[i]);
     }
-    out_file f;
-    if (out_open(&f, out, err, sizeof err))
+    if (ag_atomic_open(&out_file, out, err, sizeof err))
         die(CMD, "%s", err);
-    if (svg_plot_logs(f.f, title, logs.n, logs.items, err, sizeof err)) {
-        out_abort(&f);
+    if (svg_plot_logs(out_file.f, title, logs.n, logs.items, err, sizeof err)) {
+        ag_atomic_abort(&out_file);
         die(CMD, "%s", err);
     }
-    if (out_commit(&f, err, sizeof err))
+    if (ag_atomic_commit(&out_file, err, sizeof err))
         die(CMD, "%s", err);
     return 0;
 }
@@ -365,7 +320,10 @@ int cmd_graph(int argc, char **argv)
         die(CMD, "--model FILE is required");
     if (!out)
         die(CMD, "--out FILE.dot is required");
-    char err[1024];
+    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out } };
+    check_distinct(CMD, in, 1, outs, 1);
+    track_outputs();
+    char err[ERR_MAX];
     ckpt ck;
     model m;
     ckpt_hints hints = { heads, NULL, NULL, 1 };
@@ -414,11 +372,10 @@ int cmd_graph(int argc, char **argv)
     ag_set_threads(1);   /* one short sequence: threads would only add overhead */
     ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
     ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
-    out_file f;
-    if (out_open(&f, out, err, sizeof err))
+    if (ag_atomic_open(&out_file, out, err, sizeof err))
         goto done;
-    ag_graph_dot(ctx, loss, f.f);
-    if (out_commit(&f, err, sizeof err))
+    ag_graph_dot(ctx, loss, out_file.f);
+    if (ag_atomic_commit(&out_file, err, sizeof err))
         goto done;
     printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
            (double)loss->data[0], scored, n);

@@ -2,7 +2,7 @@
  * model.c - the tiny GPT: token + position embeddings, dropout, n_layer
  * pre-norm blocks (attention and a GELU MLP, each added back to the residual
  * stream), a final norm and the output head.  The attn-only architecture is
- * the seeds' minimal model: x = x + attn(x) per block, nothing else.
+ * the tutorials' minimal model: x = x + attn(x) per block, nothing else.
  */
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +97,23 @@ void model_init(model *m, ag_pcg32 *rng)
             else
                 t->data[k] = (ag_real)(0.02 * ag_pcg32_normal(rng));
         }
+    }
+}
+
+void model_copy_weights(model *dst, const model *src)
+{
+    const ag_params *d = dst->params, *s = src->params;
+    if (d->count != s->count || dst->cfg.context > src->cfg.context)
+        ag_error("model_copy_weights: the models differ (%d and %d parameters, contexts %d and %d)", d->count,
+                 s->count, dst->cfg.context, src->cfg.context);
+    for (int i = 0; i < d->count; i++) {
+        const ag_tensor *from = s->list[i];
+        ag_tensor *to = d->list[i];
+        /* the same names in the same order; [T,d] position embeddings keep
+         * their first rows, which in row-major order is the first T*d values */
+        if (strcmp(to->name, from->name) != 0 || to->size > from->size)
+            ag_error("model_copy_weights: %s does not match %s", to->name, from->name);
+        memcpy(to->data, from->data, to->size * sizeof *to->data);
     }
 }
 

@@ -49,6 +49,10 @@ double model_param_count(const model_config *cfg);
 void model_build(model *m, const model_config *cfg);
 /* Weights ~ N(0, 0.02), biases 0, layer-norm weights 1, drawn in registration order. */
 void model_init(model *m, ag_pcg32 *rng);
+/* Copy every weight of src into dst, a model of the same architecture,
+ * layers, heads, width and vocabulary whose context may be shorter: its
+ * position embeddings are src's first rows (cropping, as nanoGPT does). */
+void model_copy_weights(model *dst, const model *src);
 void model_free(model *m);
 
 /* ids: [B,T] with T <= context.  Returns logits [B,T,V].  attn_out, if not

@@ -1,7 +1,7 @@
 /*
  * nn.c - Linear, LayerNorm and MultiHeadAttention from the engine's ops.
- * MultiHeadAttention, in nn_mha_forward_explicit, follows the seeds step by
- * step: project to queries, keys and values; split d into heads by view +
+ * MultiHeadAttention, in nn_mha_forward_explicit, follows the tutorials step
+ * by step: project to queries, keys and values; split d into heads by view +
  * transpose; scores Q K^T; causal mask with -inf; scale by 1/sqrt(head_dim);
  * softmax; dropout on the weights; weighted sum of values; merge heads;
  * output projection.  nn_mha_forward computes the same with one projection

@@ -51,7 +51,7 @@ ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor 
  * a token at a time (see ag_attention_cached).  No gradient. */
 ag_tensor *nn_mha_forward_cached(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *k_cache, ag_tensor *v_cache,
                                  int pos);
-/* The same computation spelled out op by op, as the seeds build it: three
+/* The same computation spelled out op by op, as the tutorials build it: three
  * projections, heads split by reshape + transpose, scores, causal mask,
  * scale, softmax, dropout, weighted sum, heads merged, output projection.
  * Equal to nn_mha_forward (the tests check it); slower. */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "files.h"
 #include "run.h"
 
 int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen)
@@ -27,6 +28,8 @@ int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, si
 int dataset_open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
+    if (input_check(path, "text file", TEXT_MAX_BYTES, err, errlen))
+        return -1;
     return text_load_vocab(&d->text, path, vocab, vocab_size, err, errlen);
 }
 
@@ -52,10 +55,11 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
 
 void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m)
 {
-    char err[1024];
+    char err[ERR_MAX];
     if (hints && hints->task && hints->text)
         die(cmd, "--task and --text both given: choose one data source");
-    if (ckpt_open_hints(ck, path, m, hints, err, sizeof err))
+    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err) ||
+        ckpt_open_hints(ck, path, m, hints, err, sizeof err))
         die(cmd, "%s", err);
     if (ck->note[0])
         fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);

@@ -6,27 +6,18 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "attograd.h"
 #include "svg.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Flush and report whether anything written to out failed. */
 static int finish(FILE *out, const char *what, char *err, size_t errlen)
 {
     if (fflush(out) != 0 || ferror(out)) {
-        set_err(err, errlen, "%s: write error: %s", what, strerror(errno ? errno : EIO));
+        ag_set_err(err, errlen, "%s: write error: %s", what, strerror(errno ? errno : EIO));
         return -1;
     }
     return 0;
@@ -362,8 +353,8 @@ int svg_attention(FILE *out, const char *title, int n_panels, const char *const 
                   char *err, size_t errlen)
 {
     if (!out || !weights || n_panels < 1 || rows < 1 || cols < 1) {
-        set_err(err, errlen, "svg_attention: need an output, weights and positive panels/rows/cols "
-                "(got %d panels of %d x %d)", n_panels, rows, cols);
+        ag_set_err(err, errlen, "svg_attention: need an output, weights and positive panels/rows/cols "
+                   "(got %d panels of %d x %d)", n_panels, rows, cols);
         return -1;
     }
     panel_layout L = layout_panel(rows, cols, row_labels, col_labels);
@@ -582,12 +573,12 @@ int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylab
               const svg_series *series, const int *dashed, int n_series, char *err, size_t errlen)
 {
     if (!out || n_series < 0 || (n_series > 0 && !series)) {
-        set_err(err, errlen, "svg_lines: need an output and %d series", n_series);
+        ag_set_err(err, errlen, "svg_lines: need an output and %d series", n_series);
         return -1;
     }
     const char **colors = malloc(sizeof *colors * (size_t)(n_series > 0 ? n_series : 1));
     if (!colors) {
-        set_err(err, errlen, "svg_lines: out of memory");
+        ag_set_err(err, errlen, "svg_lines: out of memory");
         return -1;
     }
     for (int s = 0, hue = -1; s < n_series; s++) {
@@ -701,8 +692,8 @@ static int parse_row(const char *line, size_t len, double row[LOG_FIELDS], const
     int nfields = 1;
     for (size_t i = 0; i < len; i++) nfields += line[i] == ',';
     if (nfields != LOG_FIELDS) {
-        set_err(err, errlen, "%s:%ld: expected %d comma-separated fields, got %d", path, lineno,
-                LOG_FIELDS, nfields);
+        ag_set_err(err, errlen, "%s:%ld: expected %d comma-separated fields, got %d", path, lineno,
+                   LOG_FIELDS, nfields);
         return -1;
     }
     size_t start = 0;
@@ -711,14 +702,14 @@ static int parse_row(const char *line, size_t len, double row[LOG_FIELDS], const
         while (end < len && line[end] != ',') end++;
         if (parse_field(line + start, end - start, &row[k]) != 0) {
             int shown = end - start > 40 ? 40 : (int)(end - start);
-            set_err(err, errlen, "%s:%ld: %s is not a number: '%.*s'", path, lineno, LOG_FIELD_NAMES[k],
-                    shown, line + start);
+            ag_set_err(err, errlen, "%s:%ld: %s is not a number: '%.*s'", path, lineno, LOG_FIELD_NAMES[k],
+                       shown, line + start);
             return -1;
         }
         start = end + 1;
     }
     if (isnan(row[0])) {
-        set_err(err, errlen, "%s:%ld: step is empty", path, lineno);
+        ag_set_err(err, errlen, "%s:%ld: step is empty", path, lineno);
         return -1;
     }
     return 0;
@@ -738,16 +729,16 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
     memset(log, 0, sizeof *log);
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_err(err, errlen, "%s: cannot open log: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "%s: cannot open log: %s", path, strerror(errno));
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s: is a directory, not a CSV log", path);
+        ag_set_err(err, errlen, "%s: is a directory, not a CSV log", path);
         return -1;
     }
     FILE *f = fopen(path, "r");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open log: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "%s: cannot open log: %s", path, strerror(errno));
         return -1;
     }
     char *line = NULL;
@@ -756,8 +747,8 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
     int cap = 0, rc = -1;
     ssize_t got = getline(&line, &line_cap, f);
     if (got < 0) {
-        if (ferror(f)) set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
-        else set_err(err, errlen, "%s: empty file, expected the header line '%s'", path, SVG_LOG_HEADER);
+        if (ferror(f)) ag_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        else ag_set_err(err, errlen, "%s: empty file, expected the header line '%s'", path, SVG_LOG_HEADER);
         goto done;
     }
     lineno = 1;
@@ -765,7 +756,7 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
     const char *header = line;
     if (len >= 3 && memcmp(header, "\xEF\xBB\xBF", 3) == 0) header += 3, len -= 3; /* UTF-8 BOM */
     if (len != strlen(SVG_LOG_HEADER) || memcmp(header, SVG_LOG_HEADER, len) != 0) {
-        set_err(err, errlen, "%s:1: bad header '%.60s', expected '%s'", path, header, SVG_LOG_HEADER);
+        ag_set_err(err, errlen, "%s:1: bad header '%.60s', expected '%s'", path, header, SVG_LOG_HEADER);
         goto done;
     }
     while ((got = getline(&line, &line_cap, f)) >= 0) {
@@ -775,12 +766,12 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
         double row[LOG_FIELDS];
         if (parse_row(line, len, row, path, lineno, err, errlen) != 0) goto done;
         if (log_push(log, &cap, row) != 0) {
-            set_err(err, errlen, "%s:%ld: out of memory", path, lineno);
+            ag_set_err(err, errlen, "%s:%ld: out of memory", path, lineno);
             goto done;
         }
     }
     if (ferror(f)) {
-        set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
         goto done;
     }
     rc = 0;
@@ -809,7 +800,7 @@ int svg_plot_logs(FILE *out, const char *title, int n_logs, const char *const *p
                   char *err, size_t errlen)
 {
     if (!out || n_logs < 1 || !paths) {
-        set_err(err, errlen, "svg_plot_logs: need an output and at least one log");
+        ag_set_err(err, errlen, "svg_plot_logs: need an output and at least one log");
         return -1;
     }
     svg_log *logs = calloc((size_t)n_logs, sizeof *logs);
@@ -818,7 +809,7 @@ int svg_plot_logs(FILE *out, const char *title, int n_logs, const char *const *p
     char (*labels)[96] = calloc(2 * (size_t)n_logs, sizeof *labels);
     int rc = -1, ns = 0;
     if (!logs || !series || !dashed || !labels) {
-        set_err(err, errlen, "svg_plot_logs: out of memory");
+        ag_set_err(err, errlen, "svg_plot_logs: out of memory");
         goto done;
     }
     for (int i = 0; i < n_logs; i++) {

@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,22 +13,6 @@
 #include <unistd.h>
 
 #include "tasks.h"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* A byte as it reads in a message: 'a' (0x61) when printable, else 0x0a. */
 static const char *show_byte(unsigned char c, char buf[16])
@@ -71,15 +54,15 @@ int task_open(task *t, const char *name, char *err, size_t errlen)
             return 0;
         }
     }
-    set_err(err, errlen, "unknown task '%s' (tasks: %s)", name ? name : "", task_names());
+    ag_set_err(err, errlen, "unknown task '%s' (tasks: %s)", name ? name : "", task_names());
     return -1;
 }
 
 int task_check_context(const task *t, int T, char *err, size_t errlen)
 {
     if (T < t->len) {
-        set_err(err, errlen, "task %s needs a context of at least %d tokens (got %d)", t->name,
-                t->len, T);
+        ag_set_err(err, errlen, "task %s needs a context of at least %d tokens (got %d)", t->name,
+                   t->len, T);
         return -1;
     }
     return 0;
@@ -269,12 +252,12 @@ int task_parse(const task *t, const char *text, int32_t *tokens, int maxn, char 
         const char *hit = strchr(t->chars, c);
         if (!hit) {
             char b[16];
-            set_err(err, errlen, "%s at position %zu is not a token of task %s (tokens: %s)",
-                    show_byte(c, b), i + 1, t->name, t->chars);
+            ag_set_err(err, errlen, "%s at position %zu is not a token of task %s (tokens: %s)",
+                       show_byte(c, b), i + 1, t->name, t->chars);
             return -1;
         }
         if (n == maxn) {
-            set_err(err, errlen, "%s text is longer than %d tokens", t->name, maxn);
+            ag_set_err(err, errlen, "%s text is longer than %d tokens", t->name, maxn);
             return -1;
         }
         tokens[n++] = (int32_t)(hit - t->chars);
@@ -301,9 +284,9 @@ int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, si
     if (n != t->prompt || !is_well_formed(t, tokens)) {
         char got[128];
         task_format(t, tokens, n, got, sizeof got);
-        set_err(err, errlen, "task %s takes a prompt of %d tokens shaped like \"%s\" (got \"%s\")",
-                t->name,
-                t->prompt, t->example, got);
+        ag_set_err(err, errlen, "task %s takes a prompt of %d tokens shaped like \"%s\" (got \"%s\")",
+                   t->name,
+                   t->prompt, t->example, got);
         return -1;
     }
     return 0;
@@ -313,7 +296,7 @@ int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, si
 
 static void set_name(text_data *d, const char *name)
 {
-    snprintf(d->name, sizeof d->name, "%s", name ? name : "text");
+    d->name = name ? name : "text";
 }
 
 static void index_vocab(text_data *d)
@@ -327,13 +310,13 @@ static void index_vocab(text_data *d)
 static int set_vocab(text_data *d, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
 {
     if (vocab_size < 2 || vocab_size > 256) {
-        set_err(err, errlen, "%s: vocabulary has %d bytes; need 2 to 256", d->name, vocab_size);
+        ag_set_err(err, errlen, "%s: vocabulary has %d bytes; need 2 to 256", d->name, vocab_size);
         return -1;
     }
     for (int i = 1; i < vocab_size; i++) {
         if (vocab[i] <= vocab[i - 1]) {
-            set_err(err, errlen, "%s: vocabulary bytes are not strictly increasing at index %d",
-                    d->name, i);
+            ag_set_err(err, errlen, "%s: vocabulary bytes are not strictly increasing at index %d",
+                       d->name, i);
             return -1;
         }
     }
@@ -355,8 +338,8 @@ static int derive_vocab(text_data *d, const uint8_t *bytes, size_t n, char *err,
             d->vocab[d->vocab_size++] = (uint8_t)b;
     if (d->vocab_size < 2) {
         char b[16];
-        set_err(err, errlen, "%s has only one distinct byte value, %s; need at least two", d->name,
-                show_byte(bytes[0], b));
+        ag_set_err(err, errlen, "%s has only one distinct byte value, %s; need at least two", d->name,
+                   show_byte(bytes[0], b));
         return -1;
     }
     index_vocab(d);
@@ -369,7 +352,7 @@ int text_from_bytes_vocab(text_data *d, const char *name, const uint8_t *bytes, 
     memset(d, 0, sizeof *d);
     set_name(d, name);
     if (n == 0) {
-        set_err(err, errlen, "%s is empty", d->name);
+        ag_set_err(err, errlen, "%s is empty", d->name);
         return -1;
     }
     int rc = vocab ? set_vocab(d, vocab, vocab_size, err, errlen)
@@ -378,15 +361,15 @@ int text_from_bytes_vocab(text_data *d, const char *name, const uint8_t *bytes, 
         return -1;
     d->tokens = malloc(n * sizeof *d->tokens);
     if (!d->tokens) {
-        set_err(err, errlen, "%s: out of memory for %zu tokens", d->name, n);
+        ag_set_err(err, errlen, "%s: out of memory for %zu tokens", d->name, n);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         int id = d->id[bytes[i]];
         if (id < 0) {
             char b[16];
-            set_err(err, errlen, "%s: byte %s at offset %zu is not in the vocabulary", d->name,
-                    show_byte(bytes[i], b), i);
+            ag_set_err(err, errlen, "%s: byte %s at offset %zu is not in the vocabulary", d->name,
+                       show_byte(bytes[i], b), i);
             text_free(d);
             return -1;
         }
@@ -423,17 +406,17 @@ static int read_file(const char *path, uint8_t **out, size_t *out_n, char *err, 
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        ag_set_err(err, errlen, "cannot stat %s: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s is a directory, not a text file", path);
+        ag_set_err(err, errlen, "%s is a directory, not a text file", path);
         close(fd);
         return -1;
     }
@@ -449,7 +432,7 @@ static int read_file(const char *path, uint8_t **out, size_t *out_n, char *err, 
             cap *= 2;
         }
         if (!buf) {
-            set_err(err, errlen, "out of memory reading %s", path);
+            ag_set_err(err, errlen, "out of memory reading %s", path);
             close(fd);
             return -1;
         }
@@ -459,7 +442,7 @@ static int read_file(const char *path, uint8_t **out, size_t *out_n, char *err, 
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            set_err(err, errlen, "read error on %s: %s", path, strerror(errno));
+            ag_set_err(err, errlen, "read error on %s: %s", path, strerror(errno));
             free(buf);
             close(fd);
             return -1;
@@ -468,8 +451,8 @@ static int read_file(const char *path, uint8_t **out, size_t *out_n, char *err, 
     }
     close(fd);
     if (regular && (off_t)n != st.st_size) {
-        set_err(err, errlen, "%s changed size while reading (%lld bytes when opened, %zu read)",
-                path, (long long)st.st_size, n);
+        ag_set_err(err, errlen, "%s changed size while reading (%lld bytes when opened, %zu read)",
+                   path, (long long)st.st_size, n);
         free(buf);
         return -1;
     }
@@ -509,22 +492,22 @@ static size_t min_bytes_for_train(size_t need)
 int text_check_context(const text_data *d, int T, int need_val, char *err, size_t errlen)
 {
     if (T < 1) {
-        set_err(err, errlen, "context must be at least 1 token (got %d)", T);
+        ag_set_err(err, errlen, "context must be at least 1 token (got %d)", T);
         return -1;
     }
     size_t need = (size_t)T + 1, n_val = d->n - d->n_train;
     if (d->n_train < need) {
-        set_err(err, errlen,
-                "%s is too short for context %d: the training split has %zu tokens, needs %zu "
-                "(a file of at least %zu bytes)",
-                d->name, T, d->n_train, need, need_val ? 10 * need : min_bytes_for_train(need));
+        ag_set_err(err, errlen,
+                   "%s is too short for context %d: the training split has %zu tokens, needs %zu "
+                   "(a file of at least %zu bytes)",
+                   d->name, T, d->n_train, need, need_val ? 10 * need : min_bytes_for_train(need));
         return -1;
     }
     if (need_val && n_val < need) {
-        set_err(err, errlen,
-                "%s is too short for context %d: the validation split (last tenth) has %zu "
-                "tokens, needs %zu (a file of at least %zu bytes)",
-                d->name, T, n_val, need, 10 * need);
+        ag_set_err(err, errlen,
+                   "%s is too short for context %d: the validation split (last tenth) has %zu "
+                   "tokens, needs %zu (a file of at least %zu bytes)",
+                   d->name, T, n_val, need, 10 * need);
         return -1;
     }
     return 0;
@@ -534,15 +517,15 @@ long text_encode(const text_data *d, const char *s, int32_t *out, size_t maxn, c
 {
     size_t len = strlen(s);
     if (len > maxn) {
-        set_err(err, errlen, "text is %zu bytes, longer than the %zu allowed", len, maxn);
+        ag_set_err(err, errlen, "text is %zu bytes, longer than the %zu allowed", len, maxn);
         return -1;
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         if (d->id[c] < 0) {
             char b[16];
-            set_err(err, errlen, "byte %s at position %zu is not in the vocabulary", show_byte(c, b),
-                    i + 1);
+            ag_set_err(err, errlen, "byte %s at position %zu is not in the vocabulary", show_byte(c, b),
+                       i + 1);
             return -1;
         }
         out[i] = d->id[c];

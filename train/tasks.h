@@ -82,7 +82,7 @@ int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, si
  * n - n/10.
  */
 typedef struct text_data {
-    char name[256];         /* the file (or "text"), for error messages */
+    const char *name;       /* the file (or "text"), for error messages; not copied */
     uint8_t vocab[256];     /* token id -> byte, strictly increasing */
     int vocab_size;
     int16_t id[256];        /* byte -> token id, -1 when not in the vocabulary */

@@ -1,0 +1,220 @@
+/*
+ * fileio.c - what reading and writing files share, in the engine and in
+ * programs built on it: one-line messages into a caller's buffer
+ * (ag_set_err), and files replaced whole or not at all (ag_atomic_*): a
+ * temporary file beside the target, fsync, rename over it, fsync of the
+ * directory.
+ */
+#include "attograd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Messages are one line even when a path or name carries a newline. */
+void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    for (char *c = err; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+}
+
+/* ---- files replaced atomically ------------------------------------------ */
+
+enum { CLOSED, WRITING, RENAMING };
+
+/* The directory part of path ("." when it has none); malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
+/* The link's target, read whole; malloc'd, NULL with errno set. */
+static char *read_link(const char *path)
+{
+    for (size_t cap = 256; cap <= ((size_t)1 << 20); cap *= 2) {
+        char *buf = malloc(cap);
+        if (!buf) { errno = ENOMEM; return NULL; }
+        ssize_t n = readlink(path, buf, cap);
+        if (n >= 0 && (size_t)n < cap) { buf[n] = '\0'; return buf; }
+        free(buf);
+        if (n < 0) return NULL;
+    }
+    errno = ENAMETOOLONG;
+    return NULL;
+}
+
+/* The file a write through path replaces: path with the symlinks of its
+ * last component followed (a relative target starts from the link's
+ * directory).  A path that cannot be inspected is returned as it is, and
+ * creating the file then says why.  malloc'd; NULL with errno set. */
+static char *resolve_link(const char *path)
+{
+    char *cur = strdup(path);
+    for (int hops = 0; cur; hops++) {
+        struct stat st;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+        char *target = hops < 40 ? read_link(cur) : NULL;
+        if (!target) {
+            int saved = hops < 40 ? errno : ELOOP;
+            free(cur);
+            errno = saved;
+            return NULL;
+        }
+        const char *slash = strrchr(cur, '/');
+        size_t keep = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1, tlen = strlen(target);
+        char *next = malloc(keep + tlen + 1);
+        if (next) {
+            memcpy(next, cur, keep);
+            memcpy(next + keep, target, tlen + 1);
+        }
+        free(target);
+        free(cur);
+        cur = next;
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+/* "<target>.tmp.<pid>" beside the target.  When that is longer than the
+ * directory allows a name to be (or than PATH_MAX), the target's file name
+ * is cut short in it, on a UTF-8 character boundary.  malloc'd; NULL with
+ * errno ENAMETOOLONG when the target's own name is too long for its
+ * directory, EISDIR when it has none. */
+static char *temp_name(const char *target)
+{
+    char suffix[32];
+    size_t slen = (size_t)snprintf(suffix, sizeof suffix, ".tmp.%ld", (long)getpid());
+    char *dir = dir_of(target);
+    if (!dir) { errno = ENOMEM; return NULL; }
+    long name_max = pathconf(dir, _PC_NAME_MAX);
+    free(dir);
+    if (name_max < 64) name_max = 255;
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    size_t dlen = (size_t)(base - target), blen = strlen(base), keep = blen;
+    if (blen == 0) { errno = EISDIR; return NULL; }
+    if (blen > (size_t)name_max) { errno = ENAMETOOLONG; return NULL; }
+    if (keep + slen > (size_t)name_max) keep = (size_t)name_max - slen;
+    if (dlen + keep + slen >= PATH_MAX) keep = dlen + slen + 1 < PATH_MAX ? PATH_MAX - 1 - dlen - slen : 0;
+    while (keep > 0 && keep < blen && ((unsigned char)base[keep] & 0xC0) == 0x80) keep--;
+    if (keep == 0) { errno = ENAMETOOLONG; return NULL; }
+    char *tmp = malloc(dlen + keep + slen + 1);
+    if (!tmp) { errno = ENOMEM; return NULL; }
+    memcpy(tmp, target, dlen + keep);
+    memcpy(tmp + dlen + keep, suffix, slen + 1);
+    return tmp;
+}
+
+static void release(ag_atomic_file *a)
+{
+    a->state = CLOSED;
+    free(a->tmp);
+    free(a->path);
+    a->tmp = a->path = NULL;
+    a->f = NULL;
+}
+
+int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty file name"); return -1; }
+    a->path = resolve_link(path);
+    if (!a->path) {
+        ag_set_err(err, errlen, "%s: cannot follow the symbolic link: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    int exists = stat(a->path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) {
+        ag_set_err(err, errlen, "%s: %s", a->path, strerror(EISDIR));
+        release(a);
+        return -1;
+    }
+    a->tmp = temp_name(a->path);
+    if (!a->tmp) {
+        ag_set_err(err, errlen, "%s: cannot create temp file: %s", a->path, strerror(errno));
+        release(a);
+        return -1;
+    }
+    a->state = WRITING;   /* from here on ag_atomic_discard removes a->tmp */
+    int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* a file that is replaced keeps its permissions (not set-id bits) */
+    if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 0777);
+    a->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!a->f) {
+        int saved = errno;
+        if (fd >= 0) { close(fd); unlink(a->tmp); }
+        ag_set_err(err, errlen, "%s: cannot create temp file (%s): %s", a->path, a->tmp, strerror(saved));
+        release(a);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes the rename durable: fsync the directory holding path.  Filesystems
+ * that cannot sync directories say EINVAL; that is not a failure. */
+static int sync_dir(const char *path)
+{
+    char *dir = dir_of(path);
+    if (!dir) { errno = ENOMEM; return -1; }
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    if (rc != 0 && (errno == EINVAL || errno == ENOTSUP)) rc = 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
+{
+    const char *step = "write failed";
+    int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;
+    if (!rc) { step = "fsync failed"; rc = fsync(fileno(a->f)); }
+    int saved = errno ? errno : EIO;
+    if (fclose(a->f) != 0 && !rc) { rc = -1; saved = errno; step = "close failed"; }
+    a->f = NULL;
+    if (!rc) {
+        a->state = RENAMING;
+        if (rename(a->tmp, a->path) != 0) { rc = -1; saved = errno; step = "cannot rename temp file over it"; }
+    }
+    if (rc) {
+        unlink(a->tmp);
+        ag_set_err(err, errlen, "%s: %s (%s): %s", a->path, step, a->tmp, strerror(saved));
+    } else if (sync_dir(a->path) != 0) {
+        rc = -1;
+        ag_set_err(err, errlen, "%s: written, but syncing its directory failed: %s", a->path, strerror(errno));
+    }
+    release(a);
+    return rc;
+}
+
+void ag_atomic_abort(ag_atomic_file *a)
+{
+    if (a->state == CLOSED) return;
+    if (a->f) fclose(a->f);
+    unlink(a->tmp);
+    release(a);
+}
+
+int ag_atomic_discard(const ag_atomic_file *a)
+{
+    int state = a->state;
+    if (state == CLOSED) return -1;
+    /* Renaming: a temp file that is gone was renamed into place. */
+    return unlink(a->tmp) == 0 || state == WRITING;
+}

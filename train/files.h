@@ -1,0 +1,64 @@
+/*
+ * files.h - the command's rules for the files it reads and writes.  An
+ * input must be a regular file within a size limit; no output may be an
+ * input or another output; an output is created for a moment, exactly as it
+ * will be, before any work starts; and an output being written when a
+ * signal ends the process leaves no temporary file behind.
+ */
+#ifndef ATTOGRAD_FILES_H
+#define ATTOGRAD_FILES_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attograd.h"
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+/* Room for a message naming two paths the system accepts. */
+#define ERR_MAX (3 * PATH_MAX)
+
+/* The largest inputs read: a text file (each byte becomes a 4-byte token)
+ * or a CSV log, and a checkpoint (read whole, then copied out). */
+#define TEXT_MAX_BYTES ((uint64_t)1 << 30)
+#define CKPT_MAX_BYTES ((uint64_t)4 << 30)
+
+/* -1 with err when path is a directory, not a regular file (a pipe, a
+ * device), larger than limit bytes, or a name longer than the system
+ * accepts; 0 otherwise, also when it cannot be looked at (the reader then
+ * says why).  kind names what it should be ("text file", "checkpoint"). */
+int input_check(const char *path, const char *kind, uint64_t limit, char *err, size_t errlen);
+
+/* A file named by a flag; path NULL when the flag was not given. */
+typedef struct file_arg {
+    const char *flag, *path;
+} file_arg;
+
+/* Exit 2 with one line when an output is the same file as an input or as
+ * another output: the same device and inode (symlinks followed), or, for
+ * outputs that do not exist yet, the same name in the same directory. */
+void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
+
+/* Create the temporary file that writing path will create, and remove it:
+ * -1 with err when it cannot be (no such directory, no permission, a name
+ * too long, a directory in the way). */
+int output_check(const char *path, char *err, size_t errlen);
+
+/* While tracked, an open ag_atomic_file's temporary file is removed by
+ * outputs_discard; untrack it before its storage goes away. */
+void output_track(ag_atomic_file *a);
+void output_untrack(ag_atomic_file *a);
+/* For a signal handler that ends the process (async-signal-safe): removes
+ * the temporary files of tracked writes.  1 when one was under way and its
+ * target is left as it was, 0 when a tracked write had already put its file
+ * in place, -1 when no write was under way. */
+int outputs_discard(void);
+/* handler for SIGINT, SIGTERM and SIGHUP (a closed terminal). */
+void on_stop_signals(void (*handler)(int));
+/* SIGINT, SIGTERM and SIGHUP end the process with 128 + the signal after
+ * outputs_discard (for commands that write a file and then stop). */
+void outputs_discard_on_signals(void);
+
+#endif

@@ -1,0 +1,315 @@
+/*
+ * train_loop.c - the training loop: one train_step per batch (forward,
+ * loss, zero the gradients, backward, clip, update), and around it the
+ * learning-rate schedule, progress lines, the CSV log, evaluations,
+ * checkpoints, divergence and signals.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "files.h"
+#include "train.h"
+
+/* SIGINT, SIGTERM, SIGHUP (a closed terminal): the first one lets the
+ * current step finish (and the run save, with --save); a second SIGINT
+ * leaves at once, and a checkpoint being written then is not: its temporary
+ * file is removed and the file it would have replaced stays as it was. */
+static volatile sig_atomic_t stop_signal;
+static ag_atomic_file checkpoint_out;   /* the checkpoint being written, if any */
+static const char *save_name;           /* --save as given, for the message */
+
+static void say(const char *s)
+{
+    ssize_t ignored = write(STDERR_FILENO, s, strlen(s));
+    (void)ignored;
+}
+
+static void on_signal(int sig)
+{
+    if (!stop_signal || sig != SIGINT) {
+        stop_signal = sig;
+        return;
+    }
+    /* a second SIGINT: leave now */
+    int undone = outputs_discard();
+    if (undone < 0) {
+        say("attograd train: interrupted again: leaving at once\n");
+    } else if (undone) {
+        say("attograd train: interrupted again while saving: ");
+        say(save_name);
+        say(access(checkpoint_out.path, F_OK) == 0 ? " was not written; the previous checkpoint is kept\n"
+                                                   : " was not written\n");
+    } else {
+        say("attograd train: interrupted again after saving: ");
+        say(save_name);
+        say(" is written\n");
+    }
+    _exit(130);
+}
+
+/* Whether progress can still be printed.  Output to a closed pipe or a
+ * hung-up terminal fails (SIGPIPE is ignored, see cmd_train): from then on
+ * the run prints nothing more on stdout, and trains and saves as before. */
+static int stdout_open(void)
+{
+    static int closed;
+    if (!closed && (fflush(stdout) != 0 || ferror(stdout))) {
+        closed = 1;
+        fprintf(stderr, "attograd train: standard output is closed; training goes on without progress lines\n");
+    }
+    return !closed;
+}
+
+/* The first parameter whose gradient (or value) holds a NaN or infinity. */
+static const ag_tensor *first_not_finite(const ag_params *ps, int grads)
+{
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *t = ps->list[i];
+        const ag_real *v = grads ? t->grad : t->data;
+        ag_real acc = 0;
+        for (size_t k = 0; k < t->size; k++)
+            acc += v[k] * 0;           /* 0 * x is NaN exactly when x is NaN or inf */
+        if (acc != acc)
+            return t;
+    }
+    return NULL;
+}
+
+typedef enum { STEP_OK, STEP_BAD_LOSS, STEP_BAD_GRAD, STEP_BAD_UPDATE } step_status;
+
+typedef struct step_result {
+    double loss;
+    step_status status;
+    const ag_tensor *bad;       /* the parameter that went bad, if any */
+} step_result;
+
+/* One optimizer step on the batch of `step` (0-based). */
+static step_result train_step(trainer *t, long step, double lr)
+{
+    step_result r = { NAN, STEP_OK, NULL };
+    dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
+    ag_reset(t->ctx);                                                   /* last step's tensors are gone */
+    ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);             /* [B,S,V] */
+    ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                                /* [1] */
+    ag_params_zero_grad(t->m.params);
+    ag_backward(t->ctx, loss);
+    r.loss = loss->data[0];
+    if (!isfinite(r.loss))
+        r.status = STEP_BAD_LOSS;
+    else if ((r.bad = first_not_finite(t->m.params, 1)))
+        r.status = STEP_BAD_GRAD;
+    if (r.status != STEP_OK)
+        return r;                                                       /* no update from a bad gradient */
+    if (t->o.clip > 0)
+        ag_clip_grad_norm(t->m.params, t->o.clip);
+    ag_optim_step(t->optim, lr);
+    if ((r.bad = first_not_finite(t->m.params, 0)))
+        r.status = STEP_BAD_UPDATE;
+    return r;
+}
+
+static void report_divergence(const trainer *t, long step, step_result r)
+{
+    const char *kept = t->o.save ? "; the last saved checkpoint is kept" : "";
+    if (r.status == STEP_BAD_GRAD)
+        fprintf(stderr, "attograd train: the gradient of %s is not finite at step %ld; stopping without saving "
+                        "(lower --lr or use --clip)%s\n", r.bad->name, step + 1, kept);
+    else if (r.status == STEP_BAD_LOSS)
+        fprintf(stderr, "attograd train: loss is %g at step %ld; stopping without saving (lower --lr or use "
+                        "--clip)%s\n", r.loss, step + 1, kept);
+    else
+        fprintf(stderr, "attograd train: the update at step %ld made %s not finite; stopping without saving "
+                        "(lower --lr or use --clip)%s\n", step + 1, r.bad->name, kept);
+}
+
+/* Write the checkpoint and, when told to, say so. */
+static int save(trainer *t, long step, int announce)
+{
+    ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
+    char err[ERR_MAX];
+    const char *data_name = t->data.is_task ? t->data.task.name : "text";
+    if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
+                  sizeof err)) {
+        fprintf(stderr, "attograd train: %s\n", err);
+        return -1;
+    }
+    if (announce && stdout_open()) {
+        printf("saved %s (step %ld)\n", t->o.save, step);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static void progress_bar(long step, long total, double loss, double elapsed, long done)
+{
+    int width = 30, filled = total ? (int)(width * step / total) : width;
+    double eta = done > 0 ? elapsed / (double)done * (double)(total - step) : 0;
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    printf("\r[%s] %ld/%ld  loss %.4f  ETA %.0fs   ", bar, step, total, loss, eta);
+    fflush(stdout);
+}
+
+/* Progress between log lines: time and steps since the last one. */
+typedef struct progress {
+    double t_start, t_mark;
+    long mark_step;
+    int tty;
+    eval_result final;          /* the last step's full evaluation, for the summary */
+    int have_final;
+} progress;
+
+/* A progress line (and CSV row) every --log-every steps, an evaluation
+ * every --eval-every steps, and both at the last step. */
+static void report(trainer *t, progress *p, long done, double loss, double lr)
+{
+    const train_opts *o = &t->o;
+    int log_now = done % o->log_every == 0 || done == o->steps;
+    int eval_now = (o->eval_every > 0 && done % o->eval_every == 0) || done == o->steps;
+    if (!log_now && !eval_now) {
+        if (p->tty && done % 5 == 0 && stdout_open())
+            progress_bar(done, o->steps, loss, now_seconds() - p->t_start, done - t->start);
+        return;
+    }
+    double ms = 1e3 * (now_seconds() - p->t_mark) / (double)(done - p->mark_step);
+    double tps = (double)t->B * t->S / (ms / 1e3);
+    eval_result ev = { NAN, 0, 0 };
+    if (eval_now)
+        ev = evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+    if (done == o->steps) {
+        p->final = ev;
+        p->have_final = 1;
+    }
+    if (!o->quiet && stdout_open()) {
+        if (p->tty)
+            printf("\r%*s\r", 80, "");
+        printf("step %6ld/%ld | loss %.4f | lr %.2e | %7.2f ms/step | %8.0f tok/s", done, o->steps, loss, lr, ms,
+               tps);
+        if (eval_now) {
+            printf(" | val loss %.4f", ev.loss);
+            if (t->data.is_task)
+                printf(" | held-out acc %.1f%%", 100.0 * (double)ev.correct / (double)ev.total);
+        }
+        printf("\n");
+        fflush(stdout);
+    }
+    if (t->log) {
+        fprintf(t->log, "%ld,%.6f,", done, loss);
+        if (eval_now)
+            fprintf(t->log, "%.6f,", ev.loss);
+        else
+            fprintf(t->log, ",");
+        if (eval_now && t->data.is_task)
+            fprintf(t->log, "%.6f", (double)ev.correct / (double)ev.total);
+        fprintf(t->log, ",%.6g,%.3f,%.0f\n", lr, ms, tps);
+        fflush(t->log);
+    }
+    p->t_mark = now_seconds();          /* evaluation time is not training time */
+    p->mark_step = done;
+}
+
+static void show_examples(trainer *t, int n)
+{
+    const task *tk = &t->data.task;
+    int L = tk->len;
+    if (n > t->data.n_heldout)
+        n = t->data.n_heldout;
+    int32_t *seqs = malloc((size_t)n * (L + 1) * sizeof *seqs);
+    if (!seqs)
+        return;
+    memcpy(seqs, t->data.heldout, (size_t)n * (L + 1) * sizeof *seqs);
+    complete_greedy(t->ctx, &t->m, seqs, n, L + 1, tk->prompt, L + 1);
+    printf("held-out examples (prompt -> completion):\n");
+    for (int i = 0; i < n; i++) {
+        char prompt[128], got[128], want[128];
+        const int32_t *s = seqs + (size_t)i * (L + 1), *ref = t->data.heldout + (size_t)i * (L + 1);
+        task_format(tk, s, tk->prompt, prompt, sizeof prompt);
+        task_format(tk, s + tk->prompt, L + 1 - tk->prompt, got, sizeof got);
+        task_format(tk, ref + tk->prompt, L + 1 - tk->prompt, want, sizeof want);
+        int ok = strcmp(got, want) == 0;
+        printf("  %s -> %s  %s", prompt, got, ok ? "ok" : "WRONG");
+        if (!ok)
+            printf(" (want %s)", want);
+        printf("\n");
+    }
+    free(seqs);
+}
+
+static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
+{
+    if (!stdout_open())
+        return;
+    eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0);
+    int is_task = t->data.is_task;
+    if (step == t->start)
+        printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
+               is_task ? "held-out" : "validation", ev.loss);
+    else
+        printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
+               is_task ? "held-out" : "validation", ev.loss);
+    if (is_task)
+        printf(", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
+               ev.correct, ev.total);
+    printf(", arena peak %.1f MB\n", (double)ag_arena_peak(t->ctx) / 1e6);
+    if (is_task && !t->o.quiet)
+        show_examples(t, 5);
+}
+
+int train_loop(trainer *t)
+{
+    const train_opts *o = &t->o;
+    save_name = o->save;
+    output_track(&checkpoint_out);
+    on_stop_signals(on_signal);
+
+    progress p = { now_seconds(), 0, t->start, isatty(fileno(stdout)) && !o->quiet, { NAN, 0, 0 }, 0 };
+    p.t_mark = p.t_start;
+    double loss = NAN;
+    long step = t->start;
+    int status = 0;
+    for (; step < o->steps; step++) {
+        double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
+        step_result r = train_step(t, step, lr);
+        loss = r.loss;
+        if (r.status != STEP_OK) {
+            if (p.tty)
+                printf("\n");
+            report_divergence(t, step, r);
+            status = 3;
+            break;
+        }
+        long done = step + 1;
+        report(t, &p, done, loss, lr);
+        if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
+            if (p.tty)
+                printf("\r%*s\r", 80, "");
+            if (save(t, done, !o->quiet)) {
+                status = 1;
+                break;
+            }
+        }
+        if (stop_signal) {
+            step++;
+            if (p.tty)
+                printf("\n");
+            fprintf(stderr, "attograd train: %s at step %ld: stopping%s\n",
+                    stop_signal == SIGINT ? "interrupted" : stop_signal == SIGHUP ? "hung up" : "terminated", step,
+                    o->save ? " and saving" : "");
+            status = 128 + stop_signal;
+            break;
+        }
+    }
+    double elapsed = now_seconds() - p.t_start;
+
+    if ((status == 0 || status >= 128) && o->save && save(t, step, 1))
+        status = 1;
+    if (status == 0)
+        summary(t, &p, step, loss, elapsed);
+    return status;
+}

@@ -1,0 +1,206 @@
+/*
+ * train_setup.c - a run's data, model and optimizer, built from its options
+ * and, with --init or --resume, from a checkpoint; and the configuration
+ * printed at the start.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "files.h"
+#include "train.h"
+
+static const char *CMD = "train";
+
+enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3 };
+
+/* The task or text to train on; with a checkpoint, read with its vocabulary. */
+static void open_data(trainer *t)
+{
+    const train_opts *o = &t->o;
+    const ckpt *ck = &t->ck;
+    char err[ERR_MAX];
+    if (o->task ? dataset_open_task(&t->data, o->task, (uint64_t)o->seed, err, sizeof err)
+                : dataset_open_text(&t->data, o->text, t->from ? ck->vocab : NULL, t->from ? ck->vocab_size : 0,
+                                    err, sizeof err))
+        die(CMD, "%s", err);
+    t->vocab_size = dataset_vocab_size(&t->data);
+    for (int i = 0; i < t->vocab_size; i++)
+        t->vocab[i] = t->data.is_task ? (uint8_t)t->data.task.chars[i] : t->data.text.vocab[i];
+    if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
+        die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
+            o->task ? o->task : o->text);
+}
+
+/* The model's config: the flags', or the checkpoint's architecture (and,
+ * with --resume, all of it; --init takes dropout and a context no longer
+ * than the saved one from the flags). */
+static model_config model_config_of(trainer *t)
+{
+    const train_opts *o = &t->o;
+    if (t->from) {
+        model_config c = t->ck.cfg;
+        if (o->init) {
+            c.dropout = o->dropout;
+            if (o->context)
+                c.context = o->context;
+        }
+        return c;
+    }
+    model_config c = { model_arch_parse(o->arch), t->vocab_size, o->layers, o->heads, o->d_model, o->context,
+                       o->qkv_bias, o->dropout };
+    if (!c.context)
+        c.context = t->data.is_task ? t->data.task.len : 64;
+    return c;
+}
+
+/* Bytes one training step's activations, their gradients and saved values
+ * take in the arena, estimated per token and layer from the ops the model
+ * records (the attention weights and, with dropout, their mask: [B,H,T,T]
+ * each; about 48 d-wide tensors), plus the logits.  Checked against
+ * measured arena peaks of gpt models with and without dropout: it errs high
+ * by 10-40% (more for attn-only models). */
+static double activation_bytes(const model_config *c, int B, int S)
+{
+    double rows = (double)(B > 32 ? B : 32) * S;   /* evaluation runs 64 rows without gradients */
+    double per_layer = 2.0 * c->n_head * S + 48.0 * c->d_model;
+    return rows * sizeof(ag_real) * (c->n_layer * per_layer + 3.0 * c->vocab_size + 4.0 * c->d_model);
+}
+
+static double physical_memory(void)
+{
+#ifdef _SC_PHYS_PAGES
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && size > 0)
+        return (double)pages * (double)size;
+#endif
+    return 16e9;
+}
+
+/* A run that cannot fit is refused before anything big is allocated. */
+static void check_memory(const trainer *t, const model_config *c)
+{
+    double state = model_param_bytes(c) * (t->adamw ? 2 : 1.5), act = activation_bytes(c, t->B, t->S);
+    double have = physical_memory();
+    if (state + act > 0.8 * have)
+        die(CMD, "this run needs about %.1f GB (%.1f GB for parameters, gradients and optimizer state, %.1f GB for "
+                 "the activations of a %d x %d batch) but the machine has %.1f GB; reduce --batch, --context, "
+                 "--d-model or --layers", (state + act) / 1e9, state / 1e9, act / 1e9, t->B, t->S, have / 1e9);
+}
+
+static void print_config(const trainer *t)
+{
+    const train_opts *o = &t->o;
+    const model_config *c = &t->m.cfg;
+    const dataset *d = &t->data;
+    char buf[32];
+    printf("attograd train: %s %s, %d layer%s, %d head%s, d_model %d, context %d%s, dropout %g\n",
+           d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
+           c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
+           c->qkv_bias ? ", qkv bias" : "", c->dropout);
+    printf("  model      %s, vocab %d, %s parameters (%zu)\n", model_arch_name(c->arch), c->vocab_size,
+           human((double)t->m.params->total, buf, sizeof buf), t->m.params->total);
+    if (!t->adamw)
+        printf("  optimizer  sgd, lr %g, momentum %g, weight decay %g", o->lr, o->momentum, o->weight_decay);
+    else
+        printf("  optimizer  adamw, lr %g, betas (%g, %g), eps %g, weight decay %g", o->lr, o->beta1, o->beta2,
+               o->eps, o->weight_decay);
+    printf(", clip %s, schedule %s", o->clip > 0 ? (snprintf(buf, sizeof buf, "%g", o->clip), buf) : "off",
+           o->schedule);
+    if (t->cosine)
+        printf(" (warmup %ld, min lr %g)", o->warmup, o->min_lr);
+    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision\n", o->steps,
+           o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order, AG_PRECISION_NAME);
+    if (d->is_task)
+        printf("  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
+               d->task.len + 1, d->n_heldout);
+    else {
+        size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
+        printf("  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
+               "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
+               d->text.n - d->text.n_train, windows, c->context,
+               windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
+    }
+    if (t->from)
+        printf("  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
+    fflush(stdout);
+}
+
+/* A resumed cosine run asked to go past the end of its schedule: one line. */
+static void say_extension(const train_opts *o, int cosine)
+{
+    if (cosine && o->steps > o->schedule_steps) {
+        printf("  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
+               "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
+        fflush(stdout);
+    }
+}
+
+void train_setup(trainer *t)
+{
+    train_opts *o = &t->o;
+    t->start = o->resume ? t->ck.step : 0;
+    ag_set_threads(o->threads);
+
+    open_data(t);
+    model_config cfg = model_config_of(t);
+    char err[ERR_MAX];
+    if (t->data.is_task ? task_check_context(&t->data.task, cfg.context, err, sizeof err)
+                        : text_check_context(&t->data.text, cfg.context, 1, err, sizeof err))
+        die(CMD, "%s", err);
+    t->B = o->batch;
+    t->S = dataset_seq_len(&t->data, cfg.context);
+    check_memory(t, &cfg);
+
+    /* the model (already loaded from a checkpoint), the optimizer, the generators */
+    ag_pcg32 init_rng;
+    ag_pcg32_seed(&init_rng, (uint64_t)o->seed, STREAM_INIT);
+    ag_pcg32_seed(&t->data_rng, (uint64_t)o->seed, STREAM_DATA);
+    if (!t->from) {
+        model_build(&t->m, &cfg);
+        model_init(&t->m, &init_rng);
+    } else if (cfg.context != t->m.cfg.context || cfg.dropout != t->m.cfg.dropout) {
+        model saved = t->m;                 /* --init with another context or dropout */
+        model_build(&t->m, &cfg);
+        model_copy_weights(&t->m, &saved);
+        model_free(&saved);
+    }
+    t->ctx = ag_ctx_new();
+    ag_pcg32_seed(ag_dropout_rng(t->ctx), (uint64_t)o->seed, STREAM_DROPOUT);
+    t->optim = t->adamw ? ag_optim_adamw(t->m.params, o->beta1, o->beta2, o->eps, o->weight_decay)
+                        : ag_optim_sgd(t->m.params, o->momentum, o->weight_decay);
+    if (o->resume)
+        ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
+
+    if (o->log_path) {
+        t->log = fopen(o->log_path, o->resume ? "a" : "w");
+        if (!t->log)
+            die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));
+        if (!o->resume || ftell(t->log) == 0)
+            fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
+    }
+    if (!o->quiet)
+        print_config(t);
+    say_extension(o, t->cosine);
+    t->x = malloc((size_t)t->B * t->S * sizeof *t->x);
+    t->y = malloc((size_t)t->B * t->S * sizeof *t->y);
+    if (!t->x || !t->y)
+        die(CMD, "out of memory for a batch of %d x %d tokens", t->B, t->S);
+}
+
+void train_free(trainer *t)
+{
+    if (t->log)
+        fclose(t->log);
+    free(t->x);
+    free(t->y);
+    ag_optim_free(t->optim);
+    ag_ctx_free(t->ctx);
+    model_free(&t->m);
+    dataset_free(&t->data);
+    if (t->from)
+        ckpt_close(&t->ck);
+}
