@@ -60,7 +60,8 @@ static int is_training_file(const ckpt *ck, const char *path)
 int cmd_eval(int argc, char **argv)
 {
     const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = NULL;
-    int threads = 0, heads = 0;
+    const char *precision = "fp32";
+    int threads = 0, heads = 0, batch = 32;
     long seed = 1;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
@@ -68,7 +69,9 @@ int cmd_eval(int argc, char **argv)
         { "--text", OPT_STRING, &text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0 },
+        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0 },
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
+        PRECISION_OPT(precision),
         HEADS_OPT(heads),
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
@@ -83,6 +86,7 @@ int cmd_eval(int argc, char **argv)
               : strcmp(split_name, "train") == 0 ? TEXT_TRAIN : strcmp(split_name, "all") == 0 ? -1 : -2;
     if (split == -2)
         die(CMD, "--split '%s' is not a split (use val, train or all)", split_name);
+    const int prec = precision_parse(CMD, precision);
     ag_set_threads(threads);
     ckpt ck;
     model m;
@@ -106,7 +110,8 @@ int cmd_eval(int argc, char **argv)
                 split == TEXT_VAL ? "val" : "train", split == TEXT_VAL ? n_val : d.text.n_train, T);
     }
     ag_ctx *ctx = ag_ctx_new();
-    eval_result r = evaluate(ctx, &m, &d, split, 0);
+    ag_set_precision(ctx, prec);
+    eval_result r = evaluate(ctx, &m, &d, split, 0, batch);
     /* a token is a byte of text; the loss is in nats per token */
     printf("loss %.6f (%.4f bits per %s, perplexity %.4g)\n", r.loss, r.loss / log(2.0), d.is_task ? "token" : "byte",
            exp(r.loss));
@@ -169,7 +174,7 @@ static long fresh_seed(void)
 
 int cmd_sample(int argc, char **argv)
 {
-    const char *CMD = "sample", *path = NULL, *prompt = NULL, *task_name = NULL, *text = NULL;
+    const char *CMD = "sample", *path = NULL, *prompt = NULL, *task_name = NULL, *text = NULL, *precision = "fp32";
     long tokens = 200, seed = 1;
     double temperature = 1.0;
     int top_k = 0, threads = 0, heads = 0;
@@ -183,6 +188,7 @@ int cmd_sample(int argc, char **argv)
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
         { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
         { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
+        PRECISION_OPT(precision),
         HEADS_OPT(heads),
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -191,6 +197,7 @@ int cmd_sample(int argc, char **argv)
                argc, argv, opts, nopts);
     if (!path)
         die(CMD, "--model FILE is required");
+    const int prec = precision_parse(CMD, precision);
     ag_set_threads(threads);
     char err[ERR_MAX];
     ckpt ck;
@@ -243,6 +250,7 @@ int cmd_sample(int argc, char **argv)
     ag_pcg32 rng;
     ag_pcg32_seed(&rng, (uint64_t)seed, 4);
     ag_ctx *ctx = ag_ctx_new();
+    ag_set_precision(ctx, prec);
     int status = 0;
     if (is_text) {
         signal(SIGINT, on_stop);
@@ -261,7 +269,7 @@ int cmd_sample(int argc, char **argv)
         text_free(&td);
     } else {
         if (greedy)
-            complete_greedy(ctx, &m, seq, 1, t.len + 1, t.prompt, t.len + 1);
+            complete_greedy(ctx, &m, seq, 1, t.len + 1, t.prompt, t.len + 1, 1);
         else
             sample_tokens(ctx, &m, seq, t.prompt, t.len + 1 - t.prompt, temperature, top_k, &rng, NULL, NULL);
         char out[128];

@@ -24,7 +24,7 @@ static const struct {
     { "--lr", "lr" }, { "--momentum", "momentum" }, { "--weight-decay", "weight_decay" },
     { "--beta1", "beta1" }, { "--beta2", "beta2" }, { "--eps", "eps" }, { "--clip", "clip" },
     { "--min-lr", "min_lr" }, { "--warmup", "warmup" }, { "--batch", "batch" }, { "--seed", "seed" },
-    { "--steps", "steps" }, { "--schedule", "schedule" }, { "--order", "order" },
+    { "--steps", "steps" }, { "--schedule", "schedule" }, { "--order", "order" }, { "--precision", "precision" },
 };
 enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
 
@@ -41,6 +41,8 @@ static void restore_options(trainer *t, opt *opts, int nopts)
         if (o->given)
             continue;
         const char *s = ckpt_meta(ck, SAVED[i].key);
+        if (!s && strcmp(SAVED[i].key, "precision") == 0)
+            s = "fp32";                 /* runs saved before bf16 existed */
         if (!s)
             die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, SAVED[i].key);
         if (args_set(o, s))
@@ -123,7 +125,7 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
                                                "--context", "--dropout" };
     static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
                                              "--beta1", "--beta2", "--eps", "--clip", "--schedule", "--warmup",
-                                             "--min-lr", "--batch", "--seed", "--order" };
+                                             "--min-lr", "--batch", "--seed", "--order", "--precision" };
     const char *from = o->resume ? "--resume" : o->init ? "--init" : NULL;
     size_t n_fixed = sizeof model_flags / sizeof model_flags[0] - (o->init ? 2 : 0);
     for (size_t i = 0; from && i < n_fixed; i++)
@@ -196,6 +198,7 @@ static void check_values(trainer *t)
             o->context, t->ck.cfg.context);
     if (o->lr < 0)
         o->lr = t->adamw ? 3e-3 : 0.1;
+    t->precision = precision_parse(CMD, o->precision);
 }
 
 int cmd_train(int argc, char **argv)
@@ -208,7 +211,7 @@ int cmd_train(int argc, char **argv)
         .layers = 2, .heads = 4, .d_model = 64, .context = 0, .batch = 32, .threads = 0,
         .dropout = 0, .lr = -1, .momentum = 0.9, .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999,
         .eps = 1e-8, .clip = 1.0, .min_lr = 0, .steps = 400, .seed = 1, .eval_every = 100,
-        .log_every = 50, .warmup = 0, .save_every = 0,
+        .log_every = 50, .warmup = 0, .save_every = 0, .precision = "fp32",
     };
     const double BIG = 1e308;
     opt opts[] = {
@@ -238,6 +241,7 @@ int cmd_train(int argc, char **argv)
         { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0 },
         { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0 },
         { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default); 1 is safest on a busy machine", 0, 1024, 0, 0 },
+        PRECISION_OPT(o->precision),
         { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0 },
         { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0 },
         { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0 },

@@ -37,6 +37,29 @@ double model_param_count(const model_config *c)
 
 double model_param_bytes(const model_config *c) { return 2 * model_param_count(c) * sizeof(ag_real); }
 
+double model_train_bytes(const model_config *c, int B, int T, int moments, int bf16)
+{
+    const double d = c->d_model, H = c->n_head, V = c->vocab_size, rows = (double)B * T;
+    const int gpt = c->arch == ARCH_GPT, dropout = c->dropout > 0;
+    /* Values per row and layer.  A GPT block's forward keeps 18 d-wide
+     * tensors (norms, q|k|v, attention, projections, the 4d MLP twice,
+     * residual sums) and backward gives each a gradient: 36 d; attention's
+     * log-sum-exp per head, the norms' mean and 1/std; dropout's masks and
+     * outputs; bf16's rounded copies of q|k|v and the output gradient.  An
+     * attn-only block: q|k|v, attention, projection, sum and gradients. */
+    double layer = gpt ? 36 * d + H + 4 + (dropout ? 4 * d : 0) : 12 * d + H;
+    layer += bf16 ? 4 * d : 0;
+    layer += T <= 64 ? H * T : 0;               /* short sequences keep their attention weights */
+    /* embeddings and head: token and summed embeddings, the final norm,
+     * logits, softmax and their gradient, per-row losses */
+    double outer = 3 * V + (gpt ? 6 * d + 5 : 4 * d + 5) + (dropout ? 2 * d : 0);
+    double arena = sizeof(ag_real) * (rows * (c->n_layer * layer + outer) + 2.0 * T * d);
+    double state = model_param_count(c) * sizeof(ag_real) * (2 + moments);
+    /* the process itself, the matrix multiply's packing buffers and the
+     * attention's scratch, per thread: a few MB */
+    return state + arena + 8e6;
+}
+
 void model_build(model *m, const model_config *cfg)
 {
     memset(m, 0, sizeof *m);

@@ -45,6 +45,16 @@ double model_param_bytes(const model_config *cfg);
 /* The number of parameters a configuration has, without building it. */
 double model_param_count(const model_config *cfg);
 
+/* Bytes a training run of B x T batches holds at its peak, estimated before
+ * anything is allocated: the parameters, their gradients and `moments`
+ * optimizer values per parameter (1 SGD with momentum, 2 AdamW), and one
+ * step's arena (every activation, its gradient and what backward saves,
+ * counted per row and layer from the ops model_forward records; with
+ * dropout and with bf16 products there is more to keep).  Evaluation of
+ * B-row batches needs less.  The memory-estimate test holds the measured
+ * peak to within 25% of it. */
+double model_train_bytes(const model_config *cfg, int B, int T, int moments, int bf16);
+
 /* Register and allocate every parameter (zeroed). */
 void model_build(model *m, const model_config *cfg);
 /* Weights ~ N(0, 0.02), biases 0, layer-norm weights 1, drawn in registration order. */

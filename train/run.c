@@ -78,6 +78,17 @@ double lr_schedule(int cosine, long step, long warmup, long total, double lr, do
     return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
 }
 
+int precision_parse(const char *cmd, const char *name)
+{
+    if (strcmp(name, "fp32") == 0)
+        return AG_FP32;
+    if (strcmp(name, "bf16") != 0)
+        die(cmd, "--precision '%s' is not a precision (use fp32 or bf16)", name);
+    if (ag_bf16_missing())
+        die(cmd, "%s", ag_bf16_missing());
+    return AG_BF16;
+}
+
 double now_seconds(void)
 {
     struct timespec ts;
@@ -100,20 +111,19 @@ const char *human(double v, char *buf, size_t len)
 
 /* ---- evaluation --------------------------------------------------------- */
 
-#define EVAL_ROWS 64
 
-static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d)
+static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d, int batch)
 {
     const task *t = &d->task;
     int L = t->len, n = d->n_heldout;
-    int32_t *x = malloc((size_t)EVAL_ROWS * L * sizeof *x), *y = malloc((size_t)EVAL_ROWS * L * sizeof *y);
+    int32_t *x = malloc((size_t)batch * L * sizeof *x), *y = malloc((size_t)batch * L * sizeof *y);
     int32_t *work = malloc((size_t)n * (L + 1) * sizeof *work);
     if (!x || !y || !work)
         ag_error("out of memory evaluating %d held-out problems", n);
     double loss_sum = 0;
     long scored = 0;
-    for (int first = 0; first < n; first += EVAL_ROWS) {
-        int rows = n - first < EVAL_ROWS ? n - first : EVAL_ROWS;
+    for (int first = 0; first < n; first += batch) {
+        int rows = n - first < batch ? n - first : batch;
         long k = 0;
         for (int r = 0; r < rows; r++) {
             task_split(t, d->heldout + (size_t)(first + r) * (L + 1), x + (size_t)r * L, y + (size_t)r * L);
@@ -126,7 +136,7 @@ static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d)
         scored += k;
     }
     memcpy(work, d->heldout, (size_t)n * (L + 1) * sizeof *work);
-    complete_greedy(ctx, m, work, n, L + 1, t->prompt, L + 1);
+    complete_greedy(ctx, m, work, n, L + 1, t->prompt, L + 1, batch);
     eval_result r = { scored ? loss_sum / (double)scored : 0, 0, n };
     for (int i = 0; i < n; i++)
         r.correct += memcmp(work + (size_t)i * (L + 1), d->heldout + (size_t)i * (L + 1),
@@ -137,7 +147,7 @@ static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d)
     return r;
 }
 
-static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows)
+static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch)
 {
     const text_data *td = &d->text;
     int T = m->cfg.context;
@@ -148,7 +158,7 @@ static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, l
     } else {
         splits[ns++] = split;
     }
-    int32_t *x = malloc((size_t)EVAL_ROWS * T * sizeof *x), *y = malloc((size_t)EVAL_ROWS * T * sizeof *y);
+    int32_t *x = malloc((size_t)batch * T * sizeof *x), *y = malloc((size_t)batch * T * sizeof *y);
     if (!x || !y)
         ag_error("out of memory evaluating");
     double loss_sum = 0;
@@ -158,8 +168,8 @@ static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, l
         size_t windows = text_eval_windows(n_split, T);
         if (max_windows > 0 && windows > (size_t)max_windows)
             windows = (size_t)max_windows;
-        for (size_t first = 0; first < windows; first += EVAL_ROWS) {
-            int rows = text_eval_batch(td, splits[s], first, EVAL_ROWS, T, x, y);
+        for (size_t first = 0; first < windows; first += batch) {
+            int rows = text_eval_batch(td, splits[s], first, batch, T, x, y);
             if ((size_t)rows > windows - first)
                 rows = (int)(windows - first);
             if (rows <= 0)
@@ -176,10 +186,10 @@ static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, l
     return r;
 }
 
-eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows)
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch)
 {
     int old = ag_set_grad_enabled(ctx, 0);
-    eval_result r = d->is_task ? evaluate_task(ctx, m, d) : evaluate_text(ctx, m, d, split, max_windows);
+    eval_result r = d->is_task ? evaluate_task(ctx, m, d, batch) : evaluate_text(ctx, m, d, split, max_windows, batch);
     ag_set_grad_enabled(ctx, old);
     return r;
 }
@@ -195,14 +205,14 @@ static int argmax(const ag_real *v, int n)
     return best;
 }
 
-void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len)
+void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len, int batch)
 {
     int V = m->cfg.vocab_size;
-    int32_t *x = malloc((size_t)EVAL_ROWS * len * sizeof *x);
+    int32_t *x = malloc((size_t)batch * len * sizeof *x);
     if (!x)
         ag_error("out of memory for greedy completion");
-    for (int first = 0; first < n; first += EVAL_ROWS) {
-        int rows = n - first < EVAL_ROWS ? n - first : EVAL_ROWS;
+    for (int first = 0; first < n; first += batch) {
+        int rows = n - first < batch ? n - first : batch;
         /* The prompts once, then each new token alone: the earlier
          * positions' keys and values come from the cache. */
         model_cache cache;

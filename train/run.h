@@ -42,10 +42,10 @@ typedef struct eval_result {
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
  * non-overlapping window, or at most max_windows of them when > 0.
  * Task: the held-out problems. */
-eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows);
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch);
 /* Greedy completion in place: seqs are n rows of stride tokens, each with its
  * first `prompt` tokens set; positions prompt..len are filled. */
-void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len);
+void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len, int batch);
 /* Sample up to n_new tokens after tokens[0..n) (buffer of n + n_new):
  * temperature 0 = greedy; top_k 0 = no cut.  Uses the last `context` tokens.
  * each (if not NULL) is called with every new token as it is drawn and
@@ -62,6 +62,11 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
+
+/* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
+ * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */
+int precision_parse(const char *cmd, const char *name);
+#define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0 }
 
 double now_seconds(void);
 /* "1.23 M", "456 k": for parameter counts and rates. */

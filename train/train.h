@@ -11,7 +11,7 @@
 
 typedef struct train_opts {
     const char *task, *text, *arch, *optimizer, *schedule, *order, *log_path;
-    const char *save, *init, *resume;
+    const char *save, *init, *resume, *precision;
     int layers, heads, d_model, context, qkv_bias, batch, threads, quiet;
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long steps, seed, eval_every, log_every, warmup, save_every;
@@ -28,6 +28,7 @@ typedef struct trainer {
     const char *from;           /* the --init or --resume checkpoint, or NULL */
     ckpt ck;                    /* its contents when from is set */
     int adamw, cosine, random_order;
+    int precision;              /* AG_FP32 or AG_BF16: the matrix multiplies' */
     dataset data;
     uint8_t vocab[256];         /* token id -> byte (text) or character (task) */
     int vocab_size;
@@ -36,6 +37,7 @@ typedef struct trainer {
     ag_optim *optim;
     ag_pcg32 data_rng;          /* which windows or problems each batch holds */
     int B, S;                   /* batch rows, tokens per row */
+    double estimate;            /* bytes the run was estimated to need at its peak */
     int32_t *x, *y;             /* one batch's inputs and targets, [B,S] each */
     long start;                 /* steps taken before this run (--resume) */
     const char *saved[2 * TRAIN_SAVED_MAX];

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -77,6 +78,14 @@ static const ag_tensor *first_not_finite(const ag_params *ps, int grads)
             return t;
     }
     return NULL;
+}
+
+/* The process's peak resident memory so far. */
+static double peak_rss_bytes(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss * 1024.0;   /* kilobytes on Linux */
 }
 
 typedef enum { STEP_OK, STEP_BAD_LOSS, STEP_BAD_GRAD, STEP_BAD_UPDATE } step_status;
@@ -181,7 +190,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     double tps = (double)t->B * t->S / (ms / 1e3);
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
-        ev = evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+        ev = evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS, t->B);
     if (done == o->steps) {
         p->final = ev;
         p->have_final = 1;
@@ -224,7 +233,7 @@ static void show_examples(trainer *t, int n)
     if (!seqs)
         return;
     memcpy(seqs, t->data.heldout, (size_t)n * (L + 1) * sizeof *seqs);
-    complete_greedy(t->ctx, &t->m, seqs, n, L + 1, tk->prompt, L + 1);
+    complete_greedy(t->ctx, &t->m, seqs, n, L + 1, tk->prompt, L + 1, t->B);
     printf("held-out examples (prompt -> completion):\n");
     for (int i = 0; i < n; i++) {
         char prompt[128], got[128], want[128];
@@ -245,7 +254,7 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
 {
     if (!stdout_open())
         return;
-    eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0);
+    eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0, t->B);
     int is_task = t->data.is_task;
     if (step == t->start)
         printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
@@ -256,7 +265,8 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
     if (is_task)
         printf(", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
                ev.correct, ev.total);
-    printf(", arena peak %.1f MB\n", (double)ag_arena_peak(t->ctx) / 1e6);
+    printf(", peak memory %.1f MB (estimated %.1f MB), arena peak %.1f MB\n", peak_rss_bytes() / 1e6, t->estimate / 1e6,
+           (double)ag_arena_peak(t->ctx) / 1e6);
     if (is_task && !t->o.quiet)
         show_examples(t, 5);
 }

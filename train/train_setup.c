@@ -57,19 +57,6 @@ static model_config model_config_of(trainer *t)
     return c;
 }
 
-/* Bytes one training step's activations, their gradients and saved values
- * take in the arena, estimated per token and layer from the ops the model
- * records (the attention weights and, with dropout, their mask: [B,H,T,T]
- * each; about 48 d-wide tensors), plus the logits.  Checked against
- * measured arena peaks of gpt models with and without dropout: it errs high
- * by 10-40% (more for attn-only models). */
-static double activation_bytes(const model_config *c, int B, int S)
-{
-    double rows = (double)(B > 32 ? B : 32) * S;   /* evaluation runs 64 rows without gradients */
-    double per_layer = 2.0 * c->n_head * S + 48.0 * c->d_model;
-    return rows * sizeof(ag_real) * (c->n_layer * per_layer + 3.0 * c->vocab_size + 4.0 * c->d_model);
-}
-
 static double physical_memory(void)
 {
 #ifdef _SC_PHYS_PAGES
@@ -80,15 +67,50 @@ static double physical_memory(void)
     return 16e9;
 }
 
-/* A run that cannot fit is refused before anything big is allocated. */
-static void check_memory(const trainer *t, const model_config *c)
+/* Memory a run of B x T batches needs (see model_train_bytes), with a
+ * checkpoint read for --init or --resume still loaded. */
+static double run_bytes(const trainer *t, const model_config *c, int B, int T)
 {
-    double state = model_param_bytes(c) * (t->adamw ? 2 : 1.5), act = activation_bytes(c, t->B, t->S);
-    double have = physical_memory();
-    if (state + act > 0.8 * have)
-        die(CMD, "this run needs about %.1f GB (%.1f GB for parameters, gradients and optimizer state, %.1f GB for "
-                 "the activations of a %d x %d batch) but the machine has %.1f GB; reduce --batch, --context, "
-                 "--d-model or --layers", (state + act) / 1e9, state / 1e9, act / 1e9, t->B, t->S, have / 1e9);
+    const int moments = t->adamw ? 2 : 1;
+    double loaded = t->from ? model_param_count(c) * sizeof(float) * (1 + (t->o.resume ? moments : 0)) : 0;
+    return model_train_bytes(c, B, T, moments, t->precision == AG_BF16) + loaded;
+}
+
+/* The largest n in [1, hi] with fits(n) (memory grows with n), or 0. */
+static int largest_fitting(const trainer *t, const model_config *c, int hi, int vary_batch, double budget)
+{
+    int lo = 0;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        double need = vary_batch ? run_bytes(t, c, mid, t->S) : run_bytes(t, c, t->B, mid);
+        if (need <= budget)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* A run that cannot fit is refused before anything big is allocated,
+ * naming the largest batch (and, for text, context) that would fit. */
+static void check_memory(trainer *t, const model_config *c)
+{
+    double need = run_bytes(t, c, t->B, t->S), have = physical_memory(), budget = 0.8 * have;
+    t->estimate = need;
+    if (need <= budget)
+        return;
+    int b = largest_fitting(t, c, t->B, 1, budget), ctx = t->data.is_task ? 0 : largest_fitting(t, c, t->S, 0, budget);
+    char fits[128];
+    if (b == 0 && ctx == 0)
+        snprintf(fits, sizeof fits, "not even --batch 1 fits: reduce --d-model or --layers");
+    else if (ctx == 0)
+        snprintf(fits, sizeof fits, "--batch %d would fit", b);
+    else
+        snprintf(fits, sizeof fits, "--batch %d would fit, or --context %d at --batch %d", b, ctx, t->B);
+    double state = model_param_count(c) * sizeof(ag_real) * (2 + (t->adamw ? 2 : 1));
+    die(CMD, "this run needs about %.1f GB (%.1f GB for parameters, gradients and optimizer state) for a %d x %d "
+             "batch, but the machine has %.1f GB (80%% of it usable): %s", need / 1e9, state / 1e9, t->B, t->S,
+        have / 1e9, fits);
 }
 
 static void print_config(const trainer *t)
@@ -112,8 +134,9 @@ static void print_config(const trainer *t)
            o->schedule);
     if (t->cosine)
         printf(" (warmup %ld, min lr %g)", o->warmup, o->min_lr);
-    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision\n", o->steps,
-           o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order, AG_PRECISION_NAME);
+    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s, %s kernels\n",
+           o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
+           AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies" : "", ag_kernels_name());
     if (d->is_task)
         printf("  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
                d->task.len + 1, d->n_heldout);
@@ -169,6 +192,7 @@ void train_setup(trainer *t)
         model_free(&saved);
     }
     t->ctx = ag_ctx_new();
+    ag_set_precision(t->ctx, t->precision);     /* available: checked with the options */
     ag_pcg32_seed(ag_dropout_rng(t->ctx), (uint64_t)o->seed, STREAM_DROPOUT);
     t->optim = t->adamw ? ag_optim_adamw(t->m.params, o->beta1, o->beta2, o->eps, o->weight_decay)
                         : ag_optim_sgd(t->m.params, o->momentum, o->weight_decay);

