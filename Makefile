@@ -9,6 +9,7 @@
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
+#   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
@@ -60,7 +61,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-scale fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -125,6 +126,11 @@ test-asan:
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all
 	@sh tests/bench.sh
+
+# Time and memory as the context grows, GPT-2-small shape, sampling speed
+# (tests/bench_scale.sh; a few minutes).
+bench-scale: all
+	@sh tests/bench_scale.sh
 
 # Training beside one busy loop per core (tests/bench_busy.sh).
 bench-busy: all

@@ -42,10 +42,19 @@ echo "threads: $threads (attograd --threads $threads; PyTorch's thread settings 
 # Each config in its own process, so peak RSS is that config's alone.
 ours=$(mktemp)
 theirs=$(mktemp)
-trap 'rm -f "$ours" "$theirs" "$ours.row"' EXIT
+trap 'rm -f "$ours" "$theirs" "$ours.row" "$bf16"' EXIT
+bf16=$(mktemp)
 for c in $configs; do
     ./build/bench_train --threads "$threads" "$c" | grep '^config' >>"$ours"
 done
+# attograd's bf16 mixed precision, where this CPU has a bf16 kernel
+if ./build/bench_train --threads "$threads" --precision bf16 1x1x8x8x1x1 >/dev/null 2>&1; then
+    for c in $configs; do
+        ./build/bench_train --threads "$threads" --precision bf16 "$c" | grep '^config' >>"$bf16"
+    done
+else
+    echo "note: no bf16 matrix multiply on this CPU: attograd's bf16 column is skipped"
+fi
 # memory must stay flat across steps: 1000 more toy steps
 soak=$(./build/bench_train --threads "$threads" --soak 1000 toy | grep '^soak' || true)
 if "$py" -c 'import torch' 2>/dev/null; then
@@ -65,7 +74,8 @@ fi
 echo
 echo "GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) / median step time; peak RSS of attograd's process"
 echo "memory = (peak RSS - RSS at the process's start) / (parameters + gradients + optimizer state + arena peak)"
-echo "attograd / PyTorch = attograd's float32 step time over PyTorch's at its best, float32 and bf16 autocast"
+echo "PyTorch best = the faster of PyTorch's float32 and bf16 autocast, each at its best thread setting"
+echo "ratios are step times: attograd fp32 or bf16 over PyTorch best, attograd bf16 over attograd fp32"
 echo
 
 # value after a key on a "config NAME key value key value ..." line
@@ -77,20 +87,23 @@ torch_ms() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
-row='%-7s | %16s | %15s | %18s | %20s | %23s | %9s | %8s | %21s | %s\n'
-printf "$row" config "attograd ms/step" "PyTorch ms/step" "attograd / PyTorch" "PyTorch bf16 ms/step" \
-    "attograd / PyTorch bf16" tokens/s GFLOP/s "peak RSS (MB)" "memory"
+row='%-7s | %8s | %8s | %8s | %8s | %10s | %10s | %9s | %9s | %8s | %21s | %s\n'
+printf "$row" config "fp32 ms" "bf16 ms" "PyTorch" "PT bf16" "fp32/PT" "bf16/PT" "bf16/fp32" tokens/s GFLOP/s \
+    "peak RSS (MB)" "memory"
+printf "$row" "" attograd attograd "fp32 ms" "ms" best best attograd fp32 fp32 fp32 fp32
 for c in $configs; do
     grep "^config $c " "$ours" >"$ours.row" || true
     ms=$(field "$ours.row" ms/step)
+    bms16=$(grep "^config $c " "$bf16" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
     tms=$(torch_ms "$c" fp32)
     bms=$(torch_ms "$c" bf16)
+    best=$(awk -v a="$tms" -v b="$bms" 'BEGIN { if (a + 0 > 0 && (b + 0 <= 0 || a + 0 <= b + 0)) print a; else if (b + 0 > 0) print b }')
     rss=$(field "$ours.row" peak_rss_MB)
     start=$(field "$ours.row" start_rss_MB)
     mem=$(awk -v r="$rss" -v z="$start" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
         'BEGIN { printf "%.2f", (r - z) / (s + a) }')
-    printf "$row" "$c" "$ms" "${tms:--}" "$(ratio "$ms" "$tms")" "${bms:--}" "$(ratio "$ms" "$bms")" \
-        "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss (start $start)" "$mem"
+    printf "$row" "$c" "$ms" "${bms16:--}" "${tms:--}" "${bms:--}" "$(ratio "$ms" "$best")" "$(ratio "$bms16" "$best")" \
+        "$(ratio "$bms16" "$ms")" "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss (start $start)" "$mem"
     rm -f "$ours.row"
 done
 if grep -q '^config .* setting ' "$theirs"; then
