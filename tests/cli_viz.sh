@@ -3,7 +3,7 @@
 # then checks `attn` (well-formed SVG, one cell per weight, the prompt on the
 # axes, the causal triangle, the copy stripe read back from --csv), `plot`,
 # `graph` (parsed by Graphviz when installed), `walkthrough` (its numbers
-# against the seeds' printed ones and against plain-Python arithmetic), and
+# against the tutorials' printed ones and against plain-Python arithmetic), and
 # that every user error is one line, exit status 2, and leaves no file.
 # Run from the repository root; ATTOGRAD overrides the binary.
 A=${ATTOGRAD:-./build/attograd}
@@ -202,7 +202,7 @@ def section(n):
 def softmax(v):
     m = max(v); e = [math.exp(x - m) for x in v]; s = sum(e); return [x / s for x in e]
 def matmul(A, B): return [[sum(a * b for a, b in zip(r, c)) for c in zip(*B)] for r in A]
-# Stated in the seeds:
+# Stated in the tutorials' worked examples:
 check(close(vector("context vector:"), [0.3990, 0.3854, 0.8610], 1e-4), "Hello shiny sun context")
 check(close(vector("context vector for journey:"), [0.3061, 0.8210], 1e-4), "journey context")
 notebook_w = [[0.19212602, 0.1646463, 0.16516064, 0.15499417, 0.17211477, 0.15095802],
@@ -233,7 +233,7 @@ check(all(ms[i][j] == -math.inf for i in range(6) for j in range(i + 1, 6)), "ma
 check(all(close(ms[i][:i + 1], notebook_scores[i], 1.5e-6) for i in range(6)), "masked scores")
 cb = matrix("context matrix from (b)", 6, s3)
 check(close(flat(cb), flat(notebook_context), 1.01e-4), "causal context matrix")
-# Computed here from the seeds' inputs:
+# Computed here from the worked examples' inputs:
 E = [[0.34, 0.22, 0.54], [0.53, 0.34, 0.98], [0.29, 0.54, 0.93]]
 sc = [sum(a * b for a, b in zip(E[1], e)) for e in E]
 check(close(vector("attention scores:"), sc, 6e-5), "Hello scores")

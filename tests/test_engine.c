@@ -83,6 +83,28 @@ static void test_pcg32_reference(void)
     for (int i = 0; i < 8; i++)
         same += ag_pcg32_next(&g) == ag_pcg32_next(&h);
     CHECK(same < 8, "streams 54 and 55 gave the same 8 outputs");
+    /* Jumping ahead n draws lands where n calls of next land, for n of
+     * every size class (0, 1, odd, powers of two, a long jump), and two
+     * jumps add up. */
+    static const uint64_t jumps[] = { 0, 1, 2, 3, 63, 64, 1000, 65537, 1234567 };
+    int ok = 1;
+    for (size_t j = 0; j < sizeof jumps / sizeof jumps[0]; j++) {
+        ag_pcg32 a, b;
+        ag_pcg32_seed(&a, 7, 3);
+        b = a;
+        for (uint64_t i = 0; i < jumps[j]; i++)
+            ag_pcg32_next(&a);
+        ag_pcg32_advance(&b, jumps[j]);
+        ok &= a.state == b.state && a.inc == b.inc && ag_pcg32_next(&a) == ag_pcg32_next(&b);
+    }
+    CHECK(ok, "ag_pcg32_advance(n) equals n draws");
+    ag_pcg32 c, d;
+    ag_pcg32_seed(&c, 9, 1);
+    d = c;
+    ag_pcg32_advance(&c, 300);
+    ag_pcg32_advance(&c, 700);
+    ag_pcg32_advance(&d, 1000);
+    CHECK(c.state == d.state, "advancing 300 then 700 equals advancing 1000");
 }
 
 /* Sample mean and variance of n draws; each must lie within 4 sigma of the

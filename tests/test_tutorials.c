@@ -1,5 +1,5 @@
 /*
- * test_seeds.c - the worked examples of the attention tutorials, computed
+ * test_tutorials.c - the worked examples of the attention tutorials, computed
  * through the engine's ops (matmul, transpose, softmax, masked_fill, dropout,
  * reshape) and checked twice: against the same arithmetic done here in plain
  * double loops, and against the numbers the tutorials print, at the precision
