@@ -477,7 +477,7 @@ static void check_updates(size_t n)
     }
     double ss[2] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
     CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
-    size_t cols = n % 97 + 1, rows = n / cols;
+    size_t cols = n % 97 % n + 1, rows = n / cols;
     ag_real *cs[3];
     for (int run = 0; run < 3; run++) {
         set_threads(run == 2 ? 2 : 1);

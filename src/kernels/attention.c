@@ -259,6 +259,23 @@ static void recompute_weights(const ag_attn *a, const ag_real *lse_b, int j0, in
     }
 }
 
+/* D_i = sum_j p_ij dp_ij (dp after dropout) over the one block of keys, in
+ * double: the softmax backward's row sum from its definition, which for a
+ * one-hot row of weights is exactly that row's dp whatever the rounding of
+ * the products before it. */
+static void row_sums_of_p_dp(const ag_real *pt, const ag_real *zt, int dropout, const ag_real *dpt, int nk, int nq,
+                             ag_real *D)
+{
+    double acc[BQ] = { 0 };
+    for (int jj = 0; jj < nk; jj++)
+        for (int ii = 0; ii < nq; ii++) {
+            ag_real dp = dropout ? zt[(long)jj * nq + ii] * dpt[(long)jj * nq + ii] : dpt[(long)jj * nq + ii];
+            acc[ii] += (double)pt[(long)jj * nq + ii] * dp;
+        }
+    for (int ii = 0; ii < nq; ii++)
+        D[ii] = (ag_real)acc[ii];
+}
+
 /* keep: the item's kept weights P^T [Tk,Tq] (one block each way), or NULL. */
 static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, const ag_real *k, const ag_real *v,
                           const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
@@ -277,10 +294,12 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
     /* D_i = do_i . o_i in the order and rounding of the matrix multiply's
      * do_i . v_j (one fused multiply-add per element, in order): where a
      * query's weights are one-hot (o_i = v_j), the two are equal and dS is
-     * exactly 0.  The rows' chains run side by side, 8 at a time, so they
-     * overlap instead of waiting on each other. */
+     * exactly 0 (in builds where the multiply fuses its multiply-adds, as
+     * the optimized ones do; a single block computes D from P and dP
+     * instead, exact in every build).  The rows' chains run side by side,
+     * 8 at a time, so they overlap instead of waiting on each other. */
     const ag_real *do_b = at(do_, a->o_bs, a->o_ld, a, b, h, 0), *o_b = at(o, a->o_bs, a->o_ld, a, b, h, 0);
-    int row = 0;
+    int row = keep ? a->Tq : 0;
     for (; row + 8 <= a->Tq; row += 8) {
         ag_real acc[8] = { 0 };
         for (int c = 0; c < hd; c++)
@@ -327,6 +346,8 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
             }
             ag_fast_gemm(0, 0, nk, hd, nq, pd, nq, dob, (int)a->o_ld, 1, dv_acc, hd);     /* dV += Pd dO */
             ag_fast_gemm(0, 1, nk, nq, hd, vb, (int)a->v_ld, dob, (int)a->o_ld, 0, dst, nq); /* dP^T = V dO^T */
+            if (keep)
+                row_sums_of_p_dp(pt, zt, a->dropout > 0, dst, nk, nq, D + i0);
             for (int jj = 0; jj < nk; jj++) {
                 ag_real *restrict g = dst + (long)jj * nq;
                 const ag_real *restrict p = pt + (long)jj * nq, *restrict z = zt + (long)jj * nq;
