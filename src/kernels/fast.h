@@ -75,6 +75,18 @@ static inline int ag_max_threads(void)
 
 static inline int ag_min_int(int a, int b) { return a < b ? a : b; }
 
+/* A matrix multiply's sizes and leading dimensions, checked (the
+ * conventions of kernels.h's gemm); misuse is an ag_error naming fn. */
+static inline void ag_gemm_check_args(const char *fn, int trans_a, int trans_b, int M, int N, int K, long lda,
+                                      long ldb, long ldc)
+{
+    if (M < 0 || N < 0 || K < 0)
+        ag_error("%s: negative size %dx%dx%d", fn, M, N, K);
+    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N)
+        ag_error("%s: leading dimension too small (lda %ld, ldb %ld, ldc %ld for %s%s %dx%dx%d)", fn, lda, ldb, ldc,
+                 trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
+}
+
 /* c + a*b with one rounding where the hardware has a fused multiply-add
  * (FP_FAST_FMA*), as the matrix multiply's vector tiles compute it; without
  * hardware FMA the library call would be slow, and the tiles then multiply

@@ -583,16 +583,6 @@ static int gemm_prologue(int M, int N, int K, ag_real beta, ag_real *C, long ldc
     return K <= 0;
 }
 
-static void check_args(const char *fn, int trans_a, int trans_b, int M, int N, int K, int lda,
-                       int ldb, int ldc)
-{
-    if (M < 0 || N < 0 || K < 0)
-        ag_error("%s: negative size %dx%dx%d", fn, M, N, K);
-    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N)
-        ag_error("%s: leading dimension too small (lda %d, ldb %d, ldc %d for %s%s %dx%dx%d)", fn,
-                 lda, ldb, ldc, trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
-}
-
 static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, long lda,
                          const ag_real *B, long ldb, ag_real *C, long ldc)
 {
@@ -665,7 +655,7 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
 {
-    check_args("ag_gemm", trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    ag_gemm_check_args("ag_gemm", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     gemm_job g = make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
@@ -720,7 +710,7 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
                      const ag_real *B, long stride_b, int ldb,
                      ag_real beta, ag_real *C, long stride_c, int ldc)
 {
-    check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    ag_gemm_check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
     int nth = ag_max_threads();
     if (batch < nth) nth = 1;   /* few items: parallelize inside each instead */

@@ -811,19 +811,10 @@ AVX512_TARGET NOINLINE static void convert_avx512(uint16_t *dst, const float *sr
 
 /* ---- entry points ------------------------------------------------------------ */
 
-static void check_args(const char *fn, int trans_a, int trans_b, int M, int N, int K, long lda,
-                       long ldb, long ldc)
-{
-    if (M < 0 || N < 0 || K < 0) ag_error("%s: negative size %dx%dx%d", fn, M, N, K);
-    if (lda < (trans_a ? M : K) || ldb < (trans_b ? K : N) || ldc < N)
-        ag_error("%s: leading dimension too small (lda %ld, ldb %ld, ldc %ld for %s%s %dx%dx%d)", fn,
-                 lda, ldb, ldc, trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
-}
-
 void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
                        long lda, const float *B, long ldb, float beta, float *C, long ldc)
 {
-    check_args("ag_fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
+    ag_gemm_check_args("ag_fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
 #ifndef AG_AMX_EMULATE
     if (kernel != AG_BF16_NONE && kernel > ag_cpu_bf16_hw())
         ag_error("ag_fast_gemm_bf16: the %s kernel is not available on this CPU", ag_bf16_kernel_name(kernel));
