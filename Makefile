@@ -4,12 +4,15 @@
 #   make PRECISION=double   the same in build-double/ (used by the gradient checks)
 #   make REFERENCE=1        the same from the plain reference kernels alone
 #                           (src/reference.c; no src/kernels/, no OpenMP) in build-ref/
+#   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
+#                           build-mpi/attograd train ...` trains on N ranks
 #   make test               every test; ends with "N passed, N failed"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-busy         training beside busy processes, threads against one thread
+#   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -19,8 +22,23 @@ OPT       ?= -O3
 SAN       ?=
 
 REFERENCE ?=
+MPI       ?=
 
 BUILDDIR  ?= build
+# The MPI build: train/ compiled with AG_MPI (train/dist.c) and everything
+# linked by mpicc; the engine in src/ is the same code as in the plain build.
+# mpicc runs the compiler CC names when one is given (make MPI=1 CC=clang).
+ifeq ($(MPI),1)
+ifneq ($(origin CC),default)
+export OMPI_CC := $(CC)
+endif
+override CC = $(if $(OMPI_CC),OMPI_CC=$(OMPI_CC) )mpicc
+MPIKIND    = -mpi
+MPIFLAGS   = -DAG_MPI
+else
+MPIKIND    =
+MPIFLAGS   =
+endif
 ifeq ($(REFERENCE),1)
 # The reference build: every kernel from src/reference.c, one thread.
 KIND       = -ref
@@ -35,10 +53,10 @@ KERNEL_SRC = $(wildcard src/kernels/*.c)
 OPENMP    := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 endif
 ifeq ($(PRECISION),double)
-BUILD      = $(BUILDDIR)$(KIND)-double
+BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)-double
 PRECFLAGS  = -DAG_DOUBLE
 else
-BUILD      = $(BUILDDIR)$(KIND)
+BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)
 PRECFLAGS  =
 endif
 
@@ -47,7 +65,7 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 # The library sees include/ and src/ only: the engine knows nothing of train/.
 LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
-ALLCFLAGS = $(LIBCFLAGS) -Itrain
+ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)

@@ -91,13 +91,17 @@ typedef struct step_result {
 static step_result train_step(trainer *t, long step, double lr)
 {
     step_result r = { NAN, STEP_OK, NULL };
-    dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
-    ag_reset(t->ctx);                                                   /* last step's tensors are gone */
-    ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);             /* [B,S,V] */
-    ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                                /* [1] */
-    ag_params_zero_grad(t->m.params);
-    ag_backward(t->ctx, loss);
-    r.loss = loss->data[0];
+    if (t->mb) {
+        r.loss = train_dist_gradient(t, step);                          /* micro-batches, any ranks */
+    } else {
+        dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
+        ag_reset(t->ctx);                                               /* last step's tensors are gone */
+        ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);         /* [B,S,V] */
+        ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                            /* [1] */
+        ag_params_zero_grad(t->m.params);
+        ag_backward(t->ctx, loss);
+        r.loss = loss->data[0];
+    }
     if (!isfinite(r.loss))
         r.status = STEP_BAD_LOSS;
     else if ((r.bad = first_not_finite(t->m.params, 1)))
@@ -181,7 +185,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     double tps = (double)t->B * t->S / (ms / 1e3);
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
-        ev = evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+        ev = train_evaluate(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
     if (done == o->steps) {
         p->final = ev;
         p->have_final = 1;
@@ -243,9 +247,9 @@ static void show_examples(trainer *t, int n)
 
 static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
+    eval_result ev = p->have_final ? p->final : train_evaluate(t, 0);   /* every rank takes part */
     if (!stdout_open())
         return;
-    eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0);
     int is_task = t->data.is_task;
     if (step == t->start)
         printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
@@ -294,7 +298,7 @@ int train_loop(trainer *t)
                 break;
             }
         }
-        if (stop_signal) {
+        if ((stop_signal = train_dist_stop(stop_signal))) {     /* every rank stops at the same step */
             step++;
             if (p.tty)
                 printf("\n");
