@@ -78,7 +78,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -148,6 +148,11 @@ bench: all
 bench-busy: all
 	@sh tests/bench_busy.sh
 
+# Data parallelism on this machine: 2 ranks x 1 thread against 1 rank x 2
+# threads (tests/bench_mpi.sh; skipped without Open MPI).
+bench-mpi:
+	@sh tests/bench_mpi.sh
+
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
 # (OPENBLAS_CORETYPE, set for this benchmark only); skipped without OpenBLAS.
@@ -199,4 +204,4 @@ run: all
 
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
-	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double
+	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi

@@ -21,12 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef AG_MPI
 #include <mpi.h>
 #endif
 
+#include "args.h"
 #include "attograd.h"
 #include "dist.h"
 #include "run.h"
@@ -41,6 +43,11 @@ int dist_size(void) { return size; }
 int dist_local_size(void) { return local_size; }
 double dist_comm_seconds(void) { return comm_seconds; }
 double dist_bytes_sent(void) { return bytes_sent; }
+
+int dist_stdout_terminal(void)
+{
+    return isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE");
+}
 
 void dist_say(const char *fmt, ...)
 {
@@ -108,6 +115,33 @@ static void on_engine_error(const char *msg, void *user)
     exit(2);
 }
 
+/* A second communicator for leaving: a barrier there can only meet
+ * other ranks leaving, never a collective of the training. */
+static MPI_Comm leaving;
+
+/* die() on every rank (a bad option, a checkpoint that does not fit: the
+ * same verdict everywhere, said by rank 0) or --help: the ranks leave
+ * together, so that each exits with the status, not killed by mpirun,
+ * which sends the others SIGTERM as soon as one exits with a non-zero
+ * status (and SIGKILL a second later).  A rank that waits 10 s at the
+ * barrier alone had a verdict of its own, and leaves alone. */
+static void leave_together(int status)
+{
+    signal(SIGTERM, SIG_IGN);
+    MPI_Request req;
+    int done = 0;
+    if (MPI_Ibarrier(leaving, &req) == MPI_SUCCESS) {
+        double deadline = now_seconds() + 10;
+        while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && now_seconds() < deadline) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
+    }
+    if (done)
+        MPI_Finalize();
+    exit(status);
+}
+
 void dist_start(const char *cmd)
 {
     command = cmd;
@@ -121,6 +155,8 @@ void dist_start(const char *cmd)
         MPI_Comm_size(node, &local_size);
         MPI_Comm_free(&node);
     }
+    MPI_Comm_dup(MPI_COMM_WORLD, &leaving);
+    args_exit_hook = leave_together;
     if (rank > 0) {
         silence();
         ag_set_error_handler(on_engine_error, NULL);
@@ -195,10 +231,13 @@ static long reduce(long v, MPI_Op op, const char *call)
 long dist_max(long v) { return reduce(v, MPI_MAX, "MPI_Allreduce"); }
 long dist_sum(long v) { return reduce(v, MPI_SUM, "MPI_Allreduce"); }
 
-int dist_end(int status)
+int dist_end(int status, int together)
 {
-    if (status == 0)
+    if (together) {
+        begin();
+        end(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
         MPI_Finalize();
+    }
     return status;
 }
 
@@ -219,8 +258,15 @@ void dist_start(const char *cmd)
     int n = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"), r = env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK");
     if (n <= 1)
         return;
-    if (r > 0)
+    /* Every rank exits 2, rank 0 after saying why.  mpirun sends the others
+     * SIGTERM when the first exits (SIGKILL a second later): ignored here,
+     * and ranks above 0 wait half a second, so that rank 0 has spoken. */
+    signal(SIGTERM, SIG_IGN);
+    if (r > 0) {
+        struct timespec half = { 0, 500000000 };
+        nanosleep(&half, NULL);
         exit(2);
+    }
     fprintf(stderr, "attograd %s: started as one of %d processes (mpirun -np %d), but this attograd was built "
                     "without MPI, so each would train the same model alone: build it with make MPI=1 and run "
                     "build-mpi/attograd\n", cmd, n, n);
@@ -245,6 +291,10 @@ void dist_alltoall(const void *send, const int *scounts, const int *sdispls, voi
 
 long dist_max(long v) { return v; }
 long dist_sum(long v) { return v; }
-int dist_end(int status) { return status; }
+int dist_end(int status, int together)
+{
+    (void)together;
+    return status;
+}
 
 #endif

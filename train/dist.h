@@ -28,6 +28,9 @@ int dist_rank(void);
 int dist_size(void);
 /* Ranks on this machine (threads per rank default to its cores / this). */
 int dist_local_size(void);
+/* Whether standard output is a terminal someone watches: under mpirun it
+ * is a pseudo-terminal of mpirun's, whatever mpirun's own output is. */
+int dist_stdout_terminal(void);
 /* Seconds a collective may wait for the other ranks; 0 = forever. */
 void dist_set_timeout(long seconds);
 /* One line on the real standard error: "attograd CMD: rank R: ...". */
@@ -56,9 +59,11 @@ double dist_comm_seconds(void);
  * MPI library adds is not counted). */
 double dist_bytes_sent(void);
 
-/* The end of a run with exit status `status`: a rank that succeeded leaves
- * the run (MPI_Finalize); any other status is returned at once, and mpirun
+/* The end of a run with exit status `status`.  together: every rank ends
+ * with this status (it succeeded, or they stopped together): the ranks
+ * wait for each other (rank 0 may still be saving) and leave the run
+ * (MPI_Finalize).  Otherwise the status is returned at once, and mpirun
  * ends the other ranks.  Returns status. */
-int dist_end(int status);
+int dist_end(int status, int together);
 
 #endif

@@ -154,5 +154,7 @@ int train_dist_end(trainer *t, int status)
     if (t->mb)
         mb_plan_free(t->mb);
     t->mb = NULL;
-    return dist_end(status);
+    /* every rank finishes with the same status, except a save failed on
+     * rank 0 (1) */
+    return dist_end(status, status != 1);
 }

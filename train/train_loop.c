@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "files.h"
 #include "train.h"
 
@@ -272,7 +273,7 @@ int train_loop(trainer *t)
     output_track(&checkpoint_out);
     on_stop_signals(on_signal);
 
-    progress p = { now_seconds(), 0, t->start, isatty(fileno(stdout)) && !o->quiet, { NAN, 0, 0 }, 0 };
+    progress p = { now_seconds(), 0, t->start, dist_stdout_terminal() && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
     double loss = NAN;
     long step = t->start;
