@@ -121,15 +121,19 @@ tests: $(TEST_BIN)
 # The float build's tests, then the double build's (gradient checks run in
 # double precision), then the reference build's in double (the same checks on
 # the plain kernels of src/reference.c), then the shell and Python suites
-# (tests/cli_reference.sh trains with the reference build's CLI), all added
-# up by run.sh.
+# (tests/cli_reference.sh trains with the reference build's CLI,
+# tests/cli_mpi.sh with the MPI build's, made when mpicc and mpirun exist),
+# all added up by run.sh.
 REFDIR = $(BUILDDIR)-ref
+HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
 test:
 	@$(MAKE) -s --no-print-directory all tests
 	@$(MAKE) -s --no-print-directory PRECISION=double all tests
 	@$(MAKE) -s --no-print-directory REFERENCE=1 PRECISION=double all tests
 	@$(MAKE) -s --no-print-directory REFERENCE=1 all
-	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd sh tests/run.sh \
+	@$(if $(HAVE_MPI),$(MAKE) -s --no-print-directory MPI=1 all,true)
+	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd ATTOGRAD_MPI=./$(BUILDDIR)-mpi/attograd \
+	    sh tests/run.sh \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
 	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
 
