@@ -4,6 +4,8 @@
 #   make PRECISION=double   the same in build-double/ (used by the gradient checks)
 #   make REFERENCE=1        the same from the plain reference kernels alone
 #                           (src/reference.c; no src/kernels/, no OpenMP) in build-ref/
+#   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
+#                           build-mpi/attograd train ...` trains on N ranks
 #   make test               every test; ends with "N passed, N failed"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
@@ -11,6 +13,7 @@
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
+#   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -20,8 +23,23 @@ OPT       ?= -O3
 SAN       ?=
 
 REFERENCE ?=
+MPI       ?=
 
 BUILDDIR  ?= build
+# The MPI build: train/ compiled with AG_MPI (train/dist.c) and everything
+# linked by mpicc; the engine in src/ is the same code as in the plain build.
+# mpicc runs the compiler CC names when one is given (make MPI=1 CC=clang).
+ifeq ($(MPI),1)
+ifneq ($(origin CC),default)
+export OMPI_CC := $(CC)
+endif
+override CC = $(if $(OMPI_CC),OMPI_CC=$(OMPI_CC) )mpicc
+MPIKIND    = -mpi
+MPIFLAGS   = -DAG_MPI
+else
+MPIKIND    =
+MPIFLAGS   =
+endif
 ifeq ($(REFERENCE),1)
 # The reference build: every kernel from src/reference.c, one thread.
 KIND       = -ref
@@ -36,10 +54,10 @@ KERNEL_SRC = $(wildcard src/kernels/*.c)
 OPENMP    := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 endif
 ifeq ($(PRECISION),double)
-BUILD      = $(BUILDDIR)$(KIND)-double
+BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)-double
 PRECFLAGS  = -DAG_DOUBLE
 else
-BUILD      = $(BUILDDIR)$(KIND)
+BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)
 PRECFLAGS  =
 endif
 
@@ -48,7 +66,7 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 # The library sees include/ and src/ only: the engine knows nothing of train/.
 LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
-ALLCFLAGS = $(LIBCFLAGS) -Itrain
+ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
@@ -61,7 +79,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-scale fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -104,15 +122,19 @@ tests: $(TEST_BIN)
 # The float build's tests, then the double build's (gradient checks run in
 # double precision), then the reference build's in double (the same checks on
 # the plain kernels of src/reference.c), then the shell and Python suites
-# (tests/cli_reference.sh trains with the reference build's CLI), all added
-# up by run.sh.
+# (tests/cli_reference.sh trains with the reference build's CLI,
+# tests/cli_mpi.sh with the MPI build's, made when mpicc and mpirun exist),
+# all added up by run.sh.
 REFDIR = $(BUILDDIR)-ref
+HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
 test:
 	@$(MAKE) -s --no-print-directory all tests
 	@$(MAKE) -s --no-print-directory PRECISION=double all tests
 	@$(MAKE) -s --no-print-directory REFERENCE=1 PRECISION=double all tests
 	@$(MAKE) -s --no-print-directory REFERENCE=1 all
-	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd sh tests/run.sh \
+	@$(if $(HAVE_MPI),$(MAKE) -s --no-print-directory MPI=1 all,true)
+	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd ATTOGRAD_MPI=./$(BUILDDIR)-mpi/attograd \
+	    sh tests/run.sh \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
 	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
 
@@ -135,6 +157,11 @@ bench-scale: all
 # Training beside one busy loop per core (tests/bench_busy.sh).
 bench-busy: all
 	@sh tests/bench_busy.sh
+
+# Data parallelism on this machine: 2 ranks x 1 thread against 1 rank x 2
+# threads (tests/bench_mpi.sh; skipped without Open MPI).
+bench-mpi:
+	@sh tests/bench_mpi.sh
 
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
@@ -187,4 +214,4 @@ run: all
 
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
-	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double
+	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi

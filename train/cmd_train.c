@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "dist.h"
 #include "files.h"
 #include "train.h"
 
@@ -125,7 +126,8 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
                                                "--context", "--dropout" };
     static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
                                              "--beta1", "--beta2", "--eps", "--clip", "--schedule", "--warmup",
-                                             "--min-lr", "--batch", "--seed", "--order", "--precision" };
+                                             "--min-lr", "--batch", "--seed", "--order", "--precision",
+                                             "--micro-batch" };
     const char *from = o->resume ? "--resume" : o->init ? "--init" : NULL;
     size_t n_fixed = sizeof model_flags / sizeof model_flags[0] - (o->init ? 2 : 0);
     for (size_t i = 0; from && i < n_fixed; i++)
@@ -212,6 +214,7 @@ int cmd_train(int argc, char **argv)
         .dropout = 0, .lr = -1, .momentum = 0.9, .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999,
         .eps = 1e-8, .clip = 1.0, .min_lr = 0, .steps = 400, .seed = 1, .eval_every = 100,
         .log_every = 50, .warmup = 0, .save_every = 0, .precision = "fp32",
+        .micro_batch = 0, .mpi_timeout = 600,
     };
     const double BIG = 1e308;
     opt opts[] = {
@@ -249,8 +252,11 @@ int cmd_train(int argc, char **argv)
         { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0 },
+        { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0 },
+        { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0 },
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
+    dist_start(CMD);
     args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.",
                argc, argv, opts, nopts);
     /* progress written to a closed pipe must not end the run (train_loop.c
@@ -269,10 +275,13 @@ int cmd_train(int argc, char **argv)
     check_values(&t);
     check_schedule(&t, opts, nopts);
     check_files(o);
+    train_dist_configure(&t, args_find(opts, nopts, "--micro-batch"));
 
     train_setup(&t);
     save_options(&t, opts, nopts);
+    train_dist_setup(&t);
     int status = train_loop(&t);
+    status = train_dist_end(&t, status);
     train_free(&t);
     return status;
 }

@@ -16,6 +16,8 @@ typedef struct train_opts {
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long steps, seed, eval_every, log_every, warmup, save_every;
     long schedule_steps;        /* the --steps the schedule was set for (see cmd_train.c) */
+    int micro_batch;            /* rows per micro-batch; 0: whole batches (see microbatch.h) */
+    long mpi_timeout;           /* seconds a rank waits for the others (dist.h) */
 } train_opts;
 
 /* The training options a run's checkpoint keeps for --resume (cmd_train.c
@@ -44,6 +46,7 @@ typedef struct trainer {
     char saved_values[TRAIN_SAVED_MAX][40];
     int n_saved;
     FILE *log;                  /* --log, or NULL */
+    struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
 } trainer;
 
 /* Data, model, optimizer, generators and the log, from t->o and t->ck;
@@ -53,5 +56,23 @@ void train_setup(trainer *t);
  * returns the exit status (0, 1 save failed, 3 diverged, 128 + signal). */
 int train_loop(trainer *t);
 void train_free(trainer *t);
+
+/* train_dist.c: training on several ranks (dist.h), or in micro-batches on
+ * one (microbatch.h).  After the options and files are checked: the number
+ * of ranks and the micro-batch (exit 2 with one line when they do not fit
+ * the batch); ranks above 0 drop their outputs. */
+struct opt;
+void train_dist_configure(trainer *t, struct opt *micro_batch);
+/* After train_setup: the micro-batch plan and its line of configuration. */
+void train_dist_setup(trainer *t);
+/* Draw the batch of `step` and leave its gradient in the parameters' (every
+ * rank the same); returns the loss. */
+double train_dist_gradient(trainer *t, long step);
+/* The validation loss (and a task's held-out accuracy) as the run scores it. */
+eval_result train_evaluate(trainer *t, long max_windows);
+/* The stop signal any rank has received (0: none), the same on every rank. */
+int train_dist_stop(int sig);
+/* The process's exit status, after leaving the run. */
+int train_dist_end(trainer *t, int status);
 
 #endif

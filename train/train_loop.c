@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "files.h"
 #include "train.h"
 
@@ -100,13 +101,17 @@ typedef struct step_result {
 static step_result train_step(trainer *t, long step, double lr)
 {
     step_result r = { NAN, STEP_OK, NULL };
-    dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
-    ag_reset(t->ctx);                                                   /* last step's tensors are gone */
-    ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);             /* [B,S,V] */
-    ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                                /* [1] */
-    ag_params_zero_grad(t->m.params);
-    ag_backward(t->ctx, loss);
-    r.loss = loss->data[0];
+    if (t->mb) {
+        r.loss = train_dist_gradient(t, step);                          /* micro-batches, any ranks */
+    } else {
+        dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
+        ag_reset(t->ctx);                                               /* last step's tensors are gone */
+        ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);         /* [B,S,V] */
+        ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                            /* [1] */
+        ag_params_zero_grad(t->m.params);
+        ag_backward(t->ctx, loss);
+        r.loss = loss->data[0];
+    }
     if (!isfinite(r.loss))
         r.status = STEP_BAD_LOSS;
     else if ((r.bad = first_not_finite(t->m.params, 1)))
@@ -190,7 +195,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     double tps = (double)t->B * t->S / (ms / 1e3);
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
-        ev = evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS, t->B);
+        ev = train_evaluate(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
     if (done == o->steps) {
         p->final = ev;
         p->have_final = 1;
@@ -252,9 +257,9 @@ static void show_examples(trainer *t, int n)
 
 static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
+    eval_result ev = p->have_final ? p->final : train_evaluate(t, 0);   /* every rank takes part */
     if (!stdout_open())
         return;
-    eval_result ev = p->have_final ? p->final : evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, 0, t->B);
     int is_task = t->data.is_task;
     if (step == t->start)
         printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
@@ -278,7 +283,7 @@ int train_loop(trainer *t)
     output_track(&checkpoint_out);
     on_stop_signals(on_signal);
 
-    progress p = { now_seconds(), 0, t->start, isatty(fileno(stdout)) && !o->quiet, { NAN, 0, 0 }, 0 };
+    progress p = { now_seconds(), 0, t->start, dist_stdout_terminal() && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
     double loss = NAN;
     long step = t->start;
@@ -304,7 +309,7 @@ int train_loop(trainer *t)
                 break;
             }
         }
-        if (stop_signal) {
+        if ((stop_signal = train_dist_stop(stop_signal))) {     /* every rank stops at the same step */
             step++;
             if (p.tty)
                 printf("\n");

@@ -1,0 +1,252 @@
+#!/bin/bash
+# cli_mpi.sh - training on several ranks and in micro-batches: the plain
+# build's --micro-batch (bitwise what whole batches give when that is one
+# micro-batch without dropout, exact resume, checks) and its refusal to run
+# as several mpirun processes; then, with Open MPI and build-mpi/attograd
+# (make test builds it when mpicc exists): N = 1, 2, 3, 4 ranks give
+# byte-identical checkpoints and identical losses on the copy task and on a
+# text run with dropout, equal to the plain build's; a run saved on 2 ranks
+# and resumed on 3 equals one that never stopped; kill -9 or SIGSTOP of one
+# rank ends every rank within 30 s with the checkpoint intact; bad
+# invocations get one line from rank 0 and exit 2 on every rank.  Without
+# mpirun, mpicc or the MPI binary those checks report skipped.  Run from the
+# repository root; ATTOGRAD and ATTOGRAD_MPI override the two binaries.
+# Option lists ($TINY, $COPY, ...) are split into words on purpose.
+# shellcheck disable=SC2086
+A=${ATTOGRAD:-./build/attograd}
+M=${ATTOGRAD_MPI:-./build-mpi/attograd}
+ROOT=$(pwd)
+TEXT=$ROOT/data/tiny.txt
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+need_binary
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-mpi.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+
+# bad_in WANT CMD...: exit 2, one stderr line with WANT, nothing on stdout
+bad_in() {
+    local want=$1; shift
+    "$@" >stdout 2>stderr
+    local rc=$? why=""
+    [ $rc -eq 2 ] || why="exit $rc"
+    [ "$(wc -l <stderr)" -eq 1 ] || why="$why; $(wc -l <stderr) stderr lines"
+    grep -qF -- "$want" stderr || why="$why; no '$want'"
+    [ -s stdout ] && why="$why; stdout: $(head -c 200 stdout)"
+    if [ -z "$why" ]; then ok; else fail "$* -> $why; stderr: $(head -c 300 stderr)"; fi
+}
+# a --log's steps and training losses; and validation losses and accuracies too
+losses() { cut -d, -f1,2 "$1"; }
+scores() { cut -d, -f1-4 "$1"; }
+# a checkpoint's tensors, without the header (whose metadata names the options)
+tensors() { tail -c +$((9 + $(od -An -t u8 -N 8 "$1"))) "$1"; }
+
+# ---- the plain build ------------------------------------------------------------
+TINY="--text $TEXT --d-model 16 --heads 2 --layers 1 --context 16 --eval-every 0 --quiet --threads 1"
+
+# one micro-batch of the whole batch, no dropout: the whole-batch step, bit for bit
+"$A" train $TINY --batch 8 --steps 6 --save whole.st >/dev/null
+"$A" train $TINY --batch 8 --steps 6 --micro-batch 8 --save one.st >/dev/null
+check "--micro-batch B without dropout gives the whole-batch weights, moments and generators" \
+    eval 'cmp -s <(tensors whole.st) <(tensors one.st)'
+"$A" train $TINY --batch 8 --steps 6 --micro-batch 2 --save four.st >/dev/null
+check "--micro-batch 2 adds in another order: not the same bits as whole batches" \
+    eval '! cmp -s <(tensors whole.st) <(tensors four.st)'
+
+# resume is exact with micro-batches and dropout (each micro-batch's stream
+# comes from seed, step and index)
+MB="$TINY --batch 8 --micro-batch 2 --optimizer adamw --log-every 1"
+"$A" train $MB --dropout 0.2 --steps 8 --save full.st --log full.csv >/dev/null
+"$A" train $MB --dropout 0.2 --steps 4 --save half.st --log half.csv >/dev/null
+"$A" train --resume half.st --steps 8 --log-every 1 --eval-every 0 --quiet --log half.csv >/dev/null
+check "micro-batches with dropout: 4 steps + --resume for 4 more = 8 steps, byte for byte" cmp -s full.st half.st
+check "micro-batches with dropout: the same 8 logged losses" \
+    eval '[ "$(wc -l <full.csv)" -eq 9 ] && [ "$(losses full.csv)" = "$(losses half.csv)" ]'
+"$A" train $MB --steps 8 --save nodrop.st >/dev/null
+check "dropout is on in the micro-batches (dropout 0 trains other weights)" eval '! cmp -s full.st nodrop.st'
+
+bad_in "--micro-batch 3 does not divide the 8 rows each of 1 ranks gets from --batch 8" \
+    "$A" train $TINY --batch 8 --micro-batch 3
+bad_in "--micro-batch cannot be changed with --resume" "$A" train --resume half.st --micro-batch 4
+bad_in "--micro-batch 0 is out of range" "$A" train --micro-batch 0
+# started by a launcher as two processes: rank 0 says why, every rank exits 2
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 bad_in "built without MPI" "$A" train $TINY --steps 1
+OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$A" train $TINY --steps 1 >stdout 2>stderr
+rc=$?
+check "a plain build as rank 1 of 2 exits 2 silently (exit $rc, $(cat stderr))" \
+    eval '[ $rc -eq 2 ] && [ ! -s stdout ] && [ ! -s stderr ]'
+OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=0 "$A" train $TINY --steps 1 >/dev/null 2>&1
+check "a plain build as the only process of mpirun -np 1 trains" test $? -eq 0
+
+# ---- several ranks --------------------------------------------------------------
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
+    skip "the MPI checks: no mpirun or mpicc (sh tests/install-deps.sh installs openmpi-bin and libopenmpi-dev)"
+    finish
+fi
+case $M in /*) ;; *) M=$ROOT/$M ;; esac
+if [ ! -x "$M" ]; then
+    skip "the MPI checks: no $M (make MPI=1 builds it)"
+    finish
+fi
+# root may run mpirun only when it says so; under the sanitizers, Open MPI's
+# own allocations at exit are not this program's leaks
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+run() {  # run N ARGS...: attograd ARGS on N ranks
+    local n=$1; shift
+    mpirun --oversubscribe -np "$n" "$M" "$@"
+}
+# the progress lines without their timings
+progress() { sed -nE 's/^(step +[0-9]+\/[0-9]+ \| loss [0-9.]+ \| lr [^|]+)\|.*ms\/step.*tok\/s(.*)$/\1\2/p' "$1"; }
+
+# N = 1..4 on the copy task (--batch 24: the default micro-batch is 2 rows)
+COPY="--batch 24 --steps 20 --log-every 5 --eval-every 10 --threads 1"
+for n in 1 2 3 4; do
+    run $n train $COPY --save copy$n.st --log copy$n.csv >copy$n.out 2>copy$n.err
+    check "copy on $n ranks: exit 0 ($(tail -n 2 copy$n.err))" test $? -eq 0
+done
+check "copy: the configuration names the ranks and micro-batches" \
+    grep -q "ranks      2 ranks x 1 thread, micro-batches of 2 rows (12 per step, 6 per rank)" copy2.out
+for n in 2 3 4; do
+    check "copy: $n ranks save the checkpoint 1 rank saves, byte for byte" cmp -s copy1.st copy$n.st
+    check "copy: $n ranks print the losses, validation losses and accuracies 1 rank prints" \
+        eval '[ -n "$(progress copy1.out)" ] && [ "$(progress copy1.out)" = "$(progress copy$n.out)" ]'
+    check "copy: $n ranks log what 1 rank logs" eval '[ "$(scores copy1.csv)" = "$(scores copy$n.csv)" ]'
+done
+check "copy: 4 progress lines, 2 with a validation loss" \
+    eval '[ "$(progress copy1.out | wc -l)" -eq 4 ] && [ "$(progress copy1.out | grep -c "val loss")" -eq 2 ]'
+"$A" train $COPY --micro-batch 2 --save copy_plain.st >/dev/null 2>&1
+check "copy: the plain build with --micro-batch 2 saves the same bytes" cmp -s copy1.st copy_plain.st
+
+# N = 1..4 on text with dropout (and --threads 0: each rank its share of the cores)
+TXT="--text $TEXT --d-model 32 --heads 2 --layers 2 --context 32 --batch 24 --micro-batch 2 --dropout 0.1
+     --optimizer adamw --steps 20 --log-every 1 --eval-every 10 --quiet"
+for n in 1 2 3 4; do
+    run $n train $TXT --save text$n.st --log text$n.csv >text$n.out 2>text$n.err
+    check "text on $n ranks: exit 0 ($(tail -n 2 text$n.err))" test $? -eq 0
+done
+for n in 2 3 4; do
+    check "text with dropout: $n ranks save the checkpoint 1 rank saves" cmp -s text1.st text$n.st
+    check "text with dropout: $n ranks log the losses 1 rank logs" eval '[ "$(scores text1.csv)" = "$(scores text$n.csv)" ]'
+done
+check "text: 20 steps logged, 2 validation losses" \
+    eval '[ "$(wc -l <text1.csv)" -eq 21 ] && [ "$(cut -d, -f3 text1.csv | grep -c .)" -eq 3 ]'
+"$A" train $TXT --save text_plain.st >/dev/null 2>&1
+check "text: the plain build with --micro-batch 2 saves the same bytes" cmp -s text1.st text_plain.st
+run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1 >threads.out 2>&1
+check "--threads 0 on 2 ranks of a 2-core machine: 1 thread each ($(grep ranks threads.out))" \
+    eval '[ "$(nproc)" -ne 2 ] || grep -q "2 ranks x 1 thread," threads.out'
+
+# saved on 2 ranks, resumed on 3 = never stopped
+RES="--text $TEXT --d-model 32 --heads 2 --layers 2 --context 32 --batch 12 --dropout 0.1 --optimizer adamw
+     --log-every 1 --eval-every 0 --quiet --threads 1"
+run 1 train $RES --steps 16 --save once.st --log once.csv >/dev/null 2>&1
+run 2 train $RES --steps 8 --save twice.st --log twice.csv >/dev/null 2>&1
+run 3 train --resume twice.st --steps 16 --log-every 1 --eval-every 0 --quiet --threads 1 --log twice.csv \
+    >resume.out 2>&1
+check "resumed on 3 ranks: exit 0 ($(tail -n 1 resume.out))" grep -q "^saved twice.st (step 16)" resume.out
+check "8 steps on 2 ranks + 8 resumed on 3 = 16 steps on 1, byte for byte" cmp -s once.st twice.st
+check "... and the same 16 logged losses" eval '[ "$(losses once.csv)" = "$(losses twice.csv)" ]'
+
+# ---- faults ---------------------------------------------------------------------
+# start_long N ARGS...: a long run on N ranks in the background, once it has
+# saved (ARGS give --save-every); $mpid is mpirun
+start_long() {
+    local n=$1; shift
+    rm -f long.st long.st.tmp.*
+    mpirun --oversubscribe -np "$n" "$M" train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 \
+        --batch 12 --optimizer adamw --steps 1000000 --save long.st --eval-every 0 --quiet --threads 1 "$@" \
+        >long.out 2>long.err &
+    mpid=$!
+    for _ in $(seq 100); do [ -e long.st ] && break; sleep 0.1; done
+    sleep 0.5
+}
+# the pid of rank R of mpirun $mpid (mpirun starts the ranks itself on one machine)
+rank_pid() {
+    local p
+    for p in $(pgrep -P "$mpid"); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+            echo "$p"
+            return
+        fi
+    done
+}
+# wait_ended LABEL: mpirun and every rank gone within 30 s of now, mpirun non-zero
+wait_ended() {
+    local t0=$SECONDS rc
+    for _ in $(seq 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$mpid" 2>/dev/null; then
+        fail "$1: mpirun still running after 30 s"
+        kill -9 "$mpid"
+    fi
+    wait "$mpid"
+    rc=$?
+    check "$1: every rank ended non-zero within 30 s (mpirun exit $rc after $((SECONDS - t0)) s)" \
+        eval '[ $rc -ne 0 ] && ! pgrep -f "$M train" >/dev/null'
+    check "$1: the checkpoint is intact" eval '"$A" info long.st >/dev/null'
+}
+
+start_long 3 --save-every 1
+victim=$(rank_pid 1)
+check "kill -9: rank 1 found" test -n "$victim"
+kill -9 "$victim"
+wait_ended "kill -9 of rank 1"
+check "kill -9: one line names rank 1 ($(grep -i 'rank 1' long.err | head -n 1))" \
+    grep -q "process rank 1 .* exited on signal 9" long.err
+
+start_long 3 --save-every 1 --mpi-timeout 2
+victim=$(rank_pid 2)
+kill -STOP "$victim"
+wait_ended "SIGSTOP of rank 2 with --mpi-timeout 2"
+check "SIGSTOP: the ranks that waited say so ($(grep -m1 'have not answered' long.err))" \
+    grep -q "rank 0: the other ranks have not answered for 2 s" long.err
+
+# Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and rank 0 saves it
+start_long 2 --save-every 50
+kill -INT "$mpid"
+wait "$mpid"
+step=$(sed -nE 's/.*terminated at step ([0-9]+).*/\1/p' long.err)
+check "Ctrl-C of mpirun: rank 0 saves the step it stopped at ($(cat long.err long.out | head -n 2))" \
+    eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
+
+# ---- bad invocations: one line from rank 0, exit 2 on every rank -----------------
+# Each rank runs in a session of its own, where mpirun's SIGTERM and SIGKILL
+# (sent to the ranks left once one has exited non-zero) do not reach it, and
+# its exit status is recorded.
+cat >wrap.sh <<'EOF'
+#!/bin/sh
+setsid sh -c '"$@"; rc=$?; echo "rank $OMPI_COMM_WORLD_RANK exit $rc" >>"$RANKS"; exit $rc' sh "$@" &
+wait $!
+EOF
+chmod +x wrap.sh
+export RANKS=$tmp/ranks
+bad_ranks() {  # bad_ranks WANT N BINARY ARGS...
+    local want=$1 n=$2; shift 2
+    rm -f "$RANKS"
+    timeout 60 mpirun --oversubscribe -np "$n" ./wrap.sh "$@" >stdout 2>stderr
+    local rc=$? why=""
+    for _ in $(seq 100); do [ "$(wc -l <"$RANKS" 2>/dev/null)" = "$n" ] && break; sleep 0.1; done
+    [ $rc -eq 2 ] || why="mpirun exit $rc"
+    [ "$(grep -c '^attograd' stderr)" -eq 1 ] || why="$why; $(grep -c '^attograd' stderr) attograd lines"
+    grep -qF -- "$want" stderr || why="$why; no '$want'"
+    [ "$(grep -c ' exit 2$' "$RANKS" 2>/dev/null)" = "$n" ] || why="$why; ranks: $(tr '\n' ' ' <"$RANKS")"
+    [ -s stdout ] && why="$why; stdout: $(head -c 200 stdout)"
+    if [ -z "$why" ]; then ok; else fail "$n ranks: $* -> $why; stderr: $(grep '^attograd' stderr | head -c 300)"; fi
+}
+bad_ranks "--batch 32 does not split evenly over 3 ranks" 3 "$M" train --batch 32
+bad_ranks "--micro-batch 4 does not divide the 6 rows each of 4 ranks gets from --batch 24" \
+    4 "$M" train --batch 24 --micro-batch 4
+bad_ranks "--micro-batch 5 (the default) does not divide the 4 rows each of 5 ranks gets from --batch 20" \
+    5 "$M" train --batch 20
+bad_ranks "this attograd was built without MPI" 2 "$A" train
+bad_ranks "this attograd was built without MPI" 4 "$A" train --steps 1
+bad_ranks "whole.st was trained in whole batches" 2 "$M" train --resume whole.st
+bad_ranks "the checkpoint's --batch 8 does not split evenly over 3 ranks: resume it on 1, 2 or 4 ranks" \
+    3 "$M" train --resume full.st
+"$A" train $TINY --batch 12 --micro-batch 2 --steps 1 --save m2.st >/dev/null
+bad_ranks "the checkpoint's --micro-batch 2 does not divide the 3 rows each of 4 ranks gets from its --batch 12: resume it on 1, 2, 3 or 6 ranks" \
+    4 "$M" train --resume m2.st
+bad_ranks "--lr expects a number" 3 "$M" train --lr x
+finish
