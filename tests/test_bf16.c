@@ -11,14 +11,12 @@
  *     integers; odd M, N, K (1, 15, 17, 33, 100, 1000), both transposes,
  *     padded leading dimensions, beta 0, 1 and 0.5, K == 0; NaN and inf
  *     propagation; bitwise the same on 1 and 2 threads; the plain
- *     the plain ref_gemm_bf16 (src/reference.c) against the kernel within twice the bound.
+ *     ref_gemm_bf16 (src/reference.c) against each kernel within twice the
+ *     bound.
  *
- * Built by `make test` with the library (src/kernels/ is part of it); alone:
- *   cc -std=c11 -O2 -march=native -fopenmp -Iinclude -Isrc tests/test_bf16.c
- *      src/kernels/cpu.c src/kernels/gemm_bf16.c src/kernels/bf16_ref.c
- *      src/tensor.c src/pcg32.c -lm
- * (tensor.c for ag_error).  AG_BF16_KERNEL does not affect this test: it
- * runs every kernel the hardware has.
+ * Built by `make test` with the library (src/kernels/ is part of it).
+ * AG_BF16_KERNEL does not affect this test: it runs every kernel the
+ * hardware has.
  */
 #if defined(AG_REFERENCE) || defined(AG_DOUBLE)
 #include <stdio.h>

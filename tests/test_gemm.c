@@ -2,7 +2,8 @@
  * test_gemm.c - the matrix-multiply kernel against a naive triple loop in
  * double: every transpose combination, odd sizes, padded leading dimensions,
  * beta 0 and 1, K == 0, the small-product paths that read operands in place,
- * batched products, and bitwise agreement across paths and thread counts.
+ * batched products, the few-rows path (one token at a time), and bitwise
+ * agreement across paths and thread counts.
  */
 #include <float.h>
 #include <math.h>
@@ -215,6 +216,37 @@ static void test_paths_agree(void)
         }
 }
 
+/* A C of at most 4 rows with A stored [M, K] (one token at a time, as the
+ * key/value cache samples) takes its own path that reads B in place: right
+ * on every size, padding never read (it is NaN), and with B stored [K, N]
+ * each row the same bits as that row inside a taller product. */
+static void test_few_rows(void)
+{
+    static const int Ns[] = {1, 17, 65, 130}, Ks[] = {1, 16, 17, 385, 1000};
+    for (int M = 1; M <= 4; M++)
+        for (int tb = 0; tb < 2; tb++)
+            for (size_t n = 0; n < sizeof Ns / sizeof Ns[0]; n++)
+                for (size_t k = 0; k < sizeof Ks / sizeof Ks[0]; k++) {
+                    one_case(0, tb, M, Ns[n], Ks[k], 0, 0, 0);
+                    one_case(0, tb, M, Ns[n], Ks[k], 3, 1, 0);
+                    one_case(0, tb, M, Ns[n], Ks[k], 1, 0, 1);
+                }
+    const int M = 13, N = 70, K = 800;
+    ag_real *A = matrix(M, K, K, 0), *B = matrix(K, N, N, 0);
+    ag_real *tall = malloc(sizeof(ag_real) * M * N), *row = malloc(sizeof(ag_real) * N);
+    ag_kern->gemm(0, 0, M, N, K, A, K, B, N, 0, tall, N);
+    int same = 1;
+    for (int i = 0; i < M; i++) {
+        ag_kern->gemm(0, 0, 1, N, K, A + (size_t)i * K, K, B, N, 0, row, N);
+        same &= memcmp(row, tall + (size_t)i * N, sizeof(ag_real) * N) == 0;
+    }
+    CHECK(same, "B stored [K, N]: a 1-row product differs in bits from that row of a %d-row product", M);
+    free(A);
+    free(B);
+    free(tall);
+    free(row);
+}
+
 static void test_k_zero_and_empty(void)
 {
     ag_real A[4] = {1, 2, 3, 4}, B[4] = {5, 6, 7, 8};
@@ -361,6 +393,7 @@ static void test_threads(void)
     thread_case(240, 64, 512);    /* small C, two K blocks: split along K with 2 threads */
     thread_case(66, 65, 1000);    /* the same with three K blocks and ragged tiles */
     thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
+    thread_case(3, 4100, 1030);   /* 3 rows (and items of 1 row): columns split between threads */
 }
 
 int main(void)
@@ -370,6 +403,7 @@ int main(void)
     test_blocking();
     test_small();
     test_paths_agree();
+    test_few_rows();
     test_batched();
     test_threads();
     return check_done();

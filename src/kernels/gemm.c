@@ -5,6 +5,7 @@
  * and multiplied by register tiles written with compiler vector types.
  */
 #include "fast.h"
+#include "fastmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -49,6 +50,9 @@
  * step, block by block with block sizes that depend only on K, on whichever
  * path, tile or thread: results are bitwise the same for any thread count
  * and schedule, and a batched product equals its items done one by one.
+ * One path sums otherwise: a C of at most four rows times a B stored [N, K]
+ * (gemm_few_rows), whose elements are lane-wise dot products, in an order
+ * that again depends on K alone.
  */
 
 /* Register tile MR x NR and block sizes.  With AVX-512 there are 32 vector
@@ -651,6 +655,74 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
     }
 }
 
+/* ---- a few rows of C ----------------------------------------------------- */
+
+/* A C of at most FEW_ROWS rows with A stored [M, K] -- one new token per
+ * sequence, as sampling with the key/value cache asks -- is a few
+ * matrix-vector products that read each element of B once, so packing B
+ * (for B stored [N, K], a transposing copy of all of it) would cost more
+ * than the product.  B is read in place instead.  Stored [K, N], each
+ * element is summed as the tiled kernel sums it (from zero per K block, k in
+ * order, one fused multiply-add each, then added to C), vectorized across
+ * columns: the same bits as that row inside a taller C.  Stored [N, K],
+ * each element of a K block is a dot product of two contiguous rows in
+ * ag_dot_lanes' 16 lanes (a chain in k order would need B's columns, which
+ * only a gather or a transpose gives, and both cost more than the product):
+ * the order depends on K alone, so results do not depend on the threads,
+ * but they round differently from the same row inside a taller C.  Threads
+ * take whole columns. */
+#define FEW_ROWS 4
+#define FEW_COLS 64
+
+KERNEL_ATTR
+static void gemm_few_rows(const gemm_job *g, int j0, int j1)
+{
+    const int K = g->K, kb = k_block(K);
+    const long ldb = g->ldb;
+    ag_real acc[FEW_COLS];
+    for (int i = 0; i < g->M; i++) {
+        const ag_real *a = g->A + (long)i * g->lda;
+        ag_real *c = g->C + (long)i * g->ldc;
+        for (int jb = j0; jb < j1; jb += FEW_COLS) {
+            const int nb = ag_min_int(FEW_COLS, j1 - jb);
+            for (int pc = 0; pc < K; pc += kb) {
+                const int kc = ag_min_int(kb, K - pc);
+                for (int j = 0; j < nb; j++) acc[j] = 0;
+                if (g->trans_b) {
+                    const ag_real *b = g->B + jb * ldb + pc;
+                    for (int j = 0; j < nb; j++) acc[j] = (ag_real)ag_dot_lanes(a + pc, b + j * ldb, (size_t)kc);
+                } else {
+                    const ag_real *b = g->B + pc * ldb + jb;
+                    for (int k = 0; k < kc; k++)
+                        for (int j = 0; j < nb; j++) acc[j] = AG_FMA(a[pc + k], b[k * ldb + j], acc[j]);
+                }
+                if (pc == 0 && g->overwrite)
+                    for (int j = 0; j < nb; j++) c[jb + j] = acc[j];
+                else
+                    for (int j = 0; j < nb; j++) c[jb + j] += acc[j];
+            }
+        }
+    }
+}
+
+static void gemm_few_rows_threads(const gemm_job *g, int nth)
+{
+    const int N = g->N, chunks = ceil_div(N, FEW_COLS);
+    if (nth > chunks) nth = chunks;
+    if (nth <= 1) {
+        gemm_few_rows(g, 0, N);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nth)
+#endif
+    {
+        const int t = ag_thread_id(), per = ceil_div(chunks, nth);
+        const int j0 = ag_min_int(N, t * per * FEW_COLS), j1 = ag_min_int(N, (t + 1) * per * FEW_COLS);
+        if (j0 < j1) gemm_few_rows(g, j0, j1);
+    }
+}
+
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
@@ -660,6 +732,10 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
     int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
+    if (!trans_a && M <= FEW_ROWS) {
+        gemm_few_rows_threads(&g, nth);
+        return;
+    }
     int nkb = ksplit_blocks(M, N, K, nth);
     if (nkb) {
         gemm_ksplit(&g, nkb, nth);
@@ -731,7 +807,10 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     for (int b = 0; b < batch; b++) {
         gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
                               ldb, C + b * stride_c, ldc);
-        if (!gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite))
+        if (gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite)) continue;
+        if (!trans_a && M <= FEW_ROWS)
+            gemm_few_rows(&g, 0, N);   /* as ag_fast_gemm does the item alone */
+        else
             gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)ag_thread_id());
     }
 }
