@@ -35,15 +35,6 @@ static double uniform(void)   /* [-1, 1) */
     return (double)rand32() / 2147483648.0 - 1.0;
 }
 
-static void set_threads(int n)
-{
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
-
 /* ---- the product -------------------------------------------------------- */
 
 /*
@@ -287,9 +278,9 @@ static void test_threads_and_reference(int kernel)
         for (int t = 0; t < 4; t++) {
             const int ta = t & 1, tb = t >> 1;
             problem p = make_problem(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2], (int)s % 2, (float)(t % 2), 0);
-            set_threads(1);
+            check_set_threads(1);
             float *c1 = run(&p, kernel);
-            set_threads(2);
+            check_set_threads(2);
             float *c2 = run(&p, kernel);
             CHECK(memcmp(c1, c2, sizeof(float) * (size_t)p.M * p.ldc) == 0,
                   "%s ta=%d tb=%d %dx%dx%d: 1 and 2 threads differ", ag_bf16_kernel_name(kernel), ta, tb, p.M,

@@ -6,11 +6,16 @@
  * check_done() prints the closing "N passed, N failed" line that tests/run.sh
  * adds up (", N skipped" after it when something was skipped), and returns
  * the exit status (non-zero when anything failed).
+ * check_set_threads(n) sets the thread count for what follows (nothing
+ * without OpenMP).
  */
 #ifndef ATTOGRAD_CHECK_H
 #define ATTOGRAD_CHECK_H
 
 #include <stdio.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static int check_passed, check_failed, check_skipped;
 
@@ -35,6 +40,15 @@ static int check_passed, check_failed, check_skipped;
         printf("\n");                                                        \
         fflush(stdout);                                                      \
     } while (0)
+
+static inline void check_set_threads(int n)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
 
 static inline int check_done(void)
 {

@@ -63,15 +63,6 @@ static ag_real *copy_buf(const ag_real *src, size_t n)
     return p;
 }
 
-static void set_threads(int n)
-{
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
-
 /* max over i of |a - b| / (floor + |b|); NaN in either counts as infinitely
  * far unless both are NaN */
 static double rel_diff_floor(const ag_real *a, const ag_real *b, size_t n, double floor)
@@ -166,7 +157,7 @@ static void check_attention(attn_case c)
     CHECK(ag_kernels_reference.attention_keep(&a) == 0, "the reference keeps nothing");
     for (int run = 0; run < 4; run++) {
         const ag_kernels *kern = run ? &ag_kernels_fast : &ag_kernels_reference;
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         o[run] = malloc(no * sizeof(ag_real));
         lse[run] = malloc(nl * sizeof(ag_real));
         ag_real *keep = nkeep && (run == 1 || run == 2) ? random_buf(nkeep, -1, 1) : NULL;
@@ -177,7 +168,7 @@ static void check_attention(attn_case c)
         kern->attention_backward(&a, q, k, v, o[run], dout, lse[run], keep, dq, dk, dv, 1);
         free(keep);
     }
-    set_threads(2);
+    check_set_threads(2);
     /* mixed precision rounds the weights (the fast kernel before
      * normalizing, by up to 2^-9 relative each) and the score gradients */
     const double bound = c.bf16 ? 2e-2 : ATOL_ATTN;
@@ -261,7 +252,7 @@ static void check_gemm(int ta, int tb, int M, int N, int K, double beta)
     ag_real *C0 = random_buf((size_t)M * ldc, -1, 1), *C[3];
     for (int run = 0; run < 3; run++) {
         C[run] = copy_buf(C0, (size_t)M * ldc);
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         (run ? &ag_kernels_fast : &ag_kernels_reference)
             ->gemm(ta, tb, M, N, K, A, lda, B, ldb, (ag_real)beta, C[run], ldc);
     }
@@ -328,7 +319,7 @@ static void check_softmax(size_t outer, size_t n, size_t inner, int log_out)
     ag_real *x = scores(outer * inner, n, 1), *dy = random_buf(size, -1, 1), *y[3], *dx[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         y[run] = malloc(size * sizeof(ag_real));
         k->softmax(x, y[run], outer, n, inner, log_out);
         dx[run] = copy_buf(dy, size);              /* backward adds: start from the same values */
@@ -389,7 +380,7 @@ static void check_layer_norm(size_t rows, int D, int affine)
     ag_real *dy = random_buf(size, -1, 1), *y[3], *mean[3], *rstd[3], *dx[3], *dw[3], *db[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         y[run] = malloc(size * sizeof(ag_real));
         mean[run] = malloc(rows * sizeof(ag_real));
         rstd[run] = malloc(rows * sizeof(ag_real));
@@ -425,7 +416,7 @@ static void check_gelu(size_t n)
     ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *y[3], *dx[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         y[run] = malloc(n * sizeof(ag_real));
         dx[run] = copy_buf(dy, n);
         k->gelu(x, y[run], n);
@@ -451,7 +442,7 @@ static void check_updates(size_t n)
     for (int variant = 0; variant < 4; variant++) {
         for (int run = 0; run < 3; run++) {
             const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
-            set_threads(run == 2 ? 2 : 1);
+            check_set_threads(run == 2 ? 2 : 1);
             p[run] = copy_buf(p0, n);
             m[run] = copy_buf(m0, n);
             v[run] = copy_buf(v0, n);
@@ -480,7 +471,7 @@ static void check_updates(size_t n)
     size_t cols = n % 97 % n + 1, rows = n / cols;
     ag_real *cs[3];
     for (int run = 0; run < 3; run++) {
-        set_threads(run == 2 ? 2 : 1);
+        check_set_threads(run == 2 ? 2 : 1);
         cs[run] = copy_buf(m0, cols);
         (run ? &ag_kernels_fast : &ag_kernels_reference)->column_sums(g, rows, cols, cs[run]);
     }

@@ -674,9 +674,18 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
 #define FEW_ROWS 4
 #define FEW_COLS 64
 
+/* acc += a*b as tile_body does it: contracted to one fused multiply-add
+ * exactly where the tile's is (not at all at -O1, say) */
+#if GEMM_VECTOR_TILE
+#define TILE_MADD(acc, a, b) ((acc) += (a) * (b))
+#else
+#define TILE_MADD(acc, a, b) ((acc) = AG_FMA((a), (b), (acc)))
+#endif
+
 KERNEL_ATTR
 static void gemm_few_rows(const gemm_job *g, int j0, int j1)
 {
+    GEMM_CONTRACT
     const int K = g->K, kb = k_block(K);
     const long ldb = g->ldb;
     ag_real acc[FEW_COLS];
@@ -694,7 +703,7 @@ static void gemm_few_rows(const gemm_job *g, int j0, int j1)
                 } else {
                     const ag_real *b = g->B + pc * ldb + jb;
                     for (int k = 0; k < kc; k++)
-                        for (int j = 0; j < nb; j++) acc[j] = AG_FMA(a[pc + k], b[k * ldb + j], acc[j]);
+                        for (int j = 0; j < nb; j++) TILE_MADD(acc[j], a[pc + k], b[k * ldb + j]);
                 }
                 if (pc == 0 && g->overwrite)
                     for (int j = 0; j < nb; j++) c[jb + j] = acc[j];
