@@ -5,10 +5,10 @@
 # as several mpirun processes; then, with Open MPI and build-mpi/attograd
 # (make test builds it when mpicc exists): N = 1, 2, 3, 4 ranks give
 # byte-identical checkpoints and identical losses on the copy task and on a
-# text run with dropout, equal to the plain build's; a run saved on 2 ranks
-# and resumed on 3 equals one that never stopped; kill -9 or SIGSTOP of one
-# rank ends every rank within 30 s with the checkpoint intact; bad
-# invocations get one line from rank 0 and exit 2 on every rank.  Without
+# text run with dropout, equal to the plain build's, and in bf16; a run
+# saved on 2 ranks and resumed on 3 equals one that never stopped; kill -9
+# or SIGSTOP of one rank ends every rank within 30 s with the checkpoint
+# intact; bad invocations get one line from rank 0 and exit 2 on every rank.  Without
 # mpirun, mpicc or the MPI binary those checks report skipped.  Run from the
 # repository root; ATTOGRAD and ATTOGRAD_MPI override the two binaries.
 # Option lists ($TINY, $COPY, ...) are split into words on purpose.
@@ -138,6 +138,19 @@ check "text: the plain build with --micro-batch 2 saves the same bytes" cmp -s t
 run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1 >threads.out 2>&1
 check "--threads 0 on 2 ranks of a 2-core machine: 1 thread each ($(grep ranks threads.out))" \
     eval '[ "$(nproc)" -ne 2 ] || grep -q "2 ranks x 1 thread," threads.out'
+
+# bf16 on 1, 2 and 4 ranks: the bf16 products do not depend on the split either
+BF="--text $TEXT --d-model 32 --heads 2 --layers 1 --context 32 --batch 16 --dropout 0.1
+    --eval-every 0 --quiet --threads 1 --precision bf16"
+if "$A" train $BF --steps 1 >/dev/null 2>&1; then
+    for n in 1 2 4; do
+        run $n train $BF --steps 10 --save bf$n.st >/dev/null 2>&1
+        check "bf16 on $n ranks: exit 0" test $? -eq 0
+    done
+    check "bf16: 2 and 4 ranks save the checkpoint 1 rank saves" eval 'cmp -s bf1.st bf2.st && cmp -s bf1.st bf4.st'
+else
+    skip "bf16 on several ranks: this CPU has no bf16 kernel"
+fi
 
 # saved on 2 ranks, resumed on 3 = never stopped
 RES="--text $TEXT --d-model 32 --heads 2 --layers 2 --context 32 --batch 12 --dropout 0.1 --optimizer adamw
