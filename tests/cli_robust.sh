@@ -357,8 +357,7 @@ rm -f "$O"/*
 # within a few steps (step 3 with seeds 1-3, 4 with seed 5): the message
 # names that parameter and the step.  Which overflows first, loss or
 # gradient, depends on every rounding of the run; the sanitizer build
-# (ATTOGRAD_QUICK, -O1) rounds differently (no fused multiply-adds), so it
-# skips this one.
+# (ATTOGRAD_QUICK) rounds differently, so it skips this one.
 if [ -n "${ATTOGRAD_QUICK:-}" ]; then
     skip "gradient overflow (its rounding-dependent run is asserted by the plain make test)"
 else

@@ -129,10 +129,11 @@ static void check_fused_equals_explicit(const char *label, mha_case mc, int B, i
 /* Saturated attention: each query's scores differ by thousands, so its
  * weights are exactly one-hot (on its own position) and moving q or k a
  * little changes nothing: their gradients must be exactly 0, not rounding
- * noise (which, scaled by large keys, can overflow). */
-static void check_one_hot_gradient(void)
+ * noise (which, scaled by large keys, can overflow).  T = 5 is one block of
+ * the attention kernel; T = 68 is two, the second of 4 keys. */
+static void check_one_hot_gradient(int T)
 {
-    enum { B = 2, T = 5, H = 2, D = 4 };                 /* head size 2 */
+    enum { B = 2, H = 2, D = 4 };                        /* head size 2 */
     ag_ctx *ctx = ag_ctx_new();
     ag_tensor *qkv = ag_new(ctx, 3, (int[]){B, T, 3 * D});
     for (int b = 0; b < B; b++)
@@ -141,14 +142,14 @@ static void check_one_hot_gradient(void)
                 ag_real *row = qkv->data + ((size_t)b * T + t) * 3 * D;
                 row[c] = c % 2 == 0 ? 1000 : 0;                  /* q: (1000, 0) per head */
                 row[D + c] = c % 2 == 0 ? (ag_real)(10 * t) : 1;  /* k: (10 t, 1): key t scores 10000 t */
-                row[2 * D + c] = (ag_real)(0.1 * (t + 1) * (c + 1) * (b + 1));
+                row[2 * D + c] = (ag_real)sin(1.7 * t + 0.3 * c + b);           /* v: all mantissa bits */
             }
     ag_requires_grad(qkv);
     ag_tensor *w = NULL;
     ag_tensor *y = ag_attention(ctx, qkv, H, 1, 0, 1, &w);
     ag_tensor *R = ag_new(ctx, 3, y->shape);
     for (size_t i = 0; i < R->size; i++)
-        R->data[i] = (ag_real)(0.3 + 0.01 * (double)i);
+        R->data[i] = (ag_real)cos(0.37 * (double)i);
     ag_backward(ctx, ag_sum_all(ctx, ag_mul(ctx, y, R)));
     int one_hot = 1, qk_zero = 1, v_nonzero = 0;
     for (int item = 0; item < B * H; item++)
@@ -164,8 +165,8 @@ static void check_one_hot_gradient(void)
                 v_nonzero |= g != 0;
         }
     CHECK(one_hot && qk_zero && v_nonzero,
-          "saturated attention: weights one-hot (%d), q and k gradients exactly 0 (%d), v's not (%d)", one_hot,
-          qk_zero, v_nonzero);
+          "saturated attention, T %d: weights one-hot (%d), q and k gradients exactly 0 (%d), v's not (%d)", T,
+          one_hot, qk_zero, v_nonzero);
     ag_ctx_free(ctx);
 }
 
@@ -326,7 +327,8 @@ int main(void)
     /* large enough to run on several threads */
     check_fused_equals_explicit("fused attention, causal, 4 heads, T = 70", (mha_case){ 4, 0, 1, 0, 0.1 }, 8, 70,
                                 64);
-    check_one_hot_gradient();
+    check_one_hot_gradient(5);
+    check_one_hot_gradient(68);
     check_model("gpt step", ARCH_GPT, 0, 0);
     check_model("gpt step, qkv bias, dropout 0.2", ARCH_GPT, 1, 0.2);
     check_model("attn-only step", ARCH_ATTN_ONLY, 1, 0);

@@ -276,6 +276,31 @@ static void row_sums_of_p_dp(const ag_real *pt, const ag_real *zt, int dropout, 
         D[ii] = (ag_real)acc[ii];
 }
 
+/* D[i] = x_i . y_i for `rows` rows of hd elements, ld apart, each summed as
+ * the matrix multiply sums an element: one fused multiply-add per element,
+ * c in order (the same bits as ag_fast_gemm's x_i . y_i in builds whose
+ * matrix multiply fuses, which every build at -O2 and above does).  Eight
+ * rows' chains run side by side, so they overlap instead of waiting on each
+ * other. */
+static void row_dots(const ag_real *x, const ag_real *y, long ld, int rows, int hd, ag_real *D)
+{
+    int row = 0;
+    for (; row + 8 <= rows; row += 8) {
+        ag_real acc[8] = { 0 };
+        for (int c = 0; c < hd; c++)
+            for (int r = 0; r < 8; r++)
+                acc[r] = AG_FMA(x[(row + r) * ld + c], y[(row + r) * ld + c], acc[r]);
+        for (int r = 0; r < 8; r++)
+            D[row + r] = acc[r];
+    }
+    for (; row < rows; row++) {
+        ag_real acc = 0;
+        for (int c = 0; c < hd; c++)
+            acc = AG_FMA(x[row * ld + c], y[row * ld + c], acc);
+        D[row] = acc;
+    }
+}
+
 /* keep: the item's kept weights P^T [Tk,Tq] (one block each way), or NULL. */
 static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, const ag_real *k, const ag_real *v,
                           const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
@@ -292,28 +317,11 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
     ag_real *dk_acc = dst + block, *dv_acc = dk_acc + (long)BK * hd;   /* [nk, hd] each */
     const ag_real *lse_b = lse + ((long)b * a->H + h) * a->Tq;
     /* D_i = do_i . o_i in the order and rounding of the matrix multiply's
-     * do_i . v_j (one fused multiply-add per element, in order): where a
-     * query's weights are one-hot (o_i = v_j), the two are equal and dS is
-     * exactly 0 (in builds where the multiply fuses its multiply-adds, as
-     * the optimized ones do; a single block computes D from P and dP
-     * instead, exact in every build).  The rows' chains run side by side,
-     * 8 at a time, so they overlap instead of waiting on each other. */
-    const ag_real *do_b = at(do_, a->o_bs, a->o_ld, a, b, h, 0), *o_b = at(o, a->o_bs, a->o_ld, a, b, h, 0);
-    int row = keep ? a->Tq : 0;
-    for (; row + 8 <= a->Tq; row += 8) {
-        ag_real acc[8] = { 0 };
-        for (int c = 0; c < hd; c++)
-            for (int r = 0; r < 8; r++)
-                acc[r] = AG_FMA(do_b[(row + r) * a->o_ld + c], o_b[(row + r) * a->o_ld + c], acc[r]);
-        for (int r = 0; r < 8; r++)
-            D[row + r] = acc[r];
-    }
-    for (; row < a->Tq; row++) {
-        ag_real acc = 0;
-        for (int c = 0; c < hd; c++)
-            acc = AG_FMA(do_b[row * a->o_ld + c], o_b[row * a->o_ld + c], acc);
-        D[row] = acc;
-    }
+     * do_i . v_j: where a query's weights are one-hot (o_i = v_j), the two
+     * are equal and dS is exactly 0.  (A single block computes D from P and
+     * dP instead.) */
+    if (!keep)
+        row_dots(at(do_, a->o_bs, a->o_ld, a, b, h, 0), at(o, a->o_bs, a->o_ld, a, b, h, 0), a->o_ld, a->Tq, hd, D);
     if (assign)
         for (int i = 0; i < a->Tq; i++)
             memset(at(dq, a->q_bs, a->q_ld, a, b, h, i), 0, (size_t)hd * sizeof(ag_real));

@@ -104,7 +104,7 @@
  * are registers by construction rather than by the grace of the optimizer
  * (at -O3 gcc would otherwise unroll the half-width tile's column loop before
  * vectorizing it, and keeps the accumulators in memory around the k loop).
- * acc += a*b must become one fused multiply-add, as GEMM_FMA does elsewhere:
+ * acc += a*b must become one fused multiply-add, as AG_FMA (fast.h) writes it:
  * -std=c11 turns contraction off in gcc, so the kernels turn it back on.
  * Clang keeps vectors wider than 256 bits only where asked to. */
 #if defined(__GNUC__)
@@ -669,13 +669,22 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
  * ag_dot_lanes' 16 lanes (a chain in k order would need B's columns, which
  * only a gather or a transpose gives, and both cost more than the product):
  * the order depends on K alone, so results do not depend on the threads,
- * but they round differently from the same row inside a taller C.  Threads
- * take whole columns. */
+ * but they round differently from the same row inside a taller C, so that
+ * path is taken only for a B of FEW_ROWS_BIG_B elements or more (a weight
+ * matrix), where packing costs most; smaller products keep the tile's order
+ * (attention's backward relies on it for the score gradients of its last,
+ * short key block: src/kernels/attention.c).  Threads take whole columns. */
 #define FEW_ROWS 4
 #define FEW_COLS 64
+#define FEW_ROWS_BIG_B (64L * 1024)
+
+static int few_rows(int trans_a, int trans_b, int M, int N, int K)
+{
+    return !trans_a && M <= FEW_ROWS && (!trans_b || (long)N * K >= FEW_ROWS_BIG_B);
+}
 
 /* acc += a*b as tile_body does it: contracted to one fused multiply-add
- * exactly where the tile's is (not at all at -O1, say) */
+ * exactly where the tile's is (not at all below -O2) */
 #if GEMM_VECTOR_TILE
 #define TILE_MADD(acc, a, b) ((acc) += (a) * (b))
 #else
@@ -741,7 +750,7 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
     int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
-    if (!trans_a && M <= FEW_ROWS) {
+    if (few_rows(trans_a, trans_b, M, N, K)) {
         gemm_few_rows_threads(&g, nth);
         return;
     }
@@ -817,7 +826,7 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
         gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
                               ldb, C + b * stride_c, ldc);
         if (gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite)) continue;
-        if (!trans_a && M <= FEW_ROWS)
+        if (few_rows(trans_a, trans_b, M, N, K))
             gemm_few_rows(&g, 0, N);   /* as ag_fast_gemm does the item alone */
         else
             gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)ag_thread_id());
