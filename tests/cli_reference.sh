@@ -14,24 +14,22 @@ A=${ATTOGRAD:-./build/attograd}
 R=${ATTOGRAD_REF:-./build-ref/attograd}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 if [ ! -x "$R" ]; then
-    echo "no reference build at $R (make REFERENCE=1 builds it)"
-    echo "0 passed, 0 failed, 1 skipped"
-    exit 0
+    skip "no reference build at $R (make REFERENCE=1 builds it)"
+    finish
 fi
 
 # same_curve NAME [TOL]: both logs have the same steps and losses within TOL
 # (default 1e-4) relative
 same_curve() {
     if awk -F, -v tol="${2:-1e-4}" 'NR == FNR { if (FNR > 1) want[$1] = $2; next }
-                FNR > 1 { n++; if (!($1 in want)) exit 1;
+                FNR > 1 { n++; if (!($1 in want)) bad = 1;
                           d = $2 - want[$1]; if (d < 0) d = -d;
-                          if (d > tol * (want[$1] < 0 ? -want[$1] : want[$1])) { print "step " $1 ": " want[$1] " vs " $2; exit 1 } }
-                END { exit n < 10 }' "$tmp/$1.fast.csv" "$tmp/$1.ref.csv"; then
+                          if (d > tol * (want[$1] < 0 ? -want[$1] : want[$1])) { print "step " $1 ": " want[$1] " vs " $2; bad = 1 } }
+                END { exit bad || n < 10 }' "$tmp/$1.fast.csv" "$tmp/$1.ref.csv"; then
         ok
     else
         fail "$1: the reference build's losses differ from the default build's"
@@ -50,7 +48,7 @@ same_curve text
 # bf16 products: the fast kernels sum the bf16 pairs in another order than
 # the plain loops, and activations rounded to bf16 pass more of that on:
 # measured within 1.1e-3 over 50 steps; 1e-2 is the bound.
-if "$A" train --precision bf16 --steps 1 --quiet >/dev/null 2>&1; then
+if bf16_probe "$A"; then
     for build in fast ref; do
         bin=$A; [ $build = ref ] && bin=$R
         $bin train --quiet --precision bf16 --steps 50 --log-every 5 --eval-every 0 --log "$tmp/bf16.$build.csv" \
@@ -58,16 +56,10 @@ if "$A" train --precision bf16 --steps 1 --quiet >/dev/null 2>&1; then
     done
     same_curve bf16 1e-2
 else
-    echo "this CPU has no bf16 matrix multiply: the bf16 comparison is skipped"
-    skipped=1
+    skip "the bf16 comparison: this CPU has no bf16 matrix multiply (or the probe failed, above)"
 fi
 # and the two builds are what they say
 $R --version | grep -q reference && ok || fail "build-ref/attograd --version does not say it runs the reference kernels"
 $A --version | grep -q fast && ok || fail "build/attograd --version does not say it runs the fast kernels"
 
-if [ "${skipped:-0}" -ne 0 ]; then
-    echo "$passed passed, $failed failed, $skipped skipped"
-else
-    echo "$passed passed, $failed failed"
-fi
-[ "$failed" -eq 0 ]
+finish

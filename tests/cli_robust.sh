@@ -181,7 +181,8 @@ rm -f "$O/bin.st"
 # a text whose bytes are a subset of the checkpoint's vocabulary continues with it
 (cd "$O" && "$A" train --init "$F/text.st" --text "$F/subset.txt" --steps 1 --quiet --eval-every 0) \
     >/dev/null 2>"$tmp/stderr"
-check "--init with a text inside the model's vocabulary trains ($(head -c 200 "$tmp/stderr"))" test $? -eq 0
+rc=$?
+check "--init with a text inside the model's vocabulary trains (exit $rc: $(head -c 200 "$tmp/stderr"))" test $rc -eq 0
 
 # ---- eval ------------------------------------------------------------------------
 bad "--model needs a value" eval --model

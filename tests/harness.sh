@@ -3,7 +3,8 @@
 # not run: make test runs tests/cli_*.sh).  ok / fail / skip count one result;
 # check WHAT CMD... counts CMD's success; finish prints "N passed, N failed"
 # (and ", N skipped" when any were) and exits non-zero when anything failed;
-# need_binary makes $A the absolute path of the binary under test, or finishes.
+# need_binary makes $A the absolute path of the binary under test, or finishes;
+# bf16_probe tells whether bf16 training runs here.
 passed=0; failed=0; skipped=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
@@ -21,4 +22,18 @@ finish() {
 need_binary() {
     if [ ! -x "$A" ]; then fail "no binary at $A (run make first)"; finish; fi
     A=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")     # the tests run in other directories
+}
+# bf16_probe BINARY: 0 when BINARY trains a step in bf16; 1 when this CPU has
+# no bf16 kernel (exit 2 with the message saying so: the caller skips); any
+# other outcome (a crash, another error) counts as a failure and returns 1.
+bf16_probe() {
+    local out rc
+    out=$("$1" train --precision bf16 --steps 1 --quiet 2>&1)
+    rc=$?
+    [ $rc -eq 0 ] && return 0
+    if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "needs AMX or AVX512-BF16\|turned off by AG_BF16_KERNEL"; then
+        return 1
+    fi
+    fail "the bf16 probe of $1 exited $rc: $(printf '%s' "$out" | head -c 300)"
+    return 1
 }
