@@ -200,6 +200,7 @@ wait_ended() {
     fi
     wait "$mpid"
     rc=$?
+    last_rc=$rc
     check "$1: every rank ended non-zero within 30 s (mpirun exit $rc after $((SECONDS - t0)) s)" \
         eval '[ $rc -ne 0 ] && ! pgrep -f "$M train" >/dev/null'
     check "$1: the checkpoint is intact" eval '"$A" info long.st >/dev/null'
@@ -219,6 +220,7 @@ kill -STOP "$victim"
 wait_ended "SIGSTOP of rank 2 with --mpi-timeout 2"
 check "SIGSTOP: the ranks that waited say so ($(grep -m1 'have not answered' long.err))" \
     grep -q "rank 0: the other ranks have not answered for 2 s" long.err
+check "SIGSTOP: the ranks that gave up exit 4, and mpirun with them (mpirun exit $last_rc)" test "$last_rc" -eq 4
 
 # Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and rank 0 saves it
 start_long 2 --save-every 50
