@@ -127,7 +127,7 @@ void ag_fast_cross_entropy(const ag_real *logits, const int32_t *target, size_t 
         const ag_real *x = logits + r * (size_t)V;
         ag_real *p = prob + r * (size_t)V, max;
         double sum = exp_shifted(x, p, (size_t)V, &max);
-        ag_real inv = (ag_real)(1.0 / sum);
+        ag_real inv = sum > 0 ? (ag_real)(1.0 / sum) : 0;   /* all -inf: p stays 0, as softmax's */
         for (int k = 0; k < V; k++)
             p[k] *= inv;
         /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
