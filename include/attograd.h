@@ -257,11 +257,12 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
  * hd wide and split into heads of hd columns.  Per batch item and head,
  *     w = softmax(mask(q k^T) / sqrt(hd)),   out = dropout(w) v,
  * where mask sets a key after its query to -inf when causal.  The heads'
- * outputs are merged back into [B,T,d].  This is exactly the explicit
+ * outputs are merged back into [B,T,d].  This computes the explicit
  * sequence reshape, transpose, matmul, masked_fill, scale, softmax, dropout,
  * matmul, transpose, reshape (the dropout mask is drawn in the same order, so
- * both give the same result), without materializing the split heads, and
- * with an analytic backward.  If weights is not NULL it receives w, [B,H,T,T]
+ * both drop the same weights; the sums run in another order, so the results
+ * agree to rounding), without materializing the split heads or the [T,T]
+ * weights, and with an analytic backward.  If weights is not NULL it receives w, [B,H,T,T]
  * before dropout (a tensor without gradient). */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights);
@@ -272,7 +273,8 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
  * by the caller and kept between calls), and each new query attends to
  * cached positions 0 up to its own.  Equals the last T rows of ag_attention
  * over positions 0..pos+T-1, without recomputing the earlier ones.  Returns
- * [B,T,d]; inference only (no gradient, no dropout). */
+ * [B,T,d]; inference only (no gradient, no dropout).  In bf16 precision the
+ * cached keys and values are stored rounded to bf16. */
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
                                int pos);
 

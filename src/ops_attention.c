@@ -103,32 +103,31 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
     const int S = k_cache->shape[1];
     if (pos < 0 || pos > S - T)
         ag_error("ag_attention_cached: positions %d..%d do not fit a cache of %d", pos, pos + T - 1, S);
-    /* the new positions' keys and values into the cache */
+    /* the new positions' keys and values into the cache (rounded in bf16:
+     * they are the products' inputs) */
+    const int bf16 = ctx->precision == AG_BF16;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const ag_real *row = qkv->data + ((size_t)b * T + t) * 3 * d;
-            memcpy(k_cache->data + ((size_t)b * S + pos + t) * d, row + d, (size_t)d * sizeof(ag_real));
-            memcpy(v_cache->data + ((size_t)b * S + pos + t) * d, row + 2 * d, (size_t)d * sizeof(ag_real));
+            const size_t at = ((size_t)b * S + pos + t) * d;
+            ag_real *kd = k_cache->data + at, *vd = v_cache->data + at;
+            if (bf16) {
+                ag_kern->round_bf16(row + d, kd, (size_t)d);
+                ag_kern->round_bf16(row + 2 * d, vd, (size_t)d);
+            } else {
+                memcpy(kd, row + d, (size_t)d * sizeof(ag_real));
+                memcpy(vd, row + 2 * d, (size_t)d * sizeof(ag_real));
+            }
         }
     ag_attn a = {
         .B = B, .H = n_head, .Tq = T, .Tk = pos + T, .hd = d / n_head, .causal = 1, .q_pos0 = pos,
-        .bf16 = ctx->precision == AG_BF16,
+        .bf16 = bf16,
         .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)S * d, .k_ld = d, .v_bs = (long)S * d, .v_ld = d,
         .o_bs = (long)T * d, .o_ld = d, .scale = (ag_real)(1.0 / sqrt((double)(d / n_head))),
     };
     ag_tensor *out = ag_empty(ctx, 3, (int[]){B, T, d});
     ag_real *lse = ag_alloc(ctx, (size_t)B * n_head * T * sizeof(ag_real));
-    const ag_real *q = qkv->data;
-    if (a.bf16) {
-        /* the cache holds the rounded keys and values already */
-        q = rounded(ctx, qkv->data, qkv->size);
-        for (int b = 0; b < B; b++) {
-            ag_kern->round_bf16(k_cache->data + ((size_t)b * S + pos) * d, k_cache->data + ((size_t)b * S + pos) * d,
-                                (size_t)T * d);
-            ag_kern->round_bf16(v_cache->data + ((size_t)b * S + pos) * d, v_cache->data + ((size_t)b * S + pos) * d,
-                                (size_t)T * d);
-        }
-    }
+    const ag_real *q = bf16 ? rounded(ctx, qkv->data, qkv->size) : qkv->data;   /* the queries (all of qkv) */
     ag_kern->attention(&a, q, k_cache->data, v_cache->data, out->data, lse, NULL, NULL);
     return out;
 }

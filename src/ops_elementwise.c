@@ -90,19 +90,26 @@ static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const
             }
 }
 
-/* dst[id] += sign * g[i] (sign * g[i] * other[io] when other is given),
- * summing over the dims that dst was broadcast along: the adjoint of
- * broadcasting is a sum.  add and sub pass sign +1 or -1 and no other; mul
- * passes the other operand and +1. */
+/* dst[id] += sign * g[i] (g[i] * other[io] when other is given), summing
+ * over the dims that dst was broadcast along: the adjoint of broadcasting is
+ * a sum.  add and sub pass sign +1 or -1 and no other; mul passes the other
+ * operand and +1.  The flat case, every residual add's, keeps the two apart
+ * so its loop does no more than it must. */
 static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, const ag_real *g,
                           const size_t *so, const ag_real *other, ag_real sign)
 {
     if (same_shape(bc)) {
         /* no broadcasting: one flat loop, every element its own */
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++)
-            dst[i] += sign * g[i] * (other ? other[i] : 1);
+        if (other) {
+            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+            for (size_t i = 0; i < n; i++)
+                dst[i] += g[i] * other[i];
+        } else {
+            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
+            for (size_t i = 0; i < n; i++)
+                dst[i] += sign * g[i];
+        }
         return;
     }
     size_t o = 0;

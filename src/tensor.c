@@ -182,6 +182,8 @@ ag_mark ag_arena_mark(const ag_ctx *ctx)
     return m;
 }
 
+static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size);
+
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 {
     if (ctx->n_nodes != mark.tape_length)
@@ -197,17 +199,15 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
     }
     ctx->cur = b;
     ctx->used = mark.used;
-    /* keep's data lies at or after where the new copy goes (the arena only
-     * allocates forward), so one memmove brings it down; the header is
-     * allocated after the data, past anything still to be read. */
+    /* keep's data is still in place (rewinding erases nothing): after the
+     * mark, where the copy may overlap it, or before it, when keep predates
+     * the mark; memmove copies either way.  The header is allocated after
+     * the data, past anything still to be read. */
     size_t bytes = saved.size * sizeof(ag_real);
     ag_real *data = ag_alloc(ctx, bytes);
     memmove(data, saved.data, bytes);
     ag_tensor *t = ag_alloc(ctx, sizeof *t);
-    memset(t, 0, sizeof *t);            /* a plain value: no gradient, no name, no history */
-    t->ndim = saved.ndim;
-    memcpy(t->shape, saved.shape, sizeof t->shape);
-    t->size = saved.size;
+    tensor_init(t, saved.ndim, saved.shape, saved.size);   /* a plain value: no gradient, no name, no history */
     t->data = data;
     return t;
 }
