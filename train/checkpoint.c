@@ -357,11 +357,6 @@ static void add_missing(char *list, size_t len, const char *what)
     snprintf(list + used, len - used, "%s%s", used ? "; nor " : "", what);
 }
 
-int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen)
-{
-    return ckpt_open_hints(c, path, m, NULL, err, errlen);
-}
-
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
 {
     static const ckpt_hints no_hints = { 0, NULL, NULL, 0 };

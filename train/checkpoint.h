@@ -41,7 +41,7 @@ typedef struct ckpt_hints {
 
 typedef struct ckpt {
     ag_st_file *file;
-    const char *path;               /* as given to ckpt_open (not copied) */
+    const char *path;               /* as given to ckpt_open_hints (not copied) */
     model_config cfg;
     long step;                      /* -1 when the file does not say */
     const char *data;               /* task name or "text"; NULL only with data_optional */
@@ -73,7 +73,6 @@ typedef struct ckpt {
  * vocabulary or context does not fit its task is refused.  hints may be
  * NULL: attograd's own metadata is then needed for heads, data and vocab. */
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen);
-int ckpt_open(ckpt *c, const char *path, model *m, char *err, size_t errlen);
 /* Restore optimizer moments and step, and the generators. */
 void ckpt_load_state(const ckpt *c, ag_optim *opt, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng);
 const char *ckpt_meta(const ckpt *c, const char *key);

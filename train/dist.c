@@ -229,7 +229,6 @@ static long reduce(long v, MPI_Op op, const char *call)
 }
 
 long dist_max(long v) { return reduce(v, MPI_MAX, "MPI_Allreduce"); }
-long dist_sum(long v) { return reduce(v, MPI_SUM, "MPI_Allreduce"); }
 
 int dist_end(int status, int together)
 {
@@ -290,7 +289,6 @@ void dist_alltoall(const void *send, const int *scounts, const int *sdispls, voi
 }
 
 long dist_max(long v) { return v; }
-long dist_sum(long v) { return v; }
 int dist_end(int status, int together)
 {
     (void)together;

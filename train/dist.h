@@ -49,9 +49,8 @@ void dist_allgather(void *buf, const int *counts, const int *displs, dist_type t
  * recv[rdispls[r] ..] (counts and displacements in elements). */
 void dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
                    const int *rdispls, dist_type type);
-/* The largest and the sum of every rank's v. */
+/* The largest of every rank's v. */
 long dist_max(long v);
-long dist_sum(long v);
 /* Wall-clock seconds spent in collectives so far (waiting for the other
  * ranks included). */
 double dist_comm_seconds(void);

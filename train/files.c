@@ -115,13 +115,6 @@ void output_track(ag_atomic_file *a)
         }
 }
 
-void output_untrack(ag_atomic_file *a)
-{
-    for (int i = 0; i < N_TRACKED; i++)
-        if (tracked[i] == a)
-            tracked[i] = NULL;
-}
-
 int outputs_discard(void)
 {
     int result = -1;

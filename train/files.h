@@ -46,10 +46,10 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
  * too long, a directory in the way). */
 int output_check(const char *path, char *err, size_t errlen);
 
-/* While tracked, an open ag_atomic_file's temporary file is removed by
- * outputs_discard; untrack it before its storage goes away. */
+/* While tracked (until the process ends), an open ag_atomic_file's
+ * temporary file is removed by outputs_discard: its storage must outlive
+ * the process's last signal. */
 void output_track(ag_atomic_file *a);
-void output_untrack(ag_atomic_file *a);
 /* For a signal handler that ends the process (async-signal-safe): removes
  * the temporary files of tracked writes.  1 when one was under way and its
  * target is left as it was, 0 when a tracked write had already put its file

@@ -170,7 +170,6 @@ static uint64_t mix(uint64_t z)
  * batch's), so the micro-batches' gradients add up to the batch mean's. */
 static void micro_step(mb_plan *p, const step_input *in, int i)
 {
-    double t0 = now_seconds();
     size_t at = (size_t)i * p->M * p->S;
     const int32_t *y = in->y + at;
     long k = 0;
@@ -185,7 +184,6 @@ static void micro_step(mb_plan *p, const step_input *in, int i)
     ag_params_zero_grad(p->ps);
     ag_backward(in->ctx, ag_scale(in->ctx, loss, (ag_real)weight));
     p->losses[i] = (double)loss->data[0] * weight;
-    p->compute_seconds += now_seconds() - t0;
 }
 
 /* dst = the sum of micro-batches [lo,hi), added in tree order. */

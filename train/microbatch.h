@@ -40,7 +40,6 @@ typedef struct mb_plan {
     int *scounts, *sdispls, *rcounts, *rdispls, *shard_len, *shard_off;
     double *losses;             /* [n]: each micro-batch's weighted loss */
     int *loss_counts, *loss_displs;
-    double compute_seconds;     /* forward and backward of the micro-batches */
 } mb_plan;
 
 /* A plan for batches of B rows of S tokens in micro-batches of M rows over

@@ -35,7 +35,6 @@ double model_param_count(const model_config *c)
     return total;
 }
 
-double model_param_bytes(const model_config *c) { return 2 * model_param_count(c) * sizeof(ag_real); }
 
 double model_train_bytes(const model_config *c, int B, int T, int moments, int bf16)
 {

@@ -40,8 +40,6 @@ typedef struct model {
 const char *model_arch_name(int arch);
 /* -1 when the name is not an architecture. */
 int model_arch_parse(const char *name);
-/* Bytes for parameters + gradients (what ag_params will allocate). */
-double model_param_bytes(const model_config *cfg);
 /* The number of parameters a configuration has, without building it. */
 double model_param_count(const model_config *cfg);
 
