@@ -119,9 +119,9 @@ bad "--seed cannot be changed with --resume" train --resume "$F/text.st" --seed 
 bad "--heads cannot be used with --init" train --init "$F/copy.st" --heads 2
 bad "--arch cannot be used with --resume" train --resume "$F/copy.st" --arch attn-only
 bad "--steps 1 is less than the 3 steps" train --resume "$F/text.st" --steps 1
-bad "--task sort does not match the checkpoint" train --init "$F/text.st" --task sort
-bad "--task sort does not match the checkpoint" train --init "$F/copy.st" --task sort
-bad "--text given but the checkpoint was trained on task copy" train --init "$F/copy.st" --text "$TEXT"
+bad "--task sort does not match the model" train --init "$F/text.st" --task sort
+bad "--task sort does not match the model" train --init "$F/copy.st" --task sort
+bad "--text given but the model was trained on task copy" train --init "$F/copy.st" --text "$TEXT"
 
 # ---- train: files ------------------------------------------------------------------
 bad "$F/empty is empty" train --text "$F/empty"

@@ -18,16 +18,6 @@
 #include "files.h"
 #include "run.h"
 
-/* --task or --text given beside a model that names its data must agree with it. */
-static void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
-{
-    int is_text = strcmp(ck->data, "text") == 0;
-    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
-        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
-    if (text && !is_text)
-        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
-}
-
 /* Open the data a model is evaluated on: a task by name, or a text file read
  * with the model's own vocabulary. */
 static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *task_name, const char *text,

@@ -147,10 +147,7 @@ static void data_source(trainer *t)
     const ckpt *ck = &t->ck;
     if (t->from) {
         int is_text = strcmp(ck->data, "text") == 0;
-        if (o->task && (is_text || strcmp(o->task, ck->data) != 0))
-            die(CMD, "--task %s does not match the checkpoint, which was trained on %s", o->task, ck->data);
-        if (o->text && !is_text)
-            die(CMD, "--text given but the checkpoint was trained on task %s", ck->data);
+        check_data_flags(CMD, ck, o->task, o->text);
         if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
             die(CMD, "the checkpoint was trained on a text file: give it with --text FILE");
         if (!is_text)

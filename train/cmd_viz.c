@@ -148,8 +148,7 @@ int cmd_attn(int argc, char **argv)
     model m;
     ckpt_hints hints = { heads, task_name, text, 0 };
     open_model(CMD, path, &hints, &ck, &m);
-    if (strcmp(ck.data, task_name ? task_name : text ? "text" : ck.data) != 0)
-        die(CMD, "%s does not match the model, which was trained on %s", task_name ? "--task" : "--text", ck.data);
+    check_data_flags(CMD, &ck, task_name, text);
     const model_config *c = &m.cfg;
     int H = c->n_head, n = 0, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;

@@ -65,6 +65,15 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
         fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
 }
 
+void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
+{
+    int is_text = strcmp(ck->data, "text") == 0;
+    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
+        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
+    if (text && !is_text)
+        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+}
+
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
 {
     if (!cosine)

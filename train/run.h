@@ -58,6 +58,9 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
  * both given), its one-line message and exit 2; a note from loading (tied
  * weights) goes to stderr. */
 void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m);
+/* --task or --text given beside a checkpoint that names its data must agree
+ * with it; otherwise one line and exit 2. */
+void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text);
 
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
