@@ -119,6 +119,10 @@ for n in 2 3 4; do
 done
 check "copy: 4 progress lines, 2 with a validation loss" \
     eval '[ "$(progress copy1.out | wc -l)" -eq 4 ] && [ "$(progress copy1.out | grep -c "val loss")" -eq 2 ]'
+final_val() { tail -n 1 "$1" | cut -d, -f3; }
+check "copy: eval --batch 24 in one process of the 4 ranks' checkpoint gives their final validation loss" \
+    eval '[ -n "$(final_val copy4.csv)" ] &&
+          [ "$("$A" eval --model copy4.st --batch 24 | sed -nE "s/^loss ([0-9.]+) .*/\1/p")" = "$(final_val copy4.csv)" ]'
 "$A" train $COPY --micro-batch 2 --save copy_plain.st >/dev/null 2>&1
 check "copy: the plain build with --micro-batch 2 saves the same bytes" cmp -s copy1.st copy_plain.st
 

@@ -262,121 +262,30 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
 
 /* ---- evaluation --------------------------------------------------------- */
 
-/* Rows per forward pass of an evaluation: the groups whose losses are
- * added up in order, the same whatever the number of ranks. */
-#define MB_EVAL_ROWS 16
-
-/* Per group: loss sum, counted targets, correct completions. */
-typedef struct group_scores {
-    double *v;                  /* [3 * groups] */
-    int groups, first, last;    /* this rank's groups: [first, last) */
-} group_scores;
-
-static void groups_init(group_scores *g, long items)
+eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows)
 {
-    g->groups = (int)((items + MB_EVAL_ROWS - 1) / MB_EVAL_ROWS);
-    int N = dist_size(), r = dist_rank();
-    g->first = (int)((long)g->groups * r / N);
-    g->last = (int)((long)g->groups * (r + 1) / N);
-    g->v = calloc((size_t)3 * g->groups + 1, sizeof *g->v);
-    if (!g->v)
-        ag_error("out of memory evaluating %ld items", items);
-}
-
-/* Every rank's groups to every rank, then the sums in group order. */
-static eval_result groups_total(group_scores *g, long total)
-{
-    int N = dist_size();
+    int old = ag_set_grad_enabled(ctx, 0);
+    long items = eval_items(d, m, TEXT_VAL, max_windows);
+    int groups = (int)((items + rows - 1) / rows), N = dist_size(), rank = dist_rank();
+    double *v = calloc((size_t)3 * groups + 1, sizeof *v);
     int *counts = malloc((size_t)2 * N * sizeof *counts);
-    if (!counts)
-        ag_error("out of memory evaluating");
+    if (!v || !counts)
+        ag_error("out of memory evaluating %ld items", items);
+    /* rank q scores groups [groups q / N, groups (q + 1) / N) */
     for (int q = 0; q < N; q++) {
-        int first = (int)((long)g->groups * q / N), last = (int)((long)g->groups * (q + 1) / N);
+        int first = (int)((long)groups * q / N), last = (int)((long)groups * (q + 1) / N);
         counts[q] = 3 * (last - first);
         counts[N + q] = 3 * first;
     }
-    dist_allgather(g->v, counts, counts + N, DIST_DOUBLE);
+    for (int c = counts[N + rank] / 3; c < (counts[N + rank] + counts[rank]) / 3; c++)
+        eval_group(ctx, m, d, TEXT_VAL, items, (long)c * rows, rows, v + 3 * c);
+    dist_allgather(v, counts, counts + N, DIST_DOUBLE);
+    double total[3] = { 0, 0, 0 };
+    for (int c = 0; c < groups; c++)
+        for (int i = 0; i < 3; i++)
+            total[i] += v[3 * c + i];
+    free(v);
     free(counts);
-    double loss = 0, targets = 0, correct = 0;
-    for (int c = 0; c < g->groups; c++) {
-        loss += g->v[3 * c];
-        targets += g->v[3 * c + 1];
-        correct += g->v[3 * c + 2];
-    }
-    free(g->v);
-    eval_result r = { targets > 0 ? loss / targets : NAN, (long)correct, total };
-    return r;
-}
-
-/* One group's forward pass: loss sum and counted targets into v. */
-static void score(ag_ctx *ctx, model *m, const int32_t *x, const int32_t *y, int rows, int S, double *v)
-{
-    long k = 0;
-    for (size_t j = 0; j < (size_t)rows * S; j++)
-        k += y[j] >= 0;
-    ag_reset(ctx);
-    ag_tensor *logits = model_forward(ctx, m, x, rows, S, 0, NULL);
-    v[0] = (double)ag_cross_entropy(ctx, logits, y)->data[0] * (double)k;
-    v[1] = (double)k;
-}
-
-static eval_result evaluate_text_groups(ag_ctx *ctx, model *m, dataset *d, long max_windows)
-{
-    const text_data *td = &d->text;
-    int T = m->cfg.context;
-    size_t windows = text_eval_windows(td->n - td->n_train, T);
-    if (max_windows > 0 && windows > (size_t)max_windows)
-        windows = (size_t)max_windows;
-    group_scores g;
-    groups_init(&g, (long)windows);
-    int32_t *x = malloc((size_t)MB_EVAL_ROWS * T * sizeof *x), *y = malloc((size_t)MB_EVAL_ROWS * T * sizeof *y);
-    if (!x || !y)
-        ag_error("out of memory evaluating");
-    for (int c = g.first; c < g.last; c++) {
-        size_t first = (size_t)c * MB_EVAL_ROWS;
-        int rows = text_eval_batch(td, TEXT_VAL, first, MB_EVAL_ROWS, T, x, y);
-        if ((size_t)rows > windows - first)
-            rows = (int)(windows - first);
-        if (rows > 0)
-            score(ctx, m, x, y, rows, T, g.v + 3 * c);
-    }
-    free(x);
-    free(y);
-    return groups_total(&g, 0);
-}
-
-static eval_result evaluate_task_groups(ag_ctx *ctx, model *m, dataset *d)
-{
-    const task *t = &d->task;
-    int L = t->len, n = d->n_heldout;
-    group_scores g;
-    groups_init(&g, n);
-    int32_t *x = malloc((size_t)MB_EVAL_ROWS * L * sizeof *x), *y = malloc((size_t)MB_EVAL_ROWS * L * sizeof *y);
-    int32_t *work = malloc((size_t)MB_EVAL_ROWS * (L + 1) * sizeof *work);
-    if (!x || !y || !work)
-        ag_error("out of memory evaluating %d held-out problems", n);
-    for (int c = g.first; c < g.last; c++) {
-        int first = c * MB_EVAL_ROWS, rows = n - first < MB_EVAL_ROWS ? n - first : MB_EVAL_ROWS;
-        const int32_t *problems = d->heldout + (size_t)first * (L + 1);
-        for (int r = 0; r < rows; r++)
-            task_split(t, problems + (size_t)r * (L + 1), x + (size_t)r * L, y + (size_t)r * L);
-        score(ctx, m, x, y, rows, L, g.v + 3 * c);
-        memcpy(work, problems, (size_t)rows * (L + 1) * sizeof *work);
-        complete_greedy(ctx, m, work, rows, L + 1, t->prompt, L + 1, rows);
-        for (int r = 0; r < rows; r++)
-            g.v[3 * c + 2] += memcmp(work + (size_t)r * (L + 1), problems + (size_t)r * (L + 1),
-                                     (size_t)(L + 1) * sizeof *work) == 0;
-    }
-    free(x);
-    free(y);
-    free(work);
-    return groups_total(&g, n);
-}
-
-eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows)
-{
-    int old = ag_set_grad_enabled(ctx, 0);
-    eval_result r = d->is_task ? evaluate_task_groups(ctx, m, d) : evaluate_text_groups(ctx, m, d, max_windows);
     ag_set_grad_enabled(ctx, old);
-    return r;
+    return eval_result_of(d, total);
 }

@@ -54,10 +54,10 @@ void mb_plan_free(mb_plan *p);
 double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const int32_t *y, uint64_t seed, long step);
 
 /* evaluate() for training (the validation split; at most max_windows
- * windows when > 0, a task's held-out problems), split between the ranks
- * in fixed groups of rows and added up in their order: the same number on
- * any number of ranks. */
-eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows);
+ * windows when > 0, a task's held-out problems), its groups of `rows` items
+ * split between the ranks and added up in order: the number evaluate()
+ * gives in one process with the same rows, on any number of ranks. */
+eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows);
 
 /* The default micro-batch of the MPI build: the largest that lets every N
  * from 1 to 4 that divides B split the batch (B / 4 for B = 32, B / 12 for

@@ -120,87 +120,89 @@ const char *human(double v, char *buf, size_t len)
 
 /* ---- evaluation --------------------------------------------------------- */
 
-
-static eval_result evaluate_task(ag_ctx *ctx, model *m, dataset *d, int batch)
+long eval_items(const dataset *d, const model *m, int split, long max_windows)
 {
-    const task *t = &d->task;
-    int L = t->len, n = d->n_heldout;
-    int32_t *x = malloc((size_t)batch * L * sizeof *x), *y = malloc((size_t)batch * L * sizeof *y);
-    int32_t *work = malloc((size_t)n * (L + 1) * sizeof *work);
-    if (!x || !y || !work)
-        ag_error("out of memory evaluating %d held-out problems", n);
-    double loss_sum = 0;
-    long scored = 0;
-    for (int first = 0; first < n; first += batch) {
-        int rows = n - first < batch ? n - first : batch;
-        long k = 0;
-        for (int r = 0; r < rows; r++) {
-            task_split(t, d->heldout + (size_t)(first + r) * (L + 1), x + (size_t)r * L, y + (size_t)r * L);
-            for (int i = 0; i < L; i++)
-                k += y[(size_t)r * L + i] >= 0;
-        }
-        ag_reset(ctx);
-        ag_tensor *logits = model_forward(ctx, m, x, rows, L, 0, NULL);
-        loss_sum += ag_cross_entropy(ctx, logits, y)->data[0] * (double)k;
-        scored += k;
+    if (d->is_task)
+        return d->n_heldout;
+    const text_data *td = &d->text;
+    size_t windows = text_eval_windows(split == TEXT_TRAIN ? td->n_train : td->n - td->n_train, m->cfg.context);
+    if (max_windows > 0 && windows > (size_t)max_windows)
+        windows = (size_t)max_windows;
+    return (long)windows;
+}
+
+/* One forward pass: the loss summed over the counted targets, and their count. */
+static void score(ag_ctx *ctx, model *m, const int32_t *x, const int32_t *y, int rows, int S, double *v)
+{
+    long k = 0;
+    for (size_t j = 0; j < (size_t)rows * S; j++)
+        k += y[j] >= 0;
+    ag_reset(ctx);
+    ag_tensor *logits = model_forward(ctx, m, x, rows, S, 0, NULL);
+    v[0] = (double)ag_cross_entropy(ctx, logits, y)->data[0] * (double)k;
+    v[1] = (double)k;
+}
+
+void eval_group(ag_ctx *ctx, model *m, dataset *d, int split, long items, long first, int rows, double v[3])
+{
+    v[0] = v[1] = v[2] = 0;
+    if (rows > items - first)
+        rows = (int)(items - first);
+    if (rows <= 0)
+        return;
+    const int S = d->is_task ? d->task.len : m->cfg.context;
+    int32_t *x = malloc((size_t)rows * S * sizeof *x), *y = malloc((size_t)rows * S * sizeof *y);
+    int32_t *work = d->is_task ? malloc((size_t)rows * (S + 1) * sizeof *work) : NULL;
+    if (!x || !y || (d->is_task && !work))
+        ag_error("out of memory evaluating %d rows", rows);
+    if (d->is_task) {
+        const task *t = &d->task;
+        const int32_t *problems = d->heldout + (size_t)first * (S + 1);
+        for (int r = 0; r < rows; r++)
+            task_split(t, problems + (size_t)r * (S + 1), x + (size_t)r * S, y + (size_t)r * S);
+        score(ctx, m, x, y, rows, S, v);
+        memcpy(work, problems, (size_t)rows * (S + 1) * sizeof *work);
+        complete_greedy(ctx, m, work, rows, S + 1, t->prompt, S + 1, rows);
+        for (int r = 0; r < rows; r++)
+            v[2] += memcmp(work + (size_t)r * (S + 1), problems + (size_t)r * (S + 1),
+                           (size_t)(S + 1) * sizeof *work) == 0;
+    } else {
+        rows = text_eval_batch(&d->text, split, (size_t)first, rows, S, x, y);
+        if (rows > 0)
+            score(ctx, m, x, y, rows, S, v);
     }
-    memcpy(work, d->heldout, (size_t)n * (L + 1) * sizeof *work);
-    complete_greedy(ctx, m, work, n, L + 1, t->prompt, L + 1, batch);
-    eval_result r = { scored ? loss_sum / (double)scored : 0, 0, n };
-    for (int i = 0; i < n; i++)
-        r.correct += memcmp(work + (size_t)i * (L + 1), d->heldout + (size_t)i * (L + 1),
-                            (size_t)(L + 1) * sizeof *work) == 0;
     free(x);
     free(y);
     free(work);
-    return r;
 }
 
-static eval_result evaluate_text(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch)
+eval_result eval_result_of(const dataset *d, const double total[3])
 {
-    const text_data *td = &d->text;
-    int T = m->cfg.context;
-    int splits[2], ns = 0;
-    if (split < 0) {
-        splits[ns++] = TEXT_TRAIN;
-        splits[ns++] = TEXT_VAL;
-    } else {
-        splits[ns++] = split;
-    }
-    int32_t *x = malloc((size_t)batch * T * sizeof *x), *y = malloc((size_t)batch * T * sizeof *y);
-    if (!x || !y)
-        ag_error("out of memory evaluating");
-    double loss_sum = 0;
-    long tokens = 0;
-    for (int s = 0; s < ns; s++) {
-        size_t n_split = splits[s] == TEXT_TRAIN ? td->n_train : td->n - td->n_train;
-        size_t windows = text_eval_windows(n_split, T);
-        if (max_windows > 0 && windows > (size_t)max_windows)
-            windows = (size_t)max_windows;
-        for (size_t first = 0; first < windows; first += batch) {
-            int rows = text_eval_batch(td, splits[s], first, batch, T, x, y);
-            if ((size_t)rows > windows - first)
-                rows = (int)(windows - first);
-            if (rows <= 0)
-                break;
-            ag_reset(ctx);
-            ag_tensor *logits = model_forward(ctx, m, x, rows, T, 0, NULL);
-            loss_sum += ag_cross_entropy(ctx, logits, y)->data[0] * (double)rows * T;
-            tokens += (long)rows * T;
-        }
-    }
-    free(x);
-    free(y);
-    eval_result r = { tokens ? loss_sum / (double)tokens : NAN, 0, 0 };
+    eval_result r = { total[1] > 0 ? total[0] / total[1] : NAN, (long)total[2], d->is_task ? d->n_heldout : 0 };
     return r;
 }
 
 eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch)
 {
     int old = ag_set_grad_enabled(ctx, 0);
-    eval_result r = d->is_task ? evaluate_task(ctx, m, d, batch) : evaluate_text(ctx, m, d, split, max_windows, batch);
+    int splits[2] = { split, split }, ns = 1;
+    if (!d->is_task && split < 0) {
+        splits[0] = TEXT_TRAIN;
+        splits[1] = TEXT_VAL;
+        ns = 2;
+    }
+    double total[3] = { 0, 0, 0 };
+    for (int s = 0; s < ns; s++) {
+        long items = eval_items(d, m, splits[s], max_windows);
+        for (long first = 0; first < items; first += batch) {
+            double v[3];
+            eval_group(ctx, m, d, splits[s], items, first, batch, v);
+            for (int i = 0; i < 3; i++)
+                total[i] += v[i];
+        }
+    }
     ag_set_grad_enabled(ctx, old);
-    return r;
+    return eval_result_of(d, total);
 }
 
 /* ---- generation --------------------------------------------------------- */

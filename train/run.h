@@ -41,8 +41,17 @@ typedef struct eval_result {
 
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
  * non-overlapping window, or at most max_windows of them when > 0.
- * Task: the held-out problems. */
+ * Task: the held-out problems.  Scored `batch` items at a time (eval_group),
+ * the groups added up in order. */
 eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch);
+/* What evaluate is made of, for whoever splits the groups between ranks:
+ * the items (windows of one split, or held-out problems) it scores; one
+ * group, items [first, first + rows), into v = its summed loss, counted
+ * targets and exact completions (a task's); and the result of the groups'
+ * sums, added in group order. */
+long eval_items(const dataset *d, const model *m, int split, long max_windows);
+void eval_group(ag_ctx *ctx, model *m, dataset *d, int split, long items, long first, int rows, double v[3]);
+eval_result eval_result_of(const dataset *d, const double total[3]);
 /* Greedy completion in place: seqs are n rows of stride tokens, each with its
  * first `prompt` tokens set; positions prompt..len are filled. */
 void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, int prompt, int len, int batch);

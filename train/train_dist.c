@@ -140,7 +140,7 @@ double train_dist_gradient(trainer *t, long step)
 eval_result train_evaluate(trainer *t, long max_windows)
 {
     if (t->mb)
-        return mb_evaluate(t->ctx, &t->m, &t->data, max_windows);
+        return mb_evaluate(t->ctx, &t->m, &t->data, max_windows, t->B);
     return evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, max_windows, t->B);
 }
 
