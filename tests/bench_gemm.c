@@ -10,6 +10,7 @@
  * `make bench-gemm` sets OPENBLAS_CORETYPE to the fastest core type
  * tests/bench_blas.sh finds on this CPU.  This prints the core in use.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ typedef struct {
     ag_real *A, *B, *C;
 } operands;
 
-enum { USE_OURS, USE_BLAS, USE_BF16 };
+enum { USE_OURS, USE_BLAS, USE_BLAS_ITEMS, USE_BF16 };
 
 /* Operands as the engine stores them: op(A) is A[M,K] or A[K,M]^T, etc.,
  * densely packed (ld = row width), batch items back to back. */
@@ -86,6 +87,12 @@ static void run_once(const shape *s, const operands *o, int which)
                             ldb, 0, o->C, sc, ldc);
         return;
     }
+    /* OpenBLAS has no batched call: its items one after another, each on
+     * OpenBLAS's threads, or (USE_BLAS_ITEMS) split between our threads
+     * as ours are, each on one OpenBLAS thread; measure() keeps the faster */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (which == USE_BLAS_ITEMS)
+#endif
     for (int b = 0; b < s->batch; b++)
         BLAS_GEMM(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
                   s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1, o->A + b * sa, lda,
@@ -212,6 +219,12 @@ int main(int argc, char **argv)
      * let them go to sleep before OpenBLAS's turn. */
     nanosleep(&(struct timespec){0, 500000000}, NULL);
     for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, USE_BLAS);
+    /* the batched shapes again, their items split between our threads with
+     * one OpenBLAS thread each, as ours split them: the faster counts */
+    openblas_set_num_threads(1);
+    for (int i = 0; i < ns; i++)
+        if (shapes[i].batch > 1) shapes[i].blas = fmax(shapes[i].blas, measure(&shapes[i], &o, USE_BLAS_ITEMS));
+    openblas_set_num_threads(threads);
 
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("%s gemm, %d thread%s, median GFLOP/s", AG_PRECISION_NAME, threads, threads == 1 ? "" : "s");
@@ -219,6 +232,8 @@ int main(int argc, char **argv)
     printf("\nOpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
            openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
            openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
+    printf("batched rows: OpenBLAS's faster of its items in turn on its threads, and split between %d threads "
+           "on one OpenBLAS thread each\n", threads);
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
     if (bf16) printf(" %9s %9s", "bf16", "bf16/fp32");
