@@ -103,19 +103,11 @@ static int threads_for(const ag_attn *a)
 
 /* Per-thread scratch, grown on demand and kept, so steady-state calls do
  * not allocate (as the matrix multiply's panels). */
-static _Thread_local ag_real *scratch_buf;
-static _Thread_local size_t scratch_cap;
+static _Thread_local ag_scratch scratch_buf;
 
 static ag_real *scratch(size_t n)
 {
-    if (n > scratch_cap) {
-        free(scratch_buf);
-        scratch_buf = malloc(n * sizeof(ag_real));
-        scratch_cap = scratch_buf ? n : 0;
-        if (!scratch_buf)
-            ag_error("out of memory: %zu bytes of attention scratch", n * sizeof(ag_real));
-    }
-    return scratch_buf;
+    return ag_scratch_get(&scratch_buf, n * sizeof(ag_real), "attention scratch");
 }
 
 /* ---- forward ------------------------------------------------------------ */

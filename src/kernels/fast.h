@@ -8,6 +8,7 @@
 #define ATTOGRAD_FAST_H
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "kernels.h"
 
@@ -74,6 +75,28 @@ static inline int ag_max_threads(void)
 }
 
 static inline int ag_min_int(int a, int b) { return a < b ? a : b; }
+
+/* A buffer a thread keeps between calls (declare it static _Thread_local),
+ * grown to at least `bytes` (never shrunk), 64-byte aligned; each kernel
+ * file has its own, so a kernel that calls another keeps its data.  `what`
+ * names it in the out-of-memory message. */
+typedef struct ag_scratch {
+    void *p;
+    size_t cap;
+} ag_scratch;
+
+static inline void *ag_scratch_get(ag_scratch *s, size_t bytes, const char *what)
+{
+    bytes = (bytes + 63) / 64 * 64;
+    if (bytes > s->cap) {
+        free(s->p);
+        s->p = aligned_alloc(64, bytes);
+        s->cap = s->p ? bytes : 0;
+        if (!s->p)
+            ag_error("out of memory: %zu bytes for %s", bytes, what);
+    }
+    return s->p;
+}
 
 /* A matrix multiply's sizes and leading dimensions, checked (the
  * conventions of kernels.h's gemm); misuse is an ag_error naming fn. */

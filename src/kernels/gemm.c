@@ -537,22 +537,12 @@ static void run_unit(const gemm_job *g, const unit_plan *u, int t, ag_real *ws)
  * reused, so steady-state calls do not allocate.  Only the thread that calls
  * ag_gemm* allocates (before any parallel region); the team's threads each
  * get a slice of it. */
-static _Thread_local ag_real *ws_buf;
-static _Thread_local size_t ws_cap;
+static _Thread_local ag_scratch panels;
 
 static ag_real *workspace(size_t n)
 {
-    if (n > ws_cap) {
-        size_t bytes = n * sizeof(ag_real);
-        free(ws_buf);
-        ws_buf = aligned_alloc(64, bytes);   /* n is whole 64-byte lines */
-        ws_cap = ws_buf ? n : 0;
-        if (!ws_buf) ag_error("out of memory: %zu bytes for matrix-multiply panels", bytes);
-    }
-    return ws_buf;
+    return ag_scratch_get(&panels, n * sizeof(ag_real), "matrix-multiply panels");
 }
-
-
 
 /* Inside a parallel region: the team computes every unit, each thread with
  * its own slice of ws; statically (thread t takes the same units every

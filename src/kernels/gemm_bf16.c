@@ -65,19 +65,11 @@ static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 /* One 64-byte aligned buffer per calling thread, grown on demand and kept,
  * so steady-state calls do not allocate.  The team's threads get slices. */
-static _Thread_local void *ws_buf;
-static _Thread_local size_t ws_cap;
+static _Thread_local ag_scratch panels;
 
 static void *workspace(size_t bytes)
 {
-    bytes = (bytes + 63) / 64 * 64;
-    if (bytes > ws_cap) {
-        free(ws_buf);
-        ws_buf = aligned_alloc(64, bytes);
-        ws_cap = ws_buf ? bytes : 0;
-        if (!ws_buf) ag_error("out of memory: %zu bytes for bf16 matrix-multiply panels", bytes);
-    }
-    return ws_buf;
+    return ag_scratch_get(&panels, bytes, "bf16 matrix-multiply panels");
 }
 
 /* 32-bit words, rounded up to whole 64-byte lines. */
