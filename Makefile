@@ -26,7 +26,7 @@ REFERENCE ?=
 MPI       ?=
 
 BUILDDIR  ?= build
-# The MPI build: train/ compiled with AG_MPI (train/dist.c) and everything
+# The MPI build: train/ compiled with AG_MPI (train/dist/dist.c) and everything
 # linked by mpicc; the engine in src/ is the same code as in the plain build.
 # mpicc runs the compiler CC names when one is given (make MPI=1 CC=clang).
 ifeq ($(MPI),1)
@@ -69,12 +69,12 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 # compiler; the kernels fuse where they say so.
 LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
-ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain
+ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
-TRAIN_SRC = $(filter-out train/main.c,$(wildcard train/*.c))
+TRAIN_SRC = $(wildcard train/model/*.c train/dist/*.c train/cli/*.c)
 TRAIN_OBJ = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  = $(wildcard tests/test_*.c)
 TEST_BIN  = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -91,7 +91,7 @@ $(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefi
 	@echo "  CC  $@"
 	@$(CC) $(LIBCFLAGS) -c $< -o $@
 
-$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*.h) Makefile
+$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(ALLCFLAGS) -c $< -o $@
@@ -188,19 +188,19 @@ bench-gemm: $(LIB)
 # harness once over its saved corpus only (a regression test).
 FUZZ_TIME ?= 60
 FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 \
-             -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain
+             -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
 build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/tasks.c train/tasks.h src/pcg32.c src/fileio.c
+build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_text.c train/tasks.c src/pcg32.c src/fileio.c -o $@
-build-fuzz/fuzz_args: tests/fuzz_args.c train/args.c train/args.h
+	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/fileio.c -o $@
+build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_args.c train/args.c -o $@
+	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c -o $@
 
 fuzz: $(FUZZERS)
 	@mkdir -p build-fuzz/corpus-st build-fuzz/corpus-text build-fuzz/corpus-args

@@ -1,6 +1,6 @@
 /*
  * ops_attention.c - multi-head scaled dot-product attention as one op, the
- * computation train/nn.c also spells out op by op (nn_mha_forward_explicit)
+ * computation train/model/nn.c also spells out op by op (nn_mha_forward_explicit)
  * and the walkthrough shows step by step.  Per batch item b and head h,
  * with q, k and v the head's hd columns of the packed [B,T,3d] input:
  *

@@ -25,7 +25,7 @@ done
 
 openmp=$(printf 'int main(void){return 0;}' | $cc -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp || true)
 make -s --no-print-directory all build/libtrain.a
-$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain \
+$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli \
     tests/bench_train.c build/libtrain.a build/libattograd.a -lm -o build/bench_train
 
 flags=$(sed -n 's/^flags[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)

@@ -5,7 +5,7 @@
  * Usage:
  *   mpirun -np N bench_mpi [--threads T] [--micro-batch M] [--steps S] small|medium
  * --micro-batch 0 (one rank only) is the plain whole-batch step; M > 0 is
- * the micro-batched step of train/microbatch.c.  Rank 0 prints the median
+ * the micro-batched step of train/dist/microbatch.c.  Rank 0 prints the median
  * ms per step, the part of it spent in collectives (waiting included), the
  * bytes this rank sent per step, and a checksum of the weights after the
  * steps: the same for the same M on any number of ranks.

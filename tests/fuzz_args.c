@@ -12,7 +12,7 @@
  * 1e15 and 9.2e18), which exercises the same parser code.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
- *       -Iinclude -Isrc -Itrain tests/fuzz_args.c train/args.c -o fuzz_args
+ *       -Iinclude -Isrc -Itrain/cli tests/fuzz_args.c train/cli/args.c -o fuzz_args
  *   ./fuzz_args corpus tests/corpus/args -max_total_time=60
  */
 #include <setjmp.h>

@@ -5,7 +5,7 @@
  * and evaluation windows stay inside their split.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
- *       -Iinclude -Isrc -Itrain tests/fuzz_text.c train/tasks.c src/pcg32.c -o fuzz_text
+ *       -Iinclude -Isrc -Itrain/model tests/fuzz_text.c train/model/tasks.c src/pcg32.c -o fuzz_text
  *   ./fuzz_text corpus tests/corpus/text -max_total_time=60
  */
 #include <stdint.h>
