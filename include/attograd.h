@@ -191,27 +191,49 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n);
 
 /* ---- ops: forward here, backward recorded on the tape ------------------ */
 
-/* Elementwise with PyTorch broadcasting (shapes aligned from the right). */
+/* Each op's comment ends with where its math is written as plain loops,
+ * forward and backward side by side: "Math: forward, backward (file)".
+ * Where that is a kernel's definition in src/reference.c (its fast twin is
+ * in src/kernels/), the op file holds the bookkeeping: ag_<op> records
+ * itself on the tape, and ag_backward_<op> beside it (the function the tape
+ * calls, listed in src/internal.h's AG_OPS) hands the gradient to the
+ * kernel's backward. */
+
+/* Elementwise with PyTorch broadcasting (shapes aligned from the right).
+ * Math: binary_forward; ag_backward_add, ag_backward_sub, ag_backward_mul
+ * (src/ops_elementwise.c). */
 ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_sub(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
-ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s);       /* a * s */
-ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s);  /* a + s */
+/* a * s and a + s.  Math: ag_scale, ag_backward_scale; ag_add_scalar,
+ * ag_backward_add_scalar (src/ops_elementwise.c). */
+ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s);
+ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s);
 
+/* Math: unary; ag_backward_exp, ag_backward_log, ag_backward_tanh,
+ * ag_backward_relu (src/ops_elementwise.c). */
 ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a);
 ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a);
 ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a);
 ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a);
-ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a);   /* exact: x * Phi(x), as torch.nn.GELU() */
+/* Exact: x * Phi(x), as torch.nn.GELU().  Math: ref_gelu, ref_gelu_backward
+ * (src/reference.c). */
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a);
 
 /* torch.matmul for 2-D to 4-D operands: the last two dims multiply, leading
- * (batch) dims broadcast.  1-D operands are not accepted: reshape first. */
+ * (batch) dims broadcast.  1-D operands are not accepted: reshape first.
+ * Math: ag_matmul, ag_backward_matmul (src/ops_matmul.c); each product is
+ * ref_gemm (src/reference.c). */
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
-/* x[..., in] W[out, in]^T + b[out]; b may be NULL.  PyTorch's nn.Linear layout. */
+/* x[..., in] W[out, in]^T + b[out]; b may be NULL.  PyTorch's nn.Linear layout.
+ * Math: ag_linear, ag_backward_linear (src/ops_matmul.c); the products are
+ * ref_gemm, the bias's gradient ref_column_sums (src/reference.c). */
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
 
 /* Shapes.  A reshape is a view: it shares data (and gradient) with its input.
- * One entry of shape may be -1 (inferred).  transpose copies. */
+ * One entry of shape may be -1 (inferred).  transpose copies.
+ * Math: ag_reshape, ag_backward_reshape; ag_transpose, ag_backward_transpose;
+ * ag_concat, ag_backward_concat; ag_slice, ag_backward_slice (src/ops_shape.c). */
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape);
 ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1);
 /* Concatenate n tensors along dim, and the inverse: the slice [start, start+len) of dim. */
@@ -220,7 +242,9 @@ ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len);
 
 /* Reductions; negative dims count from the end as in PyTorch.  Tensors have
  * at least one dim, so reducing the only dim of a 1-D tensor without keepdim
- * gives shape [1] where PyTorch gives a 0-d scalar. */
+ * gives shape [1] where PyTorch gives a 0-d scalar.  The means are sums
+ * scaled.  Math: ag_sum, ag_backward_sum; ag_sum_all, ag_backward_sum_all
+ * (src/ops_shape.c). */
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim);
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a);    /* shape [1] */
@@ -228,25 +252,31 @@ ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a);   /* shape [1] */
 
 /* softmax and log_softmax subtract the maximum of each row.  A row whose
  * entries are all -inf (everything masked) gives all zeros from softmax (and
- * -inf from log_softmax), never NaN, and passes a zero gradient back. */
+ * -inf from log_softmax), never NaN, and passes a zero gradient back.
+ * Math: ref_softmax, ref_softmax_backward (src/reference.c). */
 ag_tensor *ag_softmax(ag_ctx *ctx, ag_tensor *a, int dim);
 ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim);
 /* out = mask != 0 ? value : a, mask broadcast to a's shape.  value may be
- * -INFINITY; masked positions pass no gradient back. */
+ * -INFINITY; masked positions pass no gradient back.
+ * Math: ag_masked_fill, ag_backward_masked_fill (src/ops_softmax.c). */
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value);
 /* Inverted dropout: zero with probability p, scale survivors by 1/(1-p).  The
  * mask comes from the context's dropout generator and is reused by backward.
- * p == 0 or training == 0 returns the input itself (exact identity). */
+ * p == 0 or training == 0 returns the input itself (exact identity).
+ * Math: ag_dropout, ag_backward_dropout (src/ops_nn.c). */
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
 
 /* Rows of W[V, d] picked by ids (shape ids_shape, values in [0, V)):
- * output shape ids_shape + [d].  Backward scatter-adds into repeated rows. */
+ * output shape ids_shape + [d].  Backward scatter-adds into repeated rows.
+ * Math: ag_embedding, ag_backward_embedding (src/ops_nn.c). */
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
-/* Normalize over the last dim, then * weight + bias (both [last dim]). */
+/* Normalize over the last dim, then * weight + bias (both [last dim]).
+ * Math: ref_layer_norm, ref_layer_norm_backward (src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
 /* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
  * per row, a negative target is ignored (not counted in the mean).  Fused:
- * backward is (softmax - onehot) / counted rows.  Shape [1]; 0 if no row counts. */
+ * backward is (softmax - onehot) / counted rows.  Shape [1]; 0 if no row counts.
+ * Math: ref_cross_entropy, ref_cross_entropy_backward (src/reference.c). */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets);
 /* Multi-head scaled dot-product attention as one op.  qkv is [B,T,3d]: the
  * queries, keys and values of every position side by side, each d = n_head *
@@ -258,8 +288,9 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
  * matmul, transpose, reshape (the dropout mask is drawn in the same order, so
  * both drop the same weights; the sums run in another order, so the results
  * agree to rounding), without materializing the split heads or the [T,T]
- * weights, and with an analytic backward.  If weights is not NULL it receives w, [B,H,T,T]
- * before dropout (a tensor without gradient). */
+ * weights, and with an analytic backward.  If weights is not NULL it
+ * receives w, [B,H,T,T] before dropout (a tensor without gradient).
+ * Math: ref_attention, ref_attention_backward (src/reference.c). */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights);
 /* The same causal attention for generating a sequence a few positions at a
@@ -270,7 +301,8 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
  * cached positions 0 up to its own.  Equals the last T rows of ag_attention
  * over positions 0..pos+T-1, without recomputing the earlier ones.  Returns
  * [B,T,d]; inference only (no gradient, no dropout).  In bf16 precision the
- * cached keys and values are stored rounded to bf16. */
+ * cached keys and values are stored rounded to bf16.  Math: ref_attention
+ * (src/reference.c), its queries starting at position pos. */
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
                                int pos);
 
@@ -293,15 +325,19 @@ typedef struct ag_optim {
 /* Weight decay applies to the parameters whose `decay` flag is set (the model
  * decides: typically matrices, not biases or norm gains); both optimizers
  * honor the flag the same way. */
-/* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf. */
+/* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
+ * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
 /* AdamW: p -= lr wd p (decayed parameters), then the Adam step
- * with bias-corrected moments: p -= lr m^ / (sqrt(v^) + eps). */
+ * with bias-corrected moments: p -= lr m^ / (sqrt(v^) + eps).
+ * Math: ref_adamw (src/reference.c). */
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay);
 void ag_optim_step(ag_optim *opt, double lr);
 void ag_optim_free(ag_optim *opt);
 /* Scale all gradients so their global L2 norm is at most max_norm (as
- * torch.nn.utils.clip_grad_norm_); returns the norm before clipping. */
+ * torch.nn.utils.clip_grad_norm_); returns the norm before clipping.
+ * Math: ag_clip_grad_norm (src/optim.c), the squares summed by
+ * ref_sum_squares (src/reference.c). */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
 
 #ifdef __cplusplus
