@@ -152,9 +152,9 @@ typedef struct ag_kernels {
                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
     /* y = bf16(x), kept in ag_real (float builds; NULL in double builds) */
     void (*round_bf16)(const ag_real *x, ag_real *y, size_t n);
-    /* Why bf16 products cannot run in this build or on this CPU (one
-     * line), or NULL when they can. */
-    const char *(*bf16_missing)(void);
+    /* Whether gemm_bf16 can run on this CPU, as ag_bf16_status answers
+     * (float builds; NULL in double builds). */
+    int (*bf16_status)(const char **fact);
 
     /* sum of x[i]^2 in double */
     double (*sum_squares)(const ag_real *x, size_t n);
