@@ -8,6 +8,7 @@
 
 #include "attograd.h"
 #include "kernels.h"
+#include "pool.h"
 
 /* Every op, in one list: the enum, the name table and the backward table are
  * all generated from it, so adding an op is one line here plus its
