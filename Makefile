@@ -248,6 +248,14 @@ $(WEBDIR)/%: train/web/%
 	@mkdir -p $(WEBDIR)
 	@cp $< $@
 
+# The page's time per step against the native command's (tests/web/bench.js;
+# needs Chromium and tests/web's npm package, sh tests/install-deps.sh).
+bench-web: web all
+	@$(MAKE) -s --no-print-directory REFERENCE=1 all
+	@if [ ! -d tests/web/node_modules/playwright-core ]; then \
+	    echo "bench-web: skipped: no playwright-core in tests/web/node_modules (sh tests/install-deps.sh)"; exit 0; fi; \
+	ATTOGRAD=./$(BUILD)/attograd ATTOGRAD_REF=./$(BUILDDIR)-ref/attograd WEBDIR=$(WEBDIR) node tests/web/bench.js
+
 web-serve: web
 	@echo "serving $(WEBDIR)/ at http://localhost:8000/ (Ctrl-C stops)"
 	@cd $(WEBDIR) && python3 -m http.server 8000 --bind 127.0.0.1

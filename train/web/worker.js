@@ -6,7 +6,8 @@
 importScripts('playground.js');
 
 const SLICE_MS = 50;
-const EVAL_EVERY = 100;        // as `attograd train --eval-every`'s default
+// an evaluation every tenth of the run (at least 10 steps apart, at most 100)
+const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)));
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
 
 let M = null, running = false, prompt = '', info = null;
@@ -52,7 +53,7 @@ function evaluate(all) {
 }
 
 // Up to `limit` steps, or SLICE_MS of them; one evaluation where a multiple
-// of EVAL_EVERY or the last step is reached (then the slice ends there).
+// of evalEvery() or the last step is reached (then the slice ends there).
 function steps(limit) {
   const t0 = performance.now(), losses = [];
   let val = null, error = null;
@@ -61,7 +62,7 @@ function steps(limit) {
     if (n < 0) { error = 'training stopped: ' + lastError(); break; }
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
-    if (info.step % EVAL_EVERY === 0 || info.step === info.steps) {
+    if (info.step % evalEvery() === 0 || info.step === info.steps) {
       val = evaluate(info.step === info.steps);
       break;
     }
