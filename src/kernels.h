@@ -137,6 +137,15 @@ typedef struct ag_kernels {
     /* The elements attention may keep for backward; 0: it recomputes all. */
     size_t (*attention_keep)(const ag_attn *a);
 
+    /* Memory the kernels hold outside the arena: bytes of the buffers
+     * gemm, gemm_bf16 (NULL in double builds) and attention with its
+     * backward take for a call of these sizes, on every thread they use
+     * (each kernel keeps its buffers, grown to its largest call, so later
+     * calls do not allocate).  An upper bound, for any transposes. */
+    size_t (*gemm_scratch)(int M, int N, int K);
+    size_t (*gemm_bf16_scratch)(int M, int N, int K);
+    size_t (*attention_scratch)(const ag_attn *a);
+
     /* One SGD step on n parameters: g' = g + decay p; buf = momentum buf + g'
      * (buf = g' on the first step); p -= lr buf (p -= lr g' without momentum). */
     void (*sgd)(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,

@@ -51,6 +51,13 @@ static void ref_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, 
                  ldc);
 }
 
+/* The plain loops need no buffer of their own. */
+static size_t ref_gemm_scratch(int M, int N, int K)
+{
+    (void)M, (void)N, (void)K;
+    return 0;
+}
+
 /* ---- softmax ------------------------------------------------------------ */
 
 /* Over one row of n elements s apart: its maximum m (-inf for a row of
@@ -387,6 +394,9 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
 #undef V
 #undef O
 
+/* One query's scores and dropout multipliers, for the length of a call. */
+static size_t ref_attention_scratch(const ag_attn *a) { return 2 * (size_t)a->Tk * sizeof(ag_real); }
+
 static size_t ref_attention_keep(const ag_attn *a)
 {
     (void)a;
@@ -520,12 +530,15 @@ const ag_kernels ag_kernels_reference = {
     .attention = ref_attention,
     .attention_backward = ref_attention_backward,
     .attention_keep = ref_attention_keep,
+    .gemm_scratch = ref_gemm_scratch,
+    .attention_scratch = ref_attention_scratch,
     .sgd = ref_sgd,
     .adamw = ref_adamw,
 #ifndef AG_DOUBLE
     .gemm_bf16 = ref_gemm_bf16,
     .round_bf16 = ref_round_bf16,
     .bf16_status = ref_bf16_status,
+    .gemm_bf16_scratch = ref_gemm_scratch,
 #endif
     .sum_squares = ref_sum_squares,
     .column_sums = ref_column_sums,

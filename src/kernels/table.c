@@ -21,12 +21,15 @@ const ag_kernels ag_kernels_fast = {
     .attention = ag_fast_attention,
     .attention_backward = ag_fast_attention_backward,
     .attention_keep = ag_fast_attention_keep,
+    .gemm_scratch = ag_fast_gemm_scratch,
+    .attention_scratch = ag_fast_attention_scratch,
     .sgd = ag_fast_sgd,
     .adamw = ag_fast_adamw,
 #ifndef AG_DOUBLE
     .gemm_bf16 = ag_fast_gemm_bf16,
     .round_bf16 = ag_fast_round_bf16,
     .bf16_status = ag_fast_bf16_status,
+    .gemm_bf16_scratch = ag_fast_gemm_bf16_scratch,
 #endif
     .sum_squares = ag_fast_sum_squares,
     .column_sums = ag_fast_column_sums,
