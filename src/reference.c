@@ -515,31 +515,5 @@ static int ref_bf16_status(const char **fact)
 }
 #endif
 
-const ag_kernels ag_kernels_reference = {
-    .name = "reference",
-    .gemm = ref_gemm,
-    .gemm_batched = ref_gemm_batched,
-    .softmax = ref_softmax,
-    .softmax_backward = ref_softmax_backward,
-    .cross_entropy = ref_cross_entropy,
-    .cross_entropy_backward = ref_cross_entropy_backward,
-    .layer_norm = ref_layer_norm,
-    .layer_norm_backward = ref_layer_norm_backward,
-    .gelu = ref_gelu,
-    .gelu_backward = ref_gelu_backward,
-    .attention = ref_attention,
-    .attention_backward = ref_attention_backward,
-    .attention_keep = ref_attention_keep,
-    .gemm_scratch = ref_gemm_scratch,
-    .attention_scratch = ref_attention_scratch,
-    .sgd = ref_sgd,
-    .adamw = ref_adamw,
-#ifndef AG_DOUBLE
-    .gemm_bf16 = ref_gemm_bf16,
-    .round_bf16 = ref_round_bf16,
-    .bf16_status = ref_bf16_status,
-    .gemm_bf16_scratch = ref_gemm_scratch,
-#endif
-    .sum_squares = ref_sum_squares,
-    .column_sums = ref_column_sums,
-};
+#define AG_KERNEL_REF(field, fast, ref) .field = ref,
+const ag_kernels ag_kernels_reference = {.name = "reference", AG_KERNEL_LIST_ALL(AG_KERNEL_REF)};
