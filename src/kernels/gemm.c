@@ -1002,3 +1002,15 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
                      workspace(slice * (size_t)nth), slice };
     ag_parallel(batch, nth, batch_task, &c);
 }
+
+/* The most the products above ask workspace() for, for any transposes and
+ * batch count, on the threads a product may use: bytes the panels can hold
+ * once a product of these sizes has run (kernels.h, gemm_scratch). */
+size_t ag_fast_gemm_scratch(int M, int N, int K)
+{
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    const int nth = ag_max_threads(), nkb = ksplit_blocks(M, N, K, nth);
+    const size_t split = nkb ? round_up64((size_t)M * N) * (size_t)nkb + block_space(M, N, k_block(K)) * (size_t)nth : 0;
+    const size_t tiled = block_space(M, N, K) * (size_t)nth + round_up64((size_t)K * padded_cols(N));
+    return sizeof(ag_real) * (split > tiled ? split : tiled);
+}
