@@ -3,7 +3,7 @@
 #   make                    build/libattograd.a and build/attograd (float)
 #   make PRECISION=double   the same in build-double/ (used by the gradient checks)
 #   make REFERENCE=1        the same from the plain reference kernels alone
-#                           (src/reference.c; no src/kernels/, no OpenMP) in build-ref/
+#                           (src/reference.c; no src/kernels/, one thread) in build-ref/
 #   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
 #                           build-mpi/attograd train ...` trains on N ranks
 #   make test               every test; ends with "N passed, N failed"
@@ -50,13 +50,10 @@ ifeq ($(REFERENCE),1)
 KIND       = -ref
 KERNFLAGS  = -DAG_REFERENCE
 KERNEL_SRC =
-OPENMP    :=
 else
 KIND       =
 KERNFLAGS  =
 KERNEL_SRC = $(wildcard src/kernels/*.c)
-# OpenMP where the compiler has it (gcc does; Debian's clang needs libomp-dev).
-OPENMP    := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 endif
 ifeq ($(PRECISION),double)
 BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)-double
@@ -72,10 +69,11 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 # -ffp-contract=off: no compiler fuses a*b + c on its own (gcc's -std=c11
 # does not; clang would), so plain loops round as written, with either
 # compiler; the kernels fuse where they say so.
-LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
+LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
 ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
-LDLIBS   = -lm
+# The engine's threads are POSIX threads (src/pool.c).
+LDLIBS   = -lm -pthread
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -130,8 +128,9 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@echo "  LD  $@"
 	@$(CC) $(ALLCFLAGS) -I$(BUILD)/tests $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
 
-# The usage example that opens include/attograd.h, as compilable C: the
-# comment's indented lines between "Example:" and its end.
+# The usage example that opens include/attograd.h (the engine's header; its
+# files are in include/attograd_io.h), as compilable C: the comment's
+# indented lines between "Example:" and its end.
 $(BUILD)/tests/header_example.inc: include/attograd.h
 	@mkdir -p $(dir $@)
 	@sed -n '/^ \* Example:/,/^ \*\//p' $< | sed -n 's/^ \*     //p' >$@
@@ -209,10 +208,11 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c
+build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c \
+                      include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h

@@ -6,7 +6,7 @@
  * directory.  A target that exists and is not a regular file (a device,
  * a pipe) is written through instead: renaming over it would replace it.
  */
-#include "attograd.h"
+#include "attograd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,9 +12,6 @@
 
 #include "check.h"
 #include "kernels.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #ifdef AG_DOUBLE
 #define EPS DBL_EPSILON
@@ -334,10 +331,9 @@ static void test_batched(void)
  * multiple of 3 (the batched call splits it into 3 items). */
 static void thread_case(int M, int N, int K)
 {
-#ifdef _OPENMP
     const size_t len = (size_t)M * N;
     const int rows = M / 3;
-    int saved = omp_get_max_threads();
+    int saved = ag_get_threads();
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = ta ? M : K, ldb = tb ? K : N;
@@ -350,13 +346,13 @@ static void thread_case(int M, int N, int K)
                 D[t] = calloc(len, sizeof(ag_real));
                 E[t] = calloc(len, sizeof(ag_real));
                 for (size_t i = 0; i < len; i++) D[t][i] = E[t][i] = (ag_real)(i % 7) - 3;
-                omp_set_num_threads(t + 1);
+                check_set_threads(t + 1);
                 ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
                 ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 1, E[t], N);   /* accumulating */
                 ag_kern->gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
                                 (long)rows * N, N);
             }
-            omp_set_num_threads(saved);
+            ag_set_threads(saved);
             CHECK(memcmp(C[0], C[1], sizeof(ag_real) * len) == 0,
                   "ta=%d tb=%d %dx%dx%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb, M,
                   N, K);
@@ -375,18 +371,10 @@ static void thread_case(int M, int N, int K)
                 free(E[t]);
             }
         }
-#else
-    (void)M;
-    (void)N;
-    (void)K;
-#endif
 }
 
 static void test_threads(void)
 {
-#ifndef _OPENMP
-    printf("(built without OpenMP: thread determinism not tested)\n");
-#endif
     thread_case(333, 517, 290);   /* A [M, K] read in place, op(B) packed once and shared */
     thread_case(12, 4100, 1030);  /* op(B) too big to share (> 4M elements): packed per unit */
     thread_case(513, 65, 64);     /* small op(B), packed once and shared by the threads */

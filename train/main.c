@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "attograd.h"
 #include "cli.h"
@@ -35,29 +34,6 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
-/* How long an OpenMP thread with nothing to do spins before it sleeps.
- * GNU OpenMP's default (300000 spins, milliseconds) is ruinous on a machine
- * busy with other work: a spinning thread holds the core the thread it
- * waits for needs, and a run slows 10-100x.  Sleeping at once (a passive
- * policy) costs a wake-up per parallel loop: 2.8x slower on an idle 2-core
- * machine than spinning.  A short spin keeps both: idle, as fast as the
- * default; beside busy processes, within 2x one thread (make bench-busy
- * measures it; see the README).  LLVM's runtime spins in milliseconds
- * (KMP_BLOCKTIME); 1 is its shortest spin.  The runtime reads these when the
- * program is loaded, before main, so the program sets them and starts
- * itself again, once.  A policy set by the user is left alone. */
-static void short_spin(char **argv)
-{
-#ifdef _OPENMP
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME"))
-        return;
-    if (setenv("GOMP_SPINCOUNT", "400", 1) == 0 && setenv("KMP_BLOCKTIME", "1", 1) == 0)
-        execv("/proc/self/exe", argv);      /* only returns on failure: go on as we are */
-#else
-    (void)argv;
-#endif
-}
-
 /* A command whose output could not be written did not do its job, however
  * it ended: a script reading `attograd eval >result` must learn that the
  * disk was full.  train is the exception: its work is the checkpoint, and
@@ -74,7 +50,6 @@ static int stdout_written(const char *cmd, int status)
 
 int main(int argc, char **argv)
 {
-    short_spin(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;

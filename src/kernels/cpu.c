@@ -17,6 +17,7 @@
 #include "cpu.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,14 +125,16 @@ static int detect(int want_amx)
 
 #endif
 
-/* The cap from AG_BF16_KERNEL, or AG_BF16_AMX (no cap). */
+#define CAP_UNKNOWN (-1)   /* AG_BF16_KERNEL holds a value we do not know */
+
+/* The cap from AG_BF16_KERNEL: AG_BF16_AMX (no cap) when it is unset. */
 static int env_cap(void)
 {
     const char *s = getenv("AG_BF16_KERNEL");
-    if (!s) return AG_BF16_AMX;
-    if (strcmp(s, "none") == 0) return AG_BF16_NONE;
+    if (!s || strcmp(s, "amx") == 0) return AG_BF16_AMX;
     if (strcmp(s, "avx512") == 0) return AG_BF16_AVX512;
-    return AG_BF16_AMX;   /* "amx", or a value we do not know: no cap */
+    if (strcmp(s, "none") == 0) return AG_BF16_NONE;
+    return CAP_UNKNOWN;
 }
 
 /* -1: not detected yet.  Two threads may both detect; they get the same. */
@@ -152,7 +155,7 @@ int ag_cpu_bf16(void)
     int v = atomic_load_explicit(&capped_level, memory_order_relaxed);
     if (v < 0) {
         /* Capped below AMX: the tile permission is not asked for. */
-        const int cap = env_cap();
+        const int cap = env_cap() == CAP_UNKNOWN ? AG_BF16_NONE : env_cap();
         v = cap < AG_BF16_AMX ? detect(0) : ag_cpu_bf16_hw();
         if (v > cap) v = cap;
         atomic_store_explicit(&capped_level, v, memory_order_relaxed);
@@ -167,19 +170,27 @@ const char *ag_bf16_kernel_name(int kernel)
     return kernel == AG_BF16_AMX ? "amx" : kernel == AG_BF16_AVX512 ? "avx512" : "none";
 }
 
-const char *ag_bf16_unavailable_message(void)
+int ag_fast_bf16_status(const char **fact)
 {
-    if (ag_bf16_available()) return NULL;
-    if (env_cap() == AG_BF16_NONE && detect(0) != AG_BF16_NONE)
-        return "--precision bf16 is turned off by AG_BF16_KERNEL=none";
-    return AG_BF16_UNAVAILABLE_MSG;
-}
-
-const char *ag_fast_bf16_missing(void)
-{
-#ifdef AG_DOUBLE
-    return "bf16 products need the float build, not PRECISION=double";
-#else
-    return ag_bf16_unavailable_message();
-#endif
+    if (env_cap() == CAP_UNKNOWN) {
+        /* per thread, so that two threads asking at once do not share it */
+        static _Thread_local char line[96];
+        snprintf(line, sizeof line, "AG_BF16_KERNEL=%.40s is not one of amx, avx512, none",
+                 getenv("AG_BF16_KERNEL"));
+        for (char *c = line; *c; c++)
+            if (*c == '\n' || *c == '\r') *c = ' ';
+        *fact = line;
+        return AG_BF16_BAD_SETTING;
+    }
+    const int kernel = ag_cpu_bf16();
+    if (kernel != AG_BF16_NONE) {
+        *fact = ag_bf16_kernel_name(kernel);
+        return AG_BF16_READY;
+    }
+    if (env_cap() == AG_BF16_NONE && detect(0) != AG_BF16_NONE) {
+        *fact = "turned off by AG_BF16_KERNEL=none";
+        return AG_BF16_TURNED_OFF;
+    }
+    *fact = "this CPU has neither AMX nor AVX512-BF16";
+    return AG_BF16_NO_HARDWARE;
 }

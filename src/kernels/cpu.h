@@ -13,12 +13,14 @@
  *
  * The environment variable AG_BF16_KERNEL=amx|avx512|none caps the choice
  * (for tests and comparisons); it never raises it above what the CPU has.
- * Any other value is ignored.  Non-x86 builds, and builds with
+ * Any other value leaves no kernel (ag_fast_bf16_status says why).  Non-x86 builds, and builds with
  * -DAG_NO_X86_KERNELS (which compile the fast bf16 file without any of its
  * x86 code, to test that configuration on x86), always report NONE.
  */
 #ifndef ATTOGRAD_KERNELS_CPU_H
 #define ATTOGRAD_KERNELS_CPU_H
+
+#include "attograd.h"
 
 enum { AG_BF16_NONE = 0, AG_BF16_AVX512 = 1, AG_BF16_AMX = 2 };
 
@@ -32,14 +34,9 @@ int ag_bf16_available(void);
 /* "amx", "avx512" or "none" */
 const char *ag_bf16_kernel_name(int kernel);
 
-/* What a bf16 run prints when ag_bf16_available() is 0 (one line, no
- * newline): AG_BF16_UNAVAILABLE_MSG when the CPU has neither kernel, or a
- * line naming AG_BF16_KERNEL when that variable turned them off.  NULL when
- * bf16 is available. */
-#define AG_BF16_UNAVAILABLE_MSG "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither"
-const char *ag_bf16_unavailable_message(void);
-/* The same, and in a double build the line saying bf16 needs the float
- * build: the fast kernels' bf16_missing. */
-const char *ag_fast_bf16_missing(void);
+/* The fast kernels' answer to ag_bf16_status: AG_BF16_READY with the
+ * kernel's name, or AG_BF16_NO_HARDWARE, AG_BF16_TURNED_OFF or
+ * AG_BF16_BAD_SETTING with the fact (one line). */
+int ag_fast_bf16_status(const char **fact);
 
 #endif

@@ -9,9 +9,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /*
  * Loop structure (Goto/BLIS style, row-major), for one block of C:
@@ -29,13 +26,13 @@
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
  * cases.  Threads split C into rectangular units, each a block as above
  * with the thread's own packing buffers: no barriers inside a product.  A
- * small product gets one unit per thread, handed out statically, so thread
- * t always gets the same rows of a tall product: the rows the element-wise
- * ops and the attention op also give thread t, so they stay in its cache
- * from one op to the next (smaller units handed out dynamically measured
- * slower on every product of the toy model).  A large product gets two
- * units per thread, handed out dynamically, so a thread that loses its core
- * for a while does not hold up the others.  A product with a small C and a
+ * small product gets one unit per thread, so thread t always gets the same
+ * rows of a tall product: the rows the element-wise ops and the attention
+ * op also give thread t, so they stay in its cache from one op to the next
+ * (smaller units measured slower on every product of the toy model).  A
+ * large product gets two units per thread, so a thread that loses its core
+ * for a while does not hold up the others: ag_parallel (src/pool.c) gives a
+ * unit no thread has started to whichever thread is free.  A product with a small C and a
  * long K is split along K instead (see gemm_ksplit).
  *
  * A stored [M, K] is not packed at all: the row-major kernel reads its MR
@@ -74,10 +71,10 @@
 #define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
 #define UNIT_ROWS (64 * MR)  /* a parallel unit is at most 768 rows ... */
 #define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
-/* A product below LOCAL_MAX multiply-adds gets one unit per thread, handed
- * out statically (see above); a larger one UNITS_PER_THREAD units per thread,
- * handed out dynamically, which balances better when a unit takes longer
- * than the cost of moving its inputs between cores. */
+/* A product below LOCAL_MAX multiply-adds gets one unit per thread (see
+ * above); a larger one UNITS_PER_THREAD units per thread, which balances
+ * better when a unit takes longer than the cost of moving its inputs
+ * between cores. */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
 #define UNITS_PER_THREAD 2
 /* Below this many multiply-adds a product runs on one thread: waking the
@@ -544,23 +541,25 @@ static ag_real *workspace(size_t n)
     return ag_scratch_get(&panels, n * sizeof(ag_real), "matrix-multiply panels");
 }
 
-/* Inside a parallel region: the team computes every unit, each thread with
- * its own slice of ws; statically (thread t takes the same units every
- * time) or dynamically. */
-static void run_units(const gemm_job *g, const unit_plan *u, int local, ag_real *ws, size_t slice)
+/* The units of one product, for ag_parallel: each thread packs into its
+ * own slice of ws. */
+typedef struct {
+    const gemm_job *g;
+    const unit_plan *u;
+    ag_real *ws, *b_all;
+    size_t slice;
+} units_call;
+
+static void unit_task(void *ctx, int t)
 {
-    const int units = u->r * u->c;
-    if (local) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
-    } else {
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic)
-#endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
-    }
+    const units_call *c = ctx;
+    run_unit(c->g, c->u, t, c->ws + c->slice * (size_t)ag_thread_id());
+}
+
+static void pack_b_task(void *ctx, int t)
+{
+    const units_call *c = ctx;
+    pack_b_shared(c->g, t, c->b_all);
 }
 
 /* Handles what needs no multiply: empty output, K == 0, and beta other than
@@ -607,42 +606,55 @@ static int ksplit_blocks(int M, int N, int K, int nth)
     return nth > 1 && nkb >= nth && (long)M * N <= KSPLIT_MAX_MN ? nkb : 0;
 }
 
+typedef struct {
+    const gemm_job *g;
+    ag_real *ws;
+    size_t part, slice;
+    int nkb, kb;
+} ksplit_call;
+
+/* K block b's partial product, into its own buffer */
+static void ksplit_block_task(void *ctx, int b)
+{
+    const ksplit_call *c = ctx;
+    const gemm_job *g = c->g;
+    const int k0 = b * c->kb, kc = ag_min_int(c->kb, g->K - k0);
+    const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
+    const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
+    gemm_job sub = make_job(g->trans_a, g->trans_b, g->M, g->N, kc, A, g->lda, B, g->ldb,
+                            c->ws + c->part * (size_t)b, g->N);
+    sub.overwrite = 1;
+    gemm_block(&sub, 0, g->M, 0, g->N, c->ws + c->part * (size_t)c->nkb + c->slice * (size_t)ag_thread_id());
+}
+
+/* rows [lo, hi) of C (+)= P_0 + P_1 + ... in block order */
+static void ksplit_sum_rows(void *ctx, size_t lo, size_t hi)
+{
+    const ksplit_call *c = ctx;
+    const gemm_job *g = c->g;
+    const int N = g->N;
+    for (size_t i = lo; i < hi; i++) {
+        ag_real *cr = g->C + (long)i * g->ldc;
+        const ag_real *p = c->ws + (long)i * N;
+        if (g->overwrite)
+            for (int j = 0; j < N; j++) cr[j] = p[j];
+        else
+            for (int j = 0; j < N; j++) cr[j] += p[j];
+        for (int b = 1; b < c->nkb; b++) {
+            p = c->ws + c->part * (size_t)b + (long)i * N;
+            for (int j = 0; j < N; j++) cr[j] += p[j];
+        }
+    }
+}
+
 static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
 {
     const int kb = k_block(g->K), M = g->M, N = g->N;
     const size_t part = round_up64((size_t)M * N), slice = block_space(M, N, kb);
     ag_real *ws = workspace(part * (size_t)nkb + slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int b = 0; b < nkb; b++) {
-            const int k0 = b * kb, kc = ag_min_int(kb, g->K - k0);
-            const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
-            const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
-            gemm_job sub = make_job(g->trans_a, g->trans_b, M, N, kc, A, g->lda, B, g->ldb, ws + part * (size_t)b, N);
-            sub.overwrite = 1;
-            gemm_block(&sub, 0, M, 0, N, ws + part * (size_t)nkb + slice * (size_t)ag_thread_id());
-        }
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int i = 0; i < M; i++) {
-            ag_real *c = g->C + (long)i * g->ldc;
-            const ag_real *p = ws + (long)i * N;
-            if (g->overwrite)
-                for (int j = 0; j < N; j++) c[j] = p[j];
-            else
-                for (int j = 0; j < N; j++) c[j] += p[j];
-            for (int b = 1; b < nkb; b++) {
-                p = ws + part * (size_t)b + (long)i * N;
-                for (int j = 0; j < N; j++) c[j] += p[j];
-            }
-        }
-    }
+    ksplit_call c = { g, ws, part, slice, nkb, kb };
+    ag_parallel(nkb, nth, ksplit_block_task, &c);
+    ag_parallel_for((size_t)M, (size_t)M * N * nkb, ksplit_sum_rows, &c);
 }
 
 /* ---- a few rows of C ----------------------------------------------------- */
@@ -713,6 +725,20 @@ static void gemm_few_rows(const gemm_job *g, int j0, int j1)
     }
 }
 
+typedef struct {
+    const gemm_job *g;
+    int nth, per;
+} few_rows_call;
+
+/* Task t: the t-th of nth equal runs of FEW_COLS-column chunks */
+static void few_rows_task(void *ctx, int t)
+{
+    const few_rows_call *c = ctx;
+    const int N = c->g->N;
+    const int j0 = ag_min_int(N, t * c->per * FEW_COLS), j1 = ag_min_int(N, (t + 1) * c->per * FEW_COLS);
+    if (j0 < j1) gemm_few_rows(c->g, j0, j1);
+}
+
 static void gemm_few_rows_threads(const gemm_job *g, int nth)
 {
     const int N = g->N, chunks = ceil_div(N, FEW_COLS);
@@ -721,14 +747,8 @@ static void gemm_few_rows_threads(const gemm_job *g, int nth)
         gemm_few_rows(g, 0, N);
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-        const int t = ag_thread_id(), per = ceil_div(chunks, nth);
-        const int j0 = ag_min_int(N, t * per * FEW_COLS), j1 = ag_min_int(N, (t + 1) * per * FEW_COLS);
-        if (j0 < j1) gemm_few_rows(g, j0, j1);
-    }
+    few_rows_call c = { g, nth, ceil_div(chunks, nth) };
+    ag_parallel(nth, nth, few_rows_task, &c);
 }
 
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
@@ -757,11 +777,8 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     }
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
     if (!g.in_place || (long)K * N > SHARED_B_MAX) {
-        ag_real *ws = workspace(slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-        run_units(&g, &u, local, ws, slice);
+        units_call c = { &g, &u, workspace(slice * (size_t)nth), NULL, slice };
+        ag_parallel(u.r * u.c, nth, unit_task, &c);
         return;
     }
 
@@ -775,18 +792,38 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));
     ag_real *b_all = ws + slice * (size_t)nth;
     g.b_all = b_all;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-        if (b_panels > 0) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int t = 0; t < b_panels; t++) pack_b_shared(&g, t, b_all);
-        }
-        run_units(&g, &u, local, ws, slice);
-    }
+    units_call c = { &g, &u, ws, b_all, slice };
+    if (b_panels > 0) ag_parallel(b_panels, nth, pack_b_task, &c);
+    ag_parallel(u.r * u.c, nth, unit_task, &c);
+}
+
+typedef struct {
+    int trans_a, trans_b, M, N, K;
+    const ag_real *A;
+    long stride_a;
+    int lda;
+    const ag_real *B;
+    long stride_b;
+    int ldb;
+    ag_real beta;
+    ag_real *C;
+    long stride_c;
+    int ldc;
+    ag_real *ws;
+    size_t slice;
+} batch_call;
+
+/* Item b, on one thread */
+static void batch_task(void *ctx, int b)
+{
+    const batch_call *c = ctx;
+    gemm_job g = make_job(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A + b * c->stride_a, c->lda,
+                          c->B + b * c->stride_b, c->ldb, c->C + b * c->stride_c, c->ldc);
+    if (gemm_prologue(c->M, c->N, c->K, c->beta, g.C, c->ldc, &g.overwrite)) return;
+    if (few_rows(c->trans_a, c->trans_b, c->M, c->N, c->K))
+        gemm_few_rows(&g, 0, c->N);   /* as ag_fast_gemm does the item alone */
+    else
+        gemm_block(&g, 0, c->M, 0, c->N, c->ws + c->slice * (size_t)ag_thread_id());
 }
 
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -808,18 +845,7 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     /* One serial product per item, the items split evenly between threads
      * (they all cost the same). */
     const size_t slice = block_space(M, N, K);
-    ag_real *ws = workspace(slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(static)
-#endif
-    for (int b = 0; b < batch; b++) {
-        gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
-                              ldb, C + b * stride_c, ldc);
-        if (gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite)) continue;
-        if (few_rows(trans_a, trans_b, M, N, K))
-            gemm_few_rows(&g, 0, N);   /* as ag_fast_gemm does the item alone */
-        else
-            gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)ag_thread_id());
-    }
+    batch_call c = { trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c, ldc,
+                     workspace(slice * (size_t)nth), slice };
+    ag_parallel(batch, nth, batch_task, &c);
 }
-
