@@ -54,8 +54,12 @@ check "train --save /dev/stdout into a pipe writes the checkpoint there ($(cat e
 mkfifo pipe
 timeout 30 cat pipe >from_pipe.svg &
 reader=$!
-timeout 30 "$A" attn --model m.st --prompt The --out pipe 2>err.txt
-rc=$?
+for _ in $(seq 100); do      # until the reader has opened its end
+    timeout 30 "$A" attn --model m.st --prompt The --out pipe 2>err.txt
+    rc=$?
+    grep -q "nothing reads" err.txt || break
+    sleep 0.1
+done
 wait $reader
 check "attn --out FIFO with a reader: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
 check "attn --out FIFO: the reader got the whole picture" grep -q "</svg>" from_pipe.svg
