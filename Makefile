@@ -284,7 +284,7 @@ run: all
 # The shared library is built from its own position-independent objects
 # (pic/), so the command and the static library keep their code as it is.
 # attograd.pc carries what a program linking the library needs: the
-# precision's define and, for the static library, OpenMP and libm.
+# precision's define and, for the static library, -pthread and libm.
 VERSION      = 0.1
 SONAME       = libattograd.so.0
 PREFIX      ?= /usr/local
@@ -303,13 +303,13 @@ $(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Ma
 
 $(SHLIB): $(PIC_OBJ)
 	@echo "  LD  $@"
-	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(OPENMP) $(SAN) $^ -o $@ $(LDLIBS)
+	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/attograd.pc: $(BUILD)/flags FORCE
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	    'Name: attograd' 'Description: reverse-mode autograd engine in C11 with the ops of multi-head attention' \
 	    'Version: $(VERSION)' 'Cflags: -I$${includedir} $(PRECFLAGS)' \
-	    'Libs: -L$${libdir} -lattograd $(OPENMP) $(SAN) $(LDLIBS)' >$@
+	    'Libs: -L$${libdir} -lattograd $(SAN) $(LDLIBS)' >$@
 
 install: all $(SHLIB) $(BUILD)/attograd.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
