@@ -141,6 +141,24 @@ async function main() {
   check(`Save checkpoint gives the reference build's checkpoint byte for byte (${saved.length} vs ${ref.length} bytes)`,
         saved.equals(ref));
 
+  // ---- Text from a file, with dropout: the reference build's bytes too ------
+  const textFile = path.join(TMP, 'tiny.txt');
+  fs.copyFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'), textFile);
+  await set(page, 'Task', 'text');
+  await page.getByLabel('Open text file').setInputFiles(textFile);
+  for (const [label, value] of [['Layers', 1], ['Heads', 2], ['d_model', 32], ['Context', 32], ['Dropout', 0.1],
+                                ['Optimizer', 'adamw'], ['Learning rate', 0.003], ['Batch', 8], ['Steps', 20]])
+    await set(page, label, value);
+  await waitStatus(page, /^step 0\/20 · loss/, 30000);
+  await page.getByRole('button', { name: 'Train' }).click();
+  await waitStatus(page, /^step 20\/20 · loss [0-9.]+ · validation loss [0-9.]+$/, 120000);
+  const savedText = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  execFileSync(REF, ['train', '--text', 'tiny.txt', '--layers', '1', '--heads', '2', '--d-model', '32', '--context', '32',
+                     '--dropout', '0.1', '--optimizer', 'adamw', '--lr', '0.003', '--batch', '8', '--steps', '20',
+                     '--threads', '1', '--quiet', '--save', 'text.st'], { cwd: TMP });
+  check('text with dropout: the reference build\'s checkpoint byte for byte',
+        savedText.equals(fs.readFileSync(path.join(TMP, 'text.st'))));
+
   // ---- a bad file to Open checkpoint ------------------------------------------
   const before = await statusText(page);
   await page.getByLabel('Open checkpoint').setInputFiles({ name: 'notes.st', mimeType: 'application/octet-stream',
@@ -151,7 +169,7 @@ async function main() {
   check(`a bad checkpoint gives one line naming the file (${msg})`, /^notes\.st: /.test(msg) && !msg.includes('\n'));
   check('the status is as it was', (await statusText(page)) === before, await statusText(page));
   const again = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
-  check('the model is as it was (saved again: the same bytes)', again.equals(saved));
+  check('the model is as it was (saved again: the same bytes)', again.equals(savedText));
 
   // ---- a checkpoint written by the command, completed --------------------------
   const sortFile = path.join(TMP, 'sort.st');
