@@ -17,7 +17,12 @@
 #   make web                the browser playground in build-web/ (needs emscripten)
 #   make web-serve          serve build-web/ on http://localhost:8000/
 #   make bench-web          the page's time per step against the native command's
-#   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
+#   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf);
+#                           a change of compiler or flags rebuilds (build/flags)
+#   make install            the command, the library (static and shared), the headers
+#                           and attograd.pc under PREFIX (/usr/local), staged in DESTDIR;
+#                           make uninstall removes them
+#   make pictures           redraw the pictures in data/ with the command
 
 CC        ?= cc
 PRECISION ?= float
@@ -84,16 +89,28 @@ LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
 .PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean \
+        install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
-$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile
+# What the build directory's files were made with.  Every object depends on
+# it, so a change of compiler or flags (make CC=clang after make) rebuilds
+# them all; it is rewritten only when its contents change, so an unchanged
+# build stays up to date.
+CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -n 1)
+BUILD_FLAGS = $(CC) ($(CC_VERSION)) | $(ALLCFLAGS) | $(LDLIBS)
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@printf '%s\n' '$(BUILD_FLAGS)' | cmp -s - $@ || printf '%s\n' '$(BUILD_FLAGS)' >$@
+FORCE:
+
+$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(LIBCFLAGS) -c $< -o $@
 
-$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile
+$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(ALLCFLAGS) -c $< -o $@
@@ -106,9 +123,9 @@ $(TRAINLIB): $(TRAIN_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
+$(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB) $(BUILD)/flags
 	@echo "  LD  $@"
-	@$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
+	@$(CC) $(ALLCFLAGS) $(filter-out $(BUILD)/flags,$^) -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -262,6 +279,60 @@ web-serve: web
 
 run: all
 	./$(CLI) train
+
+# ---- install --------------------------------------------------------------
+# The shared library is built from its own position-independent objects
+# (pic/), so the command and the static library keep their code as it is.
+# attograd.pc carries what a program linking the library needs: the
+# precision's define and, for the static library, OpenMP and libm.
+VERSION      = 0.1
+SONAME       = libattograd.so.0
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SHLIB        = $(BUILD)/$(SONAME)
+PIC_OBJ      = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+HEADERS      = $(wildcard include/*.h)
+
+$(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	@echo "  CC  $@"
+	@$(CC) $(LIBCFLAGS) -fPIC -c $< -o $@
+
+$(SHLIB): $(PIC_OBJ)
+	@echo "  LD  $@"
+	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(OPENMP) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/attograd.pc: $(BUILD)/flags FORCE
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	    'Name: attograd' 'Description: reverse-mode autograd engine in C11 with the ops of multi-head attention' \
+	    'Version: $(VERSION)' 'Cflags: -I$${includedir} $(PRECFLAGS)' \
+	    'Libs: -L$${libdir} -lattograd $(OPENMP) $(SAN) $(LDLIBS)' >$@
+
+install: all $(SHLIB) $(BUILD)/attograd.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/attograd
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libattograd.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libattograd.so
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/attograd.pc $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/attograd $(DESTDIR)$(LIBDIR)/libattograd.a $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libattograd.so $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) \
+	    $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+
+# The pictures in data/, drawn by the command as the README shows (the
+# copy task's default run, then attn); tests/cli_viz.sh fails when one is
+# out of date.  PICTURES_DIR=DIR draws them there instead.
+PICTURES_DIR ?= data
+pictures: all
+	@t=$$(mktemp -d) && trap 'rm -rf "$$t"' EXIT && \
+	./$(CLI) train --quiet --save $$t/copy.st >/dev/null && \
+	./$(CLI) attn --model $$t/copy.st --prompt 'gbjdaifc|gbjdaifc' --out $(PICTURES_DIR)/attention-copy.svg
 
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \

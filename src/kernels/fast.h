@@ -20,6 +20,11 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
                           long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
                           ag_real *C, long stride_c, int ldc);
 
+/* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
+ * columns of the packed blocks, for the given caches, or NULL: this CPU's. */
+struct ag_cpu_caches;
+void ag_fast_gemm_blocking(const struct ag_cpu_caches *caches, int *kc, int *mc, int *nc);
+
 /* rows.c */
 void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out);
 void ag_fast_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *dx, size_t outer, size_t n,
