@@ -187,6 +187,17 @@ async function main() {
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
 
+  // ---- the worked examples: attograd walkthrough's text --------------------------
+  await page.getByText('Worked examples').click();
+  const examples = page.getByLabel('Worked examples computed by the engine');
+  await examples.filter({ hasText: /scaling|Scaling/ }).waitFor({ timeout: 30000 });
+  const shown = await examples.textContent();
+  const printed = execFileSync(REF, ['walkthrough']).toString();
+  check('the worked examples are attograd walkthrough\'s, number for number', shown === printed,
+        shown.length + ' vs ' + printed.length + ' characters');
+  check('the worked examples hold the tutorials\' numbers ("journey" context [0.3061, 0.8210])',
+        /\[ *0\.3061, +0\.8210\]/.test(shown));
+
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();
   await local.goto('file://' + path.join(WEBDIR, 'index.html'));

@@ -20,6 +20,7 @@
 #include "checkpoint.h"
 #include "run.h"
 #include "step.h"
+#include "walkthrough.h"
 
 /* The three generators of a run, as train_setup.c seeds them. */
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3, STREAM_SAMPLE = 4 };
@@ -336,6 +337,25 @@ const char *pg_info(void)
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
              chars);
     return info;
+}
+
+/* The tutorials' worked examples, as `attograd walkthrough` prints them
+ * (train/model/walkthrough.c). */
+const char *pg_walkthrough(void)
+{
+    static char *text;
+    size_t len;
+    ENTER(NULL);
+    free(text);
+    text = NULL;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        snprintf(error_text, sizeof error_text, "out of memory for the worked examples");
+        return NULL;
+    }
+    walkthrough_write(f, 0);
+    fclose(f);
+    return text;
 }
 
 /* ---- checkpoints ---------------------------------------------------------- */
