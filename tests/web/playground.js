@@ -21,7 +21,7 @@ const { chromium } = require('playwright-core');
 const WEBDIR = path.resolve(process.env.WEBDIR || 'build-web');
 const REF = path.resolve(process.env.ATTOGRAD_REF || 'build-ref/attograd');
 const TMP = fs.mkdtempSync('/tmp/attograd-web-');
-const SHOT = process.env.SCREENSHOT;      // where to write the README's screenshot, if set
+const SHOT = process.env.SCREENSHOT || path.join(WEBDIR, 'playground.png');   // the README's screenshot
 
 let passed = 0, failed = 0;
 function check(what, ok, detail) {
@@ -129,7 +129,7 @@ async function main() {
     });
   check(`every heatmap row sums to 1 within 1e-6 (worst ${worstSum})`, maps.length > 0 && worstSum <= 1e-6);
   check(`exact zeros above the diagonal (${above} not)`, above === 0);
-  if (SHOT) await page.screenshot({ path: SHOT, fullPage: true });
+  await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Save checkpoint: the reference build's bytes --------------------------
   const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
