@@ -19,6 +19,8 @@
 
 #include "checkpoint.h"
 #include "run.h"
+#include "step.h"
+#include "walkthrough.h"
 
 /* The three generators of a run, as train_setup.c seeds them. */
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3, STREAM_SAMPLE = 4 };
@@ -165,47 +167,24 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
     return 0;
 }
 
-/* The first parameter whose gradient (grads) or value holds a NaN or infinity. */
-static const ag_tensor *first_not_finite(const ag_params *ps, int grads)
-{
-    for (int i = 0; i < ps->count; i++) {
-        const ag_tensor *t = ps->list[i];
-        const ag_real *v = grads ? t->grad : t->data;
-        for (size_t k = 0; k < t->size; k++)
-            if (!isfinite(v[k]))
-                return t;
-    }
-    return NULL;
-}
-
-/* One optimizer step on the batch of pg.step, as train_loop.c's train_step. */
+/* One optimizer step on the batch of pg.step (the step every trainer takes,
+ * step.h); NaN with error_text set when it diverged. */
 static double train_step(double lr)
 {
     dataset_batch(&pg.data, pg.o.random_order, &pg.data_rng, pg.step, pg.o.batch, pg.S, pg.x, pg.y);
-    ag_reset(pg.ctx);
-    ag_tensor *logits = model_forward(pg.ctx, &pg.m, pg.x, pg.o.batch, pg.S, 1, NULL);    /* [B,S,V] */
-    ag_tensor *loss = ag_cross_entropy(pg.ctx, logits, pg.y);                              /* [1] */
-    ag_params_zero_grad(pg.m.params);
-    ag_backward(pg.ctx, loss);
-    double l = loss->data[0];
-    const ag_tensor *bad = NULL;
-    if (!isfinite(l) || (bad = first_not_finite(pg.m.params, 1))) {
-        if (bad)
-            snprintf(error_text, sizeof error_text, "the gradient of %s is not finite at step %ld: lower the "
-                     "Learning rate", bad->name, pg.step + 1);
-        else
-            snprintf(error_text, sizeof error_text, "loss is %g at step %ld: lower the Learning rate", l, pg.step + 1);
-        return NAN;
-    }
-    if (pg.o.clip > 0)
-        ag_clip_grad_norm(pg.m.params, pg.o.clip);
-    ag_optim_step(pg.optim, lr);
-    if ((bad = first_not_finite(pg.m.params, 0))) {
+    step_rows batch = { pg.x, pg.y, pg.o.batch, pg.S, 1.0, NULL };
+    step_result r = step_take(pg.ctx, &pg.m, pg.optim, &batch, pg.o.clip, lr);
+    if (r.status == STEP_OK)
+        return r.loss;
+    if (r.status == STEP_BAD_LOSS)
+        snprintf(error_text, sizeof error_text, "loss is %g at step %ld: lower the Learning rate", r.loss, pg.step + 1);
+    else if (r.status == STEP_BAD_GRAD)
+        snprintf(error_text, sizeof error_text, "the gradient of %s is not finite at step %ld: lower the Learning rate",
+                 r.bad->name, pg.step + 1);
+    else
         snprintf(error_text, sizeof error_text, "the update at step %ld made %s not finite: lower the Learning rate",
-                 pg.step + 1, bad->name);
-        return NAN;
-    }
-    return l;
+                 pg.step + 1, r.bad->name);
+    return NAN;
 }
 
 /* Up to n steps (not past Steps): their losses into losses[]; returns how
@@ -358,6 +337,25 @@ const char *pg_info(void)
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
              chars);
     return info;
+}
+
+/* The tutorials' worked examples, as `attograd walkthrough` prints them
+ * (train/model/walkthrough.c). */
+const char *pg_walkthrough(void)
+{
+    static char *text;
+    size_t len;
+    ENTER(NULL);
+    free(text);
+    text = NULL;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        snprintf(error_text, sizeof error_text, "out of memory for the worked examples");
+        return NULL;
+    }
+    walkthrough_write(f, 0);
+    fclose(f);
+    return text;
 }
 
 /* ---- checkpoints ---------------------------------------------------------- */
