@@ -89,7 +89,7 @@ static double peak_rss_bytes(void)
     return (double)ru.ru_maxrss * 1024.0;   /* kilobytes on Linux */
 }
 
-typedef enum { STEP_OK, STEP_BAD_LOSS, STEP_BAD_GRAD, STEP_BAD_UPDATE } step_status;
+typedef enum { STEP_OK, STEP_BAD_LOSS, STEP_BAD_GRAD, STEP_BAD_UPDATE, STEP_LOST } step_status;
 
 typedef struct step_result {
     double loss;
@@ -103,6 +103,10 @@ static step_result train_step(trainer *t, long step, double lr)
     step_result r = { NAN, STEP_OK, NULL };
     if (t->mb) {
         r.loss = train_dist_gradient(t, step);                          /* micro-batches, any ranks */
+        if (dist_lost()) {
+            r.status = STEP_LOST;               /* no update: the state is still the last step's */
+            return r;
+        }
     } else {
         dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
         ag_reset(t->ctx);                                               /* last step's tensors are gone */
@@ -158,6 +162,32 @@ static int save(trainer *t, long step, int announce)
     return 0;
 }
 
+/* The ranks have lost each other (dist.h) and this one has given up; it
+ * holds the state after step `completed`, as every rank that completed it
+ * does.  The lowest-numbered rank still running saves it (each side of a
+ * cut network has one) and says what happened in one line; the others
+ * leave quietly.  Returns the exit status. */
+static int save_after_fault(trainer *t, long completed)
+{
+    int status = stop_signal ? 128 + stop_signal : DIST_LOST;
+    if (!dist_lowest_alive())
+        return status;
+    const char *path = t->fault_save;
+    if (!path) {
+        dist_say("%s during step %ld; no --save, so the %ld steps taken are lost", dist_lost_reason(), completed + 1,
+                 completed - t->start);
+        return status;
+    }
+    t->o.save = path;
+    if (save(t, completed, 0)) {
+        dist_say("%s during step %ld; saving %s failed (above)", dist_lost_reason(), completed + 1, path);
+        return 1;
+    }
+    dist_say("%s during step %ld: saved %s at step %ld, the last step completed (train --resume %s goes on)",
+             dist_lost_reason(), completed + 1, path, completed, path);
+    return status;
+}
+
 static void progress_bar(long step, long total, double loss, double elapsed, long done)
 {
     int width = 30, filled = total ? (int)(width * step / total) : width;
@@ -196,6 +226,8 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
         ev = train_evaluate(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+    if (dist_lost())
+        return;                                 /* the evaluation could not be finished */
     if (done == o->steps) {
         p->final = ev;
         p->have_final = 1;
@@ -282,6 +314,7 @@ int train_loop(trainer *t)
     save_name = o->save;
     output_track(&checkpoint_out);
     on_stop_signals(on_signal);
+    dist_watch_stop(&stop_signal);
 
     progress p = { now_seconds(), 0, t->start, dist_stdout_terminal() && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
@@ -292,6 +325,10 @@ int train_loop(trainer *t)
         double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
         step_result r = train_step(t, step, lr);
         loss = r.loss;
+        if (r.status == STEP_LOST) {
+            status = save_after_fault(t, step);
+            break;
+        }
         if (r.status != STEP_OK) {
             if (p.tty)
                 printf("\n");
@@ -301,6 +338,10 @@ int train_loop(trainer *t)
         }
         long done = step + 1;
         report(t, &p, done, loss, lr);
+        if (dist_lost()) {
+            status = save_after_fault(t, ++step);
+            break;
+        }
         if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
             if (p.tty)
                 printf("\r%*s\r", 80, "");
@@ -309,7 +350,12 @@ int train_loop(trainer *t)
                 break;
             }
         }
-        if ((stop_signal = train_dist_stop(stop_signal))) {     /* every rank stops at the same step */
+        int stop = train_dist_stop(stop_signal);       /* every rank stops at the same step */
+        if (dist_lost()) {
+            status = save_after_fault(t, ++step);
+            break;
+        }
+        if ((stop_signal = stop)) {
             step++;
             if (p.tty)
                 printf("\n");
@@ -322,7 +368,7 @@ int train_loop(trainer *t)
     }
     double elapsed = now_seconds() - p.t_start;
 
-    if ((status == 0 || status >= 128) && o->save && save(t, step, 1))
+    if ((status == 0 || status >= 128) && o->save && !dist_lost() && save(t, step, 1))
         status = 1;
     if (status == 0)
         summary(t, &p, step, loss, elapsed);
