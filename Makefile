@@ -126,7 +126,8 @@ tests: $(TEST_BIN)
 # double precision), then the reference build's in double (the same checks on
 # the plain kernels of src/reference.c), then the shell and Python suites
 # (tests/cli_reference.sh trains with the reference build's CLI,
-# tests/cli_mpi.sh with the MPI build's, made when mpicc and mpirun exist),
+# tests/cli_mpi.sh and tests/cli_multihost.sh with the MPI build's, made
+# when mpicc and mpirun exist),
 # all added up by run.sh.
 REFDIR = $(BUILDDIR)-ref
 HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
