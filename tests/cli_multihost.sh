@@ -4,12 +4,11 @@
 # namespace of its own (addresses 10.250.0.0/24 exist on those veths only),
 # and mpirun reaches them through an rsh agent that runs `ip netns exec`.
 # Checks: 2 and 3 hosts save the checkpoint one process saves, byte for
-# byte, with dropout and micro-batches; kill -9 of one rank leaves a
-# checkpoint of the last completed step, saved by the lowest rank still
-# running, that resumes to the unbroken run's bytes; every process ends
-# within --mpi-timeout + 10 s, mpirun too; nothing of the test is left
-# behind.  (A host's link cut is not checked: see the README's "More than
-# one machine".)  Needs root, ip, network namespaces, mpirun and the MPI
+# byte, with dropout and micro-batches; kill -9 of one rank, and a host's
+# link cut, each leave a checkpoint of the last completed step, saved by the
+# lowest rank still running, that resumes to the unbroken run's bytes; every
+# process ends within --mpi-timeout + 10 s, mpirun too; nothing of the test
+# is left behind.  Needs root, ip, network namespaces, mpirun and the MPI
 # build, or reports itself skipped.  Run from the repository root; ATTOGRAD
 # and ATTOGRAD_MPI override the two binaries.
 # shellcheck disable=SC2086
@@ -165,4 +164,9 @@ kill -9 "$victim"
 ended "kill -9 of rank 1 of 3"
 resumes "kill -9 of rank 1 of 3"
 check "kill -9: rank 0 saved" grep -q "^attograd train: rank 0: .*saved" fault.out
+
+start 3
+ip -n "$P-h2" link set "$P-e2" down
+ended "host 2's link cut"
+resumes "host 2's link cut"
 finish
