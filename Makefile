@@ -14,6 +14,7 @@
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
+#   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
 
 CC        ?= cc
@@ -82,7 +83,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -113,8 +114,9 @@ $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@echo "  LD  $@"
 	@$(CC) $(ALLCFLAGS) -I$(BUILD)/tests $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
 
-# The usage example that opens include/attograd.h, as compilable C: the
-# comment's indented lines between "Example:" and its end.
+# The usage example that opens include/attograd.h (the engine's header; its
+# files are in include/attograd_io.h), as compilable C: the comment's
+# indented lines between "Example:" and its end.
 $(BUILD)/tests/header_example.inc: include/attograd.h
 	@mkdir -p $(dir $@)
 	@sed -n '/^ \* Example:/,/^ \*\//p' $< | sed -n 's/^ \*     //p' >$@
@@ -169,6 +171,12 @@ bench-busy: all
 bench-mpi:
 	@sh tests/bench_mpi.sh
 
+# The README's model of the gradient exchange (bytes / bandwidth + latency)
+# against steps measured on 2 network-namespace hosts whose links tc limits
+# (tests/bench_multihost.sh; needs root, iproute2 and Open MPI).
+bench-multihost:
+	@bash tests/bench_multihost.sh
+
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
 # (OPENBLAS_CORETYPE, set for this benchmark only); skipped without OpenBLAS.
@@ -193,10 +201,11 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c
+build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c \
+                      include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h

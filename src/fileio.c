@@ -5,7 +5,7 @@
  * temporary file beside the target, fsync, rename over it, fsync of the
  * directory.
  */
-#include "attograd.h"
+#include "attograd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>

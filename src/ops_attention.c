@@ -138,7 +138,7 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
  * (the kernel recomputes W from q, k and the saved log-sum-exp).  The
  * heads together cover every column of dqkv: a new gradient buffer is
  * stored, not added to. */
-void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
+void ag_backward_attention(ag_ctx *ctx, ag_node *n)
 {
     const attn_saved *sv = n->saved;
     const ag_attn *a = &sv->geometry;

@@ -38,60 +38,21 @@ fi
 ip netns del "$P-probe"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-multihost.XXXXXX") || exit 1
-hosts=0
-cleanup() {
-    for ns in $(ip netns list | awk '{print $1}' | grep "^$P-"); do
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=tests/netns_hosts.sh
+. "$ROOT/tests/netns_hosts.sh"
+trap 'hosts_down; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM
 cd "$tmp" || exit 1
-
-# hosts_up N: the switch and hosts P-h0 .. P-h(N-1) at 10.250.0.1 ..
-hosts_up() {
-    ip netns add "$P-sw" && ip -n "$P-sw" link add br0 type bridge && ip -n "$P-sw" link set br0 up || return 1
-    for i in $(seq 0 $(($1 - 1))); do
-        ip netns add "$P-h$i" &&
-            ip link add "$P-e$i" type veth peer name "$P-p$i" &&
-            ip link set "$P-e$i" netns "$P-h$i" && ip link set "$P-p$i" netns "$P-sw" &&
-            ip -n "$P-sw" link set "$P-p$i" master br0 && ip -n "$P-sw" link set "$P-p$i" up &&
-            ip -n "$P-h$i" link set lo up &&
-            ip -n "$P-h$i" addr add "10.250.0.$((i + 1))/24" dev "$P-e$i" &&
-            ip -n "$P-h$i" link set "$P-e$i" up || return 1
-        echo "$P-h$i slots=1" >>hostfile
-    done
-    hosts=$1
-}
 if ! hosts_up 3; then
     skip "the multi-host checks: could not make 3 namespace hosts joined by veth pairs"
     finish
 fi
-# the rsh agent: COMMAND on HOST, in its namespace, with its own host name
-# (Open MPI tells hosts apart by name)
-cat >agent.sh <<'EOF'
-#!/bin/sh
-host=$1; shift
-exec ip netns exec "$host" unshare --uts sh -c "hostname $host; $*"
-EOF
-chmod +x agent.sh
-
+hosts=3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-# The flags a real network needs: TCP only, on the cluster's subnet, and
-# keepalives on mpirun's own connections so that it notices a host that
-# stopped answering within 1 + 1 x 2 s (Open MPI's default: 300 + 20 x 9 s).
-NET="--mca plm_rsh_agent $tmp/agent.sh --mca btl tcp,self --mca btl_tcp_if_include 10.250.0.0/24
-     --mca oob_tcp_if_include 10.250.0.0/24 --mca oob_tcp_keepalive_time 1 --mca oob_tcp_keepalive_intvl 1
-     --mca oob_tcp_keepalive_probes 2"
-# on N ARGS...: attograd ARGS on the first N hosts, one rank each, mpirun on host 0
 on() {
     local n=$1; shift
-    head -n "$n" hostfile >hosts$n
-    timeout 120 ip netns exec "$P-h0" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$P-h0" \
-        mpirun --hostfile hosts$n -np "$n" $NET "$M" "$@"
+    on_hosts "$n" "$M" "$@"
 }
 
 # ---- the same bytes as one process -----------------------------------------------
@@ -132,14 +93,13 @@ rank_pid() {
 }
 # ended LABEL: mpirun and every process on the hosts gone within 3 + 10 s
 ended() {
-    local t0=$SECONDS left=0 ns
+    local t0=$SECONDS left=0
     for _ in $(seq 130); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
     wait "$mpid"
     local rc=$?
     for _ in $(seq 20); do
-        left=0
-        for ns in $(seq 0 $((hosts - 1))); do left=$((left + $(ip netns pids "$P-h$ns" | wc -l))); done
-        [ $left -eq 0 ] && break
+        left=$(hosts_procs $hosts)
+        [ "$left" -eq 0 ] && break
         sleep 0.1
     done
     check "$1: mpirun ended non-zero within --mpi-timeout + 10 s (exit $rc after $((SECONDS - t0)) s)" \

@@ -28,7 +28,7 @@ static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t
     }
     for (size_t k = 0; k < n; k++)
         y[k] = ag_fast_exp(x[k] - max);
-    return ag_sum_lanes(y, n);
+    return ag_array_sum(y, n);
 }
 
 /* One contiguous row: softmax, or log_softmax when log_out is set. */
@@ -169,7 +169,7 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
         ag_real *restrict yr = y + r * (size_t)D;
         /* two passes, each a fixed-order lane sum: the mean, then the
          * squared deviations from it */
-        ag_real m = (ag_real)(ag_sum_lanes(xr, (size_t)D) / D);
+        ag_real m = (ag_real)(ag_array_sum(xr, (size_t)D) / D);
         double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
         ag_real s = (ag_real)(1.0 / sqrt(var + eps));
         mean[r] = m;
@@ -203,7 +203,7 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
                     acc_g[l] += g;
                     acc_gx[l] += g * ((xr[k + l] - m) * s);
                 }
-            double sum_g = ag_lanes_sum(acc_g), sum_gx = ag_lanes_sum(acc_gx);
+            double sum_g = ag_fold_partial_sums(acc_g), sum_gx = ag_fold_partial_sums(acc_gx);
             for (; k < D; k++) {
                 ag_real g = dyr[k] * (w ? w[k] : 1);
                 sum_g += g;

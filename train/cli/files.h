@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attograd.h"
+#include "attograd_io.h"
 
 #ifndef PATH_MAX
 #define PATH_MAX 4096
