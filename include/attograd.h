@@ -133,12 +133,25 @@ int ag_get_threads(void);
  * training recipes use it: each product's inputs are rounded to bfloat16
  * (to nearest even) and summed in fp32; parameters, gradients, optimizer
  * state, softmax, layer norm, GELU and the loss stay fp32.  Returns 0, or
- * -1 (changing nothing) when this build or CPU has no bf16 products:
- * ag_bf16_missing() says why in one line (NULL when it has them). */
+ * -1 (changing nothing) when bf16 products cannot run here
+ * (ag_bf16_status says why). */
 enum { AG_FP32, AG_BF16 };
 int ag_set_precision(ag_ctx *ctx, int precision);
 int ag_get_precision(const ag_ctx *ctx);
-const char *ag_bf16_missing(void);
+/* Whether bf16 products can run here: AG_BF16_READY, or the reason they
+ * cannot.  *fact (when fact is not NULL) gets one line, no newline: the
+ * kernel that runs them ("amx", "avx512", "reference") or what stops them
+ * ("this CPU has neither AMX nor AVX512-BF16", ...).  The environment
+ * variable AG_BF16_KERNEL=amx|avx512|none caps the kernel chosen (for tests
+ * and comparisons); another value is refused (AG_BF16_BAD_SETTING). */
+enum {
+    AG_BF16_READY,
+    AG_BF16_NEEDS_FLOAT,        /* a double build (AG_DOUBLE) has no bf16 products */
+    AG_BF16_NO_HARDWARE,        /* the CPU (or OS) has neither AMX nor AVX512-BF16 */
+    AG_BF16_TURNED_OFF,         /* AG_BF16_KERNEL=none on a CPU that has one */
+    AG_BF16_BAD_SETTING         /* AG_BF16_KERNEL is none of amx, avx512, none */
+};
+int ag_bf16_status(const char **fact);
 /* Which implementation of the kernels runs: "fast", or "reference" in a
  * build made with `make REFERENCE=1` (plain loops, one thread). */
 const char *ag_kernels_name(void);
