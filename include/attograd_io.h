@@ -39,7 +39,10 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * 0666 less the umask.  Refused: a target that is a directory or whose name
  * is too long.  Write to f, then ag_atomic_commit: flush, fsync, close,
  * rename over the target, fsync the directory.  ag_atomic_abort removes the
- * temporary file.  On any failure the temporary file is removed, the target
+ * temporary file.  A target that exists and is not a regular file (a
+ * device such as /dev/null, a pipe) is opened and written through, never
+ * replaced; a pipe that nothing reads is refused at once.  On any failure
+ * the temporary file is removed, the target
  * is left as it was, err gets one line naming the file and the cause, and
  * -1 is returned; 0 on success.  Either call frees what open allocated. */
 typedef struct ag_atomic_file {

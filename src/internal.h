@@ -8,6 +8,7 @@
 
 #include "attograd.h"
 #include "kernels.h"
+#include "pool.h"
 
 /* Every op, in one list: its enum id (AG_OP_<id>), its name in errors and
  * graphs, and the function that runs its backward (defined in its op file,

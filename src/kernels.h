@@ -27,14 +27,6 @@
 
 #include "attograd.h"
 
-/* Element-wise loops over more elements than this may run on all threads
- * (a plain `#pragma omp parallel for ... if (n > AG_PARALLEL_MIN)`), split
- * statically: thread t gets the same rows in every op and kernel, so they
- * stay in its cache from one op to the next.  Each element or row is
- * computed by one thread with the same arithmetic, so results do not
- * depend on the thread count. */
-#define AG_PARALLEL_MIN 16384
-
 /* Multi-head attention over heads read in place.  For batch item b, head h,
  * query i (0 <= i < Tq) and key j (0 <= j < Tk), the head's hd values are at
  *     q + b*q_bs + i*q_ld + h*hd     (likewise k, v with their strides)

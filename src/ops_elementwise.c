@@ -61,14 +61,51 @@ static int same_shape(const ag_bcast *bc)
     return 1;
 }
 
+/* The arguments of the flat element-wise loops below, for ag_parallel_for. */
+typedef struct {
+    int kind;                       /* binary_flat: BIN_ADD, BIN_SUB or BIN_MUL */
+    const ag_real *a, *b;
+    ag_real *out;
+    ag_real sign;                   /* reduce_flat */
+    int store;
+} flat_args;
+
+static void binary_flat(void *ctx, size_t lo, size_t hi)
+{
+    const flat_args *f = ctx;
+    const ag_real *restrict a = f->a, *restrict b = f->b;
+    ag_real *restrict out = f->out;
+    if (f->kind == BIN_ADD)
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] + b[i];
+    else if (f->kind == BIN_SUB)
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] - b[i];
+    else
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] * b[i];
+}
+
+/* out[i] += a[i] * b[i], or out[i] += sign * a[i] without b; with `store`,
+ * out[i] = sign * a[i] (the first gradient of an operand) */
+static void reduce_flat(void *ctx, size_t lo, size_t hi)
+{
+    const flat_args *f = ctx;
+    const ag_real *restrict g = f->a, *restrict other = f->b;
+    ag_real *restrict dst = f->out;
+    const ag_real sign = f->sign;
+    if (f->store)
+        for (size_t i = lo; i < hi; i++) dst[i] = sign * g[i];
+    else if (other)
+        for (size_t i = lo; i < hi; i++) dst[i] += g[i] * other[i];
+    else
+        for (size_t i = lo; i < hi; i++) dst[i] += sign * g[i];
+}
+
 /* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
 static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const ag_real *b, ag_real *out)
 {
     if (same_shape(bc)) {
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++)
-            out[i] = kind == BIN_ADD ? a[i] + b[i] : kind == BIN_SUB ? a[i] - b[i] : a[i] * b[i];
+        flat_args f = { kind, a, b, out, 1, 0 };
+        ag_parallel_for(n, n, binary_flat, &f);
         return;
     }
     size_t o = 0;
@@ -101,15 +138,8 @@ static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, co
     if (same_shape(bc)) {
         /* no broadcasting: one flat loop, every element its own */
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        if (other) {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += g[i] * other[i];
-        } else {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += sign * g[i];
-        }
+        flat_args f = { BIN_ADD, g, other, dst, sign, 0 };
+        ag_parallel_for(n, n, reduce_flat, &f);
         return;
     }
     size_t o = 0;
@@ -160,9 +190,8 @@ static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
          * broadcast): store it rather than zero a buffer and add. */
         int assign;
         ag_real *d = ag_grad_begin(ctx, t, &assign);
-        #pragma omp parallel for schedule(static) if (t->size > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < t->size; i++)
-            d[i] = sign * g[i];
+        flat_args f = { BIN_ADD, g, NULL, d, sign, 1 };
+        ag_parallel_for(t->size, t->size, reduce_flat, &f);
     }
 }
 

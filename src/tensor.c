@@ -11,9 +11,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "internal.h"
 
@@ -219,28 +216,6 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
     tensor_init(t, saved.ndim, saved.shape, saved.size);   /* a plain value: no gradient, no name, no history */
     t->data = data;
     return t;
-}
-
-void ag_set_threads(int n)
-{
-#ifdef _OPENMP
-    /* Not OpenMP's "dynamic" mode: it sizes teams by the load average, which
-     * the program's own threads raise, so a long run would drop to one
-     * thread.  Results never depend on the thread count. */
-    omp_set_dynamic(0);
-    omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
-#else
-    (void)n;
-#endif
-}
-
-int ag_get_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 /* ---- tensors ----------------------------------------------------------- */

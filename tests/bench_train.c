@@ -62,7 +62,7 @@ static double step_flops(const bench_config *c, double n_params)
 
 static long soak_steps;
 static int precision = AG_FP32, explicit_attention;
-static double start_rss;    /* the process before any model: libc, OpenMP runtime, the program */
+static double start_rss;    /* the process before any model: libc, the program */
 
 static double max_rss_mb(void)
 {

@@ -1,7 +1,8 @@
 /*
- * cpu.h - which bf16 matrix-multiply kernel this CPU can run, decided once
- * at run time (the binary may be built for an older CPU than it runs on,
- * or the other way round: detection, not the compiler flags, decides).
+ * cpu.h - which bf16 matrix-multiply kernel this CPU can run, and the data
+ * caches the matrix multiplies block for, decided once at run time (the
+ * binary may be built for an older CPU than it runs on, or the other way
+ * round: detection, not the compiler flags, decides).
  *
  *   AG_BF16_AMX     AMX tiles (tdpbf16ps): the CPU has AMX-TILE, AMX-BF16
  *                   and AVX512-BF16 (the packing uses it), the OS enables
@@ -23,6 +24,18 @@
 #include "attograd.h"
 
 enum { AG_BF16_NONE = 0, AG_BF16_AVX512 = 1, AG_BF16_AMX = 2 };
+
+/* The data caches one core sees, as cpuid reports them: Intel's leaf 4, AMD's
+ * leaf 0x8000001D, or AMD's older leaves 0x80000005/6 where the first is
+ * empty (as in some virtual machines).  l3_share is the L3 divided by the
+ * logical CPUs that share it (all online CPUs when cpuid does not say).
+ * Sizes in bytes; a field cpuid does not give is 0, and elsewhere than x86
+ * all are 0.  Detected on the first call; thread-safe. */
+typedef struct ag_cpu_caches {
+    long l1d, l2, l3_share;
+    int l1d_ways;
+} ag_cpu_caches;
+ag_cpu_caches ag_cpu_cache_sizes(void);
 
 /* The kernel ag_fast_gemm_bf16 uses: what the CPU and OS allow, capped by
  * AG_BF16_KERNEL.  Detected on the first call; thread-safe. */

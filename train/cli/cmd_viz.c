@@ -12,6 +12,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "run.h"
+#include "step.h"
 #include "cli.h"
 #include "files.h"
 #include "svg.h"
@@ -369,8 +370,8 @@ int cmd_graph(int argc, char **argv)
 
     ctx = ag_ctx_new();
     ag_set_threads(1);   /* one short sequence: threads would only add overhead */
-    ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
-    ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
+    step_rows rows = { x, y, 1, n, 1, NULL };
+    ag_tensor *loss = step_loss(ctx, &m, &rows);             /* the graph a training step differentiates */
     if (ag_atomic_open(&out_file, out, err, sizeof err))
         goto done;
     ag_graph_dot(ctx, loss, out_file.f);

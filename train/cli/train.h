@@ -1,13 +1,14 @@
 /*
  * train.h - `attograd train` in three steps: cmd_train.c reads and checks
  * the options, train_setup.c builds the data, the model and the optimizer
- * from them, train_loop.c runs the steps (train_step is one of them).
+ * from them, train_loop.c runs the steps (train/model/step.c).
  */
 #ifndef ATTOGRAD_TRAIN_H
 #define ATTOGRAD_TRAIN_H
 
 #include "checkpoint.h"
 #include "run.h"
+#include "step.h"
 
 typedef struct train_opts {
     const char *task, *text, *arch, *optimizer, *schedule, *order, *log_path;

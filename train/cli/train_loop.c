@@ -1,8 +1,7 @@
 /*
- * train_loop.c - the training loop: one train_step per batch (forward,
- * loss, zero the gradients, backward, clip, update), and around it the
- * learning-rate schedule, progress lines, the CSV log, evaluations,
- * checkpoints, divergence and signals.
+ * train_loop.c - the training loop: one step per batch (train/model/step.c),
+ * and around it the learning-rate schedule, progress lines, the CSV log,
+ * evaluations, checkpoints, divergence and signals.
  */
 #include <math.h>
 #include <signal.h>
@@ -66,21 +65,6 @@ static int stdout_open(void)
     return !closed;
 }
 
-/* The first parameter whose gradient (or value) holds a NaN or infinity. */
-static const ag_tensor *first_not_finite(const ag_params *ps, int grads)
-{
-    for (int i = 0; i < ps->count; i++) {
-        const ag_tensor *t = ps->list[i];
-        const ag_real *v = grads ? t->grad : t->data;
-        ag_real acc = 0;
-        for (size_t k = 0; k < t->size; k++)
-            acc += v[k] * 0;           /* 0 * x is NaN exactly when x is NaN or inf */
-        if (acc != acc)
-            return t;
-    }
-    return NULL;
-}
-
 /* The process's peak resident memory so far. */
 static double peak_rss_bytes(void)
 {
@@ -89,41 +73,14 @@ static double peak_rss_bytes(void)
     return (double)ru.ru_maxrss * 1024.0;   /* kilobytes on Linux */
 }
 
-typedef enum { STEP_OK, STEP_BAD_LOSS, STEP_BAD_GRAD, STEP_BAD_UPDATE } step_status;
-
-typedef struct step_result {
-    double loss;
-    step_status status;
-    const ag_tensor *bad;       /* the parameter that went bad, if any */
-} step_result;
-
 /* One optimizer step on the batch of `step` (0-based). */
 static step_result train_step(trainer *t, long step, double lr)
 {
-    step_result r = { NAN, STEP_OK, NULL };
-    if (t->mb) {
-        r.loss = train_dist_gradient(t, step);                          /* micro-batches, any ranks */
-    } else {
-        dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
-        ag_reset(t->ctx);                                               /* last step's tensors are gone */
-        ag_tensor *logits = model_forward(t->ctx, &t->m, t->x, t->B, t->S, 1, NULL);         /* [B,S,V] */
-        ag_tensor *loss = ag_cross_entropy(t->ctx, logits, t->y);                            /* [1] */
-        ag_params_zero_grad(t->m.params);
-        ag_backward(t->ctx, loss);
-        r.loss = loss->data[0];
-    }
-    if (!isfinite(r.loss))
-        r.status = STEP_BAD_LOSS;
-    else if ((r.bad = first_not_finite(t->m.params, 1)))
-        r.status = STEP_BAD_GRAD;
-    if (r.status != STEP_OK)
-        return r;                                                       /* no update from a bad gradient */
-    if (t->o.clip > 0)
-        ag_clip_grad_norm(t->m.params, t->o.clip);
-    ag_optim_step(t->optim, lr);
-    if ((r.bad = first_not_finite(t->m.params, 0)))
-        r.status = STEP_BAD_UPDATE;
-    return r;
+    if (t->mb)                                                      /* micro-batches, any ranks */
+        return step_update(t->m.params, t->optim, train_dist_gradient(t, step), t->o.clip, lr);
+    dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
+    step_rows batch = { t->x, t->y, t->B, t->S, 1, NULL };
+    return step_take(t->ctx, &t->m, t->optim, &batch, t->o.clip, lr);
 }
 
 static void report_divergence(const trainer *t, long step, step_result r)
