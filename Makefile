@@ -13,6 +13,7 @@
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
+#   make bench-threads      the default threads against fixed settings, on this machine
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make web                the browser playground in build-web/ (needs emscripten)
@@ -89,7 +90,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean \
+.PHONY: all lib tests test test-asan run bench bench-busy bench-threads bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean \
         install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -181,6 +182,15 @@ bench: all
 # (tests/bench_scale.sh; a few minutes).
 bench-scale: all
 	@sh tests/bench_scale.sh
+
+# One training step per config (tests/bench_train.c), for the benchmarks.
+$(BUILD)/bench_train: tests/bench_train.c $(TRAINLIB) $(LIB)
+	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+
+# The default threads against 1 thread and all threads sleeping at once or
+# never sleeping, per config, on this machine (tests/bench_threads.sh).
+bench-threads: all
+	@sh tests/bench_threads.sh
 
 # Training beside one busy loop per core (tests/bench_busy.sh).
 bench-busy: all
