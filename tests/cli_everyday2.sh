@@ -124,6 +124,21 @@ else
     skip "no /dev/full here"
 fi
 
+# ---- 9. flags that would be ignored are refused with the reason -------------------------------
+"$A" train --steps 2 --quiet --save task.st >/dev/null 2>&1
+one_line "$A" eval --model task.st --split train
+check "eval --split on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--split applies to text" err.txt'
+one_line "$A" sample --model task.st --prompt 'abcdefgh|' --tokens 50
+check "sample --tokens on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--tokens applies to text models" err.txt'
+# --temperature on a task model is honoured: a hot sample differs from the greedy answer somewhere
+greedy=$("$A" sample --model task.st --prompt 'abcdefgh|' 2>/dev/null)
+hot=""
+for s in 1 2 3 4 5; do hot="$hot$("$A" sample --model task.st --prompt 'abcdefgh|' --temperature 5 --seed $s 2>/dev/null)"; done
+check "sample --temperature on a task model changes its answers ($greedy vs ${hot:0:60})" \
+    eval '[ -n "$greedy" ] && [ "$hot" != "$greedy$greedy$greedy$greedy$greedy" ]'
+
 # ---- 11. a file that is not a checkpoint at all is named as such ---------------------------
 printf 'just some text, long enough to have 8 bytes and more\n' >notes.txt
 for run in "info notes.txt" "eval --model notes.txt" "sample --model notes.txt"; do

@@ -84,6 +84,9 @@ int cmd_eval(int argc, char **argv)
     open_model(CMD, path, &hints, &ck, &m);
     dataset d;
     open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
+    if (d.is_task && split_name)
+        die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
+                 "draws");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, text);
     if (split == -3)
         split = own ? TEXT_VAL : -1;
@@ -203,6 +206,8 @@ int cmd_sample(int argc, char **argv)
         text_free(&td);
     }
     int is_text = strcmp(ck.data, "text") == 0;
+    if (!is_text && args_find(opts, nopts, "--tokens")->given)
+        die(CMD, "--tokens applies to text models: a %s model writes its task's answer, no more and no less", ck.data);
     /* a task model answers greedily unless a temperature is asked for */
     int greedy = temperature == 0 || (!is_text && !args_find(opts, nopts, "--temperature")->given);
     size_t plen = prompt ? strlen(prompt) : 0;
