@@ -14,6 +14,10 @@
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
+#   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
+#   make web                the browser playground in build-web/ (needs emscripten)
+#   make web-serve          serve build-web/ on http://localhost:8000/
+#   make bench-web          the page's time per step against the native command's
 #   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf);
 #                           a change of compiler or flags rebuilds (build/flags)
 #   make install            the command, the library (static and shared), the headers
@@ -85,8 +89,9 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean \
-        install uninstall pictures FORCE
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean \
+        install uninstall pictures FORCE \
+        web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
@@ -142,7 +147,8 @@ tests: $(TEST_BIN)
 # double precision), then the reference build's in double (the same checks on
 # the plain kernels of src/reference.c), then the shell and Python suites
 # (tests/cli_reference.sh trains with the reference build's CLI,
-# tests/cli_mpi.sh with the MPI build's, made when mpicc and mpirun exist),
+# tests/cli_mpi.sh and tests/cli_multihost.sh with the MPI build's, made
+# when mpicc and mpirun exist),
 # all added up by run.sh.
 REFDIR = $(BUILDDIR)-ref
 HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
@@ -155,7 +161,8 @@ test:
 	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd ATTOGRAD_MPI=./$(BUILDDIR)-mpi/attograd \
 	    sh tests/run.sh \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
-	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
+	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh) \
+	    $(wildcard tests/web_*.sh)
 
 # The same suite with every C test and the CLI under ASan + UBSan.  The
 # learning runs, minutes long under the sanitizers, are skipped there
@@ -183,6 +190,12 @@ bench-busy: all
 # threads (tests/bench_mpi.sh; skipped without Open MPI).
 bench-mpi:
 	@sh tests/bench_mpi.sh
+
+# The README's model of the gradient exchange (bytes / bandwidth + latency)
+# against steps measured on 2 network-namespace hosts whose links tc limits
+# (tests/bench_multihost.sh; needs root, iproute2 and Open MPI).
+bench-multihost:
+	@bash tests/bench_multihost.sh
 
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
@@ -230,6 +243,47 @@ fuzz-replay: $(FUZZERS)
 	./build-fuzz/fuzz_safetensors -runs=0 tests/corpus/safetensors
 	./build-fuzz/fuzz_text -runs=0 tests/corpus/text
 	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
+
+# The browser playground (train/web/README.md): the engine with the
+# reference kernels and the WebAssembly SIMD matrix multiply of
+# src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
+# and the page's entry points, compiled by emscripten into one .wasm
+# beside the page.  One thread, no OpenMP.  Debian's emcc finds its
+# optimizer's JavaScript modules only through NODE_PATH.
+WEBDIR     = build-web
+EMCC      ?= emcc
+WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
+WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
+WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
+             pg_walkthrough pg_error malloc free
+WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
+             -DAG_REFERENCE -Iinclude -Isrc -Itrain/model -Itrain/cli
+WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
+             -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
+             -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))
+comma     := ,
+space     := $(subst x,,x x)
+
+web: $(WEBDIR)/playground.js $(WEB_PAGE:train/web/%=$(WEBDIR)/%)
+$(WEBDIR)/playground.js: $(WEB_SRC) $(wildcard include/*.h src/*.h train/model/*.h) Makefile
+	@mkdir -p $(WEBDIR)
+	@echo "  EMCC $@"
+	@NODE_PATH=/usr/share/nodejs $(EMCC) $(WEB_FLAGS) $(WEB_SRC) -o $@ $(WEB_LINK)
+$(WEBDIR)/%: train/web/%
+	@mkdir -p $(WEBDIR)
+	@cp $< $@
+
+# The page's time per step against the native command's (tests/web/bench.js;
+# needs Chromium and tests/web's npm package, sh tests/install-deps.sh).
+bench-web: web all
+	@$(MAKE) -s --no-print-directory REFERENCE=1 all
+	@if [ ! -d tests/web/node_modules/playwright-core ]; then \
+	    echo "bench-web: skipped: no playwright-core in tests/web/node_modules (sh tests/install-deps.sh)"; exit 0; fi; \
+	ATTOGRAD=./$(BUILD)/attograd ATTOGRAD_REF=./$(BUILDDIR)-ref/attograd WEBDIR=$(WEBDIR) node tests/web/bench.js
+
+web-serve: web
+	@echo "serving $(WEBDIR)/ at http://localhost:8000/ (Ctrl-C stops)"
+	@cd $(WEBDIR) && python3 -m http.server 8000 --bind 127.0.0.1
 
 run: all
 	./$(CLI) train
@@ -290,4 +344,5 @@ pictures: all
 
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
-	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi
+	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi \
+	    build-web
