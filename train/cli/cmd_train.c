@@ -5,8 +5,12 @@
  * Randomness: one --seed feeds three PCG32 streams -- initialization,
  * dropout and data -- so a run is reproducible bit for bit.
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "cli.h"
@@ -30,12 +34,20 @@ static const struct {
 enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
 
 /* --resume: the saved run's options, as they were (--steps only when not
- * given again). */
+ * given again), and its log, when it is still there. */
 static void restore_options(trainer *t, opt *opts, int nopts)
 {
     const ckpt *ck = &t->ck;
     if (!ck->has_state)
         die(CMD, "%s holds weights only, no optimizer state to resume (use --init %s)", t->o.resume, t->o.resume);
+    const char *log = ckpt_meta(ck, "log_path");
+    if (!t->o.log_path && log) {
+        if (access(log, F_OK) == 0)
+            t->o.log_path = log;
+        else
+            fprintf(stderr, "attograd train: the run's log %s is gone: this part is not logged (give --log FILE)\n",
+                    log);
+    }
     t->o.optimizer = ck->optim_kind == AG_ADAMW ? "adamw" : "sgd";
     for (int i = 0; i < N_SAVED; i++) {
         opt *o = args_find(opts, nopts, SAVED[i].flag);
@@ -103,9 +115,26 @@ static void save_options(trainer *t, opt *opts, int nopts)
     t->saved[2 * n] = "schedule_steps";
     t->saved[2 * n + 1] = t->saved_values[n];
     n++;
+    /* the text by its absolute path (eval and --resume find it from any
+     * directory) and its identity (a changed file is not resumed on
+     * silently); the log, which a resumed run continues */
     if (t->o.text) {
         t->saved[2 * n] = "text_path";
-        t->saved[2 * n + 1] = t->o.text;
+        t->saved[2 * n + 1] = realpath(t->o.text, t->text_path) ? t->text_path : t->o.text;
+        n++;
+        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
+        t->saved[2 * n] = "text_bytes";
+        t->saved[2 * n + 1] = t->saved_values[n];
+        n++;
+        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%016llx",
+                 (unsigned long long)text_fingerprint(&t->data.text));
+        t->saved[2 * n] = "text_fnv1a64";
+        t->saved[2 * n + 1] = t->saved_values[n];
+        n++;
+    }
+    if (t->o.log_path) {
+        t->saved[2 * n] = "log_path";
+        t->saved[2 * n + 1] = realpath(t->o.log_path, t->log_path) ? t->log_path : t->o.log_path;
         n++;
     }
     t->n_saved = n;
@@ -120,6 +149,8 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
         die(CMD, "--init and --resume both given: --init starts a new run from weights, --resume continues one");
     if (o->save_every > 0 && !o->save)
         die(CMD, "--save-every needs --save FILE");
+    if (o->accept_changed_data && !o->resume)
+        die(CMD, "--accept-changed-data applies to --resume FILE");
     /* the architecture comes from the checkpoint; --init takes dropout and a
      * context up to the saved one from the flags, --resume nothing */
     static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--qkv-bias",
@@ -249,6 +280,7 @@ int cmd_train(int argc, char **argv)
         { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0 },
+        { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0 },
         { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0 },
     };
