@@ -115,7 +115,7 @@ int cmd_attn(int argc, char **argv)
 {
     const char *CMD = "attn", *path = NULL, *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL;
     const char *title = NULL, *task_name = NULL, *text = NULL;
-    int layer = 0, threads = 1, heads = 0;
+    int layer = 0, threads = 0, heads = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
@@ -124,7 +124,7 @@ int cmd_attn(int argc, char **argv)
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
-        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default 1)", 0, 1024, 0, 0 },
+        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
         { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
         { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
         { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
