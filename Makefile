@@ -259,7 +259,10 @@ fuzz-replay: $(FUZZERS)
 # src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
 # and the page's entry points, compiled by emscripten into one .wasm
 # beside the page.  One thread, no OpenMP.  Debian's emcc finds its
-# optimizer's JavaScript modules only through NODE_PATH.
+# optimizer's JavaScript modules only through NODE_PATH.  -Itrain/cli only
+# because train/model/run.c still includes the command line's headers (for
+# functions the page never calls, which the linker drops); no file of
+# train/cli/ is compiled.
 WEBDIR     = build-web
 EMCC      ?= emcc
 WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
@@ -269,7 +272,7 @@ WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_compl
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc -Itrain/model -Itrain/cli
 WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
-             -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
+             -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
              -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))
 comma     := ,
 space     := $(subst x,,x x)

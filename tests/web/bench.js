@@ -8,25 +8,14 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const http = require('http');
 const { execFileSync } = require('child_process');
-const { chromium } = require('playwright-core');
+const { serve, launch } = require('./browser');
 
 const WEBDIR = path.resolve(process.env.WEBDIR || 'build-web');
 const NATIVE = path.resolve(process.env.ATTOGRAD || 'build/attograd');
 const REF = path.resolve(process.env.ATTOGRAD_REF || 'build-ref/attograd');
 const STEPS = 50, RUNS = 3;
 
-function serve() {
-  const types = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm' };
-  const server = http.createServer((req, res) => {
-    const name = path.join(WEBDIR, new URL(req.url, 'http://x').pathname.replace(/\/$/, '/index.html'));
-    if (!name.startsWith(WEBDIR) || !fs.existsSync(name)) { res.writeHead(404); res.end(); return; }
-    res.writeHead(200, { 'Content-Type': types[path.extname(name)] || 'application/octet-stream' });
-    res.end(fs.readFileSync(name));
-  });
-  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
-}
 
 // ms per step of `attograd train` on one thread, from its progress line.
 function native(bin, runs) {
@@ -43,12 +32,8 @@ function native(bin, runs) {
 }
 
 async function page() {
-  const server = await serve();
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const server = await serve(WEBDIR);
+  const browser = await launch();
   const p = await browser.newPage();
   await p.goto(`http://127.0.0.1:${server.address().port}/`);
   await p.addScriptTag({ url: 'playground.js' });

@@ -14,9 +14,8 @@
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const http = require('http');
 const { execFileSync } = require('child_process');
-const { chromium } = require('playwright-core');
+const { serve, launch } = require('./browser');
 
 const WEBDIR = path.resolve(process.env.WEBDIR || 'build-web');
 const REF = path.resolve(process.env.ATTOGRAD_REF || 'build-ref/attograd');
@@ -27,18 +26,6 @@ let passed = 0, failed = 0;
 function check(what, ok, detail) {
   if (ok) { passed++; console.log('ok: ' + what); }
   else { failed++; console.log(`FAIL: ${what}${detail ? ': ' + detail : ''}`); }
-}
-
-// A plain static server, as a project page would be hosted: no special headers.
-function serve() {
-  const types = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm' };
-  const server = http.createServer((req, res) => {
-    const name = path.join(WEBDIR, decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/\/$/, '/index.html'));
-    if (!name.startsWith(WEBDIR) || !fs.existsSync(name)) { res.writeHead(404); res.end(); return; }
-    res.writeHead(200, { 'Content-Type': types[path.extname(name)] || 'application/octet-stream' });
-    res.end(fs.readFileSync(name));
-  });
-  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
 }
 
 // The tasks the renderer's main thread ran, from a Chromium trace.
@@ -76,13 +63,9 @@ async function download(page, click) {
 }
 
 async function main() {
-  const server = await serve();
+  const server = await serve(WEBDIR);
   const url = `http://127.0.0.1:${server.address().port}/`;
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launch();
   const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 1000 } });
   const page = await context.newPage();
   const problems = [];
@@ -129,6 +112,14 @@ async function main() {
     });
   check(`every heatmap row sums to 1 within 1e-6 (worst ${worstSum})`, maps.length > 0 && worstSum <= 1e-6);
   check(`exact zeros above the diagonal (${above} not)`, above === 0);
+  const head = page.getByRole('img', { name: 'attention of layer 1, head 1' });
+  const last = await page.getByLabel('Snapshot').inputValue();
+  await page.getByLabel('Snapshot').fill('0');
+  const first = await head.evaluate((c) => c.dataset.weights);
+  check(`Snapshot scrubs back to the untrained model's weights (snapshot 0 of ${last})`,
+        Number(last) >= 10 && first !== JSON.stringify(maps[0]));
+  await page.getByLabel('Snapshot').fill(last);
+  check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
   await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Save checkpoint: the reference build's bytes --------------------------
