@@ -195,11 +195,11 @@ static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
     }
 }
 
-void ag_backward_ADD(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
-void ag_backward_SUB(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
+void ag_backward_add(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
+void ag_backward_sub(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
 
 /* d(a*b) = b da + a db */
-void ag_backward_MUL(ag_ctx *ctx, ag_node *n)
+void ag_backward_mul(ag_ctx *ctx, ag_node *n)
 {
     const ag_bcast *bc = n->saved;
     ag_tensor *a = n->in[0], *b = n->in[1];
@@ -224,7 +224,7 @@ ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
 }
 
 /* y = s x  =>  dx += s dy */
-void ag_backward_SCALE(ag_ctx *ctx, ag_node *n)
+void ag_backward_scale(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad;
@@ -246,7 +246,7 @@ ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
 }
 
 /* y = x + s  =>  dx += dy */
-void ag_backward_ADD_SCALAR(ag_ctx *ctx, ag_node *n)
+void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad;
@@ -281,7 +281,7 @@ ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, a)
 ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, a); }
 
 /* d exp(x) = exp(x) dx, reusing the output */
-void ag_backward_EXP(ag_ctx *ctx, ag_node *n)
+void ag_backward_exp(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *y = n->out->data;
@@ -290,7 +290,7 @@ void ag_backward_EXP(ag_ctx *ctx, ag_node *n)
 }
 
 /* d log(x) = dx / x */
-void ag_backward_LOG(ag_ctx *ctx, ag_node *n)
+void ag_backward_log(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
@@ -299,7 +299,7 @@ void ag_backward_LOG(ag_ctx *ctx, ag_node *n)
 }
 
 /* d tanh(x) = (1 - tanh(x)^2) dx */
-void ag_backward_TANH(ag_ctx *ctx, ag_node *n)
+void ag_backward_tanh(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *y = n->out->data;
@@ -308,7 +308,7 @@ void ag_backward_TANH(ag_ctx *ctx, ag_node *n)
 }
 
 /* d relu(x) = [x > 0] dx  (the derivative at 0 is taken as 0, as PyTorch does) */
-void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
+void ag_backward_relu(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
@@ -317,7 +317,7 @@ void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
 }
 
 /* d gelu(x) = Phi(x) + x phi(x), phi the standard normal density */
-void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
+void ag_backward_gelu(ag_ctx *ctx, ag_node *n)
 {
     int assign;
     ag_real *dx = ag_grad_begin(ctx, n->in[0], &assign);

@@ -9,6 +9,14 @@
 
 #include "internal.h"
 
+/* The packing buffers the products below keep (see products()). */
+size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision)
+{
+    if (precision == AG_BF16 && ag_kern->gemm_bf16_scratch)
+        return ag_kern->gemm_bf16_scratch(M, N, K);
+    return ag_kern->gemm_scratch(M, N, K);
+}
+
 /* The batch (leading) dims of a matmul, broadcast and padded to 2. */
 typedef struct {
     int nb[2];                  /* output batch shape */
@@ -121,7 +129,7 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 
 /* C = A B  =>  dA += dC B^T,  dB += A^T dC  (per batch item; a broadcast
  * operand sums the contributions of every item it was used in). */
-void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
+void ag_backward_matmul(ag_ctx *ctx, ag_node *n)
 {
     const mm_plan *p = n->saved;
     const ag_gemm_fn gemm = ag_gemm_of(p->precision);
@@ -214,7 +222,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 }
 
 /* y = x W^T + b  =>  dx += dy W,  dW += dy^T x,  db += sum over rows of dy */
-void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
+void ag_backward_linear(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
     int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];

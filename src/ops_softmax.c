@@ -48,8 +48,8 @@ static void softmax_backward(ag_ctx *ctx, ag_node *node, int log_out)
                               log_out);
 }
 
-void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 0); }
-void ag_backward_LOG_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 1); }
+void ag_backward_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 0); }
+void ag_backward_log_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 1); }
 
 /* ---- masked_fill -------------------------------------------------------- */
 
@@ -103,7 +103,7 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real va
 }
 
 /* A filled entry is a constant: dx = dy where kept, 0 where filled. */
-void ag_backward_MASKED_FILL(ag_ctx *ctx, ag_node *n)
+void ag_backward_masked_fill(ag_ctx *ctx, ag_node *n)
 {
     const unsigned char *m = n->saved;
     const ag_real *dy = n->out->grad;
@@ -150,7 +150,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
 }
 
 /* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] += dy (softmax(x_r)_k - [k = t_r]) / counted */
-void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
+void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
 {
     const ce_saved *sv = n->saved;
     ag_tensor *logits = n->in[0];

@@ -24,13 +24,22 @@ const ag_kernels *ag_kern = &ag_kernels_fast;
 
 const char *ag_kernels_name(void) { return ag_kern->name; }
 
-const char *ag_bf16_missing(void) { return ag_kern->bf16_missing(); }
+/* A double build's kernel tables have no bf16 products; in a float build
+ * the kernels that run say whether their CPU has them. */
+int ag_bf16_status(const char **fact)
+{
+    const char *f = "this build computes in double; bf16 products need the float build";
+    const int code = ag_kern->gemm_bf16 ? ag_kern->bf16_status(&f) : AG_BF16_NEEDS_FLOAT;
+    if (fact)
+        *fact = f;
+    return code;
+}
 
 int ag_set_precision(ag_ctx *ctx, int precision)
 {
     if (precision != AG_FP32 && precision != AG_BF16)
         ag_error("ag_set_precision: %d is not AG_FP32 or AG_BF16", precision);
-    if (precision == AG_BF16 && (ag_bf16_missing() || !ag_kern->gemm_bf16))
+    if (precision == AG_BF16 && ag_bf16_status(NULL) != AG_BF16_READY)
         return -1;
     ctx->precision = precision;
     return 0;

@@ -28,7 +28,7 @@ static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t
     }
     for (size_t k = 0; k < n; k++)
         y[k] = ag_fast_exp(x[k] - max);
-    return ag_sum_lanes(y, n);
+    return ag_array_sum(y, n);
 }
 
 /* One contiguous row: softmax, or log_softmax when log_out is set. */
@@ -214,7 +214,7 @@ static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
         ag_real *restrict yr = a->out + r * (size_t)D;
         /* two passes, each a fixed-order lane sum: the mean, then the
          * squared deviations from it */
-        ag_real m = (ag_real)(ag_sum_lanes(xr, (size_t)D) / D);
+        ag_real m = (ag_real)(ag_array_sum(xr, (size_t)D) / D);
         double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
         ag_real s = (ag_real)(1.0 / sqrt(var + eps));
         a->meanw[r] = m;
@@ -253,7 +253,7 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
                 acc_g[l] += g;
                 acc_gx[l] += g * ((xr[k + l] - m) * s);
             }
-        double sum_g = ag_lanes_sum(acc_g), sum_gx = ag_lanes_sum(acc_gx);
+        double sum_g = ag_fold_partial_sums(acc_g), sum_gx = ag_fold_partial_sums(acc_gx);
         for (; k < D; k++) {
             ag_real g = dyr[k] * (w ? w[k] : 1);
             sum_g += g;

@@ -12,6 +12,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "run.h"
+#include "step.h"
 #include "cli.h"
 #include "files.h"
 #include "svg.h"
@@ -114,7 +115,7 @@ int cmd_attn(int argc, char **argv)
 {
     const char *CMD = "attn", *path = NULL, *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL;
     const char *title = NULL, *task_name = NULL, *text = NULL;
-    int layer = 0, threads = 1, heads = 0;
+    int layer = 0, threads = 0, heads = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
@@ -123,7 +124,7 @@ int cmd_attn(int argc, char **argv)
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
-        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default 1)", 0, 1024, 0, 0 },
+        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
         { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
         { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
         { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
@@ -369,8 +370,8 @@ int cmd_graph(int argc, char **argv)
 
     ctx = ag_ctx_new();
     ag_set_threads(1);   /* one short sequence: threads would only add overhead */
-    ag_tensor *logits = model_forward(ctx, &m, x, 1, n, 1, NULL);
-    ag_tensor *loss = ag_cross_entropy(ctx, logits, y);
+    step_rows rows = { x, y, 1, n, 1, NULL };
+    ag_tensor *loss = step_loss(ctx, &m, &rows);             /* the graph a training step differentiates */
     if (ag_atomic_open(&out_file, out, err, sizeof err))
         goto done;
     ag_graph_dot(ctx, loss, out_file.f);

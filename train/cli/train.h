@@ -1,13 +1,14 @@
 /*
  * train.h - `attograd train` in three steps: cmd_train.c reads and checks
  * the options, train_setup.c builds the data, the model and the optimizer
- * from them, train_loop.c runs the steps (train_step is one of them).
+ * from them, train_loop.c runs the steps (train/model/step.c).
  */
 #ifndef ATTOGRAD_TRAIN_H
 #define ATTOGRAD_TRAIN_H
 
 #include "checkpoint.h"
 #include "run.h"
+#include "step.h"
 
 typedef struct train_opts {
     const char *task, *text, *arch, *optimizer, *schedule, *order, *log_path;
@@ -47,6 +48,7 @@ typedef struct trainer {
     int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
+    const char *fault_save;     /* --save on every rank: where the rank that saves after a fault writes */
 } trainer;
 
 /* Data, model, optimizer, generators and the log, from t->o and t->ck;

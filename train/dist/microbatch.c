@@ -9,6 +9,7 @@
 
 #include "dist.h"
 #include "microbatch.h"
+#include "step.h"
 
 /* ---- the tree ----------------------------------------------------------- */
 
@@ -165,25 +166,22 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-/* Micro-batch i alone: its gradient in ps->grad, its weighted loss in
- * losses[i].  Its loss is weighted by k_i / K (its counted targets over the
- * batch's), so the micro-batches' gradients add up to the batch mean's. */
+/* Micro-batch i alone (train/model/step.c): its gradient in ps->grad, its
+ * weighted loss in losses[i].  Its loss is weighted by k_i / K (its counted
+ * targets over the batch's), so the micro-batches' gradients add up to the
+ * batch mean's; its dropout masks come from its own stream, stream 2
+ * (dropout's) seeded by (seed, step, i). */
 static void micro_step(mb_plan *p, const step_input *in, int i)
 {
     size_t at = (size_t)i * p->M * p->S;
-    const int32_t *y = in->y + at;
     long k = 0;
     for (size_t j = 0; j < (size_t)p->M * p->S; j++)
-        k += y[j] >= 0;
-    double weight = in->targets > 0 ? (double)k / in->targets : 0;
-    /* its own dropout stream: stream 2 (dropout's), seeded by (seed, step, i) */
-    ag_pcg32_seed(ag_dropout_rng(in->ctx), mix(mix(mix(in->seed) ^ (uint64_t)in->step) ^ (uint64_t)i), 2);
-    ag_reset(in->ctx);
-    ag_tensor *logits = model_forward(in->ctx, in->m, in->x + at, p->M, p->S, 1, NULL);    /* [M,S,V] */
-    ag_tensor *loss = ag_cross_entropy(in->ctx, logits, y);                               /* [1] */
-    ag_params_zero_grad(p->ps);
-    ag_backward(in->ctx, ag_scale(in->ctx, loss, (ag_real)weight));
-    p->losses[i] = (double)loss->data[0] * weight;
+        k += in->y[at + j] >= 0;
+    ag_pcg32 dropout;
+    ag_pcg32_seed(&dropout, mix(mix(mix(in->seed) ^ (uint64_t)in->step) ^ (uint64_t)i), 2);
+    step_rows rows = { in->x + at, in->y + at, p->M, p->S, in->targets > 0 ? (double)k / in->targets : 0,
+                       &dropout };
+    p->losses[i] = step_gradient(in->ctx, in->m, &rows) * rows.weight;
 }
 
 /* dst = the sum of micro-batches [lo,hi), added in tree order. */
@@ -233,7 +231,6 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
     step_input in = { ctx, m, x, y, 0, seed, step };
     for (size_t j = 0; j < (size_t)p->B * p->S; j++)
         in.targets += y[j] >= 0;
-    ag_pcg32 dropout = *ag_dropout_rng(ctx);
     if (p->size == 1 && p->n == 1) {
         micro_step(p, &in, 0);                  /* the gradient is already in place */
     } else {
@@ -247,13 +244,14 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
                 for (int k = 0; k < p->n_nodes; k++)
                     memcpy(p->send + p->sdispls[q] + (size_t)k * p->shard_len[q], p->sums[k] + p->shard_off[q],
                            (size_t)p->shard_len[q] * sizeof(ag_real));
-            dist_alltoall(p->send, p->scounts, p->sdispls, p->recv, p->rcounts, p->rdispls, DIST_REAL);
-            shard_sum(p, 0, p->n, p->ps->grad + p->shard_off[p->rank], 0);
-            dist_allgather(p->ps->grad, p->shard_len, p->shard_off, DIST_REAL);
+            if (dist_alltoall(p->send, p->scounts, p->sdispls, p->recv, p->rcounts, p->rdispls, DIST_REAL) == 0) {
+                shard_sum(p, 0, p->n, p->ps->grad + p->shard_off[p->rank], 0);
+                dist_allgather(p->ps->grad, p->shard_len, p->shard_off, DIST_REAL);
+            }
         }
     }
-    *ag_dropout_rng(ctx) = dropout;
-    dist_allgather(p->losses, p->loss_counts, p->loss_displs, DIST_DOUBLE);
+    if (dist_allgather(p->losses, p->loss_counts, p->loss_displs, DIST_DOUBLE))
+        return NAN;                             /* the ranks are lost: the caller looks at dist_lost() */
     double loss = 0;
     for (int i = 0; i < p->n; i++)
         loss += p->losses[i];

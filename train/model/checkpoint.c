@@ -6,6 +6,7 @@
  * checkpoint, optimizer plus whatever training options the run adds.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,10 @@ static const char *meta_word(const ag_st_file *f, const char *key, char *buf, si
 
 /* An integer setting: 1 when the key is absent, 0 with *out set, or -1 with
  * a message. */
+/* The largest step count a file may give: 2^62 where long has 64 bits (2^30
+ * where it has 32, as in WebAssembly), so step + 1 cannot overflow. */
+#define STEP_MAX (LONG_MAX / 2 + 1)
+
 static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long *out, const char *path,
                     char *err, size_t errlen)
 {
@@ -429,7 +434,7 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
     const char *dr = ag_st_meta(f, "dropout");
     if (dr && (json_value_number(dr, &cfg->dropout) || !(cfg->dropout >= 0 && cfg->dropout < 1)))
         FAIL("%s: metadata dropout is %.40s (expected a number in [0, 1))", path, dr);
-    if (meta_int(f, "step", 0, 1L << 62, &c->step, path, err, errlen) < 0)
+    if (meta_int(f, "step", 0, STEP_MAX, &c->step, path, err, errlen) < 0)
         goto fail;
 
     /* the data: a task or text, from the file or else the command line */
@@ -513,7 +518,7 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
         if (r->dtype != AG_ST_U64 || r->ndim != 1 || r->shape[0] != 4)
             FAIL("%s: tensor 'state.rng' must be U64 [4]", path);
         const char *need = c->step < 0 ? "step" : NULL;
-        int rc = meta_int(f, "optim_step", 0, 1L << 62, &c->optim_step, path, err, errlen);
+        int rc = meta_int(f, "optim_step", 0, STEP_MAX, &c->optim_step, path, err, errlen);
         if (rc < 0)
             goto fail;
         if (rc == 1 || need)

@@ -1,0 +1,66 @@
+/*
+ * step.c - one training step (see step.h): forward, cross-entropy,
+ * backward of the weighted loss; then the checks, clipping and update.
+ */
+#include <math.h>
+
+#include "step.h"
+
+ag_tensor *step_loss(ag_ctx *ctx, model *m, const step_rows *r)
+{
+    ag_reset(ctx);
+    ag_tensor *logits = model_forward(ctx, m, r->x, r->rows, r->S, 1, NULL);  /* [rows,S,V] */
+    return ag_cross_entropy(ctx, logits, r->y);                               /* [1] */
+}
+
+double step_gradient(ag_ctx *ctx, model *m, const step_rows *r)
+{
+    ag_pcg32 *gen = ag_dropout_rng(ctx), kept = *gen;
+    if (r->dropout)
+        *gen = *r->dropout;
+    ag_tensor *loss = step_loss(ctx, m, r);
+    if (r->dropout)
+        *gen = kept;                    /* the forward pass drew every mask it needs */
+    ag_params_zero_grad(m->params);
+    /* d(w L)/dθ = w dL/dθ.  A whole batch (w = 1) seeds backward with the
+     * loss itself, so its graph is exactly forward and loss. */
+    ag_backward(ctx, r->weight == 1 ? loss : ag_scale(ctx, loss, (ag_real)r->weight));
+    return (double)loss->data[0];
+}
+
+/* The first parameter whose gradient (or value) holds a NaN or infinity. */
+static const ag_tensor *first_not_finite(const ag_params *ps, int grads)
+{
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *t = ps->list[i];
+        const ag_real *v = grads ? t->grad : t->data;
+        ag_real acc = 0;
+        for (size_t k = 0; k < t->size; k++)
+            acc += v[k] * 0;            /* 0 * x is NaN exactly when x is NaN or inf */
+        if (acc != acc)
+            return t;
+    }
+    return NULL;
+}
+
+step_result step_update(ag_params *ps, ag_optim *optim, double loss, double clip, double lr)
+{
+    step_result r = { loss, STEP_OK, NULL };
+    if (!isfinite(loss))
+        r.status = STEP_BAD_LOSS;
+    else if ((r.bad = first_not_finite(ps, 1)))
+        r.status = STEP_BAD_GRAD;
+    if (r.status != STEP_OK)
+        return r;                       /* no update from a bad gradient */
+    if (clip > 0)
+        ag_clip_grad_norm(ps, clip);    /* g <- g min(1, clip / ||g||) over every parameter at once */
+    ag_optim_step(optim, lr);
+    if ((r.bad = first_not_finite(ps, 0)))
+        r.status = STEP_BAD_UPDATE;
+    return r;
+}
+
+step_result step_take(ag_ctx *ctx, model *m, ag_optim *optim, const step_rows *batch, double clip, double lr)
+{
+    return step_update(m->params, optim, step_gradient(ctx, m, batch), clip, lr);
+}
