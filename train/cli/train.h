@@ -48,7 +48,7 @@ typedef struct trainer {
     long start;                 /* steps taken before this run (--resume) */
     const char *saved[2 * TRAIN_SAVED_MAX];
     char saved_values[TRAIN_SAVED_MAX][40];
-    char text_path[PATH_MAX], log_path[PATH_MAX];  /* absolute, as saved: found from any directory */
+    char text_path[PATH_MAX];   /* --text, absolute, as saved: found from any directory */
     int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */

@@ -39,9 +39,9 @@ static void open_data(trainer *t)
         die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
 }
 
-/* A resumed run continues its log from the checkpoint's step: rows the
- * interrupted run logged after its last save are dropped first (the file
- * replaced whole), so no step appears twice.  A log that is not a regular
+/* A resumed run given the run's --log again continues it from the
+ * checkpoint's step: rows the interrupted run logged after its last save
+ * are dropped first (the file replaced whole), so no step appears twice.  A log that is not a regular
  * file (a pipe, a device) is only appended to. */
 static void log_drop_after(const char *path, long step)
 {
