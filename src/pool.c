@@ -24,7 +24,11 @@
  * serial stretch before it, and a thread never wastes more than S of a core
  * per stretch that another process could have used.  With more threads
  * than cores S = 0: a polling thread would hold a core a thread with work
- * needs.  Polling is measured
+ * needs, and S = 0 too when polling threads started a loop no sooner than
+ * half a wake-up (2 F >= W): they were off their cores, as on a machine
+ * busy with other work, and polling only takes time from threads with
+ * work (measured on a 2-core machine at load 20: the small model's step
+ * 37 ms sleeping at once, 168 ms polling).  Polling is measured
  * on a clock, not counted in rounds: a `pause` takes 10 cycles on one CPU
  * and 140 on another.
  *
@@ -397,6 +401,9 @@ static void apply_policy(void)
         spin = 5000000;            /* a measurement spoiled by a busy machine: no more than 5 ms */
     if (pool.want > usable_cores())
         spin = 0;                  /* more threads than cores: a polling thread takes the core of one with work */
+    if (2 * pool.fork_ns >= pool.wake_ns)
+        spin = 0;                  /* polling threads were off their cores (a machine busy with other work):
+                                    * polling bought nothing and takes time a thread with work needs */
     if (policy && strcasecmp(policy, "passive") == 0)
         spin = 0;
     else if (policy && strcasecmp(policy, "active") == 0)
