@@ -13,6 +13,7 @@
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
+#   make bench-threads      the default threads against fixed settings, on this machine
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make web                the browser playground in build-web/ (needs emscripten)
@@ -89,8 +90,8 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean \
-        install uninstall pictures FORCE \
+.PHONY: all lib tests test test-asan run bench bench-busy bench-threads bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+        fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
@@ -182,6 +183,15 @@ bench: all
 bench-scale: all
 	@sh tests/bench_scale.sh
 
+# One training step per config (tests/bench_train.c), for the benchmarks.
+$(BUILD)/bench_train: tests/bench_train.c $(TRAINLIB) $(LIB)
+	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+
+# The default threads against 1 thread and all threads sleeping at once or
+# never sleeping, per config, on this machine (tests/bench_threads.sh).
+bench-threads: all
+	@sh tests/bench_threads.sh
+
 # Training beside one busy loop per core (tests/bench_busy.sh).
 bench-busy: all
 	@sh tests/bench_busy.sh
@@ -249,10 +259,7 @@ fuzz-replay: $(FUZZERS)
 # src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
 # and the page's entry points, compiled by emscripten into one .wasm
 # beside the page.  One thread, no OpenMP.  Debian's emcc finds its
-# optimizer's JavaScript modules only through NODE_PATH.  -Itrain/cli only
-# because train/model/run.c still includes the command line's headers (for
-# functions the page never calls, which the linker drops); no file of
-# train/cli/ is compiled.
+# optimizer's JavaScript modules only through NODE_PATH.
 WEBDIR     = build-web
 EMCC      ?= emcc
 WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
@@ -262,7 +269,7 @@ WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_compl
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc -Itrain/model -Itrain/cli
 WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
-             -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
+             -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
              -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))
 comma     := ,
 space     := $(subst x,,x x)

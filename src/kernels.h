@@ -13,7 +13,7 @@
  *                    threads.  Read this to learn how it is made fast.
  *
  * The default build runs the fast kernels; `make REFERENCE=1` builds
- * everything from the reference alone (no src/kernels/, no OpenMP) into
+ * everything from the reference alone (no src/kernels/, one thread) into
  * build-ref/.  tests/test_kernels.c checks each fast kernel against its
  * reference.
  *

@@ -22,7 +22,9 @@
  * sleeps.  If the serial stretch before a loop was longer than S, that loop
  * pays W more; so with S = 20 W a loop is slowed by at most 5% of the
  * serial stretch before it, and a thread never wastes more than S of a core
- * per stretch that another process could have used.  Polling is measured
+ * per stretch that another process could have used.  With more threads
+ * than cores S = 0: a polling thread would hold a core a thread with work
+ * needs.  Polling is measured
  * on a clock, not counted in rounds: a `pause` takes 10 cycles on one CPU
  * and 140 on another.
  *
@@ -393,6 +395,8 @@ static void apply_policy(void)
     int64_t spin = 20 * pool.wake_ns;
     if (spin > 5000000)
         spin = 5000000;            /* a measurement spoiled by a busy machine: no more than 5 ms */
+    if (pool.want > usable_cores())
+        spin = 0;                  /* more threads than cores: a polling thread takes the core of one with work */
     if (policy && strcasecmp(policy, "passive") == 0)
         spin = 0;
     else if (policy && strcasecmp(policy, "active") == 0)

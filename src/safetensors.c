@@ -185,6 +185,20 @@ static int expect(parser *p, int c, const char *what)
     return 0;
 }
 
+/* After a member of an array or object: 1 at the closing `close`, 0 after
+ * a ',' (both consumed, with the white space around them), -1 with a
+ * syntax error saying `what` on anything else. */
+static int next_member(parser *p, int close, const char *what)
+{
+    skip_ws(p);
+    int c = peek(p);
+    if (c == close) { p->pos++; return 1; }
+    if (c != ',') return syntax(p, what);
+    p->pos++;
+    skip_ws(p);
+    return 0;
+}
+
 static int hex4(parser *p, unsigned *out)
 {
     if (p->n - p->pos < 4) { p->pos = p->n; return syntax(p, "truncated \\u escape"); }
@@ -322,12 +336,8 @@ static int parse_count_array(parser *p, uint64_t *vals, int maxn, int *count, ui
         }
         if (parse_count(p, max, &vals[*count], what, tname)) return -1;
         (*count)++;
-        skip_ws(p);
-        int c = peek(p);
-        if (c == ']') { p->pos++; return 0; }
-        if (c != ',') return syntax(p, "expected ',' or ']' in array");
-        p->pos++;
-        skip_ws(p);
+        const int r = next_member(p, ']', "expected ',' or ']' in array");
+        if (r) return r < 0 ? -1 : 0;
     }
 }
 
@@ -377,12 +387,9 @@ static int parse_tensor(parser *p, entry *e)
             return fail(p, "tensor %s: unknown field %s", show(name).s, show(key).s);
         }
         p->used = mark;
-        skip_ws(p);
-        int c = peek(p);
-        if (c == '}') { p->pos++; break; }
-        if (c != ',') return syntax(p, "expected ',' or '}' in tensor entry");
-        p->pos++;
-        skip_ws(p);
+        const int r = next_member(p, '}', "expected ',' or '}' in tensor entry");
+        if (r < 0) return -1;
+        if (r) break;
     }
     if (!seen_dtype) return fail(p, "tensor %s: missing \"dtype\"", show(name).s);
     if (!seen_shape) return fail(p, "tensor %s: missing \"shape\"", show(name).s);
@@ -416,12 +423,8 @@ static int parse_metadata(parser *p)
         if (parse_string(p, &key) || expect(p, ':', "expected ':' after key")) return -1;
         if (peek(p) != '"') return fail(p, "metadata value for key %s is not a string", show(key).s);
         if (parse_string(p, &val) || push_meta(p, key) || push_meta(p, val)) return -1;
-        skip_ws(p);
-        int c = peek(p);
-        if (c == '}') { p->pos++; return 0; }
-        if (c != ',') return syntax(p, "expected ',' or '}' in " METADATA_KEY);
-        p->pos++;
-        skip_ws(p);
+        const int r = next_member(p, '}', "expected ',' or '}' in " METADATA_KEY);
+        if (r) return r < 0 ? -1 : 0;
     }
 }
 
@@ -453,12 +456,9 @@ static int parse_header(parser *p)
             if (parse_tensor(p, e)) return -1;
             p->nents++;
         }
-        skip_ws(p);
-        int c = peek(p);
-        if (c == '}') { p->pos++; break; }
-        if (c != ',') return syntax(p, "expected ',' or '}' after a top-level entry");
-        p->pos++;
-        skip_ws(p);
+        const int r = next_member(p, '}', "expected ',' or '}' after a top-level entry");
+        if (r < 0) return -1;
+        if (r) break;
     }
     skip_ws(p);   /* writers pad with spaces */
     if (p->pos != p->n) return syntax(p, "unexpected bytes after the JSON object");

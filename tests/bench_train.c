@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include "model.h"
+#include "pool.h"
 #include "run.h"
 
 typedef struct bench_config {
@@ -184,6 +185,18 @@ int main(int argc, char **argv)
            "12 * n_layer * B * T^2 * d) / median step time\n", AG_PRECISION_NAME,
            precision == AG_BF16 ? "bf16" : "fp32", ag_kernels_name(), ag_get_threads(),
            ag_get_threads() == 1 ? "" : "s");
+    if (ag_get_threads() > 1) {
+        double wake, fork_us, spin, elem;
+        size_t least;
+        ag_threads_measured(&wake, &fork_us, &spin, &elem, &least);
+        printf("threads measured (src/pool.c): wake-up %.1f us, fork %.2f us, element %.3f ns; idle threads poll ",
+               wake, fork_us, elem);
+        if (spin < 0)
+            printf("without end");
+        else
+            printf("%.0f us", spin);
+        printf(", loops of fewer than %zu elements run on one thread\n", least);
+    }
     for (int k = 0; k < N_CONFIGS; k++)
         if (!any || chosen[k])
             run_config(&CONFIGS[k]);

@@ -82,7 +82,7 @@ bad "--log data.txt is the same file as --text link.txt" train --text link.txt $
 bad "--save hard.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --save hard.txt
 bad "--log m.st is the same file as --resume m.st" train --resume m.st --steps 3 --log m.st
 bad "--save m.st is the same file as --init m.st" train --init m.st --steps 1 --save m.st
-bad "--save data.txt is the same file as --text data.txt" train --resume m.st --steps 3 --save data.txt
+bad "data.txt: writing it would destroy that input" train --resume m.st --steps 3 --save data.txt
 bad "--save x.st and --log ./x.st are the same file" train --text data.txt $SMALL --steps 1 --save x.st --log ./x.st
 bad "--out m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out m.st
 bad "--csv m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out a.svg --csv m.st

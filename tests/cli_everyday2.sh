@@ -91,8 +91,9 @@ wait $first
 rc=$?
 check "the first run, interrupted, saves and exits 130 ($rc: $(tail -n 2 first.txt | tr '\n' ' '))" test $rc -eq 130
 check "the first run's lock files are gone when it ends" eval '[ ! -e same.st.lock ] && [ ! -e same.csv.lock ]'
-"$A" train --resume same.st --steps 1 --quiet >/dev/null 2>err.txt
-check "after it ended, the file is free again ($(cat err.txt))" test $? -eq 0
+"$A" train $TINY --steps 1 --quiet --save same.st --log same.csv >/dev/null 2>err.txt
+rc=$?
+check "after it ended, the file is free again ($(cat err.txt))" test $rc -eq 0
 # a killed run leaves its lock file, but no lock: the next run takes it
 "$A" train $TINY --steps 100000000 --threads 1 --quiet --save killed.st >/dev/null 2>&1 &
 victim=$!
@@ -101,7 +102,8 @@ kill -9 $victim
 wait $victim 2>/dev/null
 check "kill -9 leaves the lock file behind" test -e killed.st.lock
 "$A" train $TINY --steps 2 --quiet --save killed.st >/dev/null 2>err.txt
-check "a lock file left by a killed run is not a lock ($(cat err.txt))" test $? -eq 0
+rc=$?
+check "a lock file left by a killed run is not a lock ($(cat err.txt))" test $rc -eq 0
 check "... and is removed by the run that took it" test ! -e killed.st.lock
 # a file of the user's own under that name is not taken for a lock, nor changed
 echo "my notes" >notes.st.lock
@@ -109,6 +111,48 @@ one_line "$A" train $TINY --steps 2 --quiet --save notes.st
 check "a foreign NAME.lock: refused in one line ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q "notes.st.lock exists and is not" err.txt'
 check "a foreign NAME.lock is left as it was" grep -qx "my notes" notes.st.lock
+
+# ---- 3, 6. a resume or an eval on changed data; the text found from another directory ----------
+mkdir -p run/sub
+cp "$TEXT" run/t.txt
+(cd run && "$A" train --text t.txt $SMALL --steps 10 --quiet --save r.st >/dev/null 2>&1)
+cp run/r.st r.bak
+(cd run/sub && "$A" train --resume ../r.st --steps 12 --quiet >/dev/null 2>"$tmp/err.txt")
+rc=$?
+check "a text run resumes from another directory (its text by absolute path: $(cat err.txt))" test $rc -eq 0
+cp r.bak run/r.st
+(cd run/sub && "$A" eval --model ../r.st --text ../t.txt >out.txt 2>&1)
+check "eval from another directory knows the training file and scores its last tenth ($(cat run/sub/out.txt))" \
+    grep -q "the validation split (last tenth) of ../t.txt, the model's training file" run/sub/out.txt
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[1], "wb").write(d[::-1])' run/t.txt
+one_line "$A" train --resume run/r.st --steps 12 --quiet
+check "resume on a reversed text (same size): exit 2, one line saying so ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "t.txt has changed since the checkpoint was saved: the same .* bytes, other contents" err.txt'
+check "... and the checkpoint is left as it was" cmp -s run/r.st r.bak
+one_line "$A" eval --model run/r.st --text run/t.txt
+check "eval of the changed training file: exit 2, one line saying so ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "has changed since the checkpoint was saved" err.txt'
+echo "more" >>run/t.txt
+one_line "$A" train --resume run/r.st --steps 12 --quiet
+check "resume on a text with bytes appended: one line with both sizes ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -Eq "[0-9]+ bytes then, [0-9]+ now" err.txt'
+"$A" train --resume run/r.st --steps 12 --quiet --accept-changed-data >/dev/null 2>err.txt
+rc=$?
+check "--accept-changed-data resumes on it knowingly ($(cat err.txt))" test $rc -eq 0
+"$A" train --resume run/r.st --steps 14 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and the new checkpoint knows the text as it is now ($(cat err.txt))" test $rc -eq 0
+one_line "$A" train $TINY --steps 1 --accept-changed-data
+check "--accept-changed-data without --resume is refused ($(cat err.txt))" test $rc -eq 2
+
+# ---- 4. a resumed run continues the run's log, no step twice -----------------------------
+"$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1
+printf '12,9.9,,,0.1,1,1\n14,9.9,,,0.1,1,1\n' >>l.csv      # the interrupted run logged on after its save
+"$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv >/dev/null 2>err.txt
+steps=$(tail -n +2 l.csv | cut -d, -f1 | tr '\n' ' ')
+check "the resumed run continues the run's log, each step once ($steps)" test "$steps" = "2 4 6 8 10 12 14 16 "
+check "... the rows logged after the checkpoint are gone ($(grep -c 9.9 l.csv))" eval '! grep -q ",9.9," l.csv'
+check "... one header" test "$(grep -c '^step,' l.csv)" -eq 1
 
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then
@@ -123,6 +167,36 @@ if [ -w /dev/full ]; then
 else
     skip "no /dev/full here"
 fi
+
+# ---- 8. --resume accepts flags equal to the checkpoint's, refuses others ----------------------
+"$A" train --steps 2 --quiet --save eq.st >/dev/null 2>&1
+"$A" train --resume eq.st --lr 0.1 --batch 32 --seed 1 --optimizer sgd --layers 2 --heads 4 --task copy \
+    --steps 3 --quiet >/dev/null 2>err.txt
+rc=$?
+check "--resume with the checkpoint's own values (--lr 0.1 --batch 32 ...) is accepted ($(cat err.txt))" test $rc -eq 0
+for f in "--lr 0.2" "--batch 16" "--optimizer adamw" "--heads 2" "--dropout 0.1" "--micro-batch 8"; do
+    one_line "$A" train --resume eq.st $f --steps 4 --quiet
+    check "--resume $f (another value): exit 2, both values named ($(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q -- "${f%% *} cannot be" err.txt'
+done
+"$A" train --init eq.st --heads 4 --layers 2 --steps 1 --quiet >/dev/null 2>err.txt
+rc=$?
+check "--init with the checkpoint's own architecture flags is accepted ($(cat err.txt))" test $rc -eq 0
+
+# ---- 9. flags that would be ignored are refused with the reason -------------------------------
+"$A" train --steps 2 --quiet --save task.st >/dev/null 2>&1
+one_line "$A" eval --model task.st --split train
+check "eval --split on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--split applies to text" err.txt'
+one_line "$A" sample --model task.st --prompt 'abcdefgh|' --tokens 50
+check "sample --tokens on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--tokens applies to text models" err.txt'
+# --temperature on a task model is honoured: a hot sample differs from the greedy answer somewhere
+greedy=$("$A" sample --model task.st --prompt 'abcdefgh|' 2>/dev/null)
+hot=""
+for s in 1 2 3 4 5; do hot="$hot$("$A" sample --model task.st --prompt 'abcdefgh|' --temperature 5 --seed $s 2>/dev/null)"; done
+check "sample --temperature on a task model changes its answers ($greedy vs ${hot:0:60})" \
+    eval '[ -n "$greedy" ] && [ "$hot" != "$greedy$greedy$greedy$greedy$greedy" ]'
 
 # ---- 11. a file that is not a checkpoint at all is named as such ---------------------------
 printf 'just some text, long enough to have 8 bytes and more\n' >notes.txt
@@ -171,7 +245,8 @@ elif ! command -v pkg-config >/dev/null; then
     skip "no pkg-config (sh tests/install-deps.sh installs it)"
 else
     mk install PREFIX="$tmp/usr" >install.txt 2>&1
-    check "make install PREFIX=...: exit 0 ($(tail -n 3 install.txt))" test $? -eq 0
+    rc=$?
+    check "make install PREFIX=...: exit 0 ($(tail -n 3 install.txt))" test $rc -eq 0
     for f in bin/attograd lib/libattograd.a lib/libattograd.so lib/pkgconfig/attograd.pc include/attograd.h; do
         check "make install puts $f under PREFIX" test -e "usr/$f"
     done

@@ -244,33 +244,19 @@ AVX512_TARGET static ALWAYS_INLINE void tile_body(int kcp, const uint32_t *restr
 
 /* Kernels for rows 1..MR, 1 or 2 vectors, A row-major (stride a_stride
  * words between rows) or pair-major (MR words per pair). */
-#define BF16_KERNELS(rows)                                                                         \
-    AVX512_TARGET NOINLINE static void kr##rows##_1(int kcp, const uint32_t *a, long a_stride,     \
-                                                   const uint32_t *b, float *c, long ldc,          \
-                                                   int load_c, unsigned m0, unsigned m1)           \
-    {                                                                                              \
-        tile_body(kcp, a, a_stride, 1, b, c, ldc, load_c, m0, m1, rows, 1);                        \
-    }                                                                                              \
-    AVX512_TARGET NOINLINE static void kr##rows##_2(int kcp, const uint32_t *a, long a_stride,     \
-                                                   const uint32_t *b, float *c, long ldc,          \
-                                                   int load_c, unsigned m0, unsigned m1)           \
-    {                                                                                              \
-        tile_body(kcp, a, a_stride, 1, b, c, ldc, load_c, m0, m1, rows, 2);                        \
-    }                                                                                              \
-    AVX512_TARGET NOINLINE static void kp##rows##_1(int kcp, const uint32_t *a, long a_stride,     \
-                                                   const uint32_t *b, float *c, long ldc,          \
-                                                   int load_c, unsigned m0, unsigned m1)           \
-    {                                                                                              \
-        (void)a_stride;                                                                            \
-        tile_body(kcp, a, 1, MR, b, c, ldc, load_c, m0, m1, rows, 1);                              \
-    }                                                                                              \
-    AVX512_TARGET NOINLINE static void kp##rows##_2(int kcp, const uint32_t *a, long a_stride,     \
-                                                   const uint32_t *b, float *c, long ldc,          \
-                                                   int load_c, unsigned m0, unsigned m1)           \
-    {                                                                                              \
-        (void)a_stride;                                                                            \
-        tile_body(kcp, a, 1, MR, b, c, ldc, load_c, m0, m1, rows, 2);                              \
+#define BF16_KERNEL(name, rows, nvec, a_rs, a_ks)                                           \
+    AVX512_TARGET NOINLINE static void name(int kcp, const uint32_t *a, long a_stride,      \
+                                            const uint32_t *b, float *c, long ldc,          \
+                                            int load_c, unsigned m0, unsigned m1)           \
+    {                                                                                       \
+        (void)a_stride;                                                                     \
+        tile_body(kcp, a, a_rs, a_ks, b, c, ldc, load_c, m0, m1, rows, nvec);               \
     }
+#define BF16_KERNELS(rows)                                \
+    BF16_KERNEL(kr##rows##_1, rows, 1, a_stride, 1)       \
+    BF16_KERNEL(kr##rows##_2, rows, 2, a_stride, 1)       \
+    BF16_KERNEL(kp##rows##_1, rows, 1, 1, MR)             \
+    BF16_KERNEL(kp##rows##_2, rows, 2, 1, MR)
 BF16_KERNELS(1)
 BF16_KERNELS(2)
 BF16_KERNELS(3)

@@ -21,7 +21,7 @@
 /* ---- fast kernels (gemm_bf16.c) ---------------------------------------- */
 
 /* The same product with the same conventions, on the kernel ag_cpu_bf16()
- * picks, threads as OpenMP allows; beta other than 0 or 1 scales C first.
+ * picks, threads as ag_max_threads() allows; beta other than 0 or 1 scales C first.
  * Differences from ref_gemm_bf16, all from the hardware's bf16 dot-product
  * instructions: each C element is accumulated in an order fixed by K alone
  * (so the result is bitwise the same for any thread count, but not the same

@@ -51,7 +51,7 @@ int cmd_eval(int argc, char **argv)
 {
     const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = NULL;
     const char *precision = "fp32";
-    int threads = 0, heads = 0, batch = 32;
+    int threads = 0, heads = 0, batch = 32, accept_changed = 0;
     long seed = 1;
     opt opts[] = {
         { "--model", OPT_STRING, &path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
@@ -63,6 +63,7 @@ int cmd_eval(int argc, char **argv)
         { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
         PRECISION_OPT(precision),
         HEADS_OPT(heads),
+        { "--accept-changed-data", OPT_FLAG, &accept_changed, NULL, "score the training file even if it changed since the checkpoint was saved", 0, 0, 0, 0 },
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
                     "text split (s = 0, T, 2T, ... with s + T + 1 <= n), printed as 'loss X' in nats with bits\n"
@@ -84,7 +85,14 @@ int cmd_eval(int argc, char **argv)
     open_model(CMD, path, &hints, &ck, &m);
     dataset d;
     open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
+    if (d.is_task && split_name)
+        die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
+                 "draws");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, text);
+    char err[ERR_MAX];
+    if (own && !accept_changed && text_check_unchanged(&ck, &d.text, err, sizeof err))
+        die(CMD, "%s: its splits are not the ones the model was trained and validated on; "
+                 "--accept-changed-data scores it as it is now", err);
     if (split == -3)
         split = own ? TEXT_VAL : -1;
     size_t windows = 0;   /* what evaluate() scores: every window of the split (or of both) */
@@ -203,6 +211,8 @@ int cmd_sample(int argc, char **argv)
         text_free(&td);
     }
     int is_text = strcmp(ck.data, "text") == 0;
+    if (!is_text && args_find(opts, nopts, "--tokens")->given)
+        die(CMD, "--tokens applies to text models: a %s model writes its task's answer, no more and no less", ck.data);
     /* a task model answers greedily unless a temperature is asked for */
     int greedy = temperature == 0 || (!is_text && !args_find(opts, nopts, "--temperature")->given);
     size_t plen = prompt ? strlen(prompt) : 0;

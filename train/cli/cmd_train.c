@@ -5,7 +5,10 @@
  * Randomness: one --seed feeds three PCG32 streams -- initialization,
  * dropout and data -- so a run is reproducible bit for bit.
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -15,6 +18,7 @@
 #include "train.h"
 
 static const char *CMD = "train";
+#define RESUME_WHY "--resume continues the saved run exactly (use --init FILE to start a new run from its weights)"
 
 /* The options a run's checkpoint keeps so --resume continues it exactly:
  * each is written from, and read back through, its entry in the option
@@ -29,6 +33,26 @@ static const struct {
 };
 enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
 
+/* A flag given with --resume, or an architecture flag with --init, must
+ * say what the checkpoint holds: then it changes nothing and is accepted;
+ * another value is refused, with `why`.  o holds the given value; held is
+ * the checkpoint's, as text the flag reads.  o is left holding it. */
+static void same_as_checkpoint(opt *o, const char *held, const char *verb, const char *why)
+{
+    char given[64], kept[64];
+    args_format(o, given, sizeof given);
+    if (!held || args_set(o, held) != 0)
+        return;                     /* not in the checkpoint: reading the run says so */
+    args_format(o, kept, sizeof kept);
+    if (strcmp(given, kept) == 0)
+        return;
+    if (o->kind == OPT_DOUBLE) {    /* shown as given, not to 17 digits */
+        snprintf(given, sizeof given, "%g", strtod(given, NULL));
+        snprintf(kept, sizeof kept, "%g", strtod(kept, NULL));
+    }
+    die(CMD, "%s %s (%s given, the checkpoint holds %s): %s", o->name, verb, given, kept, why);
+}
+
 /* --resume: the saved run's options, as they were (--steps only when not
  * given again). */
 static void restore_options(trainer *t, opt *opts, int nopts)
@@ -36,14 +60,26 @@ static void restore_options(trainer *t, opt *opts, int nopts)
     const ckpt *ck = &t->ck;
     if (!ck->has_state)
         die(CMD, "%s holds weights only, no optimizer state to resume (use --init %s)", t->o.resume, t->o.resume);
-    t->o.optimizer = ck->optim_kind == AG_ADAMW ? "adamw" : "sgd";
+    const char *optimizer = ck->optim_kind == AG_ADAMW ? "adamw" : "sgd";
+    if (args_find(opts, nopts, "--optimizer")->given && strcmp(t->o.optimizer, optimizer) != 0)
+        die(CMD, "--optimizer cannot be changed with --resume (%s given, the checkpoint holds %s): %s",
+            t->o.optimizer, optimizer, RESUME_WHY);
+    t->o.optimizer = optimizer;
+    opt *micro = args_find(opts, nopts, "--micro-batch");
+    if (micro->given && !ckpt_meta(ck, "micro_batch"))
+        die(CMD, "--micro-batch cannot be changed with --resume (the checkpoint's run took whole batches): %s",
+            RESUME_WHY);
+    if (micro->given)
+        same_as_checkpoint(micro, ckpt_meta(ck, "micro_batch"), "cannot be changed with --resume", RESUME_WHY);
     for (int i = 0; i < N_SAVED; i++) {
         opt *o = args_find(opts, nopts, SAVED[i].flag);
-        if (o->given)
-            continue;
         const char *s = ckpt_meta(ck, SAVED[i].key);
         if (!s && strcmp(SAVED[i].key, "precision") == 0)
             s = "fp32";                 /* runs saved before bf16 existed */
+        if (o->given && strcmp(SAVED[i].flag, "--steps") != 0)
+            same_as_checkpoint(o, s, "cannot be changed with --resume", RESUME_WHY);
+        if (o->given)
+            continue;
         if (!s)
             die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, SAVED[i].key);
         if (args_set(o, s))
@@ -103,16 +139,29 @@ static void save_options(trainer *t, opt *opts, int nopts)
     t->saved[2 * n] = "schedule_steps";
     t->saved[2 * n + 1] = t->saved_values[n];
     n++;
+    /* the text by its absolute path (eval and --resume find it from any
+     * directory) and its identity (a changed file is not resumed on
+     * silently).  Not the log's name: runs that differ only in it must
+     * save the same bytes (a resumed run, another number of ranks). */
     if (t->o.text) {
         t->saved[2 * n] = "text_path";
-        t->saved[2 * n + 1] = t->o.text;
+        t->saved[2 * n + 1] = realpath(t->o.text, t->text_path) ? t->text_path : t->o.text;
+        n++;
+        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
+        t->saved[2 * n] = "text_bytes";
+        t->saved[2 * n + 1] = t->saved_values[n];
+        n++;
+        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%016llx",
+                 (unsigned long long)text_fingerprint(&t->data.text));
+        t->saved[2 * n] = "text_fnv1a64";
+        t->saved[2 * n + 1] = t->saved_values[n];
         n++;
     }
     t->n_saved = n;
 }
 
 /* Flags that contradict each other or the checkpoint, before anything is read. */
-static void check_combinations(const train_opts *o, opt *opts, int nopts)
+static void check_combinations(const train_opts *o)
 {
     if (o->task && o->text)
         die(CMD, "--task and --text both given: choose one data source");
@@ -120,24 +169,37 @@ static void check_combinations(const train_opts *o, opt *opts, int nopts)
         die(CMD, "--init and --resume both given: --init starts a new run from weights, --resume continues one");
     if (o->save_every > 0 && !o->save)
         die(CMD, "--save-every needs --save FILE");
-    /* the architecture comes from the checkpoint; --init takes dropout and a
-     * context up to the saved one from the flags, --resume nothing */
-    static const char *const model_flags[] = { "--arch", "--layers", "--heads", "--d-model", "--qkv-bias",
-                                               "--context", "--dropout" };
-    static const char *const run_flags[] = { "--task", "--optimizer", "--lr", "--momentum", "--weight-decay",
-                                             "--beta1", "--beta2", "--eps", "--clip", "--schedule", "--warmup",
-                                             "--min-lr", "--batch", "--seed", "--order", "--precision",
-                                             "--micro-batch" };
-    const char *from = o->resume ? "--resume" : o->init ? "--init" : NULL;
-    size_t n_fixed = sizeof model_flags / sizeof model_flags[0] - (o->init ? 2 : 0);
-    for (size_t i = 0; from && i < n_fixed; i++)
-        if (args_find(opts, nopts, model_flags[i])->given)
-            die(CMD, "%s cannot be used with %s: the model's %s comes from the checkpoint", model_flags[i], from,
-                o->init ? "architecture" : "config");
-    for (size_t i = 0; o->resume && i < sizeof run_flags / sizeof run_flags[0]; i++)
-        if (args_find(opts, nopts, run_flags[i])->given)
-            die(CMD, "%s cannot be changed with --resume, which continues the saved run exactly "
-                     "(use --init FILE to start a new run from its weights)", run_flags[i]);
+    if (o->accept_changed_data && !o->resume)
+        die(CMD, "--accept-changed-data applies to --resume FILE");
+}
+
+/* The model flags given beside --init or --resume (--init takes dropout and
+ * a context up to the saved one from the flags), against the checkpoint's
+ * config: equal values are accepted, others refused. */
+static void model_flags_as_saved(trainer *t, opt *opts, int nopts)
+{
+    const model_config *c = &t->ck.cfg;
+    char v[5][32];
+    snprintf(v[0], sizeof v[0], "%d", c->n_layer);
+    snprintf(v[1], sizeof v[1], "%d", c->n_head);
+    snprintf(v[2], sizeof v[2], "%d", c->d_model);
+    snprintf(v[3], sizeof v[3], "%d", c->context);
+    snprintf(v[4], sizeof v[4], "%.17g", c->dropout);
+    const struct { const char *flag, *held; } held[] = {
+        { "--arch", model_arch_name(c->arch) }, { "--layers", v[0] }, { "--heads", v[1] }, { "--d-model", v[2] },
+        { "--context", v[3] }, { "--dropout", v[4] },
+    };
+    const char *verb = t->o.resume ? "cannot be used with --resume" : "cannot be used with --init";
+    const char *why = t->o.resume ? "the model's config comes from the checkpoint"
+                                  : "the model's architecture comes from the checkpoint";
+    size_t n = sizeof held / sizeof held[0] - (t->o.init ? 2 : 0);
+    for (size_t i = 0; i < n; i++) {
+        opt *o = args_find(opts, nopts, held[i].flag);
+        if (o->given)
+            same_as_checkpoint(o, held[i].held, verb, why);
+    }
+    if (args_find(opts, nopts, "--qkv-bias")->given && !c->qkv_bias)
+        die(CMD, "--qkv-bias %s (the checkpoint's model has no query/key/value biases): %s", verb, why);
 }
 
 /* The task or text: with a checkpoint, the one it was trained on. */
@@ -249,6 +311,7 @@ int cmd_train(int argc, char **argv)
         { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0 },
+        { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0 },
         { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0 },
     };
@@ -262,10 +325,12 @@ int cmd_train(int argc, char **argv)
 
     if (o->resume && !o->save)
         o->save = o->resume;        /* a resumed run saves back where it came from */
-    check_combinations(o, opts, nopts);
+    check_combinations(o);
     t.from = o->resume ? o->resume : o->init;
-    if (t.from)
+    if (t.from) {
         open_model(CMD, t.from, NULL, &t.ck, &t.m);
+        model_flags_as_saved(&t, opts, nopts);
+    }
     if (o->resume)
         restore_options(&t, opts, nopts);
     data_source(&t);

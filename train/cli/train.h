@@ -6,6 +6,8 @@
 #ifndef ATTOGRAD_TRAIN_H
 #define ATTOGRAD_TRAIN_H
 
+#include <limits.h>
+
 #include "checkpoint.h"
 #include "run.h"
 #include "step.h"
@@ -14,6 +16,7 @@ typedef struct train_opts {
     const char *task, *text, *arch, *optimizer, *schedule, *order, *log_path;
     const char *save, *init, *resume, *precision;
     int layers, heads, d_model, context, qkv_bias, batch, threads, quiet;
+    int accept_changed_data;    /* --resume on a text that changed since the checkpoint */
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long steps, seed, eval_every, log_every, warmup, save_every;
     long schedule_steps;        /* the --steps the schedule was set for (see cmd_train.c) */
@@ -23,7 +26,7 @@ typedef struct train_opts {
 
 /* The training options a run's checkpoint keeps for --resume (cmd_train.c
  * fills them in): metadata key, value, key, value... */
-enum { TRAIN_SAVED_MAX = 20 };
+enum { TRAIN_SAVED_MAX = 24 };
 
 /* A run, from setup to the end. */
 typedef struct trainer {
@@ -45,6 +48,7 @@ typedef struct trainer {
     long start;                 /* steps taken before this run (--resume) */
     const char *saved[2 * TRAIN_SAVED_MAX];
     char saved_values[TRAIN_SAVED_MAX][40];
+    char text_path[PATH_MAX];   /* --text, absolute, as saved: found from any directory */
     int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "args.h"
@@ -33,6 +34,41 @@ static void open_data(trainer *t)
     if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
         die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
             o->task ? o->task : o->text);
+    if (o->resume && !t->data.is_task && !o->accept_changed_data &&
+        text_check_unchanged(ck, &t->data.text, err, sizeof err))
+        die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
+}
+
+/* A resumed run given the run's --log again continues it from the
+ * checkpoint's step: rows the interrupted run logged after its last save
+ * are dropped first (the file replaced whole), so no step appears twice.  A log that is not a regular
+ * file (a pipe, a device) is only appended to. */
+static void log_drop_after(const char *path, long step)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return;                         /* opening it to append says why */
+    ag_atomic_file out;
+    char err[ERR_MAX], line[4096];
+    int dropped = 0, failed = ag_atomic_open(&out, path, err, sizeof err);
+    while (!failed && fgets(line, sizeof line, in)) {
+        char *end;
+        long row = strtol(line, &end, 10);
+        if (end != line && *end == ',' && row > step)
+            dropped = 1;                /* the header and rows up to the checkpoint stay */
+        else
+            fputs(line, out.f);
+    }
+    fclose(in);
+    if (failed)
+        die(CMD, "%s", err);
+    if (!dropped)
+        ag_atomic_abort(&out);
+    else if (ag_atomic_commit(&out, err, sizeof err))
+        die(CMD, "%s", err);
 }
 
 /* The model's config: the flags', or the checkpoint's architecture (and,
@@ -204,6 +240,8 @@ void train_setup(trainer *t)
         ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
 
     if (o->log_path) {
+        if (o->resume)
+            log_drop_after(o->log_path, t->ck.step);
         t->log = fopen(o->log_path, o->resume ? "a" : "w");
         if (!t->log)
             die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));

@@ -74,6 +74,25 @@ void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, co
         die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
 }
 
+int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen)
+{
+    const char *bytes = ckpt_meta(ck, "text_bytes"), *hash = ckpt_meta(ck, "text_fnv1a64");
+    if (!bytes || !hash)
+        return 0;                   /* saved before checkpoints recorded it */
+    char now[24];
+    snprintf(now, sizeof now, "%016llx", (unsigned long long)text_fingerprint(d));
+    unsigned long long then = strtoull(bytes, NULL, 10);
+    if (then != (unsigned long long)d->n)
+        ag_set_err(err, errlen, "%s has changed since the checkpoint was saved: %llu bytes then, %zu now", d->name,
+                   then, d->n);
+    else if (strcmp(hash, now) != 0)
+        ag_set_err(err, errlen, "%s has changed since the checkpoint was saved: the same %zu bytes, other contents "
+                   "(FNV-1a %s then, %s now)", d->name, d->n, hash, now);
+    else
+        return 0;
+    return -1;
+}
+
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
 {
     if (!cosine)

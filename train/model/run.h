@@ -71,6 +71,12 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
  * with it; otherwise one line and exit 2. */
 void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text);
 
+/* A text is the one a checkpoint was trained on as it was then: the size
+ * and FNV-1a hash (text_fingerprint) recorded in its metadata (text_bytes,
+ * text_fnv1a64) match.  -1 with one line saying what changed; 0 when they
+ * match or the checkpoint recorded none. */
+int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen);
+
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
