@@ -383,12 +383,14 @@ static int saved_options(const char **kv, char values[][40])
     PUT("order", "%s", o->random_order ? "random" : "sequential");
     PUT("precision", "%s", "fp32");
     PUT("schedule_steps", "%ld", o->schedule_steps);
-#undef PUT
-    if (!pg.data.is_task) {
+    if (!pg.data.is_task) {     /* the page knows the file's name, not where it lives */
         kv[2 * n] = "text_path";
         kv[2 * n + 1] = pg.text_name;
         n++;
+        PUT("text_bytes", "%zu", pg.data.text.n);
+        PUT("text_fnv1a64", "%016llx", (unsigned long long)text_fingerprint(&pg.data.text));
     }
+#undef PUT
     return n;
 }
 
