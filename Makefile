@@ -70,6 +70,13 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
 ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
+# train/'s layers include only downward: each folder is compiled seeing
+# itself and the folders below it (train/README.md), so an include that goes
+# up does not compile.  main.c, the tests and the benchmarks see them all.
+LAYER_model = -Itrain/model
+LAYER_dist  = -Itrain/dist -Itrain/model
+LAYER_cli   = -Itrain/cli -Itrain/dist -Itrain/model
+layer_flags = $(LIBCFLAGS) $(MPIFLAGS) $(or $(LAYER_$(word 2,$(subst /, ,$(1)))),-Itrain/model -Itrain/dist -Itrain/cli)
 LDLIBS   = -lm
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
@@ -94,7 +101,7 @@ $(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefi
 $(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
-	@$(CC) $(ALLCFLAGS) -c $< -o $@
+	@$(CC) $(call layer_flags,$<) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

@@ -7,6 +7,7 @@
 #define ATTOGRAD_TRAIN_H
 
 #include "checkpoint.h"
+#include "open.h"
 #include "run.h"
 #include "step.h"
 

@@ -58,6 +58,17 @@ double dist_comm_seconds(void);
  * MPI library adds is not counted). */
 double dist_bytes_sent(void);
 
+/* Exit with status on every rank together, for a verdict every rank
+ * reaches (a bad option, --help): in the MPI build the ranks meet on the
+ * way out, so that mpirun does not kill the ones still leaving; a rank
+ * that waits 10 s alone leaves alone.  The command line's die() ends here
+ * (args_exit_hook). */
+void dist_exit(int status)
+#if defined(__GNUC__)
+    __attribute__((noreturn))
+#endif
+    ;
+
 /* The end of a run with exit status `status`.  together: every rank ends
  * with this status (it succeeded, or they stopped together): the ranks
  * wait for each other (rank 0 may still be saving) and leave the run
