@@ -3,7 +3,7 @@
 #   make                    build/libattograd.a and build/attograd (float)
 #   make PRECISION=double   the same in build-double/ (used by the gradient checks)
 #   make REFERENCE=1        the same from the plain reference kernels alone
-#                           (src/reference.c; no src/kernels/, no OpenMP) in build-ref/
+#                           (src/reference.c; no src/kernels/, one thread) in build-ref/
 #   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
 #                           build-mpi/attograd train ...` trains on N ranks
 #   make test               every test; ends with "N passed, N failed"
@@ -14,7 +14,15 @@
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
-#   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf)
+#   make web                the browser playground in build-web/ (needs emscripten)
+#   make web-serve          serve build-web/ on http://localhost:8000/
+#   make bench-web          the page's time per step against the native command's
+#   make CC=clang           any C11 compiler; no fast-math flags ever (masking needs inf);
+#                           a change of compiler or flags rebuilds (build/flags)
+#   make install            the command, the library (static and shared), the headers
+#                           and attograd.pc under PREFIX (/usr/local), staged in DESTDIR;
+#                           make uninstall removes them
+#   make pictures           redraw the pictures in data/ with the command
 
 CC        ?= cc
 PRECISION ?= float
@@ -45,13 +53,10 @@ ifeq ($(REFERENCE),1)
 KIND       = -ref
 KERNFLAGS  = -DAG_REFERENCE
 KERNEL_SRC =
-OPENMP    :=
 else
 KIND       =
 KERNFLAGS  =
 KERNEL_SRC = $(wildcard src/kernels/*.c)
-# OpenMP where the compiler has it (gcc does; Debian's clang needs libomp-dev).
-OPENMP    := $(shell printf 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 endif
 ifeq ($(PRECISION),double)
 BUILD      = $(BUILDDIR)$(MPIKIND)$(KIND)-double
@@ -67,7 +72,7 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 # -ffp-contract=off: no compiler fuses a*b + c on its own (gcc's -std=c11
 # does not; clang would), so plain loops round as written, with either
 # compiler; the kernels fuse where they say so.
-LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(OPENMP) $(PRECFLAGS) $(KERNFLAGS) \
+LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
 ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
 # train/'s layers include only downward: each folder is compiled seeing
@@ -76,8 +81,10 @@ ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
 LAYER_model = -Itrain/model
 LAYER_dist  = -Itrain/dist -Itrain/model
 LAYER_cli   = -Itrain/cli -Itrain/dist -Itrain/model
+LAYER_web   = -Itrain/web -Itrain/model
 layer_flags = $(LIBCFLAGS) $(MPIFLAGS) $(or $(LAYER_$(word 2,$(subst /, ,$(1)))),-Itrain/model -Itrain/dist -Itrain/cli)
-LDLIBS   = -lm
+# The engine's threads are POSIX threads (src/pool.c).
+LDLIBS   = -lm -pthread
 
 LIB_SRC   = $(wildcard src/*.c) $(KERNEL_SRC)
 LIB_OBJ   = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -89,16 +96,29 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean \
+        install uninstall pictures FORCE \
+        web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
 lib: $(LIB)
 
-$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile
+# What the build directory's files were made with.  Every object depends on
+# it, so a change of compiler or flags (make CC=clang after make) rebuilds
+# them all; it is rewritten only when its contents change, so an unchanged
+# build stays up to date.
+CC_VERSION := $(shell $(CC) --version 2>/dev/null | head -n 1)
+BUILD_FLAGS = $(CC) ($(CC_VERSION)) | $(ALLCFLAGS) | $(LDLIBS)
+$(BUILD)/flags: FORCE
+	@mkdir -p $(BUILD)
+	@printf '%s\n' '$(BUILD_FLAGS)' | cmp -s - $@ || printf '%s\n' '$(BUILD_FLAGS)' >$@
+FORCE:
+
+$(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(LIBCFLAGS) -c $< -o $@
 
-$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile
+$(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
 	@$(CC) $(call layer_flags,$<) -c $< -o $@
@@ -111,17 +131,18 @@ $(TRAINLIB): $(TRAIN_OBJ)
 	@rm -f $@
 	@ar rcs $@ $^
 
-$(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB)
+$(CLI): $(BUILD)/train/main.o $(TRAINLIB) $(LIB) $(BUILD)/flags
 	@echo "  LD  $@"
-	@$(CC) $(ALLCFLAGS) $^ -o $@ $(LDLIBS)
+	@$(CC) $(ALLCFLAGS) $(filter-out $(BUILD)/flags,$^) -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(TRAINLIB) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD  $@"
 	@$(CC) $(ALLCFLAGS) -I$(BUILD)/tests $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
 
-# The usage example that opens include/attograd.h, as compilable C: the
-# comment's indented lines between "Example:" and its end.
+# The usage example that opens include/attograd.h (the engine's header; its
+# files are in include/attograd_io.h), as compilable C: the comment's
+# indented lines between "Example:" and its end.
 $(BUILD)/tests/header_example.inc: include/attograd.h
 	@mkdir -p $(dir $@)
 	@sed -n '/^ \* Example:/,/^ \*\//p' $< | sed -n 's/^ \*     //p' >$@
@@ -146,7 +167,8 @@ test:
 	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd ATTOGRAD_MPI=./$(BUILDDIR)-mpi/attograd \
 	    sh tests/run.sh \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
-	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh)
+	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh) \
+	    $(wildcard tests/web_*.sh)
 
 # The same suite with every C test and the CLI under ASan + UBSan.  The
 # learning runs, minutes long under the sanitizers, are skipped there
@@ -199,10 +221,11 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c
+build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c \
+                      include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h
@@ -221,9 +244,105 @@ fuzz-replay: $(FUZZERS)
 	./build-fuzz/fuzz_text -runs=0 tests/corpus/text
 	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
 
+# The browser playground (train/web/README.md): the engine with the
+# reference kernels and the WebAssembly SIMD matrix multiply of
+# src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
+# and the page's entry points, compiled by emscripten into one .wasm
+# beside the page.  One thread, no OpenMP.  Debian's emcc finds its
+# optimizer's JavaScript modules only through NODE_PATH.
+WEBDIR     = build-web
+EMCC      ?= emcc
+WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
+WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
+WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
+             pg_error malloc free
+WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
+             -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)
+WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
+             -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
+             -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))
+comma     := ,
+space     := $(subst x,,x x)
+
+web: $(WEBDIR)/playground.js $(WEB_PAGE:train/web/%=$(WEBDIR)/%)
+$(WEBDIR)/playground.js: $(WEB_SRC) $(wildcard include/*.h src/*.h train/model/*.h) Makefile
+	@mkdir -p $(WEBDIR)
+	@echo "  EMCC $@"
+	@NODE_PATH=/usr/share/nodejs $(EMCC) $(WEB_FLAGS) $(WEB_SRC) -o $@ $(WEB_LINK)
+$(WEBDIR)/%: train/web/%
+	@mkdir -p $(WEBDIR)
+	@cp $< $@
+
+# The page's time per step against the native command's (tests/web/bench.js;
+# needs Chromium and tests/web's npm package, sh tests/install-deps.sh).
+bench-web: web all
+	@$(MAKE) -s --no-print-directory REFERENCE=1 all
+	@if [ ! -d tests/web/node_modules/playwright-core ]; then \
+	    echo "bench-web: skipped: no playwright-core in tests/web/node_modules (sh tests/install-deps.sh)"; exit 0; fi; \
+	ATTOGRAD=./$(BUILD)/attograd ATTOGRAD_REF=./$(BUILDDIR)-ref/attograd WEBDIR=$(WEBDIR) node tests/web/bench.js
+
+web-serve: web
+	@echo "serving $(WEBDIR)/ at http://localhost:8000/ (Ctrl-C stops)"
+	@cd $(WEBDIR) && python3 -m http.server 8000 --bind 127.0.0.1
+
 run: all
 	./$(CLI) train
 
+# ---- install --------------------------------------------------------------
+# The shared library is built from its own position-independent objects
+# (pic/), so the command and the static library keep their code as it is.
+# attograd.pc carries what a program linking the library needs: the
+# precision's define and, for the static library, OpenMP and libm.
+VERSION      = 0.1
+SONAME       = libattograd.so.0
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+SHLIB        = $(BUILD)/$(SONAME)
+PIC_OBJ      = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
+HEADERS      = $(wildcard include/*.h)
+
+$(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags
+	@mkdir -p $(dir $@)
+	@echo "  CC  $@"
+	@$(CC) $(LIBCFLAGS) -fPIC -c $< -o $@
+
+$(SHLIB): $(PIC_OBJ)
+	@echo "  LD  $@"
+	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(OPENMP) $(SAN) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/attograd.pc: $(BUILD)/flags FORCE
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	    'Name: attograd' 'Description: reverse-mode autograd engine in C11 with the ops of multi-head attention' \
+	    'Version: $(VERSION)' 'Cflags: -I$${includedir} $(PRECFLAGS)' \
+	    'Libs: -L$${libdir} -lattograd $(OPENMP) $(SAN) $(LDLIBS)' >$@
+
+install: all $(SHLIB) $(BUILD)/attograd.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/attograd
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libattograd.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libattograd.so
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(BUILD)/attograd.pc $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/attograd $(DESTDIR)$(LIBDIR)/libattograd.a $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libattograd.so $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) \
+	    $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+
+# The pictures in data/, drawn by the command as the README shows (the
+# copy task's default run, then attn); tests/cli_viz.sh fails when one is
+# out of date.  PICTURES_DIR=DIR draws them there instead.
+PICTURES_DIR ?= data
+pictures: all
+	@t=$$(mktemp -d) && trap 'rm -rf "$$t"' EXIT && \
+	./$(CLI) train --quiet --save $$t/copy.st >/dev/null && \
+	./$(CLI) attn --model $$t/copy.st --prompt 'gbjdaifc|gbjdaifc' --out $(PICTURES_DIR)/attention-copy.svg
+
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
-	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi
+	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi \
+	    build-web

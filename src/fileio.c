@@ -3,9 +3,10 @@
  * programs built on it: one-line messages into a caller's buffer
  * (ag_set_err), and files replaced whole or not at all (ag_atomic_*): a
  * temporary file beside the target, fsync, rename over it, fsync of the
- * directory.
+ * directory.  A target that exists and is not a regular file (a device,
+ * a pipe) is written through instead: renaming over it would replace it.
  */
-#include "attograd.h"
+#include "attograd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,7 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- files replaced atomically ------------------------------------------ */
 
-enum { CLOSED, WRITING, RENAMING };
+enum { CLOSED, WRITING, RENAMING, THROUGH };
 
 /* The directory part of path ("." when it has none); malloc'd. */
 static char *dir_of(const char *path)
@@ -126,10 +127,39 @@ static void release(ag_atomic_file *a)
     a->f = NULL;
 }
 
+/* A device, a pipe or a socket is opened as it is, never replaced: /dev/null
+ * stays a device.  A pipe that nothing reads fails at once (ENXIO, asked for
+ * by O_NONBLOCK) instead of waiting for a reader forever; once open, writes
+ * wait for the reader as usual. */
+static int open_through(ag_atomic_file *a, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl != -1) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    }
+    a->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!a->f) {
+        int saved = errno;
+        if (fd >= 0) close(fd);
+        if (saved == ENXIO)
+            ag_set_err(err, errlen, "%s: a pipe that nothing reads: start its reader first", path);
+        else
+            ag_set_err(err, errlen, "%s: %s", path, strerror(saved));
+        return -1;
+    }
+    a->path = strdup(path);
+    a->state = THROUGH;
+    return 0;
+}
+
 int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty file name"); return -1; }
+    struct stat given;
+    if (stat(path, &given) == 0 && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
+        return open_through(a, path, err, errlen);
     a->path = resolve_link(path);
     if (!a->path) {
         ag_set_err(err, errlen, "%s: cannot follow the symbolic link: %s", path, strerror(errno));
@@ -180,8 +210,20 @@ static int sync_dir(const char *path)
     return rc;
 }
 
+/* Written through: what was written is there; only the write can fail. */
+static int commit_through(ag_atomic_file *a, char *err, size_t errlen)
+{
+    int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;
+    int saved = errno ? errno : EIO;
+    if (fclose(a->f) != 0 && !rc) { rc = -1; saved = errno; }
+    if (rc) ag_set_err(err, errlen, "%s: write failed: %s", a->path, strerror(saved));
+    release(a);
+    return rc;
+}
+
 int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
 {
+    if (a->state == THROUGH) return commit_through(a, err, errlen);
     const char *step = "write failed";
     int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;
     if (!rc) { step = "fsync failed"; rc = fsync(fileno(a->f)); }
@@ -207,14 +249,14 @@ void ag_atomic_abort(ag_atomic_file *a)
 {
     if (a->state == CLOSED) return;
     if (a->f) fclose(a->f);
-    unlink(a->tmp);
+    if (a->tmp) unlink(a->tmp);
     release(a);
 }
 
 int ag_atomic_discard(const ag_atomic_file *a)
 {
     int state = a->state;
-    if (state == CLOSED) return -1;
+    if (state == CLOSED || state == THROUGH) return -1;   /* nothing of ours to remove */
     /* Renaming: a temp file that is gone was renamed into place. */
     return unlink(a->tmp) == 0 || state == WRITING;
 }

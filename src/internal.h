@@ -8,23 +8,43 @@
 
 #include "attograd.h"
 #include "kernels.h"
+#include "pool.h"
 
-/* Every op, in one list: the enum, the name table and the backward table are
- * all generated from it, so adding an op is one line here plus its
- * forward/backward pair. */
-#define AG_OPS(X)                                                            \
-    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(SCALE, "scale")              \
-    X(ADD_SCALAR, "add_scalar") X(EXP, "exp") X(LOG, "log") X(TANH, "tanh")  \
-    X(RELU, "relu") X(GELU, "gelu") X(MATMUL, "matmul") X(LINEAR, "linear")  \
-    X(RESHAPE, "reshape") X(TRANSPOSE, "transpose") X(CONCAT, "concat")      \
-    X(SLICE, "slice") X(SUM, "sum") X(SUM_ALL, "sum_all")                    \
-    X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                      \
-    X(MASKED_FILL, "masked_fill") X(DROPOUT, "dropout")                      \
-    X(EMBEDDING, "embedding") X(LAYER_NORM, "layer_norm")                    \
-    X(CROSS_ENTROPY, "cross_entropy") X(ATTENTION, "attention")
+/* Every op, in one list: its enum id (AG_OP_<id>), its name in errors and
+ * graphs, and the function that runs its backward (defined in its op file,
+ * beside the op; ag_backward in tape.c calls it through backward_table).
+ * The enum, the name table and the backward table are all generated from
+ * it, so adding an op is one line here plus its forward/backward pair. */
+#define AG_OPS(X)                                                \
+    X(ADD, "add", ag_backward_add)                               \
+    X(SUB, "sub", ag_backward_sub)                               \
+    X(MUL, "mul", ag_backward_mul)                               \
+    X(SCALE, "scale", ag_backward_scale)                         \
+    X(ADD_SCALAR, "add_scalar", ag_backward_add_scalar)          \
+    X(EXP, "exp", ag_backward_exp)                               \
+    X(LOG, "log", ag_backward_log)                               \
+    X(TANH, "tanh", ag_backward_tanh)                            \
+    X(RELU, "relu", ag_backward_relu)                            \
+    X(GELU, "gelu", ag_backward_gelu)                            \
+    X(MATMUL, "matmul", ag_backward_matmul)                      \
+    X(LINEAR, "linear", ag_backward_linear)                      \
+    X(RESHAPE, "reshape", ag_backward_reshape)                   \
+    X(TRANSPOSE, "transpose", ag_backward_transpose)             \
+    X(CONCAT, "concat", ag_backward_concat)                      \
+    X(SLICE, "slice", ag_backward_slice)                         \
+    X(SUM, "sum", ag_backward_sum)                               \
+    X(SUM_ALL, "sum_all", ag_backward_sum_all)                   \
+    X(SOFTMAX, "softmax", ag_backward_softmax)                   \
+    X(LOG_SOFTMAX, "log_softmax", ag_backward_log_softmax)       \
+    X(MASKED_FILL, "masked_fill", ag_backward_masked_fill)       \
+    X(DROPOUT, "dropout", ag_backward_dropout)                   \
+    X(EMBEDDING, "embedding", ag_backward_embedding)             \
+    X(LAYER_NORM, "layer_norm", ag_backward_layer_norm)          \
+    X(CROSS_ENTROPY, "cross_entropy", ag_backward_cross_entropy) \
+    X(ATTENTION, "attention", ag_backward_attention)
 
 enum {
-#define AG_OP_ENUM(id, name) AG_OP_##id,
+#define AG_OP_ENUM(id, name, backward) AG_OP_##id,
     AG_OPS(AG_OP_ENUM)
 #undef AG_OP_ENUM
     AG_OP_COUNT
@@ -111,10 +131,10 @@ int ag_norm_dim(const char *op, const ag_tensor *t, int dim);
 /* Product of shape[from..to). */
 size_t ag_span(const ag_tensor *t, int from, int to);
 
-/* One backward function per op: reads node->out->grad, accumulates into
- * the inputs' gradients.  The table lives in tape.c. */
+/* One backward function per op (named in AG_OPS): reads node->out->grad,
+ * accumulates into the inputs' gradients.  The table lives in tape.c. */
 typedef void (*ag_backward_fn)(ag_ctx *ctx, ag_node *node);
-#define AG_OP_DECL(id, name) void ag_backward_##id(ag_ctx *ctx, ag_node *node);
+#define AG_OP_DECL(id, name, backward) void backward(ag_ctx *ctx, ag_node *node);
 AG_OPS(AG_OP_DECL)
 #undef AG_OP_DECL
 

@@ -27,14 +27,6 @@
 
 #include "attograd.h"
 
-/* Element-wise loops over more elements than this may run on all threads
- * (a plain `#pragma omp parallel for ... if (n > AG_PARALLEL_MIN)`), split
- * statically: thread t gets the same rows in every op and kernel, so they
- * stay in its cache from one op to the next.  Each element or row is
- * computed by one thread with the same arithmetic, so results do not
- * depend on the thread count. */
-#define AG_PARALLEL_MIN 16384
-
 /* Multi-head attention over heads read in place.  For batch item b, head h,
  * query i (0 <= i < Tq) and key j (0 <= j < Tk), the head's hd values are at
  *     q + b*q_bs + i*q_ld + h*hd     (likewise k, v with their strides)
@@ -152,9 +144,9 @@ typedef struct ag_kernels {
                       const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);
     /* y = bf16(x), kept in ag_real (float builds; NULL in double builds) */
     void (*round_bf16)(const ag_real *x, ag_real *y, size_t n);
-    /* Why bf16 products cannot run in this build or on this CPU (one
-     * line), or NULL when they can. */
-    const char *(*bf16_missing)(void);
+    /* Whether gemm_bf16 can run on this CPU, as ag_bf16_status answers
+     * (float builds; NULL in double builds). */
+    int (*bf16_status)(const char **fact);
 
     /* sum of x[i]^2 in double */
     double (*sum_squares)(const ag_real *x, size_t n);

@@ -1,7 +1,7 @@
 /*
  * ops_attention.c - multi-head scaled dot-product attention as one op, the
- * computation train/model/nn.c also spells out op by op (nn_mha_forward_explicit)
- * and the walkthrough shows step by step.  Per batch item b and head h,
+ * computation a model can also spell out op by op (reshape, transpose,
+ * matmul, masked_fill, softmax, dropout, matmul).  Per batch item b and head h,
  * with q, k and v the head's hd columns of the packed [B,T,3d] input:
  *
  *   S = q k^T / sqrt(hd)           [T,T]   with -inf above the diagonal if causal
@@ -138,7 +138,7 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
  * (the kernel recomputes W from q, k and the saved log-sum-exp).  The
  * heads together cover every column of dqkv: a new gradient buffer is
  * stored, not added to. */
-void ag_backward_ATTENTION(ag_ctx *ctx, ag_node *n)
+void ag_backward_attention(ag_ctx *ctx, ag_node *n)
 {
     const attn_saved *sv = n->saved;
     const ag_attn *a = &sv->geometry;

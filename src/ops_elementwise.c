@@ -61,14 +61,51 @@ static int same_shape(const ag_bcast *bc)
     return 1;
 }
 
+/* The arguments of the flat element-wise loops below, for ag_parallel_for. */
+typedef struct {
+    int kind;                       /* binary_flat: BIN_ADD, BIN_SUB or BIN_MUL */
+    const ag_real *a, *b;
+    ag_real *out;
+    ag_real sign;                   /* reduce_flat */
+    int store;
+} flat_args;
+
+static void binary_flat(void *ctx, size_t lo, size_t hi)
+{
+    const flat_args *f = ctx;
+    const ag_real *restrict a = f->a, *restrict b = f->b;
+    ag_real *restrict out = f->out;
+    if (f->kind == BIN_ADD)
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] + b[i];
+    else if (f->kind == BIN_SUB)
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] - b[i];
+    else
+        for (size_t i = lo; i < hi; i++) out[i] = a[i] * b[i];
+}
+
+/* out[i] += a[i] * b[i], or out[i] += sign * a[i] without b; with `store`,
+ * out[i] = sign * a[i] (the first gradient of an operand) */
+static void reduce_flat(void *ctx, size_t lo, size_t hi)
+{
+    const flat_args *f = ctx;
+    const ag_real *restrict g = f->a, *restrict other = f->b;
+    ag_real *restrict dst = f->out;
+    const ag_real sign = f->sign;
+    if (f->store)
+        for (size_t i = lo; i < hi; i++) dst[i] = sign * g[i];
+    else if (other)
+        for (size_t i = lo; i < hi; i++) dst[i] += g[i] * other[i];
+    else
+        for (size_t i = lo; i < hi; i++) dst[i] += sign * g[i];
+}
+
 /* out[i] = a[ia] (op) b[ib] over the broadcast index space. */
 static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const ag_real *b, ag_real *out)
 {
     if (same_shape(bc)) {
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++)
-            out[i] = kind == BIN_ADD ? a[i] + b[i] : kind == BIN_SUB ? a[i] - b[i] : a[i] * b[i];
+        flat_args f = { kind, a, b, out, 1, 0 };
+        ag_parallel_for(n, n, binary_flat, &f);
         return;
     }
     size_t o = 0;
@@ -101,15 +138,8 @@ static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, co
     if (same_shape(bc)) {
         /* no broadcasting: one flat loop, every element its own */
         size_t n = (size_t)bc->n[0] * bc->n[1] * bc->n[2] * bc->n[3];
-        if (other) {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += g[i] * other[i];
-        } else {
-            #pragma omp parallel for schedule(static) if (n > AG_PARALLEL_MIN)
-            for (size_t i = 0; i < n; i++)
-                dst[i] += sign * g[i];
-        }
+        flat_args f = { BIN_ADD, g, other, dst, sign, 0 };
+        ag_parallel_for(n, n, reduce_flat, &f);
         return;
     }
     size_t o = 0;
@@ -160,17 +190,16 @@ static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
          * broadcast): store it rather than zero a buffer and add. */
         int assign;
         ag_real *d = ag_grad_begin(ctx, t, &assign);
-        #pragma omp parallel for schedule(static) if (t->size > AG_PARALLEL_MIN)
-        for (size_t i = 0; i < t->size; i++)
-            d[i] = sign * g[i];
+        flat_args f = { BIN_ADD, g, NULL, d, sign, 1 };
+        ag_parallel_for(t->size, t->size, reduce_flat, &f);
     }
 }
 
-void ag_backward_ADD(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
-void ag_backward_SUB(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
+void ag_backward_add(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
+void ag_backward_sub(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
 
 /* d(a*b) = b da + a db */
-void ag_backward_MUL(ag_ctx *ctx, ag_node *n)
+void ag_backward_mul(ag_ctx *ctx, ag_node *n)
 {
     const ag_bcast *bc = n->saved;
     ag_tensor *a = n->in[0], *b = n->in[1];
@@ -195,7 +224,7 @@ ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
 }
 
 /* y = s x  =>  dx += s dy */
-void ag_backward_SCALE(ag_ctx *ctx, ag_node *n)
+void ag_backward_scale(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad;
@@ -217,7 +246,7 @@ ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
 }
 
 /* y = x + s  =>  dx += dy */
-void ag_backward_ADD_SCALAR(ag_ctx *ctx, ag_node *n)
+void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad;
@@ -252,7 +281,7 @@ ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, a)
 ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, a); }
 
 /* d exp(x) = exp(x) dx, reusing the output */
-void ag_backward_EXP(ag_ctx *ctx, ag_node *n)
+void ag_backward_exp(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *y = n->out->data;
@@ -261,7 +290,7 @@ void ag_backward_EXP(ag_ctx *ctx, ag_node *n)
 }
 
 /* d log(x) = dx / x */
-void ag_backward_LOG(ag_ctx *ctx, ag_node *n)
+void ag_backward_log(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
@@ -270,7 +299,7 @@ void ag_backward_LOG(ag_ctx *ctx, ag_node *n)
 }
 
 /* d tanh(x) = (1 - tanh(x)^2) dx */
-void ag_backward_TANH(ag_ctx *ctx, ag_node *n)
+void ag_backward_tanh(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *y = n->out->data;
@@ -279,7 +308,7 @@ void ag_backward_TANH(ag_ctx *ctx, ag_node *n)
 }
 
 /* d relu(x) = [x > 0] dx  (the derivative at 0 is taken as 0, as PyTorch does) */
-void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
+void ag_backward_relu(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad, *x = n->in[0]->data;
@@ -288,7 +317,7 @@ void ag_backward_RELU(ag_ctx *ctx, ag_node *n)
 }
 
 /* d gelu(x) = Phi(x) + x phi(x), phi the standard normal density */
-void ag_backward_GELU(ag_ctx *ctx, ag_node *n)
+void ag_backward_gelu(ag_ctx *ctx, ag_node *n)
 {
     int assign;
     ag_real *dx = ag_grad_begin(ctx, n->in[0], &assign);

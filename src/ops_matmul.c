@@ -121,7 +121,7 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 
 /* C = A B  =>  dA += dC B^T,  dB += A^T dC  (per batch item; a broadcast
  * operand sums the contributions of every item it was used in). */
-void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
+void ag_backward_matmul(ag_ctx *ctx, ag_node *n)
 {
     const mm_plan *p = n->saved;
     const ag_gemm_fn gemm = ag_gemm_of(p->precision);
@@ -164,6 +164,25 @@ void ag_backward_MATMUL(ag_ctx *ctx, ag_node *n)
 
 /* ---- linear ------------------------------------------------------------ */
 
+/* y[r, :] += b for rows [lo, hi) */
+typedef struct {
+    ag_real *y;
+    const ag_real *b;
+    int outf;
+} bias_args;
+
+static void add_bias_rows(void *ctx, size_t lo, size_t hi)
+{
+    const bias_args *a = ctx;
+    const ag_real *restrict b = a->b;
+    const int outf = a->outf;
+    for (size_t r = lo; r < hi; r++) {
+        ag_real *restrict y = a->y + r * (size_t)outf;
+        for (int o = 0; o < outf; o++)
+            y[o] += b[o];
+    }
+}
+
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
     char sx[64], sw[64], sb[64];
@@ -183,12 +202,8 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
     ag_gemm_of(ctx->precision)(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
     if (b) {
-        #pragma omp parallel for schedule(static) if (out->size > AG_PARALLEL_MIN)
-        for (int r = 0; r < rows; r++) {
-            ag_real *y = out->data + (size_t)r * outf;
-            for (int o = 0; o < outf; o++)
-                y[o] += b->data[o];
-        }
+        bias_args ba = { out->data, b->data, outf };
+        ag_parallel_for((size_t)rows, out->size, add_bias_rows, &ba);
     }
     if (ag_should_record(ctx, out, x, W, b)) {
         ag_node *n = ag_record(ctx, AG_OP_LINEAR, out, x, W, b);
@@ -199,7 +214,7 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 }
 
 /* y = x W^T + b  =>  dx += dy W,  dW += dy^T x,  db += sum over rows of dy */
-void ag_backward_LINEAR(ag_ctx *ctx, ag_node *n)
+void ag_backward_linear(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
     int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];

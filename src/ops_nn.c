@@ -32,7 +32,7 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
 }
 
 /* y = x * mask  =>  dx += dy * mask, the same mask the forward drew */
-void ag_backward_DROPOUT(ag_ctx *ctx, ag_node *n)
+void ag_backward_dropout(ag_ctx *ctx, ag_node *n)
 {
     const ag_real *mask = n->saved, *dy = n->out->grad;
     ag_real *dx = ag_grad(ctx, n->in[0]);
@@ -68,7 +68,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim,
 }
 
 /* y_i = W[id_i]  =>  dW[id_i] += dy_i; a repeated id collects every use. */
-void ag_backward_EMBEDDING(ag_ctx *ctx, ag_node *node)
+void ag_backward_embedding(ag_ctx *ctx, ag_node *node)
 {
     const int32_t *ids = node->saved;
     int d = node->in[0]->shape[1];
@@ -121,7 +121,7 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
 /* With xhat = (x - mean) rstd and y = xhat w + b:
  *   db += dy,  dw += dy xhat,  and with g = dy w,
  *   dx = rstd (g - mean(g) - xhat mean(g xhat))   (mean over the row). */
-void ag_backward_LAYER_NORM(ag_ctx *ctx, ag_node *n)
+void ag_backward_layer_norm(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];
     const int D = x->shape[x->ndim - 1];

@@ -48,7 +48,7 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
     return out;
 }
 
-void ag_backward_RESHAPE(ag_ctx *ctx, ag_node *n) { (void)ctx; (void)n; }
+void ag_backward_reshape(ag_ctx *ctx, ag_node *n) { (void)ctx; (void)n; }
 
 /* ---- transpose: a copy -------------------------------------------------- */
 
@@ -102,7 +102,7 @@ ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
 }
 
 /* The adjoint of a transpose is the same transpose of the gradient. */
-void ag_backward_TRANSPOSE(ag_ctx *ctx, ag_node *n)
+void ag_backward_transpose(ag_ctx *ctx, ag_node *n)
 {
     int shape4[4], off = 4 - n->out->ndim;
     for (int i = 0; i < 4; i++)
@@ -152,7 +152,7 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     return out;
 }
 
-void ag_backward_CONCAT(ag_ctx *ctx, ag_node *n)
+void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 {
     int d = n->iarg[0];
     size_t outer = ag_span(n->out, 0, d), inner = ag_span(n->out, d + 1, n->out->ndim);
@@ -196,7 +196,7 @@ ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
 }
 
 /* The adjoint of taking a slice is adding the gradient back into that slice. */
-void ag_backward_SLICE(ag_ctx *ctx, ag_node *n)
+void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *a = n->in[0];
     int d = n->iarg[0], start = n->iarg[1];
@@ -240,7 +240,7 @@ ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 }
 
 /* y = sum_k x_k  =>  dx_k += dy (broadcast back along the summed dim) */
-void ag_backward_SUM(ag_ctx *ctx, ag_node *node)
+void ag_backward_sum(ag_ctx *ctx, ag_node *node)
 {
     ag_tensor *a = node->in[0];
     int d = node->iarg[0];
@@ -273,7 +273,7 @@ ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
     return out;
 }
 
-void ag_backward_SUM_ALL(ag_ctx *ctx, ag_node *n)
+void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 {
     ag_real *g = ag_grad(ctx, n->in[0]), dy = n->out->grad[0];
     for (size_t i = 0; i < n->in[0]->size; i++)

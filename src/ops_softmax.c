@@ -48,10 +48,32 @@ static void softmax_backward(ag_ctx *ctx, ag_node *node, int log_out)
                               log_out);
 }
 
-void ag_backward_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 0); }
-void ag_backward_LOG_SOFTMAX(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 1); }
+void ag_backward_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 0); }
+void ag_backward_log_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx, node, 1); }
 
 /* ---- masked_fill -------------------------------------------------------- */
+
+/* out[i] = m[i] ? value : x[i], and its backward out[i] += m[i] ? 0 : x[i] */
+typedef struct {
+    const unsigned char *m;
+    const ag_real *x;
+    ag_real *out;
+    ag_real value;
+} fill_args;
+
+static void masked_fill_range(void *ctx, size_t lo, size_t hi)
+{
+    const fill_args *f = ctx;
+    for (size_t i = lo; i < hi; i++)
+        f->out[i] = f->m[i] ? f->value : f->x[i];
+}
+
+static void masked_fill_backward_range(void *ctx, size_t lo, size_t hi)
+{
+    const fill_args *f = ctx;
+    for (size_t i = lo; i < hi; i++)
+        f->out[i] += f->m[i] ? 0 : f->x[i];
+}
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value)
 {
@@ -73,23 +95,21 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real va
                 o += (size_t)bc.n[3];
             }
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
-    #pragma omp parallel for schedule(static) if (a->size > AG_PARALLEL_MIN)
-    for (size_t i = 0; i < a->size; i++)
-        out->data[i] = m[i] ? value : a->data[i];
+    fill_args f = { m, a->data, out->data, value };
+    ag_parallel_for(a->size, a->size, masked_fill_range, &f);
     if (ag_should_record(ctx, out, a, NULL, NULL))
         ag_record(ctx, AG_OP_MASKED_FILL, out, a, NULL, NULL)->saved = m;
     return out;
 }
 
 /* A filled entry is a constant: dx = dy where kept, 0 where filled. */
-void ag_backward_MASKED_FILL(ag_ctx *ctx, ag_node *n)
+void ag_backward_masked_fill(ag_ctx *ctx, ag_node *n)
 {
     const unsigned char *m = n->saved;
     const ag_real *dy = n->out->grad;
     ag_real *dx = ag_grad(ctx, n->in[0]);
-    #pragma omp parallel for schedule(static) if (n->out->size > AG_PARALLEL_MIN)
-    for (size_t i = 0; i < n->out->size; i++)
-        dx[i] += m[i] ? 0 : dy[i];
+    fill_args f = { m, dy, dx, 0 };
+    ag_parallel_for(n->out->size, n->out->size, masked_fill_backward_range, &f);
 }
 
 /* ---- cross-entropy ------------------------------------------------------ */
@@ -130,7 +150,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
 }
 
 /* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] += dy (softmax(x_r)_k - [k = t_r]) / counted */
-void ag_backward_CROSS_ENTROPY(ag_ctx *ctx, ag_node *n)
+void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
 {
     const ce_saved *sv = n->saved;
     ag_tensor *logits = n->in[0];

@@ -497,9 +497,12 @@ static void ref_round_bf16(const ag_real *x, ag_real *y, size_t n)
         y[i] = ag_bf16_round(x[i]);
 }
 
-static const char *ref_bf16_missing(void) { return NULL; }     /* plain loops run anywhere */
-#else
-static const char *ref_bf16_missing(void) { return "bf16 products need the float build, not PRECISION=double"; }
+/* Plain loops run anywhere. */
+static int ref_bf16_status(const char **fact)
+{
+    *fact = "reference";
+    return AG_BF16_READY;
+}
 #endif
 
 const ag_kernels ag_kernels_reference = {
@@ -522,8 +525,8 @@ const ag_kernels ag_kernels_reference = {
 #ifndef AG_DOUBLE
     .gemm_bf16 = ref_gemm_bf16,
     .round_bf16 = ref_round_bf16,
+    .bf16_status = ref_bf16_status,
 #endif
-    .bf16_missing = ref_bf16_missing,
     .sum_squares = ref_sum_squares,
     .column_sums = ref_column_sums,
 };

@@ -3,7 +3,7 @@
  * trusts nothing in the file: every length and offset is checked before it
  * is used, and every problem becomes a one-line message, never a crash.
  */
-#include "attograd.h"
+#include "attograd_io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,13 +13,15 @@
 #include "internal.h"
 
 static const char *const op_names[AG_OP_COUNT] = {
-#define AG_OP_NAME(id, name) name,
+#define AG_OP_NAME(id, name, backward) name,
     AG_OPS(AG_OP_NAME)
 #undef AG_OP_NAME
 };
 
+/* Each op's backward, as AG_OPS names it (ag_backward_softmax for
+ * AG_OP_SOFTMAX, ...); ag_backward below is their only caller. */
 static const ag_backward_fn backward_table[AG_OP_COUNT] = {
-#define AG_OP_BACKWARD(id, name) ag_backward_##id,
+#define AG_OP_BACKWARD(id, name, backward) [AG_OP_##id] = backward,
     AG_OPS(AG_OP_BACKWARD)
 #undef AG_OP_BACKWARD
 };
@@ -74,6 +76,8 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (!n->out->grad)
             continue;              /* no gradient reached this entry */
+        if (n->op < 0 || n->op >= AG_OP_COUNT || !backward_table[n->op])
+            ag_error("ag_backward: op %s has no backward function", ag_op_name(n->op));
         backward_table[n->op](ctx, n);
     }
 }

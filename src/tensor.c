@@ -11,9 +11,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "internal.h"
 
@@ -27,13 +24,22 @@ const ag_kernels *ag_kern = &ag_kernels_fast;
 
 const char *ag_kernels_name(void) { return ag_kern->name; }
 
-const char *ag_bf16_missing(void) { return ag_kern->bf16_missing(); }
+/* A double build's kernel tables have no bf16 products; in a float build
+ * the kernels that run say whether their CPU has them. */
+int ag_bf16_status(const char **fact)
+{
+    const char *f = "this build computes in double; bf16 products need the float build";
+    const int code = ag_kern->gemm_bf16 ? ag_kern->bf16_status(&f) : AG_BF16_NEEDS_FLOAT;
+    if (fact)
+        *fact = f;
+    return code;
+}
 
 int ag_set_precision(ag_ctx *ctx, int precision)
 {
     if (precision != AG_FP32 && precision != AG_BF16)
         ag_error("ag_set_precision: %d is not AG_FP32 or AG_BF16", precision);
-    if (precision == AG_BF16 && (ag_bf16_missing() || !ag_kern->gemm_bf16))
+    if (precision == AG_BF16 && ag_bf16_status(NULL) != AG_BF16_READY)
         return -1;
     ctx->precision = precision;
     return 0;
@@ -210,28 +216,6 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
     tensor_init(t, saved.ndim, saved.shape, saved.size);   /* a plain value: no gradient, no name, no history */
     t->data = data;
     return t;
-}
-
-void ag_set_threads(int n)
-{
-#ifdef _OPENMP
-    /* Not OpenMP's "dynamic" mode: it sizes teams by the load average, which
-     * the program's own threads raise, so a long run would drop to one
-     * thread.  Results never depend on the thread count. */
-    omp_set_dynamic(0);
-    omp_set_num_threads(n > 0 ? n : omp_get_num_procs());
-#else
-    (void)n;
-#endif
-}
-
-int ag_get_threads(void)
-{
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
 
 /* ---- tensors ----------------------------------------------------------- */

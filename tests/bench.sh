@@ -23,10 +23,9 @@ for c in $configs; do
     esac
 done
 
-openmp=$(printf 'int main(void){return 0;}' | $cc -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp || true)
 make -s --no-print-directory all build/libtrain.a
-$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli \
-    tests/bench_train.c build/libtrain.a build/libattograd.a -lm -o build/bench_train
+$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native -pthread -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli \
+    tests/bench_train.c build/libtrain.a build/libattograd.a -lm -pthread -o build/bench_train
 
 flags=$(sed -n 's/^flags[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)
 has() { case " $flags " in *" $1 "*) echo "$1 yes" ;; *) echo "$1 no" ;; esac; }
@@ -36,7 +35,7 @@ model=$(sed -n 's/^model[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null 
 hv=$(lscpu 2>/dev/null | sed -n 's/^Hypervisor vendor:[[:space:]]*//p')
 echo "machine: ${cpu:-unknown CPU} (family ${family:-?} model ${model:-?}), $(nproc) cores${hv:+, $hv guest}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "CPU flags: $(has avx2), $(has avx512f), $(has avx512_bf16), $(has amx_tile), $(has amx_bf16)"
-echo "compiler: $($cc --version | head -n 1), -O3 -march=native${openmp:+ $openmp}"
+echo "compiler: $($cc --version | head -n 1), -O3 -march=native"
 echo "threads: $threads (attograd --threads $threads; PyTorch's thread settings below)"
 
 # Each config in its own process, so peak RSS is that config's alone.

@@ -21,9 +21,7 @@
 #include "kernels.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "pool.h"
 
 #ifdef AG_DOUBLE
 #define BLAS_GEMM cblas_dgemm
@@ -56,6 +54,31 @@ typedef struct {
 
 enum { USE_OURS, USE_BLAS, USE_BLAS_ITEMS, USE_BF16 };
 
+/* Item b of a batch, for ag_parallel: by our bf16 kernel or by OpenBLAS. */
+typedef struct {
+    const shape *s;
+    const operands *o;
+    int which;
+} item_call;
+
+static void run_item(void *ctx, int b)
+{
+    const item_call *c = ctx;
+    const shape *s = c->s;
+    const operands *o = c->o;
+    int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N, ldc = s->N;
+    long sa = (long)s->M * s->K, sb = (long)s->K * s->N, sc = (long)s->M * s->N;
+#ifndef AG_DOUBLE
+    if (c->which == USE_BF16) {
+        ag_fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A + b * sa, lda, o->B + b * sb, ldb, 0,
+                          o->C + b * sc, ldc);
+        return;
+    }
+#endif
+    BLAS_GEMM(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, s->M, s->N,
+              s->K, 1, o->A + b * sa, lda, o->B + b * sb, ldb, 0, o->C + b * sc, ldc);
+}
+
 /* Operands as the engine stores them: op(A) is A[M,K] or A[K,M]^T, etc.,
  * densely packed (ld = row width), batch items back to back. */
 static void run_once(const shape *s, const operands *o, int which)
@@ -70,12 +93,8 @@ static void run_once(const shape *s, const operands *o, int which)
             ag_fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A, lda, o->B, ldb, 0, o->C, ldc);
             return;
         }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-        for (int b = 0; b < s->batch; b++)
-            ag_fast_gemm_bf16(s->ta, s->tb, s->M, s->N, s->K, o->A + b * sa, lda, o->B + b * sb, ldb, 0,
-                           o->C + b * sc, ldc);
+        item_call c = { s, o, which };
+        ag_parallel(s->batch, ag_get_threads(), run_item, &c);
         return;
     }
 #endif
@@ -90,13 +109,8 @@ static void run_once(const shape *s, const operands *o, int which)
     /* OpenBLAS has no batched call: its items one after another, each on
      * OpenBLAS's threads, or (USE_BLAS_ITEMS) split between our threads
      * as ours are, each on one OpenBLAS thread; measure() keeps the faster */
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (which == USE_BLAS_ITEMS)
-#endif
-    for (int b = 0; b < s->batch; b++)
-        BLAS_GEMM(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
-                  s->tb ? CblasTrans : CblasNoTrans, s->M, s->N, s->K, 1, o->A + b * sa, lda,
-                  o->B + b * sb, ldb, 0, o->C + b * sc, ldc);
+    item_call c = { s, o, which };
+    ag_parallel(s->batch, which == USE_BLAS_ITEMS ? ag_get_threads() : 1, run_item, &c);
 }
 
 /* Median GFLOP/s over 11 timings, each long enough (>= 5 ms) to be reliable. */
@@ -137,9 +151,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_gemm: thread count must be >= 1\n");
         return 2;
     }
-#ifdef _OPENMP
-    omp_set_num_threads(threads);
-#endif
+    ag_set_threads(threads);
     openblas_set_num_threads(threads);
     /* OpenBLAS's new worker threads busy-wait for work for a while (~0.1 s)
      * and would take a core from ours during the first measurements. */
@@ -215,7 +227,7 @@ int main(int argc, char **argv)
 #endif
     for (int i = 0; i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, USE_OURS);
     for (int i = 0; bf16 && i < ns; i++) shapes[i].bf16 = measure(&shapes[i], &o, USE_BF16);
-    /* Our OpenMP threads spin for a while after the last call, then sleep:
+    /* Our threads poll for a while after the last call, then sleep:
      * let them go to sleep before OpenBLAS's turn. */
     nanosleep(&(struct timespec){0, 500000000}, NULL);
     for (int i = 0; i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, USE_BLAS);

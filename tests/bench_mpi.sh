@@ -16,9 +16,8 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
 fi
 make -s --no-print-directory MPI=1 all build-mpi/libtrain.a
 flags="-std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native -DAG_MPI -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli"
-openmp=$(printf 'int main(void){return 0;}' | mpicc -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp || true)
 # shellcheck disable=SC2086
-mpicc $flags $openmp tests/bench_mpi.c build-mpi/libtrain.a build-mpi/libattograd.a -lm -o build-mpi/bench_mpi
+mpicc $flags -pthread tests/bench_mpi.c build-mpi/libtrain.a build-mpi/libattograd.a -lm -o build-mpi/bench_mpi
 
 # root may start mpirun only when it says so; a rank bound to one core
 # (mpirun's default for one or two ranks) cannot run two threads

@@ -12,9 +12,8 @@ set -e
 cd "$(dirname "$0")/.."
 threads=${BENCH_THREADS:-2}
 cc=${CC:-cc}
-openmp=$(printf 'int main(void){return 0;}' | $cc -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp || true)
 make -s --no-print-directory all build/libtrain.a
-$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native $openmp -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli \
+$cc -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -O3 -march=native -pthread -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli \
     tests/bench_train.c build/libtrain.a build/libattograd.a -lm -o build/bench_train
 echo "machine: $(lscpu | sed -n 's/^Model name:[[:space:]]*//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "threads: $threads; each row one process; ms/step is the median of the timed steps after one untimed"

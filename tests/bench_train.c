@@ -62,7 +62,7 @@ static double step_flops(const bench_config *c, double n_params)
 
 static long soak_steps;
 static int precision = AG_FP32, explicit_attention;
-static double start_rss;    /* the process before any model: libc, OpenMP runtime, the program */
+static double start_rss;    /* the process before any model: libc, the program */
 
 static double max_rss_mb(void)
 {
@@ -82,7 +82,9 @@ static void run_config(const bench_config *c)
     m.explicit_attention = explicit_attention;
     ag_ctx *ctx = ag_ctx_new();
     if (ag_set_precision(ctx, precision) != 0) {
-        fprintf(stderr, "bench_train: %s\n", ag_bf16_missing());
+        const char *fact;
+        ag_bf16_status(&fact);
+        fprintf(stderr, "bench_train: bf16 cannot run here: %s\n", fact);
         exit(2);
     }
     ag_optim *opt = c->adamw ? ag_optim_adamw(m.params, 0.9, 0.999, 1e-8, 0.0) : ag_optim_sgd(m.params, 0.9, 0.0);

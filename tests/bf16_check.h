@@ -18,9 +18,6 @@
 #include "kernels.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm_bf16.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /* ---- helpers ------------------------------------------------------------ */
 

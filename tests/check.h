@@ -6,16 +6,16 @@
  * check_done() prints the closing "N passed, N failed" line that tests/run.sh
  * adds up (", N skipped" after it when something was skipped), and returns
  * the exit status (non-zero when anything failed).
- * check_set_threads(n) sets the thread count for what follows (nothing
- * without OpenMP).
+ * check_set_threads(n) sets the thread count for what follows (nothing in
+ * the reference build, which runs on one thread).
  */
 #ifndef ATTOGRAD_CHECK_H
 #define ATTOGRAD_CHECK_H
 
 #include <stdio.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+
+#include "attograd.h"
+#include "pool.h"
 
 static int check_passed, check_failed, check_skipped;
 
@@ -41,13 +41,12 @@ static int check_passed, check_failed, check_skipped;
         fflush(stdout);                                                      \
     } while (0)
 
+/* n threads, and every parallel loop shared however small, so the tests'
+ * small shapes take the paths a large model's do */
 static inline void check_set_threads(int n)
 {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
+    ag_set_threads(n);
+    ag_threads_share_all(1);
 }
 
 static inline int check_done(void)

@@ -4,8 +4,9 @@
 # fp32 (>= 99% held-out); on 300 AdamW steps of text its loss stays within 2%
 # of fp32's at every logged step (measured: at most 1.2%, at most 0.1% for
 # most steps); a resumed bf16 run continues bit for bit (N + N steps = 2N,
-# the same checkpoint bytes); eval and sample take it; bad values and a CPU
-# (or AG_BF16_KERNEL=none) without bf16 products get one line and exit 2.
+# the same checkpoint bytes); eval and sample take it; bad values, a CPU
+# (or AG_BF16_KERNEL=none) without bf16 products and an AG_BF16_KERNEL that
+# names no kernel get one line and exit 2.
 # Skipped, not passed, where this CPU has no bf16 kernel.
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
@@ -27,6 +28,7 @@ bad() {
 bad "is not a precision" train --precision fp16 --steps 1
 bad "is not a precision" eval --model /nonexistent --precision half
 AG_BF16_KERNEL=none bad "bf16" train --precision bf16 --steps 1
+AG_BF16_KERNEL=bogus bad "AG_BF16_KERNEL=bogus is not one of amx, avx512, none" train --precision bf16 --steps 1
 
 if ! bf16_probe "$A"; then
     skip "this CPU has no bf16 matrix multiply (or the probe failed, above)"

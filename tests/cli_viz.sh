@@ -337,4 +337,14 @@ check "a failed attn leaves an existing --out untouched" test "$(cat "$tmp/keep.
 check "a successful attn replaces it" grep -q '</svg>' "$tmp/keep.svg"
 check "no temporary files left" test -z "$(ls "$tmp" | grep '\.tmp\.')"
 
+# ---- the pictures in data/ are what the command draws today ---------------
+# `make pictures` draws them; drawn again here, each must be the same bytes.
+build=$(dirname "$A")
+mkdir -p "$tmp/pictures"
+make -s --no-print-directory BUILDDIR="$build" pictures PICTURES_DIR="$tmp/pictures" >"$tmp/err" 2>&1
+check "make pictures draws them ($(head -c 300 "$tmp/err"))" test -s "$tmp/pictures/attention-copy.svg"
+for f in "$tmp"/pictures/*; do
+    check "data/$(basename "$f") is up to date (make pictures redraws it)" cmp -s "$f" "data/$(basename "$f")"
+done
+
 finish

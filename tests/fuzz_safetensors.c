@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attograd.h"
+#include "attograd_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

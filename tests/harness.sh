@@ -31,7 +31,7 @@ bf16_probe() {
     out=$("$1" train --precision bf16 --steps 1 --quiet 2>&1)
     rc=$?
     [ $rc -eq 0 ] && return 0
-    if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "needs AMX or AVX512-BF16\|turned off by AG_BF16_KERNEL"; then
+    if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -q "neither AMX nor AVX512-BF16\|turned off by AG_BF16_KERNEL"; then
         return 1
     fi
     fail "the bf16 probe of $1 exited $rc: $(printf '%s' "$out" | head -c 300)"

@@ -3,14 +3,21 @@
 # parity tests against tests/twin.py), OpenBLAS (the benchmark's reference
 # sgemm), Graphviz (checks that DOT output renders), rsvg-convert, clang's
 # libFuzzer runtime and valgrind for the hostile-input checks, and Open MPI
-# (the MPI build, make MPI=1, and tests/cli_mpi.sh).
+# (the MPI build, make MPI=1, and tests/cli_mpi.sh); emscripten, Chromium,
+# node and npm for the browser playground (make web, tests/web_playground.sh),
+# whose test drives Chromium with the npm package in tests/web/ (npm ci).
 # Everything else in attograd needs only a C compiler and make.
 set -e
-pkgs="python3-torch python3-numpy libopenblas0-pthread libopenblas-dev graphviz librsvg2-bin clang libclang-rt-14-dev valgrind openmpi-bin libopenmpi-dev"
+pkgs="python3-torch python3-numpy libopenblas0-pthread libopenblas-dev graphviz librsvg2-bin clang libclang-rt-14-dev valgrind openmpi-bin libopenmpi-dev emscripten chromium nodejs"
 missing=""
 for p in $pkgs; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+# Debian's nodejs comes without npm (NodeSource's has it)
+command -v npm >/dev/null 2>&1 || dpkg -s nodejs 2>/dev/null | grep -q nodesource || missing="$missing npm"
+if [ -n "$missing" ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+fi
+web=$(dirname "$0")/web
+[ -d "$web/node_modules/playwright-core" ] || (cd "$web" && npm ci --no-audit --no-fund)

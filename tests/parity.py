@@ -19,6 +19,8 @@ Ends with "N passed, N failed"; exit status 1 on any failure.
 import argparse
 import math
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -261,6 +263,30 @@ def parity(ck, ag, text, work, cfg_tuple, seed):
         check_vanishing(ck, f"{tag}: adamw", moments, "first moment of ")
 
 
+def twin_script(ck, ag, text, work):
+    """tests/twin.py run as a script prints a validation loss and suggests an
+    attograd eval command for the checkpoint it saves: that command must
+    print the same loss."""
+    start, out_path = os.path.join(work, "script.st"), os.path.join(work, "script_out.st")
+    rc, out = run([ag, "train", "--text", text, "--d-model", "16", "--heads", "2", "--layers", "1",
+                   "--context", "16", "--steps", "20", "--quiet", "--save", start])
+    if not ck.check(rc == 0, "twin.py script: attograd train" + ("" if rc == 0 else f": {out.strip()}")):
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, os.path.join(here, "twin.py"), start, text, "5", out_path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    losses = [float(line.split()[2]) for line in p.stdout.splitlines() if line.startswith("val loss ")]
+    suggested = re.search(r"\((attograd eval [^)]*)\)", p.stdout)
+    if not ck.check(p.returncode == 0 and losses and suggested,
+                    f"twin.py script runs and suggests an eval command: {p.stdout.strip()[-300:]}"):
+        return
+    rc, out = run([ag] + shlex.split(suggested.group(1))[1:])
+    got = [float(line.split()[1]) for line in out.splitlines() if rc == 0 and line.startswith("loss ")]
+    ck.check(got and abs(got[0] - losses[-1]) <= 1.5e-4,
+             f"twin.py's suggested '{suggested.group(1)}' reproduces its val loss {losses[-1]:.4f}: "
+             f"{got[0] if got else out.strip()}")
+
+
 def command_line(description):
     """--attograd and --text, defaulting to the build and data/tiny.txt; torch on one thread."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -280,6 +306,7 @@ def main():
                 parity(ck, args.attograd, args.text, work, cfg, 100 + i)
             except Exception as e:  # one broken configuration must not hide the others
                 ck.check(False, f"{cfg}: {type(e).__name__}: {e}")
+        twin_script(ck, args.attograd, args.text, work)
     print(f"{ck.passed} passed, {ck.failed} failed")
     return 1 if ck.failed else 0
 

@@ -167,11 +167,15 @@ int main(void)
     const int hw = ag_cpu_bf16_hw();
     printf("bf16 kernels here: %s (AG_BF16_KERNEL picks %s)\n", ag_bf16_kernel_name(hw),
            ag_bf16_kernel_name(ag_cpu_bf16()));
-    CHECK((ag_bf16_unavailable_message() == NULL) == ag_bf16_available(), "the unavailable message matches");
+    const char *fact = NULL;
+    const int status = ag_fast_bf16_status(&fact);
+    CHECK((status == AG_BF16_READY) == ag_bf16_available() && fact && *fact && !strchr(fact, '\n'),
+          "the status matches the kernel choice and states one fact: %s", fact ? fact : "(null)");
+    if (status == AG_BF16_READY)
+        CHECK(strcmp(fact, ag_bf16_kernel_name(ag_cpu_bf16())) == 0, "ready: the fact names the kernel (%s)", fact);
     if (hw == AG_BF16_NONE)
-        CHECK(strcmp(ag_bf16_unavailable_message(), AG_BF16_UNAVAILABLE_MSG) == 0 &&
-                  strcmp(AG_BF16_UNAVAILABLE_MSG, "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither") == 0,
-              "without a bf16 kernel the message is the one the CLI prints");
+        CHECK(status == AG_BF16_NO_HARDWARE && strcmp(fact, "this CPU has neither AMX nor AVX512-BF16") == 0,
+              "without a bf16 kernel the fact says the CPU has neither: %s", fact);
     if (hw >= AG_BF16_AVX512) test_kernel(AG_BF16_AVX512);
     else CHECK_SKIP("AVX512-BF16 kernel: this CPU (or OS) does not have AVX512-BF16");
     if (hw >= AG_BF16_AMX) test_kernel(AG_BF16_AMX);

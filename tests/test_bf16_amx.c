@@ -46,13 +46,10 @@ static _Thread_local struct {
     uint8_t data[8][16][64];
 } tiles;
 
-static int misuse;   /* count of wrong uses; checked once at the end */
+static _Atomic int misuse;   /* count of wrong uses; checked once at the end */
 
 static void bad(const char *what)
 {
-#ifdef _OPENMP
-#pragma omp atomic
-#endif
     misuse++;
     printf("AMX misuse: %s\n", what);
 }

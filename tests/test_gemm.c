@@ -12,8 +12,9 @@
 
 #include "check.h"
 #include "kernels.h"
-#ifdef _OPENMP
-#include <omp.h>
+#ifndef AG_REFERENCE
+#include "kernels/cpu.h"
+#include "kernels/fast.h"
 #endif
 
 #ifdef AG_DOUBLE
@@ -140,19 +141,83 @@ static void test_sizes(void)
                     }
 }
 
-/* Shapes that cross every blocking boundary: several K blocks (K > 384),
- * several row chunks (M > 1152), several column chunks (N > 2048), tile
- * edges in both directions, and integer data that must come out exact. */
+/* Shapes that cross every blocking boundary: several K blocks, several row
+ * chunks, several column chunks (the fast build's block sizes for this
+ * CPU: kc, mc, nc), tile edges in both directions, and integer data that
+ * must come out exact. */
 static void test_blocking(void)
 {
+    int kc = 384, mc = 192, nc = 2048;
+#ifndef AG_REFERENCE
+    ag_fast_gemm_blocking(NULL, &kc, &mc, &nc);
+#endif
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
-            one_case(ta, tb, 1201, 37, 300, 3, 0, 0);
-            one_case(ta, tb, 29, 2100, 33, 0, 1, 0);
-            one_case(ta, tb, 130, 130, 777, 1, 1, 0);
-            one_case(ta, tb, 200, 96, 513, 0, 0, 1);
-            one_case(ta, tb, 13, 47, 1029, 2, 1, 1);
+            one_case(ta, tb, 6 * mc + 49, 37, 300, 3, 0, 0);
+            one_case(ta, tb, 29, nc + 52, 33, 0, 1, 0);
+            one_case(ta, tb, 130, 130, 2 * kc + 9, 1, 1, 0);
+            one_case(ta, tb, 200, 96, kc + 129, 0, 0, 1);
+            one_case(ta, tb, 13, 47, 2 * kc + 261, 2, 1, 1);
         }
+}
+
+#ifndef AG_REFERENCE
+/* The block sizes the model in src/kernels/gemm.c gives for the caches of
+ * the three CPUs its comment works out, and for a CPU that reports none
+ * (float, AVX-512; other builds check only that the call answers). */
+static void test_blocking_model(void)
+{
+    static const struct {
+        const char *cpu;
+        ag_cpu_caches caches;
+        int kc, mc, nc;
+    } cpus[] = {
+        {"Zen 4", {32768, 1L << 20, 4L << 20, 8}, 256, 252, 2048},
+        {"Zen 5", {49152, 1L << 20, 4L << 20, 12}, 384, 168, 1344},
+        {"Sapphire Rapids", {49152, 2L << 20, 1966080, 12}, 384, 336, 640},
+        {"nothing reported", {0, 0, 0, 0}, 256, 252, 1024},
+    };
+    for (int i = 0; i < (int)(sizeof cpus / sizeof cpus[0]); i++) {
+        int kc, mc, nc;
+        ag_fast_gemm_blocking(&cpus[i].caches, &kc, &mc, &nc);
+#if defined(AG_DOUBLE) || !defined(__AVX512F__)
+        (void)kc;   /* the table is for float with AVX-512 (tiles 32 floats wide) */
+#else
+        CHECK(kc == cpus[i].kc && mc == cpus[i].mc && nc == cpus[i].nc,
+              "blocking for %s: kc %d mc %d nc %d, the model says %d %d %d", cpus[i].cpu, kc, mc, nc,
+              cpus[i].kc, cpus[i].mc, cpus[i].nc);
+#endif
+    }
+}
+#endif
+
+/* A stored [M, K] with rows a multiple of 4 KB apart (lda 1024 floats) is
+ * packed, its rows sharing L1 sets; 40 columns more apart, it is read in
+ * place.  The two must agree bit for bit (the sums run in the same order),
+ * with 1 and 2 threads, and with the reference. */
+static void test_aliased_rows(void)
+{
+    const int M = 100, N = 70, K = 300, lds[2] = {1024, 1064};
+    for (int tb = 0; tb < 2; tb++) {
+        const int ldb = tb ? K : N;
+        ag_real *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
+        ag_real *A[2], *C[2];
+        A[0] = matrix(M, K, lds[0], 0);
+        A[1] = matrix(M, K, lds[1], 0);
+        for (int i = 0; i < M; i++) memcpy(A[1] + (size_t)i * lds[1], A[0] + (size_t)i * lds[0], sizeof(ag_real) * K);
+        for (int v = 0; v < 2; v++) {
+            C[v] = malloc(sizeof(ag_real) * (size_t)M * N);
+            ag_kern->gemm(0, tb, M, N, K, A[v], lds[v], B, ldb, 0, C[v], N);
+        }
+        CHECK(memcmp(C[0], C[1], sizeof(ag_real) * (size_t)M * N) == 0,
+              "tb=%d: A with lda %d (packed) and lda %d (in place) differ in bits", tb, lds[0], lds[1]);
+        verify("aliased rows", 0, tb, M, N, K, A[0], lds[0], B, ldb, 0, C[0], C[0], N, 0);
+        for (int v = 0; v < 2; v++) {
+            free(A[v]);
+            free(C[v]);
+        }
+        free(B);
+    }
 }
 
 /* Small products, where op(B) is small enough that A (and B, stored [K, N])
@@ -334,10 +399,9 @@ static void test_batched(void)
  * multiple of 3 (the batched call splits it into 3 items). */
 static void thread_case(int M, int N, int K)
 {
-#ifdef _OPENMP
     const size_t len = (size_t)M * N;
     const int rows = M / 3;
-    int saved = omp_get_max_threads();
+    int saved = ag_get_threads();
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             int lda = ta ? M : K, ldb = tb ? K : N;
@@ -350,13 +414,13 @@ static void thread_case(int M, int N, int K)
                 D[t] = calloc(len, sizeof(ag_real));
                 E[t] = calloc(len, sizeof(ag_real));
                 for (size_t i = 0; i < len; i++) D[t][i] = E[t][i] = (ag_real)(i % 7) - 3;
-                omp_set_num_threads(t + 1);
+                check_set_threads(t + 1);
                 ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C[t], N);
                 ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 1, E[t], N);   /* accumulating */
                 ag_kern->gemm_batched(3, ta, tb, rows, N, K, A, item_a, lda, B, 0, ldb, 1, D[t],
                                 (long)rows * N, N);
             }
-            omp_set_num_threads(saved);
+            ag_set_threads(saved);
             CHECK(memcmp(C[0], C[1], sizeof(ag_real) * len) == 0,
                   "ta=%d tb=%d %dx%dx%d: ag_gemm with 1 and 2 threads differs in bits", ta, tb, M,
                   N, K);
@@ -375,18 +439,10 @@ static void thread_case(int M, int N, int K)
                 free(E[t]);
             }
         }
-#else
-    (void)M;
-    (void)N;
-    (void)K;
-#endif
 }
 
 static void test_threads(void)
 {
-#ifndef _OPENMP
-    printf("(built without OpenMP: thread determinism not tested)\n");
-#endif
     thread_case(333, 517, 290);   /* A [M, K] read in place, op(B) packed once and shared */
     thread_case(12, 4100, 1030);  /* op(B) too big to share (> 4M elements): packed per unit */
     thread_case(513, 65, 64);     /* small op(B), packed once and shared by the threads */
@@ -394,6 +450,7 @@ static void test_threads(void)
     thread_case(66, 65, 1000);    /* the same with three K blocks and ragged tiles */
     thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
     thread_case(3, 4100, 1030);   /* 3 rows (and items of 1 row): columns split between threads */
+    thread_case(240, 300, 1024);  /* A's rows 4 KB apart: packed by each unit */
 }
 
 int main(void)
@@ -401,6 +458,10 @@ int main(void)
     test_k_zero_and_empty();
     test_sizes();
     test_blocking();
+#ifndef AG_REFERENCE
+    test_blocking_model();
+#endif
+    test_aliased_rows();
     test_small();
     test_paths_agree();
     test_few_rows();

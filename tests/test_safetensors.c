@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "attograd.h"
+#include "attograd_io.h"
 
 #define CORPUS_DIR "tests/corpus/safetensors"
 

@@ -346,7 +346,8 @@ def main(argv):
     print(f"val loss {evaluate(model, val):.4f}")
     if len(argv) > 4:
         save_checkpoint(model, argv[4], "text", vocab, int(model.metadata["step"]) + steps)
-        print(f"saved {argv[4]} (attograd eval --model {argv[4]} --text {argv[2]})")
+        # the validation split, as printed above (a file the checkpoint does not name is scored whole)
+        print(f"saved {argv[4]} (attograd eval --model {argv[4]} --text {argv[2]} --split val)")
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # valgrind.sh - short runs of every attograd subcommand under valgrind's
-# memcheck: training (a task with OpenMP threads, a text with AdamW, dropout,
+# memcheck: training (a task with the engine's threads, a text with AdamW, dropout,
 # periodic saves and a log), a resume, eval, sample, info, a state_dict
 # without metadata (F16, tied weights), the picture
 # commands when present, and refused commands.  Each must end with its
@@ -29,9 +29,6 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/attograd-valgrind.XXXXXX") || exit 1
 trap 'rm -rf "$W"' EXIT
 TEXT=data/tiny.txt
 
-# attograd starts itself again with a short OpenMP spin unless a wait policy
-# is set; memcheck does not follow that exec, so the policy is set here.
-export GOMP_SPINCOUNT=400 KMP_BLOCKTIME=1
 # An exit status valgrind's own errors never share with attograd's (0, 2, 3, 130...).
 VG_ERR=99
 # vg WANT_STATUS NAME ARGS...: attograd ARGS under memcheck

@@ -1,10 +1,10 @@
 /*
  * main.c - the attograd command: one binary, a subcommand per job.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "attograd.h"
 #include "cli.h"
@@ -34,47 +34,39 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
-/* How long an OpenMP thread with nothing to do spins before it sleeps.
- * GNU OpenMP's default (300000 spins, milliseconds) is ruinous on a machine
- * busy with other work: a spinning thread holds the core the thread it
- * waits for needs, and a run slows 10-100x.  Sleeping at once (a passive
- * policy) costs a wake-up per parallel loop: 2.8x slower on an idle 2-core
- * machine than spinning.  A short spin keeps both: idle, as fast as the
- * default; beside busy processes, within 2x one thread (make bench-busy
- * measures it; see the README).  LLVM's runtime spins in milliseconds
- * (KMP_BLOCKTIME); 1 is its shortest spin.  The runtime reads these when the
- * program is loaded, before main, so the program sets them and starts
- * itself again, once.  A policy set by the user is left alone. */
-static void short_spin(char **argv)
+/* A command whose output could not be written did not do its job, however
+ * it ended: a script reading `attograd eval >result` must learn that the
+ * disk was full.  train is the exception: its work is the checkpoint, and
+ * it says itself when its progress lines stop (train_loop.c). */
+static int stdout_written(const char *cmd, int status)
 {
-#ifdef _OPENMP
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || getenv("KMP_BLOCKTIME"))
-        return;
-    if (setenv("GOMP_SPINCOUNT", "400", 1) == 0 && setenv("KMP_BLOCKTIME", "1", 1) == 0)
-        execv("/proc/self/exe", argv);      /* only returns on failure: go on as we are */
-#else
-    (void)argv;
-#endif
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return status;
+    int e = errno;
+    fprintf(stderr, "attograd%s%s: cannot write standard output%s%s\n", cmd ? " " : "", cmd ? cmd : "",
+            e ? ": " : "", e ? strerror(e) : "");
+    return status ? status : 1;
 }
 
 int main(int argc, char **argv)
 {
-    short_spin(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return stdout_written(NULL, 0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("attograd 0.1 (%s, %s kernels)\n", AG_PRECISION_NAME, ag_kernels_name());
-        return 0;
+        return stdout_written(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].fn(argc - 2, argv + 2);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int status = commands[i].fn(argc - 2, argv + 2);
+            return strcmp(argv[1], "train") == 0 ? status : stdout_written(argv[1], status);
+        }
     fprintf(stderr, "attograd: unknown command '%s' (see attograd --help)\n", argv[1]);
     return 2;
 }

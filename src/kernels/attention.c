@@ -207,6 +207,26 @@ static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const 
                 keep[(long)jj * nq + ii] = jj < nkeys ? st[(long)jj * nq + ii] * alpha[ii] : 0;
 }
 
+/* One call's arguments, for its tasks. */
+typedef struct {
+    const ag_attn *a;
+    const ag_real *q, *k, *v, *o, *do_, *lse, *keep_in;
+    ag_real *o_out, *lse_out, *keep_out, *dq, *dk, *dv;
+    int assign;
+    long per_item;
+    int nqb;
+} attn_call;
+
+/* Task t: query block t % nqb of item t / nqb. */
+static void forward_task(void *ctx, int t)
+{
+    const attn_call *c = ctx;
+    const ag_attn *a = c->a;
+    const int item = t / c->nqb, i0 = t % c->nqb * BQ;
+    forward_block(a, item / a->H, item % a->H, i0, ag_min_int(BQ, a->Tq - i0), c->q, c->k, c->v, c->o_out,
+                  c->lse_out, c->keep_out ? c->keep_out + item * c->per_item : NULL);
+}
+
 void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
                        ag_real *lse, ag_real *weights, ag_real *keep)
 {
@@ -223,13 +243,10 @@ void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
                     keep[item * per_item + (long)j * a->Tq + i] = weights[item * per_item + (long)i * a->Tk + j];
         return;
     }
-    const int nqb = (a->Tq + BQ - 1) / BQ, tasks = a->B * a->H * nqb, nth = threads_for(a);
-    #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
-    for (int t = 0; t < tasks; t++) {
-        const int item = t / nqb, i0 = t % nqb * BQ;
-        forward_block(a, item / a->H, item % a->H, i0, ag_min_int(BQ, a->Tq - i0), q, k, v, o, lse,
-                      keep ? keep + item * per_item : NULL);
-    }
+    const int nqb = (a->Tq + BQ - 1) / BQ;
+    attn_call c = { .a = a, .q = q, .k = k, .v = v, .o_out = o, .lse_out = lse, .keep_out = keep, .per_item = per_item,
+                    .nqb = nqb };
+    ag_parallel(a->B * a->H * nqb, threads_for(a), forward_task, &c);
 }
 
 /* ---- backward ----------------------------------------------------------- */
@@ -376,6 +393,15 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
     }
 }
 
+/* Task t: item t (batch t / H, head t % H). */
+static void backward_task(void *ctx, int item)
+{
+    const attn_call *c = ctx;
+    const ag_attn *a = c->a;
+    backward_item(a, item / a->H, item % a->H, c->q, c->k, c->v, c->o, c->do_, c->lse,
+                  c->keep_in ? c->keep_in + item * c->per_item : NULL, c->dq, c->dk, c->dv, c->assign);
+}
+
 void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v,
                                 const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
                                 ag_real *dq, ag_real *dk, ag_real *dv, int assign)
@@ -384,8 +410,7 @@ void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
     const long per_item = (long)a->Tq * a->Tk;
     if (!ag_fast_attention_keep(a))
         keep = NULL;
-    #pragma omp parallel for schedule(static) num_threads(nth) if (nth > 1)
-    for (int item = 0; item < items; item++)
-        backward_item(a, item / a->H, item % a->H, q, k, v, o, do_, lse, keep ? keep + item * per_item : NULL, dq,
-                      dk, dv, assign);
+    attn_call c = { .a = a, .q = q, .k = k, .v = v, .o = o, .do_ = do_, .lse = lse, .keep_in = keep, .dq = dq, .dk = dk,
+                    .dv = dv, .assign = assign, .per_item = per_item };
+    ag_parallel(items, nth, backward_task, &c);
 }

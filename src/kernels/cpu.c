@@ -9,6 +9,7 @@
  * instruction faults.  The permission is per process (every thread, and
  * children), so asking once is enough; if the kernel refuses (too old, or
  * a signal stack too small for the tile state), the AVX-512 kernel is used.
+ * The cache sizes come from cpuid as well (see ag_cpu_cache_sizes).
  */
 #if defined(__linux__)
 #define _GNU_SOURCE   /* syscall() */
@@ -17,15 +18,16 @@
 #include "cpu.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(AG_NO_X86_KERNELS)
 #define AG_CPU_X86 1
 #include <cpuid.h>
+#include <unistd.h>
 #if defined(__linux__)
 #include <sys/syscall.h>
-#include <unistd.h>
 #endif
 #else
 #define AG_CPU_X86 0
@@ -114,6 +116,60 @@ static int detect(int want_amx)
     return AG_BF16_AVX512;
 }
 
+/* One cache of a deterministic cache parameters leaf (Intel's 4, AMD's
+ * 0x8000001D, the same layout): EAX bits 4:0 type (0: no more caches, 1:
+ * data, 3: unified), 7:5 level, 25:14 logical CPUs sharing it - 1; EBX
+ * 11:0 line - 1, 21:12 partitions - 1, 31:22 ways - 1; ECX sets - 1. */
+static void caches_from_leaf(unsigned leaf, ag_cpu_caches *c)
+{
+    for (unsigned i = 0; i < 16; i++) {
+        unsigned a, b, cx, d;
+        __cpuid_count(leaf, i, a, b, cx, d);
+        const unsigned type = a & 31, level = a >> 5 & 7, sharing = (a >> 14 & 4095) + 1;
+        if (type == 0) break;
+        if (type != 1 && type != 3) continue;   /* instruction caches */
+        const int ways = (int)(b >> 22) + 1;
+        const long size = (long)ways * ((b >> 12 & 1023) + 1) * ((b & 4095) + 1) * ((long)cx + 1);
+        if (level == 1) {
+            c->l1d = size;
+            c->l1d_ways = ways;
+        } else if (level == 2) {
+            c->l2 = size;
+        } else if (level == 3) {
+            c->l3_share = size / sharing;
+        }
+    }
+}
+
+static ag_cpu_caches detect_caches(void)
+{
+    ag_cpu_caches c = {0, 0, 0, 0};
+    unsigned a, b, cx, d;
+    const unsigned max = __get_cpuid_max(0, NULL), ext = __get_cpuid_max(0x80000000, NULL);
+    __cpuid(0, a, b, cx, d);
+    const int amd = b == 0x68747541;   /* "Auth" of AuthenticAMD */
+    if (!amd && max >= 4) caches_from_leaf(4, &c);
+    if (amd && ext >= 0x8000001D) caches_from_leaf(0x8000001D, &c);
+    if (amd && c.l1d == 0 && ext >= 0x80000006) {
+        /* 0x80000005 ECX: L1d KB in 31:24, ways in 23:16; 0x80000006 ECX:
+         * L2 KB in 31:16; EDX: L3 in 512 KB units in 31:18, the whole
+         * processor's (shared by every online CPU, as far as we know) */
+        __cpuid(0x80000005, a, b, cx, d);
+        c.l1d = (long)(cx >> 24) * 1024;
+        c.l1d_ways = (int)(cx >> 16 & 255);
+        __cpuid(0x80000006, a, b, cx, d);
+        c.l2 = (long)(cx >> 16) * 1024;
+        long cpus = 1;
+#ifdef _SC_NPROCESSORS_ONLN
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus < 1) cpus = 1;
+#endif
+        c.l3_share = (long)(d >> 18) * 512 * 1024 / cpus;
+    }
+    if (c.l1d_ways == 255) c.l1d_ways = 0;   /* fully associative: no ways to count */
+    return c;
+}
+
 #else
 
 static int detect(int want_amx)
@@ -122,16 +178,44 @@ static int detect(int want_amx)
     return AG_BF16_NONE;
 }
 
+static ag_cpu_caches detect_caches(void)
+{
+    return (ag_cpu_caches){0, 0, 0, 0};
+}
+
 #endif
 
-/* The cap from AG_BF16_KERNEL, or AG_BF16_AMX (no cap). */
+/* l1d is stored last (release) and read first (acquire): a thread that sees
+ * it sees the others.  Two threads may both detect; they store the same. */
+static atomic_long cache_l1d = -1, cache_l2, cache_l3_share;
+static atomic_int cache_l1d_ways;
+
+ag_cpu_caches ag_cpu_cache_sizes(void)
+{
+    long l1d = atomic_load_explicit(&cache_l1d, memory_order_acquire);
+    if (l1d < 0) {
+        const ag_cpu_caches c = detect_caches();
+        atomic_store_explicit(&cache_l2, c.l2, memory_order_relaxed);
+        atomic_store_explicit(&cache_l3_share, c.l3_share, memory_order_relaxed);
+        atomic_store_explicit(&cache_l1d_ways, c.l1d_ways, memory_order_relaxed);
+        atomic_store_explicit(&cache_l1d, c.l1d, memory_order_release);
+        return c;
+    }
+    return (ag_cpu_caches){l1d, atomic_load_explicit(&cache_l2, memory_order_relaxed),
+                           atomic_load_explicit(&cache_l3_share, memory_order_relaxed),
+                           atomic_load_explicit(&cache_l1d_ways, memory_order_relaxed)};
+}
+
+#define CAP_UNKNOWN (-1)   /* AG_BF16_KERNEL holds a value we do not know */
+
+/* The cap from AG_BF16_KERNEL: AG_BF16_AMX (no cap) when it is unset. */
 static int env_cap(void)
 {
     const char *s = getenv("AG_BF16_KERNEL");
-    if (!s) return AG_BF16_AMX;
-    if (strcmp(s, "none") == 0) return AG_BF16_NONE;
+    if (!s || strcmp(s, "amx") == 0) return AG_BF16_AMX;
     if (strcmp(s, "avx512") == 0) return AG_BF16_AVX512;
-    return AG_BF16_AMX;   /* "amx", or a value we do not know: no cap */
+    if (strcmp(s, "none") == 0) return AG_BF16_NONE;
+    return CAP_UNKNOWN;
 }
 
 /* -1: not detected yet.  Two threads may both detect; they get the same. */
@@ -152,7 +236,7 @@ int ag_cpu_bf16(void)
     int v = atomic_load_explicit(&capped_level, memory_order_relaxed);
     if (v < 0) {
         /* Capped below AMX: the tile permission is not asked for. */
-        const int cap = env_cap();
+        const int cap = env_cap() == CAP_UNKNOWN ? AG_BF16_NONE : env_cap();
         v = cap < AG_BF16_AMX ? detect(0) : ag_cpu_bf16_hw();
         if (v > cap) v = cap;
         atomic_store_explicit(&capped_level, v, memory_order_relaxed);
@@ -167,19 +251,27 @@ const char *ag_bf16_kernel_name(int kernel)
     return kernel == AG_BF16_AMX ? "amx" : kernel == AG_BF16_AVX512 ? "avx512" : "none";
 }
 
-const char *ag_bf16_unavailable_message(void)
+int ag_fast_bf16_status(const char **fact)
 {
-    if (ag_bf16_available()) return NULL;
-    if (env_cap() == AG_BF16_NONE && detect(0) != AG_BF16_NONE)
-        return "--precision bf16 is turned off by AG_BF16_KERNEL=none";
-    return AG_BF16_UNAVAILABLE_MSG;
-}
-
-const char *ag_fast_bf16_missing(void)
-{
-#ifdef AG_DOUBLE
-    return "bf16 products need the float build, not PRECISION=double";
-#else
-    return ag_bf16_unavailable_message();
-#endif
+    if (env_cap() == CAP_UNKNOWN) {
+        /* per thread, so that two threads asking at once do not share it */
+        static _Thread_local char line[96];
+        snprintf(line, sizeof line, "AG_BF16_KERNEL=%.40s is not one of amx, avx512, none",
+                 getenv("AG_BF16_KERNEL"));
+        for (char *c = line; *c; c++)
+            if (*c == '\n' || *c == '\r') *c = ' ';
+        *fact = line;
+        return AG_BF16_BAD_SETTING;
+    }
+    const int kernel = ag_cpu_bf16();
+    if (kernel != AG_BF16_NONE) {
+        *fact = ag_bf16_kernel_name(kernel);
+        return AG_BF16_READY;
+    }
+    if (env_cap() == AG_BF16_NONE && detect(0) != AG_BF16_NONE) {
+        *fact = "turned off by AG_BF16_KERNEL=none";
+        return AG_BF16_TURNED_OFF;
+    }
+    *fact = "this CPU has neither AMX nor AVX512-BF16";
+    return AG_BF16_NO_HARDWARE;
 }

@@ -1,7 +1,8 @@
 /*
- * cpu.h - which bf16 matrix-multiply kernel this CPU can run, decided once
- * at run time (the binary may be built for an older CPU than it runs on,
- * or the other way round: detection, not the compiler flags, decides).
+ * cpu.h - which bf16 matrix-multiply kernel this CPU can run, and the data
+ * caches the matrix multiplies block for, decided once at run time (the
+ * binary may be built for an older CPU than it runs on, or the other way
+ * round: detection, not the compiler flags, decides).
  *
  *   AG_BF16_AMX     AMX tiles (tdpbf16ps): the CPU has AMX-TILE, AMX-BF16
  *                   and AVX512-BF16 (the packing uses it), the OS enables
@@ -13,14 +14,28 @@
  *
  * The environment variable AG_BF16_KERNEL=amx|avx512|none caps the choice
  * (for tests and comparisons); it never raises it above what the CPU has.
- * Any other value is ignored.  Non-x86 builds, and builds with
+ * Any other value leaves no kernel (ag_fast_bf16_status says why).  Non-x86 builds, and builds with
  * -DAG_NO_X86_KERNELS (which compile the fast bf16 file without any of its
  * x86 code, to test that configuration on x86), always report NONE.
  */
 #ifndef ATTOGRAD_KERNELS_CPU_H
 #define ATTOGRAD_KERNELS_CPU_H
 
+#include "attograd.h"
+
 enum { AG_BF16_NONE = 0, AG_BF16_AVX512 = 1, AG_BF16_AMX = 2 };
+
+/* The data caches one core sees, as cpuid reports them: Intel's leaf 4, AMD's
+ * leaf 0x8000001D, or AMD's older leaves 0x80000005/6 where the first is
+ * empty (as in some virtual machines).  l3_share is the L3 divided by the
+ * logical CPUs that share it (all online CPUs when cpuid does not say).
+ * Sizes in bytes; a field cpuid does not give is 0, and elsewhere than x86
+ * all are 0.  Detected on the first call; thread-safe. */
+typedef struct ag_cpu_caches {
+    long l1d, l2, l3_share;
+    int l1d_ways;
+} ag_cpu_caches;
+ag_cpu_caches ag_cpu_cache_sizes(void);
 
 /* The kernel ag_fast_gemm_bf16 uses: what the CPU and OS allow, capped by
  * AG_BF16_KERNEL.  Detected on the first call; thread-safe. */
@@ -32,14 +47,9 @@ int ag_bf16_available(void);
 /* "amx", "avx512" or "none" */
 const char *ag_bf16_kernel_name(int kernel);
 
-/* What a bf16 run prints when ag_bf16_available() is 0 (one line, no
- * newline): AG_BF16_UNAVAILABLE_MSG when the CPU has neither kernel, or a
- * line naming AG_BF16_KERNEL when that variable turned them off.  NULL when
- * bf16 is available. */
-#define AG_BF16_UNAVAILABLE_MSG "--precision bf16 needs AMX or AVX512-BF16; this CPU has neither"
-const char *ag_bf16_unavailable_message(void);
-/* The same, and in a double build the line saying bf16 needs the float
- * build: the fast kernels' bf16_missing. */
-const char *ag_fast_bf16_missing(void);
+/* The fast kernels' answer to ag_bf16_status: AG_BF16_READY with the
+ * kernel's name, or AG_BF16_NO_HARDWARE, AG_BF16_TURNED_OFF or
+ * AG_BF16_BAD_SETTING with the fact (one line). */
+int ag_fast_bf16_status(const char **fact);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * fast.h - what the fast kernels in src/kernels/ share: their entry points
  * (gathered into ag_kernels_fast by table.c; each computes what the
- * function of the same name in src/reference.c defines) and the helpers
- * for splitting work between threads.
+ * function of the same name in src/reference.c defines) and their helpers;
+ * threads come from src/pool.h.
  */
 #ifndef ATTOGRAD_FAST_H
 #define ATTOGRAD_FAST_H
@@ -11,10 +11,7 @@
 #include <stdlib.h>
 
 #include "kernels.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "pool.h"
 
 /* gemm.c */
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
@@ -22,6 +19,11 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
                           long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
                           ag_real *C, long stride_c, int ldc);
+
+/* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
+ * columns of the packed blocks, for the given caches, or NULL: this CPU's. */
+struct ag_cpu_caches;
+void ag_fast_gemm_blocking(const struct ag_cpu_caches *caches, int *kc, int *mc, int *nc);
 
 /* rows.c */
 void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out);
@@ -53,26 +55,6 @@ void ag_fast_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real l
 void ag_fast_adamw(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a);
 double ag_fast_sum_squares(const ag_real *x, size_t n);
 void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
-
-/* The calling thread's number in its OpenMP team (0 outside one), and the
- * threads a kernel may use (1 inside a parallel region). */
-static inline int ag_thread_id(void)
-{
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-static inline int ag_max_threads(void)
-{
-#ifdef _OPENMP
-    return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static inline int ag_min_int(int a, int b) { return a < b ? a : b; }
 

@@ -96,7 +96,9 @@ static inline void ag_fast_normal(float x, float *cdf, float *pdf)
  * only on n, so results are reproducible. */
 #define AG_LANES 16
 
-static inline ag_real ag_lanes_sum(ag_real *acc)
+/* The AG_LANES partial sums in acc[] folded into their total, pairwise
+ * (acc is overwritten). */
+static inline ag_real ag_fold_partial_sums(ag_real *acc)
 {
     for (int w = AG_LANES / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; l++)
@@ -104,21 +106,24 @@ static inline ag_real ag_lanes_sum(ag_real *acc)
     return acc[0];
 }
 
-static inline ag_real ag_lanes_max(ag_real *acc)
+/* The largest of the AG_LANES partial maxima in acc[] (acc is overwritten). */
+static inline ag_real ag_fold_partial_maxes(ag_real *acc)
 {
     for (int w = AG_LANES / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; l++)
             acc[l] = acc[l + w] > acc[l] ? acc[l + w] : acc[l];
     return acc[0];
 }
-static inline double ag_sum_lanes(const ag_real *x, size_t n)
+
+/* x[0] + ... + x[n-1] in lanes as above. */
+static inline double ag_array_sum(const ag_real *x, size_t n)
 {
     ag_real acc[AG_LANES] = { 0 };
     size_t i = 0;
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += x[i + l];
-    double s = ag_lanes_sum(acc);
+    double s = ag_fold_partial_sums(acc);
     for (; i < n; i++)
         s += x[i];
     return s;
@@ -132,7 +137,7 @@ static inline double ag_sum_sq_dev_lanes(const ag_real *x, size_t n, ag_real m)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += (x[i + l] - m) * (x[i + l] - m);
-    double s = ag_lanes_sum(acc);
+    double s = ag_fold_partial_sums(acc);
     for (; i < n; i++)
         s += (double)(x[i] - m) * (x[i] - m);
     return s;
@@ -148,7 +153,7 @@ static inline ag_real ag_max_lanes(const ag_real *x, size_t n)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] = x[i + l] > acc[l] ? x[i + l] : acc[l];
-    ag_real m = ag_lanes_max(acc);
+    ag_real m = ag_fold_partial_maxes(acc);
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
     return m;
@@ -162,7 +167,7 @@ static inline double ag_dot_lanes(const ag_real *a, const ag_real *b, size_t n)
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
             acc[l] += a[i + l] * b[i + l];
-    double s = ag_lanes_sum(acc);
+    double s = ag_fold_partial_sums(acc);
     for (; i < n; i++)
         s += (double)a[i] * b[i];
     return s;

@@ -4,38 +4,40 @@
  * Operands are packed into cache-sized panels, or read in place when small,
  * and multiplied by register tiles written with compiler vector types.
  */
+#include "cpu.h"
 #include "fast.h"
 #include "fastmath.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 /*
  * Loop structure (Goto/BLIS style, row-major), for one block of C:
  *
- *   for each column chunk jc of NC columns
- *     for each K block pc (block sizes depend only on K)
- *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (~1.5 MB, L2)
- *       for each row chunk ic of MC rows
- *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (~300 KB, L2;
- *                                     only when A is stored [K, M])
+ *   for each column chunk jc of nc columns
+ *     for each K block pc of kc (block sizes depend only on K and the L1d)
+ *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (L3)
+ *       for each row chunk ic of mc rows
+ *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (L2; only
+ *                 when A is stored [K, M] or its rows alias in L1)
  *         for each column panel          -- its kc x NR B~ stays in L1
  *           for each row panel
  *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
  *
+ * kc, mc and nc come from the caches this CPU reports, by the model in
+ * "cache blocking" below.
+ *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
  * cases.  Threads split C into rectangular units, each a block as above
  * with the thread's own packing buffers: no barriers inside a product.  A
- * small product gets one unit per thread, handed out statically, so thread
- * t always gets the same rows of a tall product: the rows the element-wise
- * ops and the attention op also give thread t, so they stay in its cache
- * from one op to the next (smaller units handed out dynamically measured
- * slower on every product of the toy model).  A large product gets two
- * units per thread, handed out dynamically, so a thread that loses its core
- * for a while does not hold up the others.  A product with a small C and a
+ * small product gets one unit per thread, so thread t always gets the same
+ * rows of a tall product: the rows the element-wise ops and the attention
+ * op also give thread t, so they stay in its cache from one op to the next
+ * (smaller units measured slower on every product of the toy model).  A
+ * large product gets two units per thread, so a thread that loses its core
+ * for a while does not hold up the others: ag_parallel (src/pool.c) gives a
+ * unit no thread has started to whichever thread is free.  A product with a small C and a
  * long K is split along K instead (see gemm_ksplit).
  *
  * A stored [M, K] is not packed at all: the row-major kernel reads its MR
@@ -47,7 +49,8 @@
  * shared by the threads, as is any op(B) of a product whose A is not packed.
  *
  * Every C element is summed k = 0..K-1 in order, one fused multiply-add per
- * step, block by block with block sizes that depend only on K, on whichever
+ * step, block by block with block sizes that depend only on K (and on the
+ * L1d's size, the same for every thread of a process), on whichever
  * path, tile or thread: results are bitwise the same for any thread count
  * and schedule, and a batched product equals its items done one by one.
  * One path sums otherwise: a C of at most four rows times a B stored [N, K]
@@ -55,9 +58,19 @@
  * that again depends on K alone.
  */
 
-/* Register tile MR x NR and block sizes.  With AVX-512 there are 32 vector
- * registers: 12 rows x 2 vectors = 24 accumulators, 2 for the B row, and A is
- * broadcast straight from memory.  Without it, 6 x 2 vectors fits in 16. */
+/* Register tile MR x NR.  With AVX-512 there are 32 vector registers: 12
+ * rows x 2 vectors = 24 accumulators, 2 for the B row, and A is broadcast
+ * straight from memory.  Without it, 6 x 2 vectors fits in 16.  The tile is
+ * the largest the registers hold, on every CPU: per k it loads MR + 2 = 14
+ * operands for 24 fused multiply-adds, and it needs at least (FMA latency x
+ * FMAs per cycle) independent accumulators to keep the FMA units busy: 4 x 2
+ * = 8 on Zen 5 and Sapphire Rapids, 4 x 1 = 4 on Zen 4, which runs a 512-bit
+ * FMA as two 256-bit halves (one per cycle, not two).  24 covers all three;
+ * its 14 loads per 24 FMAs fit the two loads a cycle all three can issue
+ * (12 cycles of FMAs at two a cycle, 24 at one).  So halving the vector
+ * width on Zen 4 would change nothing but the tile's size: the tile is
+ * fixed by the vector width the build targets, and only the cache blocking
+ * (gemm_blocking_for, below) is decided from what the CPU reports. */
 #if defined(__AVX512F__)
 #define GEMM_VEC_BYTES 64
 #define MR 12
@@ -66,18 +79,12 @@
 #define MR 6
 #endif
 #define NR (2 * GEMM_VEC_BYTES / (int)sizeof(ag_real))   /* two vectors wide */
-/* K block.  Its kc x NR panel of B~ (48 KB, AVX-512) fills L1, yet L2 keeps
- * up with the kernel, and each K block costs a load and store of every C
- * tile: 384 (K = 384 in one block) beats 256 by ~5% on d_model-384 layers. */
-#define KC_MAX 384
-#define MC (16 * MR)         /* rows of A~ packed at once: 192 (AVX-512) */
-#define NC (32 * NR)         /* columns of B~ packed at once: 1024 (float, AVX-512) */
 #define UNIT_ROWS (64 * MR)  /* a parallel unit is at most 768 rows ... */
 #define UNIT_COLS (16 * NR)  /* ... by 512 columns, and smaller when needed */
-/* A product below LOCAL_MAX multiply-adds gets one unit per thread, handed
- * out statically (see above); a larger one UNITS_PER_THREAD units per thread,
- * handed out dynamically, which balances better when a unit takes longer
- * than the cost of moving its inputs between cores. */
+/* A product below LOCAL_MAX multiply-adds gets one unit per thread (see
+ * above); a larger one UNITS_PER_THREAD units per thread, which balances
+ * better when a unit takes longer than the cost of moving its inputs
+ * between cores. */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
 #define UNITS_PER_THREAD 2
 /* Below this many multiply-adds a product runs on one thread: waking the
@@ -146,6 +153,17 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
     UNROLL_ROWS
     for (int i = 0; i < rows; i++)
         for (int v = 0; v < nvec; v++) acc[i][v] = zero;
+    /* The C tile is read and written only after the k loop, and its lines
+     * are far apart in time (once per K block): fetched now, for writing,
+     * they arrive while the loop runs (+3-5% at 1024^3 on Zen 5). */
+    UNROLL_ROWS
+    for (int i = 0; i < rows; i++)
+        for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
+#ifdef XPF
+    UNROLL_ROWS
+    for (int i = 0; i < rows; i++)
+        for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
+#endif
     for (int k = 0; k < kc; k++) {
         gemm_vec bv[2];
         for (int v = 0; v < nvec; v++) bv[v] = *(const gemm_vec_u *)(b + v * VLEN);
@@ -309,6 +327,132 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
     }
 }
 
+/* ---- cache blocking ----------------------------------------------------- */
+
+/*
+ * The block sizes follow from the data caches one core sees (cpuid, via
+ * ag_cpu_cache_sizes), by one model, in the spirit of BLIS's analytical one:
+ *
+ *   kc  The B micro-panel (kc x NR) fills the L1d: the kernel rereads it for
+ *       every row panel of a chunk (mc/MR times), so it is what L1 must keep.
+ *       The A micro-panel and the C tile are used once each per kernel call
+ *       and stream from L2, which easily keeps up (per k, MR + NR operands =
+ *       176 bytes for 24 FMAs: ~15 bytes a cycle at two FMAs a cycle; an L2
+ *       delivers 32-64).  Each K block costs a load and a store of every C
+ *       tile, so kc is as large as L1 allows, not smaller; measured on Zen 5
+ *       at 1024^3 and on the d_model-384 layers, kc = 384 (the B panel = 48
+ *       KB = L1d) beat 192, 256 and 288 by 7-15%, and 512 (B panel past
+ *       L1) by ~10%.  kc sets where the K blocks fall, hence the order of the
+ *       sums (see k_block): it is the one block size results depend on, the
+ *       same on every CPU with the same L1d.
+ *   mc  The A block (mc x kc), reused by every column panel, in a quarter of
+ *       L2: the B micro-panels and the C tiles stream through the same L2
+ *       (and so do B's lines on their way from L3), and a block of half the
+ *       L2 (336 rows on Zen 5) measured 6-9% slower than 192 rows.  A
+ *       multiple of MR.
+ *   nc  B~ (kc x nc) in half of this core's share of L3 (the other half
+ *       for A and C on their way to L2), at most NC_MAX columns; a multiple
+ *       of NR.
+ *   A read in place: its MR rows at one k lie lda apart, and the L1d maps
+ *       addresses a way's size apart (l1d / ways: 4 KB on all three CPUs
+ *       below) to one set.  When lda is a multiple of a large power of two
+ *       the rows crowd into few sets (lda = 1024 floats: all 12 in one), and
+ *       once they take more than half a set's ways they evict the B
+ *       micro-panel the kernel rereads; A is then packed (1024^3 on Zen 5:
+ *       0.72x OpenBLAS in place, 0.95x packed; lda = 1536, 6 rows to a set,
+ *       is as fast in place as packed).
+ *
+ * With AVX-512, float (NR = 32: 128 bytes of B per k):
+ *
+ *                      L1d          L2     L3 per core    kc    mc    nc
+ *   Zen 4 (fam. 25)   32 KB 8-way   1 MB   4 MB           256   252  2048
+ *   Zen 5 (fam. 26)   48 KB 12-way  1 MB   4 MB           384   168  1344
+ *   Sapphire Rapids   48 KB 12-way  2 MB   1.875 MB       384   336   640
+ *
+ * (Zen 4: kc = 32768/128; mc = 262144/(256*4) = 256 -> 252; nc = 2097152/
+ * 1024 = 2048.  Zen 5: mc = 262144/1536 = 170 -> 168; nc = 2097152/1536 =
+ * 1365 -> 1344.  Sapphire Rapids: mc = 524288/1536 = 341 -> 336; nc =
+ * 983040/1536 = 640.)  On Zen 4 the A rows of lda = 512 or 1536 floats (6
+ * to a set of 8 ways) are packed; on the other two they are read in place.
+ * A cache cpuid does not report is taken as 32 KB 8-way, 1 MB, 2 MB.
+ */
+#define NC_MAX 4096
+
+typedef struct {
+    int kc, mc, nc;
+    long alias_period;   /* bytes: addresses this far apart share an L1 set */
+    int alias_rows;      /* more A rows than this to one set: pack A */
+} gemm_blocking;
+
+static gemm_blocking gemm_blocking_for(ag_cpu_caches c)
+{
+    const long l1d = c.l1d > 0 ? c.l1d : 32 * 1024, l2 = c.l2 > 0 ? c.l2 : 1024 * 1024;
+    const long l3 = c.l3_share > 0 ? c.l3_share : 2 * 1024 * 1024;
+    const int ways = c.l1d_ways > 0 ? c.l1d_ways : 8;
+    const long elem = (long)sizeof(ag_real);
+    gemm_blocking b;
+    b.kc = (int)fmax(16, fmin(4096, (double)(l1d / (NR * elem))));
+    b.mc = (int)fmax(MR, fmin(4096, (double)(l2 / 4 / (b.kc * elem) / MR * MR)));
+    b.nc = (int)fmax(NR, fmin(NC_MAX, (double)(l3 / 2 / (b.kc * elem) / NR * NR)));
+    b.alias_period = l1d / ways;
+    b.alias_rows = ways / 2;
+    return b;
+}
+
+/* This CPU's blocking, decided on the first call: kc is stored last
+ * (release) and read first (acquire).  Two threads may both decide; they
+ * store the same. */
+static atomic_int blk_kc, blk_mc, blk_nc, blk_alias_rows;
+static atomic_long blk_alias_period;
+
+static gemm_blocking blocking(void)
+{
+    gemm_blocking b;
+    b.kc = atomic_load_explicit(&blk_kc, memory_order_acquire);
+    if (b.kc == 0) {
+        b = gemm_blocking_for(ag_cpu_cache_sizes());
+        atomic_store_explicit(&blk_mc, b.mc, memory_order_relaxed);
+        atomic_store_explicit(&blk_nc, b.nc, memory_order_relaxed);
+        atomic_store_explicit(&blk_alias_rows, b.alias_rows, memory_order_relaxed);
+        atomic_store_explicit(&blk_alias_period, b.alias_period, memory_order_relaxed);
+        atomic_store_explicit(&blk_kc, b.kc, memory_order_release);
+        return b;
+    }
+    b.mc = atomic_load_explicit(&blk_mc, memory_order_relaxed);
+    b.nc = atomic_load_explicit(&blk_nc, memory_order_relaxed);
+    b.alias_rows = atomic_load_explicit(&blk_alias_rows, memory_order_relaxed);
+    b.alias_period = atomic_load_explicit(&blk_alias_period, memory_order_relaxed);
+    return b;
+}
+
+void ag_fast_gemm_blocking(const ag_cpu_caches *caches, int *kc, int *mc, int *nc)
+{
+    const gemm_blocking b = caches ? gemm_blocking_for(*caches) : blocking();
+    *kc = b.kc;
+    *mc = b.mc;
+    *nc = b.nc;
+}
+
+static long gcd_long(long a, long b)
+{
+    while (b) {
+        const long t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Whether A stored [M, K] with this lda would put more than alias_rows of
+ * its MR rows into one L1 set at each k (see the model above): the rows
+ * fall on period / gcd(row bytes, period) distinct offsets. */
+static int a_rows_alias(long lda)
+{
+    const gemm_blocking b = blocking();
+    const long distinct = b.alias_period / gcd_long(lda * (long)sizeof(ag_real), b.alias_period);
+    return (MR + distinct - 1) / distinct > b.alias_rows;
+}
+
 /* ---- one block of C ----------------------------------------------------- */
 
 typedef struct {
@@ -324,19 +468,20 @@ typedef struct {
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-/* K blocks of nearly equal size (at most KC_MAX): a function of K alone, so
- * the summation order never depends on M, N or the threads. */
+/* K blocks of nearly equal size (at most kc): a function of K and the L1d
+ * alone, so the summation order never depends on M, N or the threads. */
 static int k_block(int K)
 {
-    int nblocks = ceil_div(K, KC_MAX);
+    int nblocks = ceil_div(K, blocking().kc);
     return ceil_div(K, nblocks);
 }
 
-/* A stored [M, K] is always read in place by the row-major kernel: its MR
- * rows are MR sequential streams the hardware prefetcher follows, and a
- * block of them stays in L2 across the column panels just as A~ would, so
- * packing A is pure overhead (a strided scatter of all of A once per column
- * chunk, ~7% of a large product).  A stored [K, M] is read down its columns,
+/* A stored [M, K] is read in place by the row-major kernel: its MR rows are
+ * MR sequential streams the hardware prefetcher follows, and a block of
+ * them stays in L2 across the column panels just as A~ would, so packing A
+ * is pure overhead (a strided scatter of all of A once per column chunk,
+ * ~7% of a large product) -- unless its rows crowd into a few L1 sets
+ * (a_rows_alias, from the blocking model above).  A stored [K, M] is read down its columns,
  * one line per k: that pays only when op(B) (K*N elements) is small enough
  * that A~ would serve few column panels, and below a few hundred rows,
  * beyond which the lines are far apart and packing wins again.  B is read in
@@ -354,9 +499,10 @@ static int k_block(int K)
  * product and shared by the threads; a larger one, per unit. */
 #define SHARED_B_MAX (4L * 1024 * 1024)
 
-static int in_place_product(int trans_a, int M, int N, int K)
+static int in_place_product(int trans_a, int M, int N, int K, long lda)
 {
-    return !trans_a || ((long)K * N <= IN_PLACE_MAX && M <= IN_PLACE_MAX_AT_ROWS);
+    if (!trans_a) return !a_rows_alias(lda);
+    return (long)K * N <= IN_PLACE_MAX && M <= IN_PLACE_MAX_AT_ROWS;
 }
 
 static int a_in_place(const gemm_job *g, int rows) { return g->in_place && rows % MR_STEP == 0; }
@@ -376,12 +522,12 @@ static size_t round_up64(size_t n)
 /* Packing space for a block of at most rows x cols: A~ then B~. */
 static size_t a_space(int rows, int K)
 {
-    return round_up64((size_t)k_block(K) * ag_min_int(ceil_div(rows, MR) * MR, MC));
+    return round_up64((size_t)k_block(K) * ag_min_int(ceil_div(rows, MR) * MR, blocking().mc));
 }
 
 static size_t block_space(int rows, int cols, int K)
 {
-    return a_space(rows, K) + round_up64((size_t)k_block(K) * ag_min_int(ceil_div(cols, NR) * NR, NC));
+    return a_space(rows, K) + round_up64((size_t)k_block(K) * ag_min_int(ceil_div(cols, NR) * NR, blocking().nc));
 }
 
 /* Merge a partial tile computed into tmp (leading dim NR) into C. */
@@ -477,10 +623,14 @@ static void pack_b_shared(const gemm_job *g, int t, ag_real *b_all)
  * serially with packing space ws (block_space of the block's size). */
 static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_real *ws)
 {
+    const gemm_blocking blk = blocking();
     const int kc_max = k_block(g->K);
+    /* rows in chunks of at most blk.mc, as equal as whole panels allow */
+    const int chunks = ceil_div(i1 - i0, blk.mc);
+    const int mc_max = ceil_div(ceil_div(i1 - i0, chunks), MR) * MR;
     ag_real *pa = ws, *pb = ws + a_space(i1 - i0, g->K);
-    for (int jc = j0; jc < j1; jc += NC) {
-        const int nc = ag_min_int(NC, j1 - jc);
+    for (int jc = j0; jc < j1; jc += blk.nc) {
+        const int nc = ag_min_int(blk.nc, j1 - jc);
         for (int pc = 0; pc < g->K; pc += kc_max) {
             const int kc = ag_min_int(kc_max, g->K - pc);
             const int accumulate = pc > 0 || !g->overwrite;
@@ -489,8 +639,8 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
                 bp = g->b_all + pc * padded_cols(g->N) + (long)jc * kc;
             else
                 pack_b_block(g, pc, kc, jc, nc, pb);
-            for (int ic = i0; ic < i1; ic += MC) {
-                const int mc = ag_min_int(MC, i1 - ic);
+            for (int ic = i0; ic < i1; ic += mc_max) {
+                const int mc = ag_min_int(mc_max, i1 - ic);
                 pack_a_block(g, pc, kc, ic, mc, pa);
                 macro_kernel(g, pa, bp, pc, kc, ic, mc, jc, nc, accumulate);
             }
@@ -544,23 +694,25 @@ static ag_real *workspace(size_t n)
     return ag_scratch_get(&panels, n * sizeof(ag_real), "matrix-multiply panels");
 }
 
-/* Inside a parallel region: the team computes every unit, each thread with
- * its own slice of ws; statically (thread t takes the same units every
- * time) or dynamically. */
-static void run_units(const gemm_job *g, const unit_plan *u, int local, ag_real *ws, size_t slice)
+/* The units of one product, for ag_parallel: each thread packs into its
+ * own slice of ws. */
+typedef struct {
+    const gemm_job *g;
+    const unit_plan *u;
+    ag_real *ws, *b_all;
+    size_t slice;
+} units_call;
+
+static void unit_task(void *ctx, int t)
 {
-    const int units = u->r * u->c;
-    if (local) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
-    } else {
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic)
-#endif
-        for (int t = 0; t < units; t++) run_unit(g, u, t, ws + slice * (size_t)ag_thread_id());
-    }
+    const units_call *c = ctx;
+    run_unit(c->g, c->u, t, c->ws + c->slice * (size_t)ag_thread_id());
+}
+
+static void pack_b_task(void *ctx, int t)
+{
+    const units_call *c = ctx;
+    pack_b_shared(c->g, t, c->b_all);
 }
 
 /* Handles what needs no multiply: empty output, K == 0, and beta other than
@@ -581,7 +733,7 @@ static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag
                          const ag_real *B, long ldb, ag_real *C, long ldc)
 {
     gemm_job g = {trans_a != 0, trans_b != 0, M, N, K, A, B, lda, ldb, ldc, C, 0,
-                  in_place_product(trans_a, M, N, K), 0, NULL};
+                  in_place_product(trans_a, M, N, K, lda), 0, NULL};
     g.b_in_place = g.in_place && !trans_b && (long)K * N <= IN_PLACE_MAX &&
                    ((long)K * ldb <= B_IN_PLACE_MAX || M <= B_IN_PLACE_ROWS);
     return g;
@@ -607,42 +759,55 @@ static int ksplit_blocks(int M, int N, int K, int nth)
     return nth > 1 && nkb >= nth && (long)M * N <= KSPLIT_MAX_MN ? nkb : 0;
 }
 
+typedef struct {
+    const gemm_job *g;
+    ag_real *ws;
+    size_t part, slice;
+    int nkb, kb;
+} ksplit_call;
+
+/* K block b's partial product, into its own buffer */
+static void ksplit_block_task(void *ctx, int b)
+{
+    const ksplit_call *c = ctx;
+    const gemm_job *g = c->g;
+    const int k0 = b * c->kb, kc = ag_min_int(c->kb, g->K - k0);
+    const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
+    const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
+    gemm_job sub = make_job(g->trans_a, g->trans_b, g->M, g->N, kc, A, g->lda, B, g->ldb,
+                            c->ws + c->part * (size_t)b, g->N);
+    sub.overwrite = 1;
+    gemm_block(&sub, 0, g->M, 0, g->N, c->ws + c->part * (size_t)c->nkb + c->slice * (size_t)ag_thread_id());
+}
+
+/* rows [lo, hi) of C (+)= P_0 + P_1 + ... in block order */
+static void ksplit_sum_rows(void *ctx, size_t lo, size_t hi)
+{
+    const ksplit_call *c = ctx;
+    const gemm_job *g = c->g;
+    const int N = g->N;
+    for (size_t i = lo; i < hi; i++) {
+        ag_real *cr = g->C + (long)i * g->ldc;
+        const ag_real *p = c->ws + (long)i * N;
+        if (g->overwrite)
+            for (int j = 0; j < N; j++) cr[j] = p[j];
+        else
+            for (int j = 0; j < N; j++) cr[j] += p[j];
+        for (int b = 1; b < c->nkb; b++) {
+            p = c->ws + c->part * (size_t)b + (long)i * N;
+            for (int j = 0; j < N; j++) cr[j] += p[j];
+        }
+    }
+}
+
 static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
 {
     const int kb = k_block(g->K), M = g->M, N = g->N;
     const size_t part = round_up64((size_t)M * N), slice = block_space(M, N, kb);
     ag_real *ws = workspace(part * (size_t)nkb + slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int b = 0; b < nkb; b++) {
-            const int k0 = b * kb, kc = ag_min_int(kb, g->K - k0);
-            const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
-            const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
-            gemm_job sub = make_job(g->trans_a, g->trans_b, M, N, kc, A, g->lda, B, g->ldb, ws + part * (size_t)b, N);
-            sub.overwrite = 1;
-            gemm_block(&sub, 0, M, 0, N, ws + part * (size_t)nkb + slice * (size_t)ag_thread_id());
-        }
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int i = 0; i < M; i++) {
-            ag_real *c = g->C + (long)i * g->ldc;
-            const ag_real *p = ws + (long)i * N;
-            if (g->overwrite)
-                for (int j = 0; j < N; j++) c[j] = p[j];
-            else
-                for (int j = 0; j < N; j++) c[j] += p[j];
-            for (int b = 1; b < nkb; b++) {
-                p = ws + part * (size_t)b + (long)i * N;
-                for (int j = 0; j < N; j++) c[j] += p[j];
-            }
-        }
-    }
+    ksplit_call c = { g, ws, part, slice, nkb, kb };
+    ag_parallel(nkb, nth, ksplit_block_task, &c);
+    ag_parallel_for((size_t)M, (size_t)M * N * nkb, ksplit_sum_rows, &c);
 }
 
 /* ---- a few rows of C ----------------------------------------------------- */
@@ -713,6 +878,20 @@ static void gemm_few_rows(const gemm_job *g, int j0, int j1)
     }
 }
 
+typedef struct {
+    const gemm_job *g;
+    int nth, per;
+} few_rows_call;
+
+/* Task t: the t-th of nth equal runs of FEW_COLS-column chunks */
+static void few_rows_task(void *ctx, int t)
+{
+    const few_rows_call *c = ctx;
+    const int N = c->g->N;
+    const int j0 = ag_min_int(N, t * c->per * FEW_COLS), j1 = ag_min_int(N, (t + 1) * c->per * FEW_COLS);
+    if (j0 < j1) gemm_few_rows(c->g, j0, j1);
+}
+
 static void gemm_few_rows_threads(const gemm_job *g, int nth)
 {
     const int N = g->N, chunks = ceil_div(N, FEW_COLS);
@@ -721,14 +900,8 @@ static void gemm_few_rows_threads(const gemm_job *g, int nth)
         gemm_few_rows(g, 0, N);
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-        const int t = ag_thread_id(), per = ceil_div(chunks, nth);
-        const int j0 = ag_min_int(N, t * per * FEW_COLS), j1 = ag_min_int(N, (t + 1) * per * FEW_COLS);
-        if (j0 < j1) gemm_few_rows(g, j0, j1);
-    }
+    few_rows_call c = { g, nth, ceil_div(chunks, nth) };
+    ag_parallel(nth, nth, few_rows_task, &c);
 }
 
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
@@ -757,11 +930,8 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     }
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
     if (!g.in_place || (long)K * N > SHARED_B_MAX) {
-        ag_real *ws = workspace(slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-        run_units(&g, &u, local, ws, slice);
+        units_call c = { &g, &u, workspace(slice * (size_t)nth), NULL, slice };
+        ag_parallel(u.r * u.c, nth, unit_task, &c);
         return;
     }
 
@@ -775,18 +945,38 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));
     ag_real *b_all = ws + slice * (size_t)nth;
     g.b_all = b_all;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-        if (b_panels > 0) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int t = 0; t < b_panels; t++) pack_b_shared(&g, t, b_all);
-        }
-        run_units(&g, &u, local, ws, slice);
-    }
+    units_call c = { &g, &u, ws, b_all, slice };
+    if (b_panels > 0) ag_parallel(b_panels, nth, pack_b_task, &c);
+    ag_parallel(u.r * u.c, nth, unit_task, &c);
+}
+
+typedef struct {
+    int trans_a, trans_b, M, N, K;
+    const ag_real *A;
+    long stride_a;
+    int lda;
+    const ag_real *B;
+    long stride_b;
+    int ldb;
+    ag_real beta;
+    ag_real *C;
+    long stride_c;
+    int ldc;
+    ag_real *ws;
+    size_t slice;
+} batch_call;
+
+/* Item b, on one thread */
+static void batch_task(void *ctx, int b)
+{
+    const batch_call *c = ctx;
+    gemm_job g = make_job(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A + b * c->stride_a, c->lda,
+                          c->B + b * c->stride_b, c->ldb, c->C + b * c->stride_c, c->ldc);
+    if (gemm_prologue(c->M, c->N, c->K, c->beta, g.C, c->ldc, &g.overwrite)) return;
+    if (few_rows(c->trans_a, c->trans_b, c->M, c->N, c->K))
+        gemm_few_rows(&g, 0, c->N);   /* as ag_fast_gemm does the item alone */
+    else
+        gemm_block(&g, 0, c->M, 0, c->N, c->ws + c->slice * (size_t)ag_thread_id());
 }
 
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -808,18 +998,7 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     /* One serial product per item, the items split evenly between threads
      * (they all cost the same). */
     const size_t slice = block_space(M, N, K);
-    ag_real *ws = workspace(slice * (size_t)nth);
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nth) schedule(static)
-#endif
-    for (int b = 0; b < batch; b++) {
-        gemm_job g = make_job(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b,
-                              ldb, C + b * stride_c, ldc);
-        if (gemm_prologue(M, N, K, beta, g.C, ldc, &g.overwrite)) continue;
-        if (few_rows(trans_a, trans_b, M, N, K))
-            gemm_few_rows(&g, 0, N);   /* as ag_fast_gemm does the item alone */
-        else
-            gemm_block(&g, 0, M, 0, N, ws + slice * (size_t)ag_thread_id());
-    }
+    batch_call c = { trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c, ldc,
+                     workspace(slice * (size_t)nth), slice };
+    ag_parallel(batch, nth, batch_task, &c);
 }
-

@@ -477,6 +477,40 @@ static void avx_run_unit(const avx_job *g, const unit_plan *u, int t, uint32_t *
     if (i0 < i1 && j0 < j1) avx_unit(g, i0, i1, j0, j1, pa);
 }
 
+/* One product's units, for ag_parallel.  With private_b each thread packs
+ * op(B) for itself, into its own copy, before its first unit. */
+typedef struct {
+    const avx_job *g;
+    const unit_plan *u;
+    uint32_t *pa_all, *private_b;
+    size_t b_words;
+    int b_tasks;
+    char packed[AG_POOL_MAX_THREADS];
+} avx_call;
+
+static void avx_pack_b_call(void *ctx, int t)
+{
+    const avx_call *c = ctx;
+    avx_pack_b_task(c->g, t);
+}
+
+static void avx_unit_call(void *ctx, int t)
+{
+    avx_call *c = ctx;
+    const int id = ag_thread_id();
+    if (c->private_b) {
+        avx_job mine = *c->g;
+        mine.b_all = c->private_b + c->b_words * (size_t)id;
+        if (!c->packed[id]) {
+            for (int k = 0; k < c->b_tasks; k++) avx_pack_b_task(&mine, k);
+            c->packed[id] = 1;
+        }
+        avx_run_unit(&mine, c->u, t, c->pa_all + c->g->a_words * (size_t)id);
+    } else {
+        avx_run_unit(c->g, c->u, t, c->pa_all + c->g->a_words * (size_t)id);
+    }
+}
+
 static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, long lda, const float *B,
                         long ldb, int overwrite, float *C, long ldc, int nth)
 {
@@ -507,38 +541,9 @@ static void gemm_avx512(int ta, int tb, int M, int N, int K, const float *A, lon
         for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa_all);
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-        const int id = ag_thread_id();
-        uint32_t *pa = pa_all + g.a_words * (size_t)id;
-        if (private_b) {
-            avx_job mine = g;
-            mine.b_all = ws + b_words * (size_t)id;
-            for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&mine, t);
-#ifdef _OPENMP
-#pragma omp for schedule(static) nowait
-#endif
-            for (int t = 0; t < units; t++) avx_run_unit(&mine, &u, t, pa);
-        } else {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-            for (int t = 0; t < b_tasks; t++) avx_pack_b_task(&g, t);
-            if (local) {
-#ifdef _OPENMP
-#pragma omp for schedule(static) nowait
-#endif
-                for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
-            } else {
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic) nowait
-#endif
-                for (int t = 0; t < units; t++) avx_run_unit(&g, &u, t, pa);
-            }
-        }
-    }
+    avx_call c = { &g, &u, pa_all, private_b ? ws : NULL, b_words, b_tasks, { 0 } };
+    if (!private_b) ag_parallel(b_tasks, nth, avx_pack_b_call, &c);
+    ag_parallel(units, nth, avx_unit_call, &c);
 }
 
 /* ---- AMX kernel ------------------------------------------------------------ */
@@ -735,6 +740,27 @@ static void amx_run_unit(const amx_job *g, const unit_plan *u, int t)
     amx_unit(g, u->rp * bi / u->r, u->rp * (bi + 1) / u->r, u->cp * bj / u->c, u->cp * (bj + 1) / u->c);
 }
 
+/* One product's packing and units, for ag_parallel; a unit sets up the
+ * tiles of the thread it runs on and releases them. */
+typedef struct {
+    amx_job *g;
+    const unit_plan *u;
+} amx_call;
+
+static void amx_pack_call(void *ctx, int t)
+{
+    const amx_call *c = ctx;
+    t < c->g->m_tiles ? amx_pack_a(c->g, t) : amx_pack_b(c->g, t - c->g->m_tiles);
+}
+
+static void amx_unit_call(void *ctx, int t)
+{
+    const amx_call *c = ctx;
+    amx_configure();
+    amx_run_unit(c->g, c->u, t);
+    amx_done();
+}
+
 static void gemm_amx(int ta, int tb, int M, int N, int K, const float *A, long lda, const float *B,
                      long ldb, int overwrite, float *C, long ldc, int nth)
 {
@@ -759,21 +785,9 @@ static void gemm_amx(int ta, int tb, int M, int N, int K, const float *A, long l
         amx_done();
         return;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nth)
-#endif
-    {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (int t = 0; t < pack_tasks; t++) t < g.m_tiles ? amx_pack_a(&g, t) : amx_pack_b(&g, t - g.m_tiles);
-        amx_configure();
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic)
-#endif
-        for (int t = 0; t < units; t++) amx_run_unit(&g, &u, t);
-        amx_done();
-    }
+    amx_call c = { &g, &u };
+    ag_parallel(pack_tasks, nth, amx_pack_call, &c);
+    ag_parallel(units, nth, amx_unit_call, &c);
 }
 
 /* ---- conversion helper ------------------------------------------------------ */

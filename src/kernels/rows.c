@@ -3,8 +3,8 @@
  * cross-entropy, layer norm, and GELU (definitions: the ref_ functions of the
  * same names in src/reference.c).
  *
- * Rows are independent, so threads take whole rows (statically, the same
- * rows in every kernel); within a row, exp and erf are the vectorizable
+ * Rows are independent, so threads take whole rows (ag_parallel_for: the
+ * same rows in every kernel); within a row, exp and erf are the vectorizable
  * versions of fastmath.h, and sums run in AG_LANES partial sums whose order
  * depends only on the row's length.  Results do not depend on the thread
  * count.
@@ -28,7 +28,7 @@ static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t
     }
     for (size_t k = 0; k < n; k++)
         y[k] = ag_fast_exp(x[k] - max);
-    return ag_sum_lanes(y, n);
+    return ag_array_sum(y, n);
 }
 
 /* One contiguous row: softmax, or log_softmax when log_out is set. */
@@ -77,28 +77,47 @@ static void softmax_strided(const ag_real *x, ag_real *y, size_t n, size_t s, in
         y[k * s] = log_out ? (x[k * s] - max) - log_sum : y[k * s] * inv;
 }
 
-void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out)
+/* Every kernel's arguments, for the row loops ag_parallel_for runs. */
+typedef struct {
+    const ag_real *x, *y, *w, *b, *dy, *mean, *rstd, *prob;
+    ag_real *out, *dx, *dw, *db, *meanw, *rstdw;
+    const int32_t *target;
+    double *loss;
+    size_t n, inner;
+    int D, log_out, assign;
+    ag_real eps, scale;
+} rows_args;
+
+static void softmax_rows(void *ctx, size_t lo, size_t hi)
 {
-    const size_t rows = outer * inner;
-    #pragma omp parallel for schedule(static) if (rows * n > AG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
+    const rows_args *r = ctx;
+    const size_t n = r->n, inner = r->inner;
+    for (size_t row = lo; row < hi; row++) {
         size_t base = (row / inner) * n * inner + row % inner;
         if (inner == 1)
-            softmax_contiguous(x + base, y + base, n, log_out);
+            softmax_contiguous(r->x + base, r->out + base, n, r->log_out);
         else
-            softmax_strided(x + base, y + base, n, inner, log_out);
+            softmax_strided(r->x + base, r->out + base, n, inner, r->log_out);
     }
 }
 
-void ag_fast_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *dx, size_t outer, size_t n,
-                              size_t inner, int log_out)
+void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_t inner, int log_out)
 {
-    const size_t rows = outer * inner, s = inner;
-    #pragma omp parallel for schedule(static) if (rows * n > AG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
+    const size_t rows = outer * inner;
+    rows_args r = { .x = x, .out = y, .n = n, .inner = inner, .log_out = log_out };
+    ag_parallel_for(rows, rows * n, softmax_rows, &r);
+}
+
+static void softmax_backward_rows(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *r = ctx;
+    const ag_real *y = r->y, *dy = r->dy;
+    ag_real *dx = r->dx;
+    const size_t n = r->n, inner = r->inner, s = inner;
+    for (size_t row = lo; row < hi; row++) {
         size_t base = (row / inner) * n * inner + row % inner;
         double sum = 0;
-        if (log_out) {
+        if (r->log_out) {
             for (size_t k = 0; k < n; k++)
                 sum += y[base + k * s] == -INFINITY ? 0 : dy[base + k * s];
             for (size_t k = 0; k < n; k++) {
@@ -117,63 +136,89 @@ void ag_fast_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *dx, 
     }
 }
 
+void ag_fast_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *dx, size_t outer, size_t n,
+                              size_t inner, int log_out)
+{
+    const size_t rows = outer * inner;
+    rows_args r = { .y = y, .dy = dy, .dx = dx, .n = n, .inner = inner, .log_out = log_out };
+    ag_parallel_for(rows, rows * n, softmax_backward_rows, &r);
+}
+
 /* ---- cross-entropy ------------------------------------------------------ */
+
+static void cross_entropy_rows(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const size_t V = a->n;
+    const int32_t *target = a->target;
+    for (size_t r = lo; r < hi; r++) {
+        const ag_real *x = a->x + r * V;
+        ag_real *p = a->out + r * V, max;
+        double sum = exp_shifted(x, p, V, &max);
+        ag_real inv = sum > 0 ? (ag_real)(1.0 / sum) : 0;   /* all -inf: p stays 0, as softmax's */
+        for (size_t k = 0; k < V; k++)
+            p[k] *= inv;
+        /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
+        a->loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + log(sum) : 0;
+    }
+}
 
 void ag_fast_cross_entropy(const ag_real *logits, const int32_t *target, size_t rows, int V, ag_real *prob,
                            double *loss)
 {
-    #pragma omp parallel for schedule(static) if (rows * (size_t)V > AG_PARALLEL_MIN)
-    for (size_t r = 0; r < rows; r++) {
-        const ag_real *x = logits + r * (size_t)V;
-        ag_real *p = prob + r * (size_t)V, max;
-        double sum = exp_shifted(x, p, (size_t)V, &max);
-        ag_real inv = sum > 0 ? (ag_real)(1.0 / sum) : 0;   /* all -inf: p stays 0, as softmax's */
-        for (int k = 0; k < V; k++)
-            p[k] *= inv;
-        /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
-        loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + log(sum) : 0;
+    rows_args r = { .x = logits, .target = target, .out = prob, .loss = loss, .n = (size_t)V };
+    ag_parallel_for(rows, rows * (size_t)V, cross_entropy_rows, &r);
+}
+
+static void cross_entropy_backward_rows(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const size_t V = a->n;
+    const ag_real scale = a->scale;
+    for (size_t r = lo; r < hi; r++) {
+        int t = a->target[r];
+        const ag_real *p = a->prob + r * V;
+        ag_real *g = a->dx + r * V;
+        if (t < 0) {
+            if (a->assign)
+                memset(g, 0, V * sizeof(ag_real));
+            continue;
+        }
+        if (a->assign)
+            for (size_t k = 0; k < V; k++)
+                g[k] = scale * p[k];
+        else
+            for (size_t k = 0; k < V; k++)
+                g[k] += scale * p[k];
+        g[t] -= scale;
     }
 }
 
 void ag_fast_cross_entropy_backward(const ag_real *prob, const int32_t *target, size_t rows, int V,
                                     ag_real scale, ag_real *dlogits, int assign)
 {
-    #pragma omp parallel for schedule(static) if (rows * (size_t)V > AG_PARALLEL_MIN)
-    for (size_t r = 0; r < rows; r++) {
-        int t = target[r];
-        const ag_real *p = prob + r * (size_t)V;
-        ag_real *g = dlogits + r * (size_t)V;
-        if (t < 0) {
-            if (assign)
-                memset(g, 0, (size_t)V * sizeof(ag_real));
-            continue;
-        }
-        if (assign)
-            for (int k = 0; k < V; k++)
-                g[k] = scale * p[k];
-        else
-            for (int k = 0; k < V; k++)
-                g[k] += scale * p[k];
-        g[t] -= scale;
-    }
+    rows_args r = { .prob = prob, .target = target, .n = (size_t)V, .scale = scale, .dx = dlogits,
+                    .assign = assign };
+    ag_parallel_for(rows, rows * (size_t)V, cross_entropy_backward_rows, &r);
 }
 
 /* ---- layer norm --------------------------------------------------------- */
 
-void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, size_t rows, int D, ag_real eps,
-                        ag_real *y, ag_real *mean, ag_real *rstd)
+static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
 {
-    #pragma omp parallel for schedule(static) if (rows * (size_t)D > AG_PARALLEL_MIN)
-    for (size_t r = 0; r < rows; r++) {
-        const ag_real *restrict xr = x + r * (size_t)D;
-        ag_real *restrict yr = y + r * (size_t)D;
+    const rows_args *a = ctx;
+    const int D = a->D;
+    const ag_real *w = a->w, *b = a->b, eps = a->eps;
+    for (size_t r = lo; r < hi; r++) {
+        const ag_real *restrict xr = a->x + r * (size_t)D;
+        ag_real *restrict yr = a->out + r * (size_t)D;
         /* two passes, each a fixed-order lane sum: the mean, then the
          * squared deviations from it */
-        ag_real m = (ag_real)(ag_sum_lanes(xr, (size_t)D) / D);
+        ag_real m = (ag_real)(ag_array_sum(xr, (size_t)D) / D);
         double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
         ag_real s = (ag_real)(1.0 / sqrt(var + eps));
-        mean[r] = m;
-        rstd[r] = s;
+        a->meanw[r] = m;
+        a->rstdw[r] = s;
         if (w && b)
             for (int k = 0; k < D; k++)
                 yr[k] = (xr[k] - m) * s * w[k] + b[k];
@@ -183,77 +228,115 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
     }
 }
 
+void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, size_t rows, int D, ag_real eps,
+                        ag_real *y, ag_real *mean, ag_real *rstd)
+{
+    rows_args r = { .x = x, .w = w, .b = b, .D = D, .eps = eps, .out = y, .meanw = mean, .rstdw = rstd };
+    ag_parallel_for(rows, rows * (size_t)D, layer_norm_rows, &r);
+}
+
+/* dx: each row on its own, so rows can go to different threads */
+static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const int D = a->D, assign = a->assign;
+    const ag_real *w = a->w;
+    for (size_t r = lo; r < hi; r++) {
+        const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
+        const ag_real m = a->mean[r], s = a->rstd[r];
+        /* the row means of g = dy w and of g xhat, as fixed-order lane sums */
+        ag_real acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
+        int k = 0;
+        for (; k + AG_LANES <= D; k += AG_LANES)
+            for (int l = 0; l < AG_LANES; l++) {
+                ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
+                acc_g[l] += g;
+                acc_gx[l] += g * ((xr[k + l] - m) * s);
+            }
+        double sum_g = ag_fold_partial_sums(acc_g), sum_gx = ag_fold_partial_sums(acc_gx);
+        for (; k < D; k++) {
+            ag_real g = dyr[k] * (w ? w[k] : 1);
+            sum_g += g;
+            sum_gx += g * ((xr[k] - m) * s);
+        }
+        const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
+        ag_real *restrict dxr = a->dx + r * (size_t)D;
+        for (k = 0; k < D; k++) {
+            ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
+            dxr[k] = assign ? d : dxr[k] + d;
+        }
+    }
+}
+
+/* dw, db: each block of 16 columns summed over the rows in row order, by
+ * one thread */
+static void layer_norm_backward_columns(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const int D = a->D;
+    const size_t rows = a->n;
+    ag_real *dw = a->dw, *db = a->db;
+    for (size_t blk = lo; blk < hi; blk++) {
+        const int k0 = (int)blk * 16, k1 = ag_min_int(k0 + 16, D);
+        for (size_t r = 0; r < rows; r++) {
+            const ag_real *xr = a->x + r * (size_t)D, *dyr = a->dy + r * (size_t)D;
+            const ag_real m = a->mean[r], s = a->rstd[r];
+            if (dw)
+                for (int k = k0; k < k1; k++)
+                    dw[k] += dyr[k] * ((xr[k] - m) * s);
+            if (db)
+                for (int k = k0; k < k1; k++)
+                    db[k] += dyr[k];
+        }
+    }
+}
+
 void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
                                  const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
                                  ag_real *db)
 {
     const size_t size = rows * (size_t)D;
-    /* dx: each row on its own, so rows can go to different threads */
-    if (dx) {
-        #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN)
-        for (size_t r = 0; r < rows; r++) {
-            const ag_real *restrict xr = x + r * (size_t)D, *restrict dyr = dy + r * (size_t)D;
-            const ag_real m = mean[r], s = rstd[r];
-            /* the row means of g = dy w and of g xhat, as fixed-order lane sums */
-            ag_real acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
-            int k = 0;
-            for (; k + AG_LANES <= D; k += AG_LANES)
-                for (int l = 0; l < AG_LANES; l++) {
-                    ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
-                    acc_g[l] += g;
-                    acc_gx[l] += g * ((xr[k + l] - m) * s);
-                }
-            double sum_g = ag_lanes_sum(acc_g), sum_gx = ag_lanes_sum(acc_gx);
-            for (; k < D; k++) {
-                ag_real g = dyr[k] * (w ? w[k] : 1);
-                sum_g += g;
-                sum_gx += g * ((xr[k] - m) * s);
-            }
-            const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
-            ag_real *restrict dxr = dx + r * (size_t)D;
-            for (k = 0; k < D; k++) {
-                ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
-                dxr[k] = assign ? d : dxr[k] + d;
-            }
-        }
-    }
-    /* dw, db: each column summed over the rows in row order, by one thread */
-    if (dw || db) {
-        #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN && D >= 64)
-        for (int k0 = 0; k0 < D; k0 += 16) {
-            const int k1 = ag_min_int(k0 + 16, D);
-            for (size_t r = 0; r < rows; r++) {
-                const ag_real *xr = x + r * (size_t)D, *dyr = dy + r * (size_t)D;
-                const ag_real m = mean[r], s = rstd[r];
-                if (dw)
-                    for (int k = k0; k < k1; k++)
-                        dw[k] += dyr[k] * ((xr[k] - m) * s);
-                if (db)
-                    for (int k = k0; k < k1; k++)
-                        db[k] += dyr[k];
-            }
-        }
-    }
+    rows_args r = { .x = x, .w = w, .mean = mean, .rstd = rstd, .dy = dy, .n = rows, .D = D, .dx = dx,
+                    .assign = assign, .dw = dw, .db = db };
+    if (dx)
+        ag_parallel_for(rows, size, layer_norm_backward_rows, &r);
+    if (dw || db)
+        ag_parallel_for(((size_t)D + 15) / 16, D >= 64 ? size : 0, layer_norm_backward_columns, &r);
 }
 
 /* ---- GELU --------------------------------------------------------------- */
 
-void ag_fast_gelu(const ag_real *x, ag_real *y, size_t n)
+static void gelu_range(void *ctx, size_t lo, size_t hi)
 {
-    const long size = (long)n;
-    #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN)
-    for (long i = 0; i < size; i++)
+    const rows_args *a = ctx;
+    const ag_real *restrict x = a->x;
+    ag_real *restrict y = a->out;
+    for (size_t i = lo; i < hi; i++)
         y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
 }
 
-void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+void ag_fast_gelu(const ag_real *x, ag_real *y, size_t n)
 {
-    const long size = (long)n;
-    #pragma omp parallel for schedule(static) if (size > AG_PARALLEL_MIN)
-    for (long i = 0; i < size; i++) {
+    rows_args r = { .x = x, .out = y };
+    ag_parallel_for(n, n, gelu_range, &r);
+}
+
+static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const ag_real *restrict x = a->x, *restrict dy = a->dy;
+    ag_real *restrict dx = a->dx;
+    const int assign = a->assign;
+    for (size_t i = lo; i < hi; i++) {
         ag_real cdf, pdf;
         ag_fast_normal(x[i], &cdf, &pdf);
         ag_real g = dy[i] * (cdf + x[i] * pdf);
         dx[i] = assign ? g : dx[i] + g;
     }
+}
+
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+{
+    rows_args r = { .x = x, .dy = dy, .dx = dx, .assign = assign };
+    ag_parallel_for(n, n, gelu_backward_range, &r);
 }

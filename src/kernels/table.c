@@ -26,8 +26,8 @@ const ag_kernels ag_kernels_fast = {
 #ifndef AG_DOUBLE
     .gemm_bf16 = ag_fast_gemm_bf16,
     .round_bf16 = ag_fast_round_bf16,
+    .bf16_status = ag_fast_bf16_status,
 #endif
-    .bf16_missing = ag_fast_bf16_missing,
     .sum_squares = ag_fast_sum_squares,
     .column_sums = ag_fast_column_sums,
 };

@@ -18,26 +18,54 @@
 #define SQRT sqrtf
 #endif
 
-void ag_fast_sgd(ag_real *restrict p, const ag_real *restrict g, ag_real *restrict buf, size_t n, ag_real lr,
-                 ag_real momentum, ag_real decay, int first)
+typedef struct {
+    ag_real *restrict p, *restrict buf, *restrict m, *restrict v;
+    const ag_real *restrict g;
+    ag_real lr, momentum, decay, b1, b2, eps, step_size, sqrt_bc2, keep;
+    int first;
+} update_args;
+
+static void sgd_range(void *ctx, size_t lo, size_t hi)
 {
-    const long len = (long)n;
+    const update_args *u = ctx;
+    ag_real *restrict p = u->p, *restrict buf = u->buf;
+    const ag_real *restrict g = u->g;
+    const ag_real lr = u->lr, momentum = u->momentum, decay = u->decay;
     if (momentum == 0) {
-        #pragma omp parallel for schedule(static) if (len > AG_PARALLEL_MIN)
-        for (long i = 0; i < len; i++)
+        for (size_t i = lo; i < hi; i++)
             p[i] -= lr * (g[i] + decay * p[i]);
-    } else if (first) {
-        #pragma omp parallel for schedule(static) if (len > AG_PARALLEL_MIN)
-        for (long i = 0; i < len; i++) {
+    } else if (u->first) {
+        for (size_t i = lo; i < hi; i++) {
             buf[i] = g[i] + decay * p[i];
             p[i] -= lr * buf[i];
         }
     } else {
-        #pragma omp parallel for schedule(static) if (len > AG_PARALLEL_MIN)
-        for (long i = 0; i < len; i++) {
+        for (size_t i = lo; i < hi; i++) {
             buf[i] = momentum * buf[i] + (g[i] + decay * p[i]);
             p[i] -= lr * buf[i];
         }
+    }
+}
+
+void ag_fast_sgd(ag_real *restrict p, const ag_real *restrict g, ag_real *restrict buf, size_t n, ag_real lr,
+                 ag_real momentum, ag_real decay, int first)
+{
+    update_args u = { .p = p, .buf = buf, .g = g, .lr = lr, .momentum = momentum, .decay = decay, .first = first };
+    ag_parallel_for(n, n, sgd_range, &u);
+}
+
+static void adamw_range(void *ctx, size_t lo, size_t hi)
+{
+    const update_args *u = ctx;
+    ag_real *restrict p = u->p, *restrict m = u->m, *restrict v = u->v;
+    const ag_real *restrict g = u->g;
+    const ag_real b1 = u->b1, b2 = u->b2, eps = u->eps, step_size = u->step_size, sqrt_bc2 = u->sqrt_bc2;
+    const ag_real keep = u->keep;
+    for (size_t i = lo; i < hi; i++) {
+        p[i] *= keep;
+        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
+        p[i] -= step_size * m[i] / (SQRT(v[i]) / sqrt_bc2 + eps);
     }
 }
 
@@ -47,17 +75,10 @@ void ag_fast_adamw(ag_real *restrict p, const ag_real *restrict g, ag_real *rest
                    size_t n, const ag_adamw_args *a)
 {
     const double bc1 = 1 - pow(a->beta1, (double)a->t), bc2 = 1 - pow(a->beta2, (double)a->t);
-    const ag_real b1 = (ag_real)a->beta1, b2 = (ag_real)a->beta2, eps = (ag_real)a->eps;
-    const ag_real step_size = (ag_real)(a->lr / bc1), sqrt_bc2 = (ag_real)sqrt(bc2);
-    const ag_real keep = (ag_real)(1 - a->lr * a->decay);
-    const long len = (long)n;
-    #pragma omp parallel for schedule(static) if (len > AG_PARALLEL_MIN)
-    for (long i = 0; i < len; i++) {
-        p[i] *= keep;
-        m[i] = b1 * m[i] + (1 - b1) * g[i];
-        v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-        p[i] -= step_size * m[i] / (SQRT(v[i]) / sqrt_bc2 + eps);
-    }
+    update_args u = { .p = p, .g = g, .m = m, .v = v, .b1 = (ag_real)a->beta1, .b2 = (ag_real)a->beta2,
+                      .eps = (ag_real)a->eps, .step_size = (ag_real)(a->lr / bc1), .sqrt_bc2 = (ag_real)sqrt(bc2),
+                      .keep = (ag_real)(1 - a->lr * a->decay) };
+    ag_parallel_for(n, n, adamw_range, &u);
 }
 
 /* In double, in 8 running partial sums (element i goes to lane i % 8)
@@ -75,17 +96,32 @@ double ag_fast_sum_squares(const ag_real *x, size_t n)
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
+typedef struct {
+    const ag_real *x;
+    size_t rows, cols;
+    ag_real *dst;
+} column_args;
+
+/* Column blocks [lo, hi) of 16 columns each. */
+static void column_sums_range(void *ctx, size_t lo, size_t hi)
+{
+    const column_args *c = ctx;
+    const ag_real *x = c->x;
+    ag_real *dst = c->dst;
+    const size_t rows = c->rows, cols = c->cols;
+    for (size_t blk = lo; blk < hi; blk++) {
+        const size_t c0 = blk * 16, c1 = c0 + 16 < cols ? c0 + 16 : cols;
+        for (size_t r = 0; r < rows; r++) {
+            const ag_real *xr = x + r * cols;
+            for (size_t k = c0; k < c1; k++)
+                dst[k] += xr[k];
+        }
+    }
+}
+
 /* Each block of 16 columns summed over the rows in row order, by one thread. */
 void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst)
 {
-    const long ncols = (long)cols;
-    #pragma omp parallel for schedule(static) if (rows * cols > AG_PARALLEL_MIN && cols >= 64)
-    for (long c0 = 0; c0 < ncols; c0 += 16) {
-        const long c1 = c0 + 16 < ncols ? c0 + 16 : ncols;
-        for (size_t r = 0; r < rows; r++) {
-            const ag_real *xr = x + r * cols;
-            for (long c = c0; c < c1; c++)
-                dst[c] += xr[c];
-        }
-    }
+    column_args c = { x, rows, cols, dst };
+    ag_parallel_for((cols + 15) / 16, cols >= 64 ? rows * cols : 0, column_sums_range, &c);
 }

@@ -2,7 +2,9 @@
  * files.c - the command's rules for the files it reads and writes (see
  * files.h).
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "dist.h"
 #include "files.h"
 
 /* A name longer than the system accepts, shown by its start: the message
@@ -75,6 +78,125 @@ static int same_file(file_id a, file_id b)
            (a.exists || strcmp(a.name, b.name) == 0);
 }
 
+/* ---- one run per output -------------------------------------------------- */
+
+/* Two runs writing one file would each replace the other's work and both
+ * report success.  So an output that is (or will be) a regular file is
+ * claimed for the life of the process by a POSIX record lock (fcntl) on
+ * "<file>.lock" beside it.  The kernel drops the lock when the process
+ * ends, however it ends, so a lock is never stale: the lock file is removed
+ * on the way out, and one left behind by a killed run is just locked again.
+ * The lock file names its holder ("attograd PID") for a person who finds
+ * it; the refusal takes the holder from the kernel (F_GETLK). */
+static char lock_names[4][PATH_MAX + 8];
+static volatile int n_locks;
+
+/* The file a write through path replaces, by its real name: path with the
+ * links of its last component followed (a dangling link names the file a
+ * save creates), then its directory's real path, so every name of one file
+ * meets at one lock; malloc'd. */
+static char *real_target(const char *path)
+{
+    char cur[PATH_MAX];
+    if ((size_t)snprintf(cur, sizeof cur, "%s", path) >= sizeof cur)
+        return NULL;
+    for (int hops = 0; hops < 40; hops++) {
+        char *r = realpath(cur, NULL);
+        if (r)
+            return r;
+        struct stat st;
+        char link[PATH_MAX];
+        ssize_t n;
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) || (n = readlink(cur, link, sizeof link - 1)) < 0)
+            break;
+        link[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        int keep = link[0] == '/' || !slash ? 0 : (int)(slash - cur) + 1;   /* relative: from the link's directory */
+        char next[PATH_MAX];
+        if ((size_t)snprintf(next, sizeof next, "%.*s%s", keep, cur, link) >= sizeof next)
+            return NULL;
+        memcpy(cur, next, sizeof cur);
+    }
+    const char *slash = strrchr(cur, '/');
+    char *dir = slash ? strndup(cur, slash == cur ? 1 : (size_t)(slash - cur)) : strdup(".");
+    char *rdir = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!rdir)
+        return strdup(cur);
+    const char *base = slash ? slash + 1 : cur;
+    size_t n = strlen(rdir) + strlen(base) + 2;
+    char *joined = malloc(n);
+    if (joined)
+        snprintf(joined, n, "%s%s%s", rdir, rdir[strlen(rdir) - 1] == '/' ? "" : "/", base);
+    free(rdir);
+    return joined;
+}
+
+static void remove_lock_files(void)
+{
+    for (int i = 0; i < n_locks; i++)
+        unlink(lock_names[i]);
+}
+
+/* Exit 2 with one line when another process holds path's lock; otherwise
+ * hold it until the process ends.  A directory where no lock file can be
+ * made (nor the output, then: saving says why) or a file system without
+ * record locks goes unlocked. */
+static void lock_output(const char *cmd, const char *flag, const char *path)
+{
+    char *target = real_target(path);
+    char name[sizeof lock_names[0]];
+    int fits = target && (size_t)snprintf(name, sizeof name, "%s.lock", target) < sizeof name;
+    free(target);
+    if (!fits || n_locks == (int)(sizeof lock_names / sizeof lock_names[0]))
+        return;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return;
+        struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+        if (fcntl(fd, F_SETLK, &fl) != 0) {
+            int locked = errno == EACCES || errno == EAGAIN;
+            struct flock who = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+            if (locked && fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK)
+                die(cmd, "%s %s is being written by another run (process %ld): wait for it to end or choose "
+                         "another file", flag, path, (long)who.l_pid);
+            close(fd);
+            if (locked)
+                continue;                   /* released just now: take it */
+            return;
+        }
+        /* A run that ended between our open and our lock removed the file
+         * we hold: a new run would lock another one.  Hold the one named. */
+        struct stat held, named;
+        if (fstat(fd, &held) != 0 || stat(name, &named) != 0 || held.st_dev != named.st_dev ||
+            held.st_ino != named.st_ino) {
+            close(fd);
+            continue;
+        }
+        char head[9] = "";
+        if (held.st_size > 0 && (pread(fd, head, 9, 0) != 9 || memcmp(head, "attograd ", 9) != 0))
+            die(cmd, "%s %s: %s.lock exists and is not attograd's lock file: move it away or choose another "
+                     "file", flag, path, path);
+        if (ftruncate(fd, 0) == 0)
+            dprintf(fd, "attograd %ld\n", (long)getpid());
+        memcpy(lock_names[n_locks], name, sizeof name);
+        if (n_locks++ == 0)
+            atexit(remove_lock_files);
+        return;                             /* fd stays open: closing it would drop the lock */
+    }
+}
+
+/* An output that is a pipe is opened now and kept open: one that nothing
+ * reads is refused now rather than hanging the run, and a reader started
+ * for it does not see the end of the file before anything is written. */
+static void hold_pipe(const char *cmd, const char *flag, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);     /* open until the process ends */
+    if (fd < 0 && errno == ENXIO)
+        die(cmd, "%s %s is a pipe that nothing reads: start its reader first", flag, path);
+}
+
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out)
 {
     for (int i = 0; i < n_out; i++) {
@@ -90,11 +212,26 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
                 die(cmd, "%s %s and %s %s are the same file: give each output its own", outputs[k].flag,
                     outputs[k].path, outputs[i].flag, outputs[i].path);
     }
+    /* devices and pipes are written through (ag_atomic_open); regular
+     * files are replaced, by one run at a time (rank 0 alone writes) */
+    for (int i = 0; i < n_out; i++) {
+        struct stat st;
+        if (!outputs[i].path)
+            continue;
+        int exists = stat(outputs[i].path, &st) == 0;
+        if (exists && S_ISFIFO(st.st_mode))
+            hold_pipe(cmd, outputs[i].flag, outputs[i].path);
+        else if ((!exists || S_ISREG(st.st_mode)) && dist_rank() == 0)
+            lock_output(cmd, outputs[i].flag, outputs[i].path);
+    }
 }
 
 int output_check(const char *path, char *err, size_t errlen)
 {
     ag_atomic_file a;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return 0;   /* written through, not replaced (and a pipe opened now would end its reader's input) */
     if (too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
         return -1;
     ag_atomic_abort(&a);
@@ -117,6 +254,7 @@ void output_track(ag_atomic_file *a)
 
 int outputs_discard(void)
 {
+    remove_lock_files();
     int result = -1;
     for (int i = 0; i < N_TRACKED; i++) {
         ag_atomic_file *a = tracked[i];

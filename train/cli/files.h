@@ -3,7 +3,8 @@
  * input must be a regular file within a size limit; no output may be an
  * input or another output; an output is created for a moment, exactly as it
  * will be, before any work starts; and an output being written when a
- * signal ends the process leaves no temporary file behind.
+ * signal ends the process leaves no temporary file behind.  Devices and
+ * pipes are written through, and one run at a time writes a file.
  */
 #ifndef ATTOGRAD_FILES_H
 #define ATTOGRAD_FILES_H
@@ -12,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attograd.h"
+#include "attograd_io.h"
 
 #ifndef PATH_MAX
 #define PATH_MAX 4096
@@ -38,12 +39,16 @@ typedef struct file_arg {
 
 /* Exit 2 with one line when an output is the same file as an input or as
  * another output: the same device and inode (symlinks followed), or, for
- * outputs that do not exist yet, the same name in the same directory. */
+ * outputs that do not exist yet, the same name in the same directory; when
+ * another run is writing it (each output that is a regular file is locked,
+ * through "<file>.lock", until the process ends); or when it is a pipe that
+ * nothing reads (a pipe is held open until the process ends). */
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
 
 /* Create the temporary file that writing path will create, and remove it:
  * -1 with err when it cannot be (no such directory, no permission, a name
- * too long, a directory in the way). */
+ * too long, a directory in the way).  A device or a pipe, written through,
+ * passes. */
 int output_check(const char *path, char *err, size_t errlen);
 
 /* While tracked (until the process ends), an open ag_atomic_file's
@@ -51,7 +56,7 @@ int output_check(const char *path, char *err, size_t errlen);
  * the process's last signal. */
 void output_track(ag_atomic_file *a);
 /* For a signal handler that ends the process (async-signal-safe): removes
- * the temporary files of tracked writes.  1 when one was under way and its
+ * the temporary files of tracked writes and the outputs' lock files.  1 when one was under way and its
  * target is left as it was, 0 when a tracked write had already put its file
  * in place, -1 when no write was under way. */
 int outputs_discard(void);

@@ -65,7 +65,8 @@ int precision_parse(const char *cmd, const char *name)
         return AG_FP32;
     if (strcmp(name, "bf16") != 0)
         die(cmd, "--precision '%s' is not a precision (use fp32 or bf16)", name);
-    if (ag_bf16_missing())
-        die(cmd, "%s", ag_bf16_missing());
+    const char *fact;
+    if (ag_bf16_status(&fact) != AG_BF16_READY)
+        die(cmd, "--precision bf16 cannot run here: %s", fact);
     return AG_BF16;
 }

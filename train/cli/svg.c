@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "attograd.h"
+#include "attograd_io.h"
 #include "svg.h"
 
 /* Flush and report whether anything written to out failed. */

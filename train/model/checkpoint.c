@@ -6,6 +6,7 @@
  * checkpoint, optimizer plus whatever training options the run adds.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,6 +249,10 @@ static const char *meta_word(const ag_st_file *f, const char *key, char *buf, si
 
 /* An integer setting: 1 when the key is absent, 0 with *out set, or -1 with
  * a message. */
+/* The largest step count a file may give: 2^62 where long has 64 bits (2^30
+ * where it has 32, as in WebAssembly), so step + 1 cannot overflow. */
+#define STEP_MAX (LONG_MAX / 2 + 1)
+
 static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long *out, const char *path,
                     char *err, size_t errlen)
 {
@@ -490,7 +495,7 @@ static int read_config(reading *r)
     const char *dr = ag_st_meta(r->f, "dropout");
     if (dr && (json_value_number(dr, &cfg->dropout) || !(cfg->dropout >= 0 && cfg->dropout < 1)))
         FAIL("%s: metadata dropout is %.40s (expected a number in [0, 1))", path, dr);
-    return meta_int(r->f, "step", 0, 1L << 62, &c->step, path, r->err, r->errlen) < 0 ? -1 : 0;
+    return meta_int(r->f, "step", 0, STEP_MAX, &c->step, path, r->err, r->errlen) < 0 ? -1 : 0;
 }
 
 /* The vocabulary, token id -> byte: the metadata's list, else the task's,
@@ -600,7 +605,7 @@ static int read_state(reading *r, const ag_params *ps)
     if (g->dtype != AG_ST_U64 || g->ndim != 1 || g->shape[0] != 4)
         FAIL("%s: tensor 'state.rng' must be U64 [4]", path);
     const char *need = c->step < 0 ? "step" : NULL;
-    int rc = meta_int(r->f, "optim_step", 0, 1L << 62, &c->optim_step, path, r->err, r->errlen);
+    int rc = meta_int(r->f, "optim_step", 0, STEP_MAX, &c->optim_step, path, r->err, r->errlen);
     if (rc < 0)
         return -1;
     if (rc == 1 || need)

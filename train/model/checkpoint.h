@@ -12,7 +12,7 @@
 #define ATTOGRAD_CHECKPOINT_H
 
 #include "model.h"
-#include "attograd.h"
+#include "attograd_io.h"
 
 #define CKPT_FORMAT "attograd/1"
 

@@ -2,8 +2,8 @@
  * step.h - one training step: the loss and gradient of a batch (or of some
  * rows of one), then the clipped, checked update.  Every trainer calls
  * these: whole batches (train/cli/train_loop.c), the micro-batch tree and
- * the ranks (train/dist/microbatch.c sums what step_gradient leaves), and
- * any other front end.  This is the only place in train/ that runs backward
+ * the ranks (train/dist/microbatch.c sums what step_gradient leaves), the
+ * browser playground (train/web/playground.c).  This is the only place in train/ that runs backward
  * (the walkthrough's worked examples aside).
  *
  * The interface, kept stable:

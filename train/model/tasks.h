@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attograd.h"
+#include "attograd_io.h"
 
 /* ---- toy tasks ---------------------------------------------------------- */
 

@@ -1,0 +1,164 @@
+/*
+ * attograd_io.h - the files attograd reads and writes, beside the engine of
+ * attograd.h: checkpoints in safetensors (a strict reader, a writer), files
+ * replaced whole or not at all, and the one-line messages that report a
+ * file's problems to the caller instead of ending the program.
+ */
+#ifndef ATTOGRAD_IO_H
+#define ATTOGRAD_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "attograd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- one-line messages ---------------------------------------------------- */
+
+/* A problem reported as text instead of through ag_error (a file that
+ * cannot be read, say): printf into err[errlen], cut to fit, newlines made
+ * spaces so it stays one line.  Nothing happens when err is NULL or errlen is 0.  Every function
+ * here that takes err and errlen fills them this way. */
+void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- files replaced whole or not at all --------------------------------- */
+
+/* ag_atomic_open creates "<target>.tmp.<pid>" in the target's directory,
+ * where target is path with its symlinks followed (the link stays, the file
+ * it points to is replaced; a dangling link's target is created).  When that
+ * name is longer than the directory allows, the target's name is cut short
+ * in it.  The new file gets the permissions of the file it replaces, else
+ * 0666 less the umask.  Refused: a target that is a directory or whose name
+ * is too long.  Write to f, then ag_atomic_commit: flush, fsync, close,
+ * rename over the target, fsync the directory.  ag_atomic_abort removes the
+ * temporary file.  A target that exists and is not a regular file (a
+ * device such as /dev/null, a pipe) is opened and written through, never
+ * replaced; a pipe that nothing reads is refused at once.  On any failure
+ * the temporary file is removed, the target
+ * is left as it was, err gets one line naming the file and the cause, and
+ * -1 is returned; 0 on success.  Either call frees what open allocated. */
+typedef struct ag_atomic_file {
+    FILE *f;                /* open for writing between open and commit/abort */
+    char *path;             /* the target */
+    char *tmp;              /* the temporary file beside it */
+    volatile int state;     /* for ag_atomic_discard */
+} ag_atomic_file;
+
+int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen);
+int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen);
+void ag_atomic_abort(ag_atomic_file *a);
+/* For a signal handler that is about to end the process: removes the
+ * temporary file of a write not yet committed.  Returns 1 when a write was
+ * under way and its target is left as it was, 0 when the new file is
+ * already in place, -1 when no write is under way.  Async-signal-safe. */
+int ag_atomic_discard(const ag_atomic_file *a);
+
+/* ---- checkpoint files: safetensors ----------------------------------------
+ * Layout: u64 little-endian header length N, N bytes of UTF-8 JSON mapping
+ * tensor names to {"dtype","shape","data_offsets":[begin,end)} plus an
+ * optional "__metadata__" object of string -> string, then the data buffer.
+ * The writer pads the JSON with spaces so that 8 + N is a multiple of 8. */
+
+/* The dtypes attograd reads and writes; their names in the file are
+ * "F32", "F64", "I32", "I64", "U64", "U8", "F16" (IEEE half) and "BF16"
+ * (bfloat16: a float's upper 16 bits). */
+enum { AG_ST_F32, AG_ST_F64, AG_ST_I32, AG_ST_I64, AG_ST_U64, AG_ST_U8, AG_ST_F16, AG_ST_BF16 };
+
+#define AG_ST_MAX_DIMS 8
+/* Largest JSON header accepted; real headers are far smaller, and a bound
+ * keeps a corrupt length from asking for gigabytes. */
+#define AG_ST_MAX_HEADER 100000000ull
+
+typedef struct ag_st_tensor {
+    const char *name;      /* UTF-8, NUL-terminated, never contains NUL itself */
+    int dtype;             /* AG_ST_* */
+    int ndim;              /* 0..8; 0 = scalar (one element) */
+    int64_t shape[AG_ST_MAX_DIMS];
+    const void *data;      /* little-endian bytes; see alignment note below */
+    size_t nbytes;         /* product(shape) * element size */
+} ag_st_tensor;
+
+/* A loaded file: its tensors (data copied out of the file) and metadata. */
+typedef struct ag_st_file ag_st_file;
+
+/* Bytes per element of a dtype, 0 if dtype is not an AG_ST_* value. */
+size_t ag_st_dtype_size(int dtype);
+/* The dtype's name in the file ("F32", ...), or "?" if unknown. */
+const char *ag_st_dtype_name(int dtype);
+
+/*
+ * Write tensors (offsets consecutive, in the given order, no holes) and
+ * metadata pairs (meta[2*i] = key, meta[2*i+1] = value, i < nmeta)
+ * atomically, through ag_atomic_open and ag_atomic_commit (the bytes go to
+ * "<path>.tmp.<pid>" beside path's target, which is flushed, fsync'ed and
+ * renamed over it, then the directory is fsync'ed).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
+ * are allowed.  Rejected before anything is written: duplicate or empty
+ * names, the reserved name "__metadata__", names/keys/values that are not
+ * valid UTF-8, an unknown dtype, ndim outside 0..8, negative dims, nbytes
+ * not matching the shape, NaN or Inf in floating-point data (the reader refuses
+ * those, so such a file could never be loaded back).  On any failure the
+ * temp file is removed, an existing file at path is left as it was, err gets
+ * one line naming the file and the cause, and -1 is returned; 0 on success.
+ */
+int ag_st_save(const char *path, const ag_st_tensor *tensors, int n,
+               const char *const *meta, int nmeta, char *err, size_t errlen);
+/* The same checks and bytes to an open stream (e.g. an ag_atomic_file's);
+ * label names it in messages.  Nothing is written when a check fails. */
+int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
+                const char *const *meta, int nmeta, char *err, size_t errlen);
+
+/*
+ * Read the whole file into memory and validate it completely (see
+ * ag_st_parse).  NULL with err filled ("<path>: <problem>", one line) on any
+ * problem, including a file that changes size while it is being read.
+ */
+ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
+
+/*
+ * The same validation on bytes already in memory; `label` stands in for the
+ * path in messages.  The result does not refer to buf afterwards.  Checks:
+ * length field vs. file size and AG_ST_MAX_HEADER, UTF-8, JSON syntax (with
+ * the byte offset of the error), top-level object, duplicate tensor names or
+ * metadata keys, exactly the fields dtype/shape/data_offsets of the right
+ * types, known dtype, 0..8 non-negative integer dims, shape * element size
+ * == end - begin without overflow, begin <= end, offsets tiling the data
+ * buffer exactly (contiguous from 0, no gap, no overlap, no trailing bytes),
+ * string metadata values, and no NaN/Inf in F32/F64/F16/BF16 data.  A
+ * PyTorch pickle (torch.save's zip archive or legacy stream), whose first
+ * bytes make no sense as a length, is named as such.
+ *
+ * Alignment: every tensor's data is copied to its own 64-byte aligned spot,
+ * so data may be cast to float *, double *, int64_t * ... directly.
+ */
+ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label,
+                        char *err, size_t errlen);
+
+int ag_st_count(const ag_st_file *f);
+/* Tensors in file order (sorted by data offset); NULL if i is out of range. */
+const ag_st_tensor *ag_st_at(const ag_st_file *f, int i);
+/* NULL if there is no tensor called name. */
+const ag_st_tensor *ag_st_get(const ag_st_file *f, const char *name);
+/* The values of a floating-point tensor (F32, F64, F16, BF16) as float:
+ * nbytes / element size of them into out.  F16 and BF16 widen exactly; F64
+ * rounds to the nearest float.  -1 with err (one line naming the tensor)
+ * for another dtype or an F64 value beyond float's range; 0 on success. */
+int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen);
+/* Metadata value for key, NULL if absent. */
+const char *ag_st_meta(const ag_st_file *f, const char *key);
+int ag_st_meta_count(const ag_st_file *f);
+/* Metadata keys in the order they appear in the file; NULL if out of range. */
+const char *ag_st_meta_key(const ag_st_file *f, int i);
+void ag_st_free(ag_st_file *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,196 @@
+#!/bin/bash
+# cli_everyday2.sh - everyday use, second pass: outputs that are devices or
+# pipes are written through, two runs never write one file, standard output
+# that cannot be written is an error, and the project installs and builds
+# as a C project does (make install with PREFIX and DESTDIR, pkg-config, a
+# change of compiler rebuilds).  Run from the repository root; ATTOGRAD
+# overrides ./build/attograd.  The last line is "N passed, N failed".
+# Checks are quoted for eval on purpose; option lists ($SMALL) split into words.
+# shellcheck disable=SC2016,SC2086
+A=${ATTOGRAD:-./build/attograd}
+ROOT=$(pwd)
+TEXT=$ROOT/data/tiny.txt
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+need_binary
+BUILD=$(dirname "$A")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/attograd-everyday2.XXXXXX") || exit 1
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM
+cd "$tmp" || exit 1
+
+SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0"
+TINY="--text $TEXT $SMALL"
+"$A" train $TINY --steps 3 --quiet --save m.st >/dev/null 2>&1 || fail "a first model could not be trained"
+
+# one_line CMD...: CMD's exit status in $rc, its stderr in err.txt; one line?
+one_line() { "$@" >out.txt 2>err.txt; rc=$?; [ "$(wc -l <err.txt)" -eq 1 ]; }
+
+# ---- 1. an output that is a device or a pipe is written through -----------------------
+# a character device like /dev/null, made here (root only)
+"$A" train $TINY --steps 4 --log-every 1 --quiet --log log.csv >/dev/null 2>&1
+if mknod mynull c 1 3 2>/dev/null; then
+    for run in "train $TINY --steps 3 --quiet --save mynull" "train $TINY --steps 3 --quiet --log mynull" \
+               "attn --model m.st --prompt The --out mynull" \
+               "attn --model m.st --prompt The --out a.svg --csv mynull" \
+               "plot --log log.csv --out mynull" "graph --model m.st --out mynull"; do
+        rm -f mynull && mknod mynull c 1 3
+        "$A" $run >/dev/null 2>err.txt
+        rc=$?
+        check "$run: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
+        check "$run: mynull is still a character device ($(ls -l mynull))" test -c mynull
+    done
+else
+    skip "a device node cannot be made here (mknod needs root)"
+fi
+# /dev/stdout, whatever it is: a pipe here
+"$A" attn --model m.st --prompt The --out /dev/stdout 2>err.txt | cat >piped.svg
+check "attn --out /dev/stdout into a pipe writes the picture there ($(cat err.txt))" grep -q "</svg>" piped.svg
+"$A" train $TINY --steps 3 --quiet --save /dev/stdout 2>err.txt | cat >piped.st
+check "train --save /dev/stdout into a pipe writes the checkpoint there ($(cat err.txt))" \
+    eval 'head -c 8 piped.st | od -An -tu8 | grep -q "[1-9]"'
+# a named pipe: one with a reader receives the output; one without is refused at once
+mkfifo pipe
+timeout 30 cat pipe >from_pipe.svg &
+reader=$!
+timeout 30 "$A" attn --model m.st --prompt The --out pipe 2>err.txt
+rc=$?
+wait $reader
+check "attn --out FIFO with a reader: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
+check "attn --out FIFO: the reader got the whole picture" grep -q "</svg>" from_pipe.svg
+check "attn --out FIFO: it is still a FIFO" test -p pipe
+for run in "train $TINY --steps 3 --quiet --log pipe" "train $TINY --steps 3 --quiet --save pipe" \
+           "attn --model m.st --prompt The --out pipe"; do
+    one_line timeout 20 "$A" $run
+    check "$run, nothing reading: exit 2 at once, not a hang (got $rc)" test $rc -eq 2
+    check "$run, nothing reading: one line naming the pipe ($(cat err.txt))" grep -q "pipe that nothing reads" err.txt
+done
+
+# ---- 2. two runs writing the same file ---------------------------------------------------
+"$A" train $TINY --steps 100000000 --threads 1 --quiet --save same.st --log same.csv >first.txt 2>&1 &
+first=$!
+for _ in $(seq 200); do [ -e same.st.lock ] && break; sleep 0.05; done
+for run in "train $TINY --steps 3 --quiet --save same.st" "train $TINY --steps 3 --quiet --save x.st --log same.csv" \
+           "train --resume m.st --steps 5 --save same.st" "attn --model m.st --prompt The --out same.st"; do
+    one_line "$A" $run
+    check "a second run writing what another writes: exit 2 ($run: $rc)" test $rc -eq 2
+    check "a second run writing what another writes: one line naming the other process ($run: $(cat err.txt))" \
+        grep -q "is being written by another run (process $first)" err.txt
+done
+ln -s same.st link.st
+one_line "$A" train $TINY --steps 3 --quiet --save link.st
+check "the same file through a link is refused too ($(cat err.txt))" grep -q "process $first" err.txt
+check "refused runs leave no lock or temporary file of their own" eval '[ ! -e x.st.lock ] && ! ls ./*.tmp.* >/dev/null 2>&1'
+kill -INT $first
+wait $first
+rc=$?
+check "the first run, interrupted, saves and exits 130 ($rc: $(tail -n 2 first.txt | tr '\n' ' '))" test $rc -eq 130
+check "the first run's lock files are gone when it ends" eval '[ ! -e same.st.lock ] && [ ! -e same.csv.lock ]'
+"$A" train --resume same.st --steps 1 --quiet >/dev/null 2>err.txt
+check "after it ended, the file is free again ($(cat err.txt))" test $? -eq 0
+# a killed run leaves its lock file, but no lock: the next run takes it
+"$A" train $TINY --steps 100000000 --threads 1 --quiet --save killed.st >/dev/null 2>&1 &
+victim=$!
+for _ in $(seq 200); do [ -e killed.st.lock ] && break; sleep 0.05; done
+kill -9 $victim
+wait $victim 2>/dev/null
+check "kill -9 leaves the lock file behind" test -e killed.st.lock
+"$A" train $TINY --steps 2 --quiet --save killed.st >/dev/null 2>err.txt
+check "a lock file left by a killed run is not a lock ($(cat err.txt))" test $? -eq 0
+check "... and is removed by the run that took it" test ! -e killed.st.lock
+# a file of the user's own under that name is not taken for a lock, nor changed
+echo "my notes" >notes.st.lock
+one_line "$A" train $TINY --steps 2 --quiet --save notes.st
+check "a foreign NAME.lock: refused in one line ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "notes.st.lock exists and is not" err.txt'
+check "a foreign NAME.lock is left as it was" grep -qx "my notes" notes.st.lock
+
+# ---- 5. standard output that cannot be written --------------------------------------------
+if [ -w /dev/full ]; then
+    for run in "eval --model m.st --text $TEXT" "info m.st" "sample --model m.st --prompt The --tokens 5 --seed 1" \
+               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help"; do
+        "$A" $run >/dev/full 2>err.txt
+        rc=$?
+        check "$run >/dev/full: a non-zero exit (got $rc)" test $rc -ne 0
+        check "$run >/dev/full: one line saying so ($(cat err.txt))" \
+            eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
+    done
+else
+    skip "no /dev/full here"
+fi
+
+# ---- 13. make install with PREFIX and DESTDIR; pkg-config ----------------------------------
+# The sub-makes see the variables of the make that runs this test (MAKEFLAGS),
+# so they find its build up to date.
+mk() { make -s --no-print-directory -C "$ROOT" BUILDDIR="${BUILD#"$ROOT"/}" "$@"; }
+case $BUILD in "$ROOT"/*) in_tree=1 ;; *) in_tree= ;; esac
+if [ -z "$in_tree" ]; then
+    skip "the binary under test is not built in this tree: no install to test"
+elif ! command -v pkg-config >/dev/null; then
+    skip "no pkg-config (sh tests/install-deps.sh installs it)"
+else
+    mk install PREFIX="$tmp/usr" >install.txt 2>&1
+    check "make install PREFIX=...: exit 0 ($(tail -n 3 install.txt))" test $? -eq 0
+    for f in bin/attograd lib/libattograd.a lib/libattograd.so lib/pkgconfig/attograd.pc include/attograd.h; do
+        check "make install puts $f under PREFIX" test -e "usr/$f"
+    done
+    for h in "$ROOT"/include/*.h; do
+        check "make install installs the header $(basename "$h")" cmp -s "$h" "usr/include/$(basename "$h")"
+    done
+    check "the installed command runs (attograd --version)" eval '"$tmp/usr/bin/attograd" --version >/dev/null'
+    export PKG_CONFIG_PATH=$tmp/usr/lib/pkgconfig
+    check "pkg-config --modversion attograd is what attograd --version prints" \
+        eval '"$tmp/usr/bin/attograd" --version | grep -q "^attograd $(pkg-config --modversion attograd) "'
+    # the usage example that opens the installed header, with its results printed
+    sed -n '/^ \* Example:/,/^ \*\//p' usr/include/attograd.h | sed -n 's/^ \*     //p' >example.inc
+    {
+        echo '#include <attograd.h>'
+        echo '#include <stdio.h>'
+        echo 'int main(void) {'
+        sed 's/^ag_params_free/printf("%g %g %g %g\\n", (double)y->data[0], (double)w->grad[0], (double)w->grad[1], (double)w->grad[2]);\n&/' example.inc
+        echo 'return 0; }'
+    } >example.c
+    cc=${CC:-cc}
+    # shellcheck disable=SC2046
+    $cc example.c -o example $(pkg-config --cflags --libs attograd) 2>cc.txt
+    check "the header's example builds with \`pkg-config --cflags --libs attograd\` alone ($(head -c 300 cc.txt))" \
+        test -x example
+    check "... and links the shared library" eval 'LD_LIBRARY_PATH= ldd ./example 2>/dev/null | grep -q libattograd.so'
+    check "... and computes what the header says (y = 8, dy/dw = 2 0 2: got $(LD_LIBRARY_PATH=$tmp/usr/lib ./example))" \
+        eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./example)" = "8 2 0 2" ]'
+    # shellcheck disable=SC2046
+    $cc example.c -o example_static $(pkg-config --cflags attograd) usr/lib/libattograd.a \
+        $(pkg-config --libs-only-other --libs-only-l attograd | sed 's/-lattograd//') 2>cc.txt
+    check "the static library links with the flags attograd.pc carries ($(head -c 300 cc.txt))" \
+        eval '[ "$(./example_static)" = "8 2 0 2" ]'
+    mk uninstall PREFIX="$tmp/usr" >/dev/null 2>&1
+    check "make uninstall removes every file it installed ($(find usr -type f -o -type l | tr '\n' ' '))" \
+        test -z "$(find usr -type f -o -type l)"
+    # DESTDIR stages the files; attograd.pc names the PREFIX they will live under
+    mk install DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
+    check "make install DESTDIR=... PREFIX=/opt/ag stages under DESTDIR" test -x stage/opt/ag/bin/attograd
+    check "attograd.pc names PREFIX, not DESTDIR ($(grep libdir= stage/opt/ag/lib/pkgconfig/attograd.pc))" \
+        eval 'grep -qx "libdir=/opt/ag/lib" stage/opt/ag/lib/pkgconfig/attograd.pc'
+    mk uninstall DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
+    check "make uninstall DESTDIR=... removes the staged files" test -z "$(find stage -type f -o -type l)"
+fi
+
+# ---- 14. a change of compiler or flags rebuilds -------------------------------------------
+# in a build directory of its own: one object is enough to see it
+obj=$tmp/b/src/pcg32.o
+mk0() { make --no-print-directory -C "$ROOT" BUILDDIR="$tmp/b" "$@" "$obj" 2>&1; }
+mk0 >/dev/null
+check "an object builds in a fresh build directory" test -s "$obj"
+check "an unchanged build is up to date" eval '! mk0 | grep -q "CC "'
+check "another -O rebuilds" eval 'mk0 OPT=-O1 | grep -q "CC "'
+check "... and going back rebuilds again" eval 'mk0 | grep -q "CC "'
+if command -v clang >/dev/null; then
+    check "make CC=clang after make rebuilds with clang" eval 'mk0 CC=clang | grep -q "CC "'
+    check "... and then is up to date" eval '! mk0 CC=clang | grep -q "CC "'
+    check "... and the build directory says what it was built with" grep -q "^clang" "$tmp/b/flags"
+else
+    skip "no clang to change compiler to"
+fi
+
+finish

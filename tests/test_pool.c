@@ -1,0 +1,302 @@
+/*
+ * test_pool.c - the engine's threads (src/pool.c): every task runs exactly
+ * once for many task and thread counts (more threads than cores too),
+ * repeated and nested loops, two calling threads at once, a pool used in a
+ * forked child, the wait policies, and kernels giving the same bits on 1, 2
+ * and more threads.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "kernels.h"
+
+enum { MAX_TASKS = 5000 };
+
+typedef struct {
+    _Atomic int runs[MAX_TASKS];
+    _Atomic int bad_id;             /* a task saw ag_thread_id() outside [0, nth) */
+    int nth;
+} counts;
+
+static void count_task(void *ctx, int t)
+{
+    counts *c = ctx;
+    const int id = ag_thread_id();
+    if (id < 0 || id >= (c->nth > 0 ? c->nth : 1))
+        atomic_fetch_add(&c->bad_id, 1);
+    atomic_fetch_add(&c->runs[t], 1);
+}
+
+/* The tasks that ran other than exactly once, after one loop of n tasks on
+ * nth threads; -1 for a thread id out of range. */
+static int wrong_runs(int n, int nth)
+{
+    counts *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    c->nth = nth;
+    ag_parallel(n, nth, count_task, c);
+    int wrong = atomic_load(&c->bad_id) ? -1 : 0;
+    for (int t = 0; t < n && wrong >= 0; t++)
+        wrong += atomic_load(&c->runs[t]) != 1;
+    free(c);
+    return wrong;
+}
+
+static void test_every_task_once(void)
+{
+    const int ns[] = { 0, 1, 2, 3, 5, 7, 16, 63, 64, 65, 1000, MAX_TASKS };
+    const int threads[] = { 1, 2, 3, 4, 8, 33 };   /* 33: more threads than this machine has cores */
+    for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
+        ag_set_threads(threads[i]);
+        for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+            for (int nth = 1; nth <= threads[i] + 1; nth += nth < 4 ? 1 : threads[i]) {
+                int w = wrong_runs(ns[j], nth);
+                CHECK(w == 0, "%d tasks on %d of %d threads: %d ran other than once", ns[j], nth, threads[i], w);
+            }
+    }
+}
+
+/* Thousands of short loops back to back: a task lost or run twice
+ * between loops (threads going to sleep and waking) shows in the sums. */
+static void test_repeated(void)
+{
+    ag_set_threads(0);
+    const int nth = ag_get_threads() > 1 ? ag_get_threads() : 2;
+    int wrong = 0;
+    for (int rep = 0; rep < 3000; rep++)
+        wrong += wrong_runs(1 + rep % 17, nth) != 0;
+    CHECK(wrong == 0, "%d of 3000 back-to-back loops ran a task other than once", wrong);
+    /* with pauses: the threads have gone to sleep before the next loop */
+    wrong = 0;
+    for (int rep = 0; rep < 20; rep++) {
+        nanosleep(&(struct timespec){ 0, rep % 2 ? 2000000 : 50000 }, NULL);
+        wrong += wrong_runs(9, nth) != 0;
+    }
+    CHECK(wrong == 0, "%d of 20 loops after a pause ran a task other than once", wrong);
+}
+
+/* A loop inside a task runs whole on that task's thread. */
+typedef struct {
+    _Atomic int inner[64][8];
+    _Atomic int max_threads_inside, not_same_thread;
+} nest;
+
+typedef struct {
+    nest *n;
+    int outer;
+    pthread_t self;
+} inner_ctx;
+
+static void inner_task(void *ctx, int t)
+{
+    inner_ctx *c = ctx;
+    if (!pthread_equal(c->self, pthread_self()))
+        atomic_fetch_add(&c->n->not_same_thread, 1);
+    atomic_fetch_add(&c->n->inner[c->outer][t], 1);
+}
+
+static void outer_task(void *ctx, int t)
+{
+    nest *n = ctx;
+    int m = ag_max_threads();
+    if (m > atomic_load(&n->max_threads_inside))
+        atomic_store(&n->max_threads_inside, m);
+    inner_ctx c = { n, t, pthread_self() };
+    ag_parallel(8, 4, inner_task, &c);
+}
+
+static void test_nested(void)
+{
+    ag_set_threads(4);
+    static nest n;
+    memset(&n, 0, sizeof n);
+    ag_parallel(64, 4, outer_task, &n);
+    int wrong = 0;
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < 8; j++)
+            wrong += atomic_load(&n.inner[i][j]) != 1;
+    CHECK(wrong == 0, "nested loops: %d inner tasks ran other than once", wrong);
+    CHECK(atomic_load(&n.not_same_thread) == 0, "nested loops: an inner task left its outer task's thread");
+    CHECK(atomic_load(&n.max_threads_inside) == 1, "ag_max_threads() inside a task is %d, not 1",
+          atomic_load(&n.max_threads_inside));
+    CHECK(ag_max_threads() == ag_get_threads(), "ag_max_threads() outside a loop is %d, not %d", ag_max_threads(),
+          ag_get_threads());
+}
+
+/* ag_parallel_for covers [0, n) once, in pieces, shared or not. */
+typedef struct {
+    _Atomic int *hits;
+} range_ctx;
+
+static void range_body(void *ctx, size_t lo, size_t hi)
+{
+    range_ctx *r = ctx;
+    for (size_t i = lo; i < hi; i++)
+        atomic_fetch_add(&r->hits[i], 1);
+}
+
+static void test_parallel_for(void)
+{
+    const size_t ns[] = { 0, 1, 2, 5, 31, 1000, 100003 };
+    for (int share = 0; share < 2; share++)
+        for (int threads = 1; threads <= 5; threads += 2) {
+            ag_set_threads(threads);
+            ag_threads_share_all(share);
+            for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+                range_ctx r = { calloc(ns[j] + 1, sizeof(_Atomic int)) };
+                ag_parallel_for(ns[j], ns[j], range_body, &r);
+                size_t wrong = 0;
+                for (size_t i = 0; i < ns[j]; i++)
+                    wrong += atomic_load(&r.hits[i]) != 1;
+                CHECK(wrong == 0, "ag_parallel_for n=%zu, %d threads%s: %zu elements visited other than once",
+                      ns[j], threads, share ? ", shared" : "", wrong);
+                free(r.hits);
+            }
+        }
+    ag_threads_share_all(0);
+}
+
+/* Two threads of a program calling at once: each loop still runs every
+ * task once (one of them on its own thread while the other has the pool). */
+static void *caller(void *arg)
+{
+    int *wrong = arg;
+    for (int rep = 0; rep < 500; rep++)
+        *wrong += wrong_runs(37, 3) != 0;
+    return NULL;
+}
+
+static void test_two_callers(void)
+{
+    ag_set_threads(3);
+    pthread_t other;
+    int wrong_a = 0, wrong_b = 0;
+    CHECK(pthread_create(&other, NULL, caller, &wrong_b) == 0, "pthread_create failed");
+    caller(&wrong_a);
+    pthread_join(other, NULL);
+    CHECK(wrong_a == 0 && wrong_b == 0, "two calling threads: %d and %d loops ran a task other than once", wrong_a,
+          wrong_b);
+}
+
+/* A pool started in the parent, then used in a forked child (as MPI ranks
+ * may be started) and in the parent again. */
+static void test_fork(void)
+{
+    ag_set_threads(3);
+    CHECK(wrong_runs(100, 3) == 0, "before fork: a task ran other than once");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int wrong = 0;
+        for (int rep = 0; rep < 200; rep++)
+            wrong += wrong_runs(1 + rep % 40, 3) != 0;
+        ag_set_threads(2);
+        wrong += wrong_runs(50, 2) != 0;
+        _exit(wrong == 0 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child's loops went wrong (status %d)", status);
+    CHECK(wrong_runs(100, 3) == 0, "after fork, in the parent: a task ran other than once");
+}
+
+/* OMP_WAIT_POLICY sets the poll (read when the threads start). */
+static void test_policy(void)
+{
+#ifndef AG_REFERENCE
+    double spin;
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    ag_set_threads(3);
+    ag_threads_measured(NULL, NULL, &spin, NULL, NULL);
+    CHECK(spin == 0, "OMP_WAIT_POLICY=passive: threads poll %g us, not 0", spin);
+    CHECK(wrong_runs(500, 3) == 0, "passive: a task ran other than once");
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    ag_set_threads(2);
+    ag_threads_measured(NULL, NULL, &spin, NULL, NULL);
+    CHECK(spin < 0, "OMP_WAIT_POLICY=active: threads poll %g us, not forever", spin);
+    CHECK(wrong_runs(500, 2) == 0, "active: a task ran other than once");
+    unsetenv("OMP_WAIT_POLICY");
+    ag_set_threads(3);
+    double wake, fork_us, elem;
+    size_t min_work;
+    ag_threads_measured(&wake, &fork_us, &spin, &elem, &min_work);
+    CHECK(wake >= 0 && fork_us >= 0 && elem > 0 && spin >= 0 && min_work > 0,
+          "default policy: measured wake %g us, fork %g us, poll %g us, element %g ns, least work %zu", wake, fork_us,
+          spin, elem, min_work);
+#endif
+}
+
+/* ---- kernels: the same bits on 1, 2, 3 and 7 threads ------------------- */
+
+static unsigned rng = 12345;
+static ag_real uniform(void)
+{
+    rng = rng * 1103515245u + 12345u;
+    return (ag_real)((rng >> 8) & 0xffff) / 32768 - 1;
+}
+
+static void test_kernels_threads(void)
+{
+    enum { M = 150, N = 270, K = 333, ROWS = 96, D = 200 };
+    ag_real *A = malloc(sizeof(ag_real) * M * K), *B = malloc(sizeof(ag_real) * K * N);
+    ag_real *x = malloc(sizeof(ag_real) * ROWS * D), *w = malloc(sizeof(ag_real) * D);
+    for (int i = 0; i < M * K; i++) A[i] = uniform();
+    for (int i = 0; i < K * N; i++) B[i] = uniform();
+    for (int i = 0; i < ROWS * D; i++) x[i] = uniform() * 3;
+    for (int i = 0; i < D; i++) w[i] = uniform();
+    const int threads[] = { 1, 2, 3, 7 };
+    ag_real *C[4], *Y[4], *S[4], *G[4];
+    for (int r = 0; r < 4; r++) {
+        check_set_threads(threads[r]);
+        C[r] = calloc((size_t)M * N, sizeof(ag_real));
+        Y[r] = calloc((size_t)ROWS * D, sizeof(ag_real));
+        S[r] = calloc((size_t)ROWS * D, sizeof(ag_real));
+        G[r] = calloc((size_t)ROWS * D, sizeof(ag_real));
+        ag_real mean[ROWS], rstd[ROWS];
+        ag_kern->gemm(0, 1, M, N, K, A, K, B, K, 0, C[r], N);
+        ag_kern->gemm(1, 0, M, N, K, A, M, B, N, 1, C[r], N);
+        ag_kern->layer_norm(x, w, w, ROWS, D, (ag_real)1e-5, Y[r], mean, rstd);
+        ag_kern->softmax(x, S[r], ROWS, D, 1, 0);
+        ag_kern->gelu(x, G[r], (size_t)ROWS * D);
+    }
+    ag_threads_share_all(0);
+    for (int r = 1; r < 4; r++) {
+        CHECK(memcmp(C[0], C[r], sizeof(ag_real) * M * N) == 0, "gemm: 1 and %d threads differ in bits", threads[r]);
+        CHECK(memcmp(Y[0], Y[r], sizeof(ag_real) * ROWS * D) == 0, "layer_norm: 1 and %d threads differ in bits",
+              threads[r]);
+        CHECK(memcmp(S[0], S[r], sizeof(ag_real) * ROWS * D) == 0, "softmax: 1 and %d threads differ in bits",
+              threads[r]);
+        CHECK(memcmp(G[0], G[r], sizeof(ag_real) * ROWS * D) == 0, "gelu: 1 and %d threads differ in bits",
+              threads[r]);
+    }
+    for (int r = 0; r < 4; r++) {
+        free(C[r]);
+        free(Y[r]);
+        free(S[r]);
+        free(G[r]);
+    }
+    free(A);
+    free(B);
+    free(x);
+    free(w);
+}
+
+int main(void)
+{
+    test_every_task_once();
+    test_repeated();
+    test_nested();
+    test_parallel_for();
+    test_two_callers();
+    test_fork();
+    test_policy();
+    test_kernels_threads();
+    return check_done();
+}

@@ -1,0 +1,185 @@
+// playground.js - the browser playground in headless Chromium, driven the
+// way a learner drives it: through the labelled controls and roles only.
+// Run by tests/web_playground.sh, which checks the prerequisites first.
+//
+// Checks: the page's files within 400 KB; copy trained to >= 99% held-out
+// exact match; the saved checkpoint byte for byte the reference build's
+// (build-ref, --threads 1, the same settings); the heatmaps' rows sum to 1
+// within 1e-6 with exact zeros above the diagonal; a bad file to Open
+// checkpoint gives one line and leaves the model as it was (saved again:
+// the same bytes); a checkpoint written by the command opened and
+// completed as `attograd sample --temperature 0` completes it; no main-thread
+// task over 50 ms while training; the file:// notice; no console error or
+// uncaught exception anywhere.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const http = require('http');
+const { execFileSync } = require('child_process');
+const { chromium } = require('playwright-core');
+
+const WEBDIR = path.resolve(process.env.WEBDIR || 'build-web');
+const REF = path.resolve(process.env.ATTOGRAD_REF || 'build-ref/attograd');
+const TMP = fs.mkdtempSync('/tmp/attograd-web-');
+const SHOT = process.env.SCREENSHOT;      // where to write the README's screenshot, if set
+
+let passed = 0, failed = 0;
+function check(what, ok, detail) {
+  if (ok) { passed++; console.log('ok: ' + what); }
+  else { failed++; console.log(`FAIL: ${what}${detail ? ': ' + detail : ''}`); }
+}
+
+// A plain static server, as a project page would be hosted: no special headers.
+function serve() {
+  const types = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm' };
+  const server = http.createServer((req, res) => {
+    const name = path.join(WEBDIR, decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/\/$/, '/index.html'));
+    if (!name.startsWith(WEBDIR) || !fs.existsSync(name)) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'Content-Type': types[path.extname(name)] || 'application/octet-stream' });
+    res.end(fs.readFileSync(name));
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
+}
+
+// The tasks the renderer's main thread ran, from a Chromium trace.
+function mainThreadTasks(trace) {
+  const events = trace.traceEvents || trace;
+  const main = events.filter((e) => e.ph === 'M' && e.name === 'thread_name' && e.args.name === 'CrRendererMain');
+  const ids = new Set(main.map((e) => e.pid + ':' + e.tid));
+  return events.filter((e) => e.ph === 'X' && e.name === 'ThreadControllerImpl::RunTask' && ids.has(e.pid + ':' + e.tid) && e.tdur !== undefined);
+}
+
+const statusText = (page) => page.getByRole('status').textContent();
+
+async function waitStatus(page, re, ms) {
+  const t0 = Date.now();
+  for (;;) {
+    const s = await statusText(page);
+    if (re.test(s)) return s;
+    if (Date.now() - t0 > ms) throw new Error(`status '${s}' never matched ${re}`);
+    await page.waitForTimeout(100);
+  }
+}
+
+// Set a labelled control the way a user does, then wait for the rebuilt run.
+async function set(page, label, value) {
+  const box = page.getByLabel(label, { exact: true });
+  if ((await box.evaluate((e) => e.tagName)) === 'SELECT') await box.selectOption(String(value));
+  else { await box.fill(String(value)); await box.dispatchEvent('change'); }
+}
+
+async function download(page, click) {
+  const [dl] = await Promise.all([page.waitForEvent('download'), click()]);
+  const file = path.join(TMP, 'dl-' + Date.now() + '.st');
+  await dl.saveAs(file);
+  return fs.readFileSync(file);
+}
+
+async function main() {
+  const server = await serve();
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1100, height: 1000 } });
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push('console error: ' + m.text()); });
+  page.on('pageerror', (e) => problems.push('uncaught: ' + e.message));
+  page.on('worker', (w) => w.on('console', (m) => { if (m.type() === 'error') problems.push('worker console error: ' + m.text()); }));
+
+  // ---- size ------------------------------------------------------------------
+  const files = ['index.html', 'app.js', 'worker.js', 'playground.js', 'playground.wasm'];
+  const bytes = files.reduce((n, f) => n + fs.statSync(path.join(WEBDIR, f)).size, 0);
+  check(`the page's files are at most 400 KB (${bytes} bytes)`, bytes <= 400 * 1000);
+
+  // ---- train copy through the controls ---------------------------------------
+  await page.goto(url);
+  await waitStatus(page, /^step 0\/400 · loss/, 60000);
+  const settings = [['Task', 'copy'], ['Layers', 2], ['Heads', 2], ['d_model', 32], ['Context', 0], ['Dropout', 0],
+                    ['Optimizer', 'adamw'], ['Learning rate', 0.003], ['Batch', 16], ['Steps', 100], ['Seed', 1]];
+  for (const [label, value] of settings) await set(page, label, value);
+  await waitStatus(page, /^step 0\/100 · loss/, 30000);
+  check('the settings are in the URL', /d_model=32/.test(page.url()) && /optimizer=adamw/.test(page.url()), page.url());
+  await browser.startTracing(page, { categories: ['toplevel'] });
+  await page.getByRole('button', { name: 'Train' }).click();
+  const done = await waitStatus(page, /^step 100\/100 · loss [0-9.]+ · held-out exact match [0-9.]+%$/, 300000);
+  const tasks = mainThreadTasks(JSON.parse(await browser.stopTracing()));
+  const match = Number(/exact match ([0-9.]+)%/.exec(done)[1]);
+  check(`copy reaches >= 99% held-out exact match (${done})`, match >= 99);
+  // The page's thread while the worker trains: each task's CPU time (the
+  // trace's thread time; its wall time grows with whatever else the
+  // machine runs, so it is shown, not held to the limit).
+  const cpu = Math.max(...tasks.map((t) => t.tdur)) / 1000, wall = Math.max(...tasks.map((t) => t.dur)) / 1000;
+  check(`no main-thread task over 50 ms while training (${tasks.length} tasks, longest ${cpu.toFixed(1)} ms of CPU, ` +
+        `${wall.toFixed(1)} ms of wall time)`, tasks.length > 0 && cpu <= 50);
+  await page.getByRole('button', { name: 'Train' }).waitFor();
+
+  // ---- heatmaps --------------------------------------------------------------
+  const maps = await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll(
+    (cs) => cs.map((c) => JSON.parse(c.dataset.weights)));
+  check(`a heatmap per layer and head (${maps.length})`, maps.length === 4);
+  let worstSum = 0, above = 0;
+  for (const rows of maps)
+    rows.forEach((row, i) => {
+      worstSum = Math.max(worstSum, Math.abs(row.reduce((a, b) => a + b, 0) - 1));
+      row.forEach((w, j) => { if (j > i && w !== 0) above++; });
+    });
+  check(`every heatmap row sums to 1 within 1e-6 (worst ${worstSum})`, maps.length > 0 && worstSum <= 1e-6);
+  check(`exact zeros above the diagonal (${above} not)`, above === 0);
+  if (SHOT) await page.screenshot({ path: SHOT, fullPage: true });
+
+  // ---- Save checkpoint: the reference build's bytes --------------------------
+  const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  const refFile = path.join(TMP, 'ref.st');
+  execFileSync(REF, ['train', '--task', 'copy', '--layers', '2', '--heads', '2', '--d-model', '32', '--optimizer', 'adamw',
+                     '--lr', '0.003', '--batch', '16', '--steps', '100', '--seed', '1', '--threads', '1', '--quiet',
+                     '--save', refFile]);
+  const ref = fs.readFileSync(refFile);
+  check(`Save checkpoint gives the reference build's checkpoint byte for byte (${saved.length} vs ${ref.length} bytes)`,
+        saved.equals(ref));
+
+  // ---- a bad file to Open checkpoint ------------------------------------------
+  const before = await statusText(page);
+  await page.getByLabel('Open checkpoint').setInputFiles({ name: 'notes.st', mimeType: 'application/octet-stream',
+                                                            buffer: Buffer.from('this is not a checkpoint\n') });
+  const alert = page.getByRole('alert').filter({ hasText: /./ });
+  await alert.first().waitFor({ timeout: 10000 });
+  const msg = await alert.first().textContent();
+  check(`a bad checkpoint gives one line naming the file (${msg})`, /^notes\.st: /.test(msg) && !msg.includes('\n'));
+  check('the status is as it was', (await statusText(page)) === before, await statusText(page));
+  const again = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  check('the model is as it was (saved again: the same bytes)', again.equals(saved));
+
+  // ---- a checkpoint written by the command, completed --------------------------
+  const sortFile = path.join(TMP, 'sort.st');
+  execFileSync(REF, ['train', '--task', 'sort', '--d-model', '32', '--heads', '2', '--optimizer', 'adamw', '--steps', '150',
+                     '--threads', '1', '--quiet', '--save', sortFile]);
+  await page.getByLabel('Open checkpoint').setInputFiles(sortFile);
+  await waitStatus(page, /^step 150\/150 · loss/, 30000);
+  for (const prompt of ['210120', '002211', '111000']) {
+    await page.getByLabel('Prompt').fill(prompt);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    const want = execFileSync(REF, ['sample', '--model', sortFile, '--prompt', prompt, '--temperature', '0']).toString().trim();
+    let got = '';
+    for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
+    check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
+  }
+
+  // ---- opened from a file ------------------------------------------------------
+  const local = await context.newPage();
+  await local.goto('file://' + path.join(WEBDIR, 'index.html'));
+  const notice = await local.getByRole('alert').filter({ hasText: /make web-serve/ }).textContent();
+  check(`from file:// the page says how to serve it (${notice})`, /http:\/\/localhost/.test(notice));
+
+  check(`no console error or uncaught exception (${problems.join(' | ')})`, problems.length === 0);
+  await browser.close();
+  server.close();
+  fs.rmSync(TMP, { recursive: true, force: true });
+}
+
+main().catch((e) => { failed++; console.log('FAIL: ' + (e.stack || e)); })
+  .finally(() => { console.log(`${passed} passed, ${failed} failed`); process.exit(failed ? 1 : 0); });

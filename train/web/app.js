@@ -1,0 +1,272 @@
+// app.js - the playground page: the controls and their URL, and the
+// drawings (loss curve, attention heatmaps).  Everything the engine
+// computes happens in worker.js; this thread only sends commands and draws
+// what comes back, so training never blocks it.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const SETTINGS = ['task', 'layers', 'heads', 'd_model', 'context', 'dropout', 'optimizer', 'lr', 'batch', 'steps', 'seed'];
+const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
+const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
+
+let worker = null, info = null, running = false;
+let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
+
+function say(text) { $('error').textContent = text; }
+
+function settings() {
+  const s = {};
+  for (const k of SETTINGS) s[k] = $(k).value;
+  for (const k of SETTINGS) if (k !== 'task' && k !== 'optimizer') s[k] = Number(s[k]);
+  return s;
+}
+
+function settingsToUrl() {
+  const q = new URLSearchParams();
+  for (const k of SETTINGS) q.set(k, $(k).value);
+  history.replaceState(null, '', '?' + q.toString());
+}
+
+function settingsFromUrl() {
+  const q = new URLSearchParams(location.search);
+  for (const k of SETTINGS) if (q.has(k)) $(k).value = q.get(k);
+  $('textbox').hidden = $('task').value !== 'text';
+}
+
+function status() {
+  if (!info || !info.live) return;
+  const last = trainLoss.length ? trainLoss[trainLoss.length - 1][1].toFixed(4) : '–';
+  let s = `step ${info.step}/${info.steps} · loss ${last}`;
+  if (info.task !== 'text' && lastVal && lastVal.total)
+    s += ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%`;
+  else if (lastVal && info.task === 'text')
+    s += ` · validation loss ${lastVal.loss.toFixed(4)}`;
+  $('status').textContent = s;
+}
+
+// ---- the loss curve -------------------------------------------------------
+
+function drawLoss() {
+  const cv = $('loss'), g = cv.getContext('2d'), W = cv.width, H = cv.height, pad = 34;
+  g.clearRect(0, 0, W, H);
+  const all = trainLoss.concat(valLoss).map((p) => p[1]).filter(Number.isFinite);
+  if (!all.length || !info) return;
+  const top = Math.max(...all) * 1.05, steps = Math.max(info.steps, 1);
+  const x = (s) => pad + (W - pad - 8) * s / steps, y = (v) => H - pad - (H - pad - 8) * v / top;
+  g.strokeStyle = '#999'; g.fillStyle = '#444'; g.font = '11px sans-serif';
+  g.beginPath(); g.moveTo(pad, 8); g.lineTo(pad, H - pad); g.lineTo(W - 8, H - pad); g.stroke();
+  g.fillText(top.toFixed(2), 2, 14); g.fillText('0', pad - 10, H - pad); g.fillText(String(steps), W - 40, H - pad + 14);
+  g.fillText('step', W / 2, H - 8);
+  const line = (pts, color) => {
+    g.strokeStyle = color; g.beginPath();
+    pts.forEach((p, i) => (i ? g.lineTo(x(p[0]), y(p[1])) : g.moveTo(x(p[0]), y(p[1]))));
+    g.stroke();
+  };
+  line(trainLoss, '#36c');
+  line(valLoss, '#d60');
+}
+
+// ---- attention heatmaps ---------------------------------------------------
+
+function tokenText(id) {
+  const b = info.vocab[id];
+  return b === 10 ? '\\n' : b === 32 ? '␣' : String.fromCharCode(b);
+}
+
+// One canvas per layer and head, made once per shape and repainted after.
+let maps = [];
+
+function makeMaps(L, H, T, cell, lab) {
+  const box = $('heatmaps');
+  box.textContent = '';
+  maps = [];
+  for (let l = 0; l < L; l++)
+    for (let h = 0; h < H; h++) {
+      const fig = document.createElement('figure'), cv = document.createElement('canvas');
+      const map = { cv, rows: [], ids: [] };
+      cv.width = lab + T * cell; cv.height = lab + T * cell;
+      cv.setAttribute('role', 'img');
+      cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
+      cv.addEventListener('mousemove', (e) => {
+        const r = cv.getBoundingClientRect(), tip = $('tip');
+        const j = Math.floor((e.clientX - r.left - lab) / cell), i = Math.floor((e.clientY - r.top - lab) / cell);
+        if (i < 0 || j < 0 || i >= T || j >= T) { tip.style.display = 'none'; return; }
+        tip.textContent = `query ${tokenText(map.ids[i])} (${i}) → key ${tokenText(map.ids[j])} (${j}): ` +
+          map.rows[i][j].toFixed(4);
+        tip.style.left = e.clientX + 12 + 'px'; tip.style.top = e.clientY + 12 + 'px'; tip.style.display = 'block';
+      });
+      cv.addEventListener('mouseleave', () => ($('tip').style.display = 'none'));
+      const cap = document.createElement('figcaption');
+      cap.textContent = `layer ${l + 1} · head ${h + 1}`;
+      fig.append(cv, cap);
+      box.append(fig);
+      maps.push(map);
+    }
+}
+
+// Weight w as a cell from white (0) to blue (1); the tokens on both axes:
+// rows are queries, columns keys.
+function drawHeatmaps(a) {
+  if (!a) return;
+  if (a.error) { $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
+  const { T, L, H, ids, weights } = a;
+  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), lab = 14, key = `${L},${H},${T}`;
+  if ($('heatmaps').dataset.key !== key) { makeMaps(L, H, T, cell, lab); $('heatmaps').dataset.key = key; }
+  maps.forEach((map, k) => {
+    const base = k * T * T, g = map.cv.getContext('2d');
+    map.ids = ids;
+    map.rows = [];
+    for (let i = 0; i < T; i++) map.rows.push(Array.from(weights.subarray(base + i * T, base + (i + 1) * T)));
+    map.cv.dataset.weights = JSON.stringify(map.rows);
+    g.clearRect(0, 0, map.cv.width, map.cv.height);
+    g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
+    for (let i = 0; i < T; i++) {
+      g.fillText(tokenText(ids[i]), lab + i * cell + 1, lab - 3);
+      g.fillText(tokenText(ids[i]), 2, lab + (i + 1) * cell - 3);
+    }
+    for (let i = 0; i < T; i++)
+      for (let j = 0; j < T; j++) {
+        const w = map.rows[i][j];
+        g.fillStyle = `rgb(${255 - Math.round(215 * w)},${255 - Math.round(175 * w)},255)`;
+        g.fillRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
+      }
+  });
+}
+
+function showAttention(a) {
+  current = a;
+  const sl = $('snapshot');
+  if (Number(sl.value) >= snapshots.length - 1 || !snapshots.length) drawHeatmaps(a);
+}
+
+function addSnapshot(a) {
+  if (!a || a.error) return;
+  snapshots.push(a);
+  const sl = $('snapshot'), atEnd = Number(sl.value) >= snapshots.length - 2;
+  sl.max = String(snapshots.length - 1);
+  if (atEnd) { sl.value = sl.max; $('snapinfo').textContent = `step ${a.step}`; }
+}
+
+// ---- the worker -----------------------------------------------------------
+
+function setRunning(on) {
+  running = on;
+  $('train').textContent = on ? 'Pause' : 'Train';
+}
+
+const onMessage = {
+  ready() { reset(); },
+  model(m) {
+    info = m.info; trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
+    $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
+    if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
+    if (m.opened) {
+      for (const k of SETTINGS) if (k in info && k !== 'task') $(k).value = info[k];
+      $('task').value = info.task;
+      $('textbox').hidden = info.task !== 'text';
+      settingsToUrl();
+      say('');
+      $('status').textContent = '';
+    }
+    if (!$('prompt').value || m.resetPrompt) $('prompt').value = DEFAULT_PROMPT[info.task];
+    addSnapshot(m.attention);
+    showAttention(m.attention);
+    status(); drawLoss();
+    if (info.live && !m.opened) $('status').textContent = `step ${info.step}/${info.steps} · loss –` +
+      (info.task !== 'text' && lastVal ? ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%` : '');
+    if (m.opened) status();
+  },
+  progress(m) {
+    info = m.info;
+    for (const p of m.losses) trainLoss.push(p);
+    if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
+    if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
+    if (m.error) { say(m.error); setRunning(false); }
+    status(); drawLoss();
+  },
+  stopped(m) { info = m.info; setRunning(false); status(); },
+  attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
+  completion(m) { $('completion').textContent = m.text; },
+  saved(m) {
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(new Blob([m.bytes], { type: 'application/octet-stream' }));
+    a.download = `attograd-${m.info.task}-step${m.info.step}.st`;
+    document.body.append(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  },
+  error(m) { say(m.message); setRunning(false); },
+};
+
+async function reset() {
+  setRunning(false);
+  say('');
+  const s = settings();
+  settingsToUrl();
+  const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
+  if (s.task === 'text') {
+    const text = new TextEncoder().encode($('text').value);
+    if (text.length < 2) { say('Text: paste some text or open a text file first'); return; }
+    msg.text = text;
+    msg.textName = $('text').dataset.name || 'text';
+  }
+  worker.postMessage(msg);
+}
+
+function bind() {
+  for (const k of SETTINGS) $(k).addEventListener('change', () => {
+    if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
+    if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
+    reset();
+  });
+  $('train').addEventListener('click', () => {
+    if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }
+    else if (info && info.step >= info.steps) say('the run is at its last step: raise Steps or Reset');
+    else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
+  });
+  $('step').addEventListener('click', () => { if (!running) worker.postMessage({ cmd: 'step' }); });
+  $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
+  $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
+  $('complete').addEventListener('click', () => worker.postMessage({
+    cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
+    seed: Number($('seed').value) }));
+  $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
+  $('open').addEventListener('change', async () => {
+    const f = $('open').files[0];
+    if (!f) return;
+    setRunning(false);
+    worker.postMessage({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
+    $('open').value = '';
+  });
+  $('textfile').addEventListener('change', async () => {
+    const f = $('textfile').files[0];
+    if (!f) return;
+    $('text').value = await f.text();
+    $('text').dataset.name = f.name;
+    reset();
+  });
+  $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; reset(); });
+  $('snapshot').addEventListener('input', () => {
+    const i = Number($('snapshot').value), a = snapshots[i];
+    if (!a) return;
+    $('snapinfo').textContent = `step ${a.step}`;
+    drawHeatmaps(i === snapshots.length - 1 && current ? current : a);
+  });
+}
+
+function start() {
+  if (location.protocol === 'file:') {
+    $('app').hidden = true;
+    const p = $('noserver');
+    p.style.display = 'block';
+    p.textContent = 'Opened from a file, the browser refuses this page its worker: serve it ' +
+      '(make web-serve, or python3 -m http.server in build-web/) and open http://localhost:8000/';
+    return;
+  }
+  settingsFromUrl();
+  bind();
+  worker = new Worker('worker.js');
+  worker.onmessage = (e) => onMessage[e.data.type](e.data);
+  worker.onerror = (e) => say('the worker failed: ' + e.message);
+}
+
+start();

@@ -1,0 +1,472 @@
+/*
+ * playground.c - what the browser playground's Worker calls: one run (data,
+ * model, optimizer, generators) built from the page's settings or from a
+ * checkpoint, trained a step at a time, evaluated, looked into (attention
+ * weights for a prompt) and saved, all through the model library.
+ *
+ * The run is the one `attograd train` makes from the same settings: the
+ * same three PCG32 streams of --seed, the same default options, the same
+ * checkpoint metadata, so a checkpoint saved here is the reference build's
+ * byte for byte (tests/web_playground.sh checks it).  Every function
+ * returns 0 (or a count) on success and -1 with pg_error() set otherwise;
+ * the engine's own errors (ag_error) come back the same way.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "run.h"
+#include "step.h"
+
+/* The three generators of a run, as train_setup.c seeds them. */
+enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3, STREAM_SAMPLE = 4 };
+
+/* The options a run's checkpoint records (cmd_train.c's SAVED), with the
+ * command's defaults; the page sets optimizer, lr, batch, steps and seed. */
+typedef struct run_opts {
+    int adamw;
+    double lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
+    long warmup, steps, seed, schedule_steps;
+    int batch, cosine, random_order;
+} run_opts;
+
+static const run_opts DEFAULTS = { 0, 0.1, 0.9, 0, 0.9, 0.999, 1e-8, 1.0, 0, 0, 400, 1, 400, 32, 0, 1 };
+
+static struct {
+    int live;                   /* a model exists */
+    int trainable;              /* and its training data is here (not a text model opened alone) */
+    run_opts o;
+    dataset data;
+    char text_name[256];        /* the text file's name (checkpoint metadata text_path) */
+    uint8_t vocab[256];
+    int vocab_size;
+    model m;
+    ag_ctx *ctx;                /* the training steps' arena */
+    ag_ctx *look;               /* evaluation, attention, completion */
+    ag_optim *optim;
+    ag_pcg32 data_rng;
+    int S;                      /* tokens per training row */
+    int32_t *x, *y;             /* one batch, [B,S] each */
+    long step;                  /* steps taken */
+} pg;
+
+static char error_text[512];
+const char *pg_error(void) { return error_text; }
+
+/* The engine's errors (ag_error: out of memory, misuse) end the entry point
+ * that is running with -1: each one sets this jump first (ENTER), and the
+ * Worker calls one at a time. */
+static jmp_buf engine_jump;
+
+static void engine_error(const char *msg, void *user)
+{
+    (void)user;
+    snprintf(error_text, sizeof error_text, "%s", msg);
+    longjmp(engine_jump, 1);
+}
+
+#define ENTER(failed)                                   \
+    do {                                                \
+        if (setjmp(engine_jump))                        \
+            return failed;                              \
+        ag_set_error_handler(engine_error, NULL);       \
+    } while (0)
+
+static void run_free(void)
+{
+    if (!pg.live)
+        return;
+    free(pg.x);
+    free(pg.y);
+    ag_optim_free(pg.optim);
+    ag_ctx_free(pg.ctx);
+    ag_ctx_free(pg.look);
+    model_free(&pg.m);
+    dataset_free(&pg.data);
+    memset(&pg, 0, sizeof pg);
+}
+
+static void take_vocab(void)
+{
+    pg.vocab_size = dataset_vocab_size(&pg.data);
+    for (int i = 0; i < pg.vocab_size; i++)
+        pg.vocab[i] = pg.data.is_task ? (uint8_t)pg.data.task.chars[i] : pg.data.text.vocab[i];
+}
+
+/* Data from a task name, or the text file at text_path (named name in the
+ * checkpoint) with vocabulary vocab (NULL: the file's own). */
+static int open_data(dataset *d, const char *task_name, const char *text_path, const uint8_t *vocab,
+                     int vocab_size, uint64_t seed)
+{
+    if (task_name)
+        return dataset_open_task(d, task_name, seed, error_text, sizeof error_text);
+    memset(d, 0, sizeof *d);
+    return text_load_vocab(&d->text, text_path, vocab, vocab_size, error_text, sizeof error_text);
+}
+
+/* The optimizer, contexts and batch buffers of a run whose model and data
+ * are in place. */
+static void run_finish(void)
+{
+    pg.ctx = ag_ctx_new();
+    pg.look = ag_ctx_new();
+    ag_pcg32_seed(ag_dropout_rng(pg.ctx), (uint64_t)pg.o.seed, STREAM_DROPOUT);
+    ag_pcg32_seed(&pg.data_rng, (uint64_t)pg.o.seed, STREAM_DATA);
+    pg.optim = pg.o.adamw ? ag_optim_adamw(pg.m.params, pg.o.beta1, pg.o.beta2, pg.o.eps, pg.o.weight_decay)
+                          : ag_optim_sgd(pg.m.params, pg.o.momentum, pg.o.weight_decay);
+    pg.S = dataset_seq_len(&pg.data, pg.m.cfg.context);
+    pg.x = malloc((size_t)pg.o.batch * pg.S * sizeof *pg.x);
+    pg.y = malloc((size_t)pg.o.batch * pg.S * sizeof *pg.y);
+    if (!pg.x || !pg.y)
+        ag_error("out of memory for a batch of %d x %d tokens", pg.o.batch, pg.S);
+    pg.live = 1;
+}
+
+/* A new run: task is "copy", "reverse", "sort" or "add", or "text" with
+ * the text at text_path (its name for the checkpoint: text_name).  lr <= 0:
+ * the command's default for the optimizer. */
+int pg_new(const char *task_name, const char *text_path, const char *text_name, int layers, int heads,
+           int d_model, int context, double dropout, int adamw, double lr, int batch, double steps, double seed)
+{
+    ENTER(-1);
+    run_free();
+    pg.o = DEFAULTS;
+    pg.o.adamw = adamw;
+    pg.o.lr = lr > 0 ? lr : adamw ? 3e-3 : 0.1;
+    pg.o.batch = batch;
+    pg.o.steps = pg.o.schedule_steps = (long)steps;
+    pg.o.seed = (long)seed;
+    int is_text = strcmp(task_name, "text") == 0;
+    if (d_model % heads != 0) {
+        snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
+                 heads, d_model);
+        return -1;
+    }
+    if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed))
+        return -1;
+    snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? text_name : "");
+    take_vocab();
+    model_config cfg = { ARCH_GPT, pg.vocab_size, layers, heads, d_model, context, 0, dropout };
+    if (!cfg.context)
+        cfg.context = pg.data.is_task ? pg.data.task.len : 64;
+    if (pg.data.is_task ? task_check_context(&pg.data.task, cfg.context, error_text, sizeof error_text)
+                        : text_check_context(&pg.data.text, cfg.context, 1, error_text, sizeof error_text)) {
+        dataset_free(&pg.data);
+        return -1;
+    }
+    ag_pcg32 init_rng;
+    ag_pcg32_seed(&init_rng, (uint64_t)pg.o.seed, STREAM_INIT);
+    model_build(&pg.m, &cfg);
+    model_init(&pg.m, &init_rng);
+    run_finish();
+    pg.trainable = 1;
+    return 0;
+}
+
+/* One optimizer step on the batch of pg.step (train/model/step.c), its
+ * divergence worded for the page. */
+static double train_step(double lr)
+{
+    dataset_batch(&pg.data, pg.o.random_order, &pg.data_rng, pg.step, pg.o.batch, pg.S, pg.x, pg.y);
+    step_rows batch = { pg.x, pg.y, pg.o.batch, pg.S, 1, NULL };
+    step_result r = step_take(pg.ctx, &pg.m, pg.optim, &batch, pg.o.clip, lr);
+    if (r.status == STEP_BAD_LOSS)
+        snprintf(error_text, sizeof error_text, "loss is %g at step %ld: lower the Learning rate", r.loss,
+                 pg.step + 1);
+    else if (r.status == STEP_BAD_GRAD)
+        snprintf(error_text, sizeof error_text, "the gradient of %s is not finite at step %ld: lower the "
+                 "Learning rate", r.bad->name, pg.step + 1);
+    else if (r.status == STEP_BAD_UPDATE)
+        snprintf(error_text, sizeof error_text, "the update at step %ld made %s not finite: lower the Learning rate",
+                 pg.step + 1, r.bad->name);
+    return r.status == STEP_OK ? r.loss : NAN;
+}
+
+/* Up to n steps (not past Steps): their losses into losses[]; returns how
+ * many were taken, or -1 (pg_error) when a step diverged. */
+int pg_train(int n, float *losses)
+{
+    ENTER(-1);
+    int done = 0;
+    if (!pg.live || !pg.trainable) {
+        snprintf(error_text, sizeof error_text, pg.live ? "this model's text is not loaded: choose it under Text "
+                 "to train on" : "no model");
+        return -1;
+    }
+    for (; done < n && pg.step < pg.o.steps; done++) {
+        double lr = lr_schedule(pg.o.cosine, pg.step, pg.o.warmup, pg.o.schedule_steps, pg.o.lr, pg.o.min_lr);
+        double l = train_step(lr);
+        if (isnan(l))
+            return -1;
+        losses[done] = (float)l;
+        pg.step++;
+    }
+    return done;
+}
+
+/* Validation loss (and a task's held-out exact matches) into out[3]:
+ * loss, correct, total.  max_windows as in evaluate(): 0 = all. */
+int pg_evaluate(int max_windows, double *out)
+{
+    ENTER(-1);
+    if (!pg.live || !pg.trainable) {
+        snprintf(error_text, sizeof error_text, "nothing to evaluate on");
+        return -1;
+    }
+    eval_result r = evaluate(pg.look, &pg.m, &pg.data, TEXT_VAL, max_windows, pg.o.batch);
+    out[0] = r.loss;
+    out[1] = (double)r.correct;
+    out[2] = (double)r.total;
+    return 0;
+}
+
+/* A prompt as token ids (at most max); -1 with a message naming the bad character. */
+static int encode(const char *prompt, int32_t *ids, int max)
+{
+    if (pg.data.is_task)
+        return task_parse(&pg.data.task, prompt, ids, max, error_text, sizeof error_text);
+    return (int)text_encode(&pg.data.text, prompt, ids, (size_t)max, error_text, sizeof error_text);
+}
+
+static float *attention_weights;    /* [n_layer][n_head][T][T] of the last pg_attention */
+
+/* Every layer's and head's attention weights for the prompt's last
+ * (at most Context) tokens; returns T, the weights at pg_attention_data(). */
+int pg_attention(const char *prompt, int32_t *ids_out)
+{
+    ENTER(-1);
+    int T = 0;
+    if (!pg.live) {
+        snprintf(error_text, sizeof error_text, "no model");
+        return -1;
+    }
+    const int C = pg.m.cfg.context, L = pg.m.cfg.n_layer, H = pg.m.cfg.n_head;
+    int32_t ids[1024];
+    int n = encode(prompt, ids, 1024);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        snprintf(error_text, sizeof error_text, "the Prompt is empty");
+        return -1;
+    }
+    T = n < C ? n : C;
+    memcpy(ids_out, ids + n - T, (size_t)T * sizeof *ids);
+    ag_tensor *attn[64];
+    if (L > 64)
+        ag_error("more than 64 layers to show");
+    int old = ag_set_grad_enabled(pg.look, 0);
+    ag_reset(pg.look);
+    model_forward(pg.look, &pg.m, ids_out, 1, T, 0, attn);
+    ag_set_grad_enabled(pg.look, old);
+    free(attention_weights);
+    attention_weights = malloc((size_t)L * H * T * T * sizeof *attention_weights);
+    if (!attention_weights)
+        ag_error("out of memory for the attention weights");
+    for (int l = 0; l < L; l++)
+        for (size_t i = 0; i < (size_t)H * T * T; i++)
+            attention_weights[(size_t)l * H * T * T + i] = (float)attn[l]->data[i];
+    return T;
+}
+
+const float *pg_attention_data(void) { return attention_weights; }
+
+static char completion[4096];
+
+/* The prompt completed: a task's answer (greedy at temperature 0, drawn
+ * otherwise), or n_new tokens of text; as `attograd sample` prints it. */
+const char *pg_complete(const char *prompt, int n_new, double temperature, double seed)
+{
+    ENTER(NULL);
+    completion[0] = 0;
+    error_text[0] = 0;
+    if (!pg.live) {
+        snprintf(error_text, sizeof error_text, "no model");
+        return NULL;
+    }
+    ag_pcg32 rng;
+    ag_pcg32_seed(&rng, (uint64_t)seed, STREAM_SAMPLE);
+    if (pg.data.is_task) {
+        const task *t = &pg.data.task;
+        int32_t seq[64];
+        int k = task_parse(t, prompt, seq, 64, error_text, sizeof error_text);
+        if (k < 0 || task_check_prompt(t, seq, k, error_text, sizeof error_text))
+            return NULL;
+        if (temperature <= 0)
+            complete_greedy(pg.look, &pg.m, seq, 1, t->len + 1, t->prompt, t->len + 1, 1);
+        else
+            sample_tokens(pg.look, &pg.m, seq, t->prompt, t->len + 1 - t->prompt, temperature, 0, &rng, NULL, NULL);
+        task_format(t, seq, t->len + 1, completion, sizeof completion);
+    } else {
+        enum { MAX = 2048 };
+        static int32_t buf[MAX + 1];
+        if (n_new > MAX / 2)
+            n_new = MAX / 2;
+        int n = encode(prompt, buf, MAX / 2);
+        if (n < 0)
+            return NULL;
+        if (n == 0)
+            buf[n++] = 0;       /* as sample: from the first vocabulary byte */
+        n = sample_tokens(pg.look, &pg.m, buf, n, n_new, temperature, 0, &rng, NULL, NULL);
+        text_decode(&pg.data.text, buf, (size_t)n, completion, sizeof completion);
+    }
+    return completion;
+}
+
+/* What the page shows of the run, as JSON. */
+const char *pg_info(void)
+{
+    static char info[2048];
+    const model_config *c = &pg.m.cfg;
+    char chars[256 * 7 + 1];
+    size_t u = 0;
+    for (int i = 0; i < pg.vocab_size; i++)
+        u += (size_t)snprintf(chars + u, sizeof chars - u, "%s%d", i ? "," : "", pg.vocab[i]);
+    chars[u] = 0;
+    snprintf(info, sizeof info,
+             "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
+             "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
+             "\"seed\":%ld,\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
+             pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
+             c->n_head, c->d_model, c->context, c->dropout, pg.o.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
+             pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
+             pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
+             chars);
+    return info;
+}
+
+/* ---- checkpoints ---------------------------------------------------------- */
+
+/* Metadata values as `attograd train` writes them (cmd_train.c: %.17g for
+ * reals): key, value pairs in its order. */
+static int saved_options(const char **kv, char values[][40])
+{
+    const run_opts *o = &pg.o;
+    int n = 0;
+#define PUT(key, ...) (snprintf(values[n], 40, __VA_ARGS__), kv[2 * n] = (key), kv[2 * n + 1] = values[n], n++)
+    PUT("lr", "%.17g", o->lr);
+    PUT("momentum", "%.17g", o->momentum);
+    PUT("weight_decay", "%.17g", o->weight_decay);
+    PUT("beta1", "%.17g", o->beta1);
+    PUT("beta2", "%.17g", o->beta2);
+    PUT("eps", "%.17g", o->eps);
+    PUT("clip", "%.17g", o->clip);
+    PUT("min_lr", "%.17g", o->min_lr);
+    PUT("warmup", "%ld", o->warmup);
+    PUT("batch", "%d", o->batch);
+    PUT("seed", "%ld", o->seed);
+    PUT("steps", "%ld", o->steps);
+    PUT("schedule", "%s", o->cosine ? "cosine" : "constant");
+    PUT("order", "%s", o->random_order ? "random" : "sequential");
+    PUT("precision", "%s", "fp32");
+    PUT("schedule_steps", "%ld", o->schedule_steps);
+#undef PUT
+    if (!pg.data.is_task) {
+        kv[2 * n] = "text_path";
+        kv[2 * n + 1] = pg.text_name;
+        n++;
+    }
+    return n;
+}
+
+/* The run as a checkpoint at path (the Worker's in-memory file system). */
+int pg_save(const char *path)
+{
+    ENTER(-1);
+    if (!pg.live) {
+        snprintf(error_text, sizeof error_text, "no model to save");
+        return -1;
+    }
+    const char *kv[2 * 20];
+    char values[20][40];
+    int n = saved_options(kv, values);
+    ckpt_state state = { pg.optim, &pg.data_rng, ag_dropout_rng(pg.ctx), kv, n };
+    ag_atomic_file out;
+    if (ckpt_save(&out, path, &pg.m, pg.data.is_task ? pg.data.task.name : "text", pg.vocab, pg.vocab_size,
+                  pg.step, pg.trainable ? &state : NULL, error_text, sizeof error_text))
+        return -1;
+    return 0;
+}
+
+static void meta_real(const ckpt *ck, const char *key, double *v)
+{
+    const char *s = ckpt_meta(ck, key);
+    if (s)
+        *v = strtod(s, NULL);
+}
+
+static void meta_long(const ckpt *ck, const char *key, long *v)
+{
+    const char *s = ckpt_meta(ck, key);
+    if (s)
+        *v = strtol(s, NULL, 10);
+}
+
+/* Replace the run by the checkpoint at path: its model, and where it holds
+ * a run's state its optimizer and generators too, so training goes on as
+ * `attograd train --resume` would.  A text model's text comes from
+ * text_path when given ("" = none: it can complete, not train).  On any
+ * problem the run is left as it was. */
+int pg_open(const char *path, const char *text_path, const char *text_name)
+{
+    ENTER(-1);
+    ckpt ck;
+    model m;
+    if (ckpt_open_hints(&ck, path, &m, NULL, error_text, sizeof error_text))
+        return -1;
+    int is_text = strcmp(ck.data, "text") == 0;
+    dataset d;
+    run_opts o = DEFAULTS;
+    meta_long(&ck, "seed", &o.seed);
+    int have_text = is_text && text_path[0];
+    if (is_text && !have_text) {
+        memset(&d, 0, sizeof d);
+        if (text_vocab_only(&d.text, ck.vocab, ck.vocab_size, error_text, sizeof error_text)) {
+            model_free(&m);
+            ckpt_close(&ck);
+            return -1;
+        }
+    } else if (open_data(&d, is_text ? NULL : ck.data, text_path, ck.vocab, ck.vocab_size, (uint64_t)o.seed)) {
+        model_free(&m);
+        ckpt_close(&ck);
+        return -1;
+    }
+    run_free();
+    pg.data = d;
+    pg.m = m;
+    snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");
+    take_vocab();
+    o.adamw = ck.has_state && ck.optim_kind == AG_ADAMW;
+    if (o.adamw)
+        o.lr = 3e-3;
+    meta_real(&ck, "lr", &o.lr);
+    meta_real(&ck, "momentum", &o.momentum);
+    meta_real(&ck, "weight_decay", &o.weight_decay);
+    meta_real(&ck, "beta1", &o.beta1);
+    meta_real(&ck, "beta2", &o.beta2);
+    meta_real(&ck, "eps", &o.eps);
+    meta_real(&ck, "clip", &o.clip);
+    meta_real(&ck, "min_lr", &o.min_lr);
+    meta_long(&ck, "warmup", &o.warmup);
+    long batch = o.batch;
+    meta_long(&ck, "batch", &batch);
+    o.batch = (int)batch;
+    meta_long(&ck, "steps", &o.steps);
+    o.schedule_steps = o.steps;
+    meta_long(&ck, "schedule_steps", &o.schedule_steps);
+    const char *s = ckpt_meta(&ck, "schedule");
+    o.cosine = s && strcmp(s, "cosine") == 0;
+    s = ckpt_meta(&ck, "order");
+    o.random_order = !s || strcmp(s, "sequential") != 0;
+    pg.o = o;
+    run_finish();
+    pg.trainable = !is_text || have_text;
+    if (ck.has_state) {
+        ckpt_load_state(&ck, pg.optim, &pg.data_rng, ag_dropout_rng(pg.ctx));
+        pg.step = ck.step > 0 ? ck.step : 0;
+    }
+    ckpt_close(&ck);
+    return 0;
+}

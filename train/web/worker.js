@@ -1,0 +1,130 @@
+// worker.js - the playground's Web Worker: it owns the engine
+// (playground.wasm, built from the same C as the attograd command) and
+// trains in slices of about 50 ms, posting progress between them, so the
+// page's thread only draws and a Pause is heard within one slice.
+'use strict';
+importScripts('playground.js');
+
+const SLICE_MS = 50;
+// an evaluation every tenth of the run (at least 10 steps apart, at most 100)
+const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)));
+const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
+
+let M = null, running = false, prompt = '', info = null;
+let lossBuf = 0, evalBuf = 0, idsBuf = 0;
+
+const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
+const lastError = () => c('pg_error', 'string', [], []);
+const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
+const fail = (what) => postMessage({ type: 'error', message: what + ': ' + lastError() });
+
+createPlayground().then((module) => {
+  M = module;
+  lossBuf = M._malloc(4 * 4096);
+  evalBuf = M._malloc(8 * 3);
+  idsBuf = M._malloc(4 * 1024);
+  postMessage({ type: 'ready' });
+}, (e) => postMessage({ type: 'error', message: 'the engine did not load: ' + e }));
+
+// The tokens the heatmaps show: for a task, the prompt completed greedily
+// (the answer's positions are where attention does the work), cut to the
+// L tokens the model reads; for text, the prompt.
+function shownTokens() {
+  if (info.task !== 'text' && prompt.replace(/\s/g, '').length === info.prompt_len) {
+    const done = c('pg_complete', 'string', ['string', 'number', 'number', 'number'], [prompt, 0, 0, 0]);
+    if (done) return done.slice(0, info.len);
+  }
+  return prompt;
+}
+
+function attention() {
+  if (!info || !info.live || !prompt) return null;
+  const T = c('pg_attention', 'number', ['string', 'number'], [shownTokens(), idsBuf]);
+  if (T < 0) return { error: lastError() };
+  const L = info.layers, H = info.heads, ptr = c('pg_attention_data', 'number', [], []) >> 2;
+  const ids = Array.from(M.HEAP32.subarray(idsBuf >> 2, (idsBuf >> 2) + T));
+  return { step: info.step, T, L, H, ids, weights: M.HEAPF32.slice(ptr, ptr + L * H * T * T) };
+}
+
+function evaluate(all) {
+  if (c('pg_evaluate', 'number', ['number', 'number'], [all ? 0 : EVAL_WINDOWS, evalBuf]) < 0) return null;
+  const v = M.HEAPF64.subarray(evalBuf >> 3, (evalBuf >> 3) + 3);
+  return { step: info.step, loss: v[0], correct: v[1], total: v[2] };
+}
+
+// Up to `limit` steps, or SLICE_MS of them; one evaluation where a multiple
+// of evalEvery() or the last step is reached (then the slice ends there).
+function steps(limit) {
+  const t0 = performance.now(), losses = [];
+  let val = null, error = null;
+  while (losses.length < limit && info.step < info.steps && performance.now() - t0 < SLICE_MS) {
+    const n = c('pg_train', 'number', ['number', 'number'], [1, lossBuf]);
+    if (n < 0) { error = 'training stopped: ' + lastError(); break; }
+    losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
+    info.step++;
+    if (info.step % evalEvery() === 0 || info.step === info.steps) {
+      val = evaluate(info.step === info.steps);
+      break;
+    }
+  }
+  const snap = val ? attention() : null;
+  postMessage({ type: 'progress', info, losses, val, snapshot: snap, error });
+  return !error && info.step < info.steps;
+}
+
+function slice() {
+  if (!running) return;
+  if (steps(Infinity)) setTimeout(slice, 0);
+  else { running = false; postMessage({ type: 'stopped', info }); }
+}
+
+function showModel(extra) {
+  refreshInfo();
+  postMessage(Object.assign({ type: 'model', info, attention: attention() }, extra || {}));
+}
+
+const handlers = {
+  new(m) {
+    running = false;
+    prompt = m.prompt;
+    if (m.text) M.FS.writeFile('/text', m.text);
+    const s = m.settings;
+    const rc = c('pg_new', 'number',
+      ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
+       'number', 'number', 'number'],
+      [s.task, '/text', m.textName || 'text', s.layers, s.heads, s.d_model, s.context, s.dropout,
+       s.optimizer === 'adamw' ? 1 : 0, s.lr, s.batch, s.steps, s.seed]);
+    if (rc < 0) { fail('cannot build the model'); return; }
+    refreshInfo();
+    showModel({ val: evaluate(false) });
+  },
+  train() { if (!running && info && info.live) { running = true; slice(); } },
+  pause() { running = false; },
+  step() { if (!running && info && info.live) { steps(1); postMessage({ type: 'attention', attention: attention() }); } },
+  prompt(m) { prompt = m.prompt; if (!running) postMessage({ type: 'attention', attention: attention() }); },
+  complete(m) {
+    const out = c('pg_complete', 'string', ['string', 'number', 'number', 'number'],
+      [m.prompt, m.tokens, m.temperature, m.seed]);
+    if (!out && lastError()) fail('cannot complete');
+    else postMessage({ type: 'completion', text: out });
+  },
+  save() {
+    if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
+    const bytes = M.FS.readFile('/save.st');
+    M.FS.unlink('/save.st');
+    postMessage({ type: 'saved', bytes, info }, [bytes.buffer]);
+  },
+  open(m) {
+    running = false;
+    M.FS.writeFile('/open.st', m.bytes);
+    const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', '', '']);
+    M.FS.unlink('/open.st');
+    if (rc < 0) { postMessage({ type: 'error', message: m.name + ': ' + lastError().replace(/^\/open\.st: /, '') }); return; }
+    showModel({ opened: m.name });
+  },
+};
+
+onmessage = (e) => {
+  if (!M) { postMessage({ type: 'error', message: 'the engine is still loading' }); return; }
+  handlers[e.data.cmd](e.data);
+};
