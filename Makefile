@@ -14,6 +14,7 @@
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
+#   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make web                the browser playground in build-web/ (needs emscripten)
 #   make web-serve          serve build-web/ on http://localhost:8000/
 #   make bench-web          the page's time per step against the native command's
@@ -96,7 +97,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-scale fuzz fuzz-replay clean \
+.PHONY: all lib tests test test-asan run bench bench-busy bench-gemm bench-mpi bench-multihost bench-scale fuzz fuzz-replay clean \
         install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -154,7 +155,8 @@ tests: $(TEST_BIN)
 # double precision), then the reference build's in double (the same checks on
 # the plain kernels of src/reference.c), then the shell and Python suites
 # (tests/cli_reference.sh trains with the reference build's CLI,
-# tests/cli_mpi.sh with the MPI build's, made when mpicc and mpirun exist),
+# tests/cli_mpi.sh and tests/cli_multihost.sh with the MPI build's, made
+# when mpicc and mpirun exist),
 # all added up by run.sh.
 REFDIR = $(BUILDDIR)-ref
 HAVE_MPI := $(shell command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
@@ -196,6 +198,12 @@ bench-busy: all
 # threads (tests/bench_mpi.sh; skipped without Open MPI).
 bench-mpi:
 	@sh tests/bench_mpi.sh
+
+# The README's model of the gradient exchange (bytes / bandwidth + latency)
+# against steps measured on 2 network-namespace hosts whose links tc limits
+# (tests/bench_multihost.sh; needs root, iproute2 and Open MPI).
+bench-multihost:
+	@bash tests/bench_multihost.sh
 
 # The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
@@ -255,7 +263,7 @@ EMCC      ?= emcc
 WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
 WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
 WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
-             pg_error malloc free
+             pg_walkthrough pg_error malloc free
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)
 WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
@@ -292,7 +300,7 @@ run: all
 # The shared library is built from its own position-independent objects
 # (pic/), so the command and the static library keep their code as it is.
 # attograd.pc carries what a program linking the library needs: the
-# precision's define and, for the static library, OpenMP and libm.
+# precision's define and, for the static library, -pthread and libm.
 VERSION      = 0.1
 SONAME       = libattograd.so.0
 PREFIX      ?= /usr/local
@@ -311,13 +319,13 @@ $(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Ma
 
 $(SHLIB): $(PIC_OBJ)
 	@echo "  LD  $@"
-	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(OPENMP) $(SAN) $^ -o $@ $(LDLIBS)
+	@$(CC) -shared -Wl,-soname,$(SONAME) $(CFLAGS) $(SAN) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/attograd.pc: $(BUILD)/flags FORCE
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	    'Name: attograd' 'Description: reverse-mode autograd engine in C11 with the ops of multi-head attention' \
 	    'Version: $(VERSION)' 'Cflags: -I$${includedir} $(PRECFLAGS)' \
-	    'Libs: -L$${libdir} -lattograd $(OPENMP) $(SAN) $(LDLIBS)' >$@
+	    'Libs: -L$${libdir} -lattograd $(SAN) $(LDLIBS)' >$@
 
 install: all $(SHLIB) $(BUILD)/attograd.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)

@@ -319,6 +319,24 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
                                int pos);
 
+/* ---- memory a step will take, asked before it runs ---------------------- */
+
+/* Bytes ag_attention on qkv [B,T,3d] with n_head heads allocates in the
+ * arena besides its [B,T,d] output when it records itself for backward,
+ * with what its backward adds besides qkv's gradient: each query's
+ * log-sum-exp, the weights where the kernels keep them (short sequences),
+ * and at AG_BF16 precision the bf16 copies of qkv and of the output's
+ * gradient. */
+size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision);
+/* Bytes the kernels hold outside the arena once they have run, at the
+ * thread count now set: buffers each kernel keeps per thread, grown to its
+ * largest call and never shrunk (so later calls do not allocate).  For one
+ * matrix product [M,K] x [K,N] at a precision (any transposes; the
+ * products of one precision share their buffers, so a step holds the
+ * largest of its products'), and for ag_attention with its backward. */
+size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision);
+size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head);
+
 /* ---- optimizers -------------------------------------------------------- */
 
 /* Moments live in blocks parallel to ag_params' data, so an update is one

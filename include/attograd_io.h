@@ -42,9 +42,9 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * temporary file.  A target that exists and is not a regular file (a
  * device such as /dev/null, a pipe) is opened and written through, never
  * replaced; a pipe that nothing reads is refused at once.  On any failure
- * the temporary file is removed, the target
- * is left as it was, err gets one line naming the file and the cause, and
- * -1 is returned; 0 on success.  Either call frees what open allocated. */
+ * the temporary file is removed, the target is left as it was, err gets one
+ * line naming the file and the cause, and -1 is returned; 0 on success.
+ * Either call frees what open allocated. */
 typedef struct ag_atomic_file {
     FILE *f;                /* open for writing between open and commit/abort */
     char *path;             /* the target */

@@ -129,6 +129,15 @@ typedef struct ag_kernels {
     /* The elements attention may keep for backward; 0: it recomputes all. */
     size_t (*attention_keep)(const ag_attn *a);
 
+    /* Memory the kernels hold outside the arena: bytes of the buffers
+     * gemm, gemm_bf16 (NULL in double builds) and attention with its
+     * backward take for a call of these sizes, on every thread they use
+     * (each kernel keeps its buffers, grown to its largest call, so later
+     * calls do not allocate).  An upper bound, for any transposes. */
+    size_t (*gemm_scratch)(int M, int N, int K);
+    size_t (*gemm_bf16_scratch)(int M, int N, int K);
+    size_t (*attention_scratch)(const ag_attn *a);
+
     /* One SGD step on n parameters: g' = g + decay p; buf = momentum buf + g'
      * (buf = g' on the first step); p -= lr buf (p -= lr g' without momentum). */
     void (*sgd)(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,
@@ -153,6 +162,45 @@ typedef struct ag_kernels {
     /* dst[c] += sum over rows of x[r][c], x [rows,cols] (a bias's gradient) */
     void (*column_sums)(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
 } ag_kernels;
+
+/* Every kernel in one list: its field in ag_kernels, the fast function
+ * (src/kernels/, declared in fast.h and gemm_bf16.h) and its definition
+ * (src/reference.c).  Both tables are generated from it (src/kernels/table.c
+ * and the end of src/reference.c), so they list the same kernels.  The
+ * bf16 kernels exist in float builds only (their fields stay NULL in
+ * double builds). */
+#define AG_KERNEL_LIST(X)                                                                 \
+    X(gemm, ag_fast_gemm, ref_gemm)                                                       \
+    X(gemm_batched, ag_fast_gemm_batched, ref_gemm_batched)                               \
+    X(softmax, ag_fast_softmax, ref_softmax)                                              \
+    X(softmax_backward, ag_fast_softmax_backward, ref_softmax_backward)                   \
+    X(cross_entropy, ag_fast_cross_entropy, ref_cross_entropy)                            \
+    X(cross_entropy_backward, ag_fast_cross_entropy_backward, ref_cross_entropy_backward) \
+    X(layer_norm, ag_fast_layer_norm, ref_layer_norm)                                     \
+    X(layer_norm_backward, ag_fast_layer_norm_backward, ref_layer_norm_backward)          \
+    X(gelu, ag_fast_gelu, ref_gelu)                                                       \
+    X(gelu_backward, ag_fast_gelu_backward, ref_gelu_backward)                            \
+    X(attention, ag_fast_attention, ref_attention)                                        \
+    X(attention_backward, ag_fast_attention_backward, ref_attention_backward)             \
+    X(attention_keep, ag_fast_attention_keep, ref_attention_keep)                         \
+    X(gemm_scratch, ag_fast_gemm_scratch, ref_gemm_scratch)                               \
+    X(attention_scratch, ag_fast_attention_scratch, ref_attention_scratch)                \
+    X(sgd, ag_fast_sgd, ref_sgd)                                                          \
+    X(adamw, ag_fast_adamw, ref_adamw)                                                    \
+    X(sum_squares, ag_fast_sum_squares, ref_sum_squares)                                  \
+    X(column_sums, ag_fast_column_sums, ref_column_sums)
+
+#define AG_KERNEL_LIST_BF16(X)                                        \
+    X(gemm_bf16, ag_fast_gemm_bf16, ref_gemm_bf16)                    \
+    X(round_bf16, ag_fast_round_bf16, ref_round_bf16)                 \
+    X(bf16_status, ag_fast_bf16_status, ref_bf16_status)              \
+    X(gemm_bf16_scratch, ag_fast_gemm_bf16_scratch, ref_gemm_scratch)
+
+#ifdef AG_DOUBLE
+#define AG_KERNEL_LIST_ALL(X) AG_KERNEL_LIST(X)
+#else
+#define AG_KERNEL_LIST_ALL(X) AG_KERNEL_LIST(X) AG_KERNEL_LIST_BF16(X)
+#endif
 
 /* bfloat16: the top half of an IEEE fp32 (sign, 8-bit exponent, 7 fraction
  * bits).  bf16(x) rounds to nearest, ties to even; NaN stays NaN (quiet),

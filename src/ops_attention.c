@@ -37,6 +37,19 @@ static const ag_real *rounded(ag_ctx *ctx, const ag_real *x, size_t n)
     return r;
 }
 
+/* The heads of a packed [B,T,3d] input, read in place, and of the [B,T,d]
+ * output they are written to. */
+static ag_attn self_attention(int B, int T, int d, int n_head)
+{
+    const int hd = d / n_head;
+    return (ag_attn){
+        .B = B, .H = n_head, .Tq = T, .Tk = T, .hd = hd, .q_pos0 = 0,
+        .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)T * 3 * d, .k_ld = 3L * d,
+        .v_bs = (long)T * 3 * d, .v_ld = 3L * d, .o_bs = (long)T * d, .o_ld = d,
+        .scale = (ag_real)(1.0 / sqrt((double)hd)),
+    };
+}
+
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights)
 {
@@ -46,15 +59,11 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
                  ag_shape_str(qkv, s, sizeof s), n_head);
     if (!(dropout >= 0 && dropout < 1))
         ag_error("ag_attention: dropout p = %g is outside [0, 1)", (double)dropout);
-    const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3, hd = d / n_head;
-    ag_attn a = {
-        .B = B, .H = n_head, .Tq = T, .Tk = T, .hd = hd, .causal = causal != 0, .q_pos0 = 0,
-        .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)T * 3 * d, .k_ld = 3L * d,
-        .v_bs = (long)T * 3 * d, .v_ld = 3L * d, .o_bs = (long)T * d, .o_ld = d,
-        .scale = (ag_real)(1.0 / sqrt((double)hd)),
-        .dropout = training ? dropout : 0,
-        .bf16 = ctx->precision == AG_BF16,
-    };
+    const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
+    ag_attn a = self_attention(B, T, d, n_head);
+    a.causal = causal != 0;
+    a.dropout = training ? dropout : 0;
+    a.bf16 = ctx->precision == AG_BF16;
     if (a.dropout > 0) {
         /* the mask is draws 0 .. B*H*T*T-1 from here; move the generator past them */
         a.rng = ctx->dropout_rng;
@@ -130,6 +139,23 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
     const ag_real *q = bf16 ? rounded(ctx, qkv->data, qkv->size) : qkv->data;   /* the queries (all of qkv) */
     ag_kern->attention(&a, q, k_cache->data, v_cache->data, out->data, lse, NULL, NULL);
     return out;
+}
+
+/* What ag_attention and its backward allocate above: lse, keep, and at
+ * bf16 the rounded qkv and output gradient. */
+size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision)
+{
+    const ag_attn a = self_attention(B, T, d, n_head);
+    size_t n = (size_t)B * n_head * T + ag_kern->attention_keep(&a);
+    if (precision == AG_BF16)
+        n += (size_t)B * T * 3 * d + (size_t)B * T * d;
+    return n * sizeof(ag_real);
+}
+
+size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
+{
+    const ag_attn a = self_attention(B, T, d, n_head);
+    return ag_kern->attention_scratch(&a);
 }
 
 /* With Wd = dropout(W), dO the output's gradient and D_i = dO_i . O_i:

@@ -9,6 +9,14 @@
 
 #include "internal.h"
 
+/* The packing buffers the products below keep (see products()). */
+size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision)
+{
+    if (precision == AG_BF16 && ag_kern->gemm_bf16_scratch)
+        return ag_kern->gemm_bf16_scratch(M, N, K);
+    return ag_kern->gemm_scratch(M, N, K);
+}
+
 /* The batch (leading) dims of a matmul, broadcast and padded to 2. */
 typedef struct {
     int nb[2];                  /* output batch shape */

@@ -121,10 +121,11 @@ int ag_thread_id(void) { return tl_id; }
 /* ---- how many threads ------------------------------------------------- */
 
 /* The cores this process may run on (its affinity mask: mpirun and taskset
- * narrow it), as OpenMP's omp_get_num_procs counts them. */
+ * narrow it), as OpenMP's omp_get_num_procs counts them.  WebAssembly (the
+ * browser build, make web) declares the mask but has no call to read it. */
 static int usable_cores(void)
 {
-#ifdef CPU_COUNT
+#if defined(CPU_COUNT) && !defined(__wasm__)
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         return CPU_COUNT(&set);

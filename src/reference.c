@@ -51,6 +51,13 @@ static void ref_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, 
                  ldc);
 }
 
+/* The plain loops need no buffer of their own. */
+static size_t ref_gemm_scratch(int M, int N, int K)
+{
+    (void)M, (void)N, (void)K;
+    return 0;
+}
+
 /* ---- softmax ------------------------------------------------------------ */
 
 /* Over one row of n elements s apart: its maximum m (-inf for a row of
@@ -387,6 +394,9 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
 #undef V
 #undef O
 
+/* One query's scores and dropout multipliers, for the length of a call. */
+static size_t ref_attention_scratch(const ag_attn *a) { return 2 * (size_t)a->Tk * sizeof(ag_real); }
+
 static size_t ref_attention_keep(const ag_attn *a)
 {
     (void)a;
@@ -505,28 +515,5 @@ static int ref_bf16_status(const char **fact)
 }
 #endif
 
-const ag_kernels ag_kernels_reference = {
-    .name = "reference",
-    .gemm = ref_gemm,
-    .gemm_batched = ref_gemm_batched,
-    .softmax = ref_softmax,
-    .softmax_backward = ref_softmax_backward,
-    .cross_entropy = ref_cross_entropy,
-    .cross_entropy_backward = ref_cross_entropy_backward,
-    .layer_norm = ref_layer_norm,
-    .layer_norm_backward = ref_layer_norm_backward,
-    .gelu = ref_gelu,
-    .gelu_backward = ref_gelu_backward,
-    .attention = ref_attention,
-    .attention_backward = ref_attention_backward,
-    .attention_keep = ref_attention_keep,
-    .sgd = ref_sgd,
-    .adamw = ref_adamw,
-#ifndef AG_DOUBLE
-    .gemm_bf16 = ref_gemm_bf16,
-    .round_bf16 = ref_round_bf16,
-    .bf16_status = ref_bf16_status,
-#endif
-    .sum_squares = ref_sum_squares,
-    .column_sums = ref_column_sums,
-};
+#define AG_KERNEL_REF(field, fast, ref) .field = ref,
+const ag_kernels ag_kernels_reference = {.name = "reference", AG_KERNEL_LIST_ALL(AG_KERNEL_REF)};

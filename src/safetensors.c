@@ -623,13 +623,16 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
         fail(&p, "not a safetensors file (this looks like a PyTorch pickle: save with safetensors)");
         return NULL;
     }
+    /* A header is a JSON object: without its '{' after the length, the file
+     * is something else (a text, an image), not a damaged checkpoint. */
+    const char *what = len > 8 && b[8] != '{' ? "not a safetensors file: no JSON header follows its first 8 "
+                                                 "bytes, whose header length " : "header length ";
     if (hlen > AG_ST_MAX_HEADER) {
-        fail(&p, "header length %llu exceeds the limit of %llu bytes", (unsigned long long)hlen,
-             AG_ST_MAX_HEADER);
+        fail(&p, "%s%llu exceeds the limit of %llu bytes", what, (unsigned long long)hlen, AG_ST_MAX_HEADER);
         return NULL;
     }
     if (hlen > len - 8) {
-        fail(&p, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hlen, len);
+        fail(&p, "%s%llu runs past the end of the file (%zu bytes)", what, (unsigned long long)hlen, len);
         return NULL;
     }
     p.h = b + 8;

@@ -8,7 +8,8 @@
  *
  * OpenBLAS picks its kernels when it loads, from cpuid or OPENBLAS_CORETYPE;
  * `make bench-gemm` sets OPENBLAS_CORETYPE to the fastest core type
- * tests/bench_blas.sh finds on this CPU.  This prints the core in use.
+ * tests/bench_blas.sh finds on this CPU.  This prints the core in use, and
+ * the cache blocking attograd chose from the caches cpuid reports.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 #include "kernels.h"
 #include "kernels/cpu.h"
+#include "kernels/fast.h"
 #include "kernels/gemm_bf16.h"
 #include "pool.h"
 
@@ -244,6 +246,12 @@ int main(int argc, char **argv)
     printf("\nOpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
            openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
            openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
+    const ag_cpu_caches caches = ag_cpu_cache_sizes();
+    int kc, mc, nc;
+    ag_fast_gemm_blocking(NULL, &kc, &mc, &nc);
+    printf("attograd blocking: kc %d, mc %d, nc %d, from the caches cpuid reports: L1d %ld KB %d-way, L2 %ld KB, "
+           "L3 %ld KB per logical CPU (0: not reported)\n", kc, mc, nc, caches.l1d / 1024, caches.l1d_ways,
+           caches.l2 / 1024, caches.l3_share / 1024);
     printf("batched rows: OpenBLAS's faster of its items in turn on its threads, and split between %d threads "
            "on one OpenBLAS thread each\n", threads);
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",

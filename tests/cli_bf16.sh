@@ -6,7 +6,7 @@
 # most steps); a resumed bf16 run continues bit for bit (N + N steps = 2N,
 # the same checkpoint bytes); eval and sample take it; bad values, a CPU
 # (or AG_BF16_KERNEL=none) without bf16 products and an AG_BF16_KERNEL that
-# names no kernel get one line and exit 2.
+# names no kernel get one line and exit 2; a bf16 run names its kernel.
 # Skipped, not passed, where this CPU has no bf16 kernel.
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
@@ -34,6 +34,18 @@ if ! bf16_probe "$A"; then
     skip "this CPU has no bf16 matrix multiply (or the probe failed, above)"
     finish
 fi
+
+# the run's configuration line names the bf16 kernel, and it is the one asked for
+"$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+check "a bf16 run names its kernel ($(grep ' run ' "$tmp/out"))" \
+    grep -Eq "bf16 matrix multiplies \((amx|avx512) kernel\)" "$tmp/out"
+if grep -q "(amx kernel)" "$tmp/out" || grep -q "(avx512 kernel)" "$tmp/out"; then
+    AG_BF16_KERNEL=avx512 "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+    check "AG_BF16_KERNEL=avx512: the run names the avx512 kernel ($(grep ' run ' "$tmp/out"))" \
+        grep -q "bf16 matrix multiplies (avx512 kernel)" "$tmp/out"
+fi
+"$A" train --steps 1 >"$tmp/out" 2>&1
+check "an fp32 run names no bf16 kernel" eval '! grep -q "kernel)" "$tmp/out"'
 
 acc() { sed -nE 's/.*held-out exact match ([0-9.]+)%.*/\1/p' "$1"; }
 if [ -n "$ATTOGRAD_QUICK" ]; then

@@ -54,8 +54,12 @@ check "train --save /dev/stdout into a pipe writes the checkpoint there ($(cat e
 mkfifo pipe
 timeout 30 cat pipe >from_pipe.svg &
 reader=$!
-timeout 30 "$A" attn --model m.st --prompt The --out pipe 2>err.txt
-rc=$?
+for _ in $(seq 100); do      # until the reader has opened its end
+    timeout 30 "$A" attn --model m.st --prompt The --out pipe 2>err.txt
+    rc=$?
+    grep -q "nothing reads" err.txt || break
+    sleep 0.1
+done
 wait $reader
 check "attn --out FIFO with a reader: exit 0 ($rc: $(cat err.txt))" test $rc -eq 0
 check "attn --out FIFO: the reader got the whole picture" grep -q "</svg>" from_pipe.svg
@@ -119,6 +123,42 @@ if [ -w /dev/full ]; then
 else
     skip "no /dev/full here"
 fi
+
+# ---- 11. a file that is not a checkpoint at all is named as such ---------------------------
+printf 'just some text, long enough to have 8 bytes and more\n' >notes.txt
+for run in "info notes.txt" "eval --model notes.txt" "sample --model notes.txt"; do
+    one_line "$A" $run
+    check "$run: exit 2, 'not a safetensors file' ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q "notes.txt: not a safetensors file" err.txt'
+done
+head -c 20 m.st >cut.st
+one_line "$A" info cut.st
+check "a cut checkpoint is not called 'not a safetensors file' ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "runs past the end" err.txt && ! grep -q "not a safetensors" err.txt'
+
+# ---- 15. the README and --help agree ----------------------------------------------------------
+# every option a subcommand's --help lists is in the README's synopsis of it
+# (train's options are described in its prose); --threads defaults to 0 everywhere
+synopsis() {    # the README's lines for "attograd CMD", continuation lines included
+    awk -v cmd="$1" '$1 == "attograd" && $2 == cmd { on = 1; print; next }
+                     on && /^                    / { print; next } { on = 0 }' "$ROOT/README.md"
+}
+for cmd in train eval sample info attn plot graph walkthrough; do
+    "$A" $cmd --help >help.txt 2>&1
+    missing=""
+    for o in $(grep -oE '^  --[a-z0-9-]+' help.txt); do
+        if [ $cmd = train ]; then grep -q -- "$o\b" "$ROOT/README.md" || missing="$missing $o"
+        else synopsis $cmd | grep -q -- "$o\b" || missing="$missing $o"; fi
+    done
+    check "README names every option of $cmd --help (missing:$missing)" test -z "$missing"
+    if grep -q -- "--threads" help.txt; then
+        check "$cmd --threads defaults to 0, all cores ($(grep -- --threads help.txt))" \
+            grep -Eq -- "--threads N .*0 = all cores \(default\)" help.txt
+    fi
+done
+check "README shows attograd --version" eval 'grep -q "attograd --version" "$ROOT/README.md"'
+check "README says what exit status a failed save gives" \
+    grep -q "a save that fails.*exit status 1\|save that fails during or after training" "$ROOT/README.md"
 
 # ---- 13. make install with PREFIX and DESTDIR; pkg-config ----------------------------------
 # The sub-makes see the variables of the make that runs this test (MAKEFLAGS),

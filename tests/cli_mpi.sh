@@ -230,7 +230,7 @@ check "SIGSTOP: the ranks that gave up exit 4, and mpirun with them (mpirun exit
 start_long 2 --save-every 50
 kill -INT "$mpid"
 wait "$mpid"
-step=$(sed -nE 's/.*terminated at step ([0-9]+).*/\1/p' long.err)
+step=$(sed -nE 's/.*(terminated at|saved long.st at) step ([0-9]+).*/\2/p' long.err)
 check "Ctrl-C of mpirun: rank 0 saves the step it stopped at ($(cat long.err long.out | head -n 2))" \
     eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
 

@@ -110,6 +110,22 @@ static ag_real *scratch(size_t n)
     return ag_scratch_get(&scratch_buf, n * sizeof(ag_real), "attention scratch");
 }
 
+/* The scratch elements forward_block and backward_item take. */
+static size_t forward_scratch(void) { return 2L * BK * BQ + 3L * BQ; }
+static long backward_block(int hd) { return (long)BQ * (BK > hd ? BK : hd); }   /* [nk, nq] or [hd, nq] */
+static size_t backward_scratch(const ag_attn *a)
+{
+    return (size_t)a->Tq + 4 * (size_t)backward_block(a->hd) + 2 * (size_t)BK * (size_t)a->hd;
+}
+
+/* What forward and backward leave held: each thread's buffer grown to the
+ * larger of the two. */
+size_t ag_fast_attention_scratch(const ag_attn *a)
+{
+    const size_t f = forward_scratch(), b = backward_scratch(a);
+    return sizeof(ag_real) * (f > b ? f : b) * (size_t)threads_for(a);
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 /* A sequence short enough for one block each way keeps its weights for
@@ -125,7 +141,7 @@ size_t ag_fast_attention_keep(const ag_attn *a)
 static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const ag_real *q, const ag_real *k,
                           const ag_real *v, ag_real *o, ag_real *lse, ag_real *keep)
 {
-    ag_real *st = scratch(2L * BK * BQ + 3L * BQ);          /* [nk, nq] S^T, then the weights P^T */
+    ag_real *st = scratch(forward_scratch());               /* [nk, nq] S^T, then the weights P^T */
     ag_real *z = st + (long)BK * BQ;                        /* [nk, nq] P^T after dropout */
     ag_real *m = z + (long)BK * BQ, *l = m + BQ, *alpha = l + BQ;   /* [nq] each */
     const ag_real *qb = at(q, a->q_bs, a->q_ld, a, b, h, i0), scale = a->scale;
@@ -317,8 +333,8 @@ static void backward_item(const ag_attn *a, int b, int h, const ag_real *q, cons
 {
     const int hd = a->hd;
     const ag_real scale = a->scale;
-    const long block = (long)BQ * (BK > hd ? BK : hd);  /* [nk, nq] or [hd, nq] */
-    ag_real *D = scratch((size_t)a->Tq + 4 * block + 2L * BK * hd);  /* [Tq] do_i . o_i */
+    const long block = backward_block(hd);
+    ag_real *D = scratch(backward_scratch(a));   /* [Tq] do_i . o_i */
     ag_real *p_buf = D + a->Tq;                  /* [nk, nq] P^T */
     ag_real *zt = p_buf + block;                 /* [nk, nq] dropout multipliers */
     ag_real *pdt = zt + block;                   /* [nk, nq] P^T after dropout */

@@ -19,6 +19,7 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
                           long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
                           ag_real *C, long stride_c, int ldc);
+size_t ag_fast_gemm_scratch(int M, int N, int K);
 
 /* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
  * columns of the packed blocks, for the given caches, or NULL: this CPU's. */
@@ -48,6 +49,7 @@ void ag_fast_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                                 const ag_real *o, const ag_real *do_, const ag_real *lse, const ag_real *keep,
                                 ag_real *dq, ag_real *dk, ag_real *dv, int assign);
 size_t ag_fast_attention_keep(const ag_attn *a);
+size_t ag_fast_attention_scratch(const ag_attn *a);
 
 /* update.c */
 void ag_fast_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,

@@ -55,7 +55,7 @@
  * and schedule, and a batched product equals its items done one by one.
  * One path sums otherwise: a C of at most four rows times a B stored [N, K]
  * (gemm_few_rows), whose elements are lane-wise dot products, in an order
- * that again depends on K alone.
+ * that again depends on K and the L1d alone.
  */
 
 /* Register tile MR x NR.  With AVX-512 there are 32 vector registers: 12
@@ -823,10 +823,10 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
  * each element of a K block is a dot product of two contiguous rows in
  * ag_dot_lanes' 16 lanes (a chain in k order would need B's columns, which
  * only a gather or a transpose gives, and both cost more than the product):
- * the order depends on K alone, so results do not depend on the threads,
- * but they round differently from the same row inside a taller C, so that
- * path is taken only for a B of FEW_ROWS_BIG_B elements or more (a weight
- * matrix), where packing costs most; smaller products keep the tile's order
+ * the order depends on K and the L1d alone, so results do not depend on the
+ * threads, but they round differently from the same row inside a taller C,
+ * so that path is taken only for a B of FEW_ROWS_BIG_B elements or more (a
+ * weight matrix), where packing costs most; smaller products keep the tile's order
  * (attention's backward relies on it for the score gradients of its last,
  * short key block: src/kernels/attention.c).  Threads take whole columns. */
 #define FEW_ROWS 4
@@ -1001,4 +1001,16 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     batch_call c = { trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c, ldc,
                      workspace(slice * (size_t)nth), slice };
     ag_parallel(batch, nth, batch_task, &c);
+}
+
+/* The most the products above ask workspace() for, for any transposes and
+ * batch count, on the threads a product may use: bytes the panels can hold
+ * once a product of these sizes has run (kernels.h, gemm_scratch). */
+size_t ag_fast_gemm_scratch(int M, int N, int K)
+{
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    const int nth = ag_max_threads(), nkb = ksplit_blocks(M, N, K, nth);
+    const size_t split = nkb ? round_up64((size_t)M * N) * (size_t)nkb + block_space(M, N, k_block(K)) * (size_t)nth : 0;
+    const size_t tiled = block_space(M, N, K) * (size_t)nth + round_up64((size_t)K * padded_cols(N));
+    return sizeof(ag_real) * (split > tiled ? split : tiled);
 }

@@ -883,3 +883,27 @@ void ag_fast_round_bf16(const float *x, float *y, size_t n)
         memcpy(&y[i], &u, sizeof u);
     }
 }
+
+/* The most gemm_avx512 or gemm_amx asks workspace() for, for any
+ * transposes, on the kernel ag_cpu_bf16() picks (kernels.h,
+ * gemm_bf16_scratch). */
+size_t ag_fast_gemm_bf16_scratch(int M, int N, int K)
+{
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+#if BF16_X86
+    const int kernel = ag_cpu_bf16();
+    if (kernel == AG_BF16_AMX)
+        return sizeof(uint32_t) * (size_t)(2 * ceil_div(M, 32) + 2 * ceil_div(N, 32)) * (size_t)ceil_div(K, 32) * 256;
+    if (kernel == AG_BF16_AVX512) {
+        const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : ag_max_threads();
+        const int kb = k_block(K);
+        long a_rs = (long)words64((size_t)kb / 2);
+        if (a_rs % 256 == 0) a_rs += 16;
+        const size_t a_words = (size_t)MC * (size_t)a_rs;   /* A stored [M, K]; [K, M] packs less */
+        const size_t b_words = (size_t)ceil_div(K, kb) * (size_t)ceil_div(N, NR) * (size_t)panel_words(kb / 2);
+        const int private_b = nth > 1 && (long)K * N <= PRIVATE_B_MAX;
+        return sizeof(uint32_t) * (b_words * (private_b ? (size_t)nth : 1) + a_words * (size_t)nth);
+    }
+#endif
+    return 0;   /* the plain definition runs: it packs nothing */
+}

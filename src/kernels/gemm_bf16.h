@@ -40,6 +40,10 @@ void ag_fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const floa
 void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
                           long lda, const float *B, long ldb, float beta, float *C, long ldc);
 
+/* Bytes of packing space ag_fast_gemm_bf16 keeps after a product of these
+ * sizes (at most). */
+size_t ag_fast_gemm_bf16_scratch(int M, int N, int K);
+
 /* dst[i] = ag_bf16_bits(src[i]) for i < n, bit for bit (subnormals
  * included), 32 at a time with vcvtne2ps2bf16 where the CPU has it. */
 void ag_fast_f32_to_bf16(uint16_t *dst, const float *src, long n);

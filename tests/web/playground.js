@@ -21,7 +21,7 @@ const { chromium } = require('playwright-core');
 const WEBDIR = path.resolve(process.env.WEBDIR || 'build-web');
 const REF = path.resolve(process.env.ATTOGRAD_REF || 'build-ref/attograd');
 const TMP = fs.mkdtempSync('/tmp/attograd-web-');
-const SHOT = process.env.SCREENSHOT;      // where to write the README's screenshot, if set
+const SHOT = process.env.SCREENSHOT || path.join(WEBDIR, 'playground.png');   // the README's screenshot
 
 let passed = 0, failed = 0;
 function check(what, ok, detail) {
@@ -129,7 +129,7 @@ async function main() {
     });
   check(`every heatmap row sums to 1 within 1e-6 (worst ${worstSum})`, maps.length > 0 && worstSum <= 1e-6);
   check(`exact zeros above the diagonal (${above} not)`, above === 0);
-  if (SHOT) await page.screenshot({ path: SHOT, fullPage: true });
+  await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Save checkpoint: the reference build's bytes --------------------------
   const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
@@ -141,6 +141,24 @@ async function main() {
   check(`Save checkpoint gives the reference build's checkpoint byte for byte (${saved.length} vs ${ref.length} bytes)`,
         saved.equals(ref));
 
+  // ---- Text from a file, with dropout: the reference build's bytes too ------
+  const textFile = path.join(TMP, 'tiny.txt');
+  fs.copyFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'), textFile);
+  await set(page, 'Task', 'text');
+  await page.getByLabel('Open text file').setInputFiles(textFile);
+  for (const [label, value] of [['Layers', 1], ['Heads', 2], ['d_model', 32], ['Context', 32], ['Dropout', 0.1],
+                                ['Optimizer', 'adamw'], ['Learning rate', 0.003], ['Batch', 8], ['Steps', 20]])
+    await set(page, label, value);
+  await waitStatus(page, /^step 0\/20 · loss/, 30000);
+  await page.getByRole('button', { name: 'Train' }).click();
+  await waitStatus(page, /^step 20\/20 · loss [0-9.]+ · validation loss [0-9.]+$/, 120000);
+  const savedText = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  execFileSync(REF, ['train', '--text', 'tiny.txt', '--layers', '1', '--heads', '2', '--d-model', '32', '--context', '32',
+                     '--dropout', '0.1', '--optimizer', 'adamw', '--lr', '0.003', '--batch', '8', '--steps', '20',
+                     '--threads', '1', '--quiet', '--save', 'text.st'], { cwd: TMP });
+  check('text with dropout: the reference build\'s checkpoint byte for byte',
+        savedText.equals(fs.readFileSync(path.join(TMP, 'text.st'))));
+
   // ---- a bad file to Open checkpoint ------------------------------------------
   const before = await statusText(page);
   await page.getByLabel('Open checkpoint').setInputFiles({ name: 'notes.st', mimeType: 'application/octet-stream',
@@ -151,7 +169,7 @@ async function main() {
   check(`a bad checkpoint gives one line naming the file (${msg})`, /^notes\.st: /.test(msg) && !msg.includes('\n'));
   check('the status is as it was', (await statusText(page)) === before, await statusText(page));
   const again = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
-  check('the model is as it was (saved again: the same bytes)', again.equals(saved));
+  check('the model is as it was (saved again: the same bytes)', again.equals(savedText));
 
   // ---- a checkpoint written by the command, completed --------------------------
   const sortFile = path.join(TMP, 'sort.st');
@@ -168,6 +186,17 @@ async function main() {
     for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
+
+  // ---- the worked examples: attograd walkthrough's text --------------------------
+  await page.getByText('Worked examples').click();
+  const examples = page.getByLabel('Worked examples computed by the engine');
+  await examples.filter({ hasText: /scaling|Scaling/ }).waitFor({ timeout: 30000 });
+  const shown = await examples.textContent();
+  const printed = execFileSync(REF, ['walkthrough']).toString();
+  check('the worked examples are attograd walkthrough\'s, number for number', shown === printed,
+        shown.length + ' vs ' + printed.length + ' characters');
+  check('the worked examples hold the tutorials\' numbers ("journey" context [0.3061, 0.8210])',
+        /\[ *0\.3061, +0\.8210\]/.test(shown));
 
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();

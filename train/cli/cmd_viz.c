@@ -202,7 +202,7 @@ static int write_attention(const attn_picture *p, const char *out, const char *c
 int cmd_attn(int argc, char **argv)
 {
     const char *CMD = "attn", *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL, *title = NULL;
-    saved_model a = { .threads = 1 };
+    saved_model a = { 0 };
     int layer = 0;
     opt opts[] = {
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
@@ -212,7 +212,7 @@ int cmd_attn(int argc, char **argv)
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
-        THREADS_OPT(a, " 1"),
+        THREADS_OPT(a, ""),
         SAVED_TASK_OPT(a),
         SAVED_VOCAB_OPT(a),
         HEADS_OPT(a.heads),

@@ -49,6 +49,7 @@ typedef struct trainer {
     int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
+    const char *fault_save;     /* --save on every rank: where the rank that saves after a fault writes */
 } trainer;
 
 /* Data, model, optimizer, generators and the log, from t->o and t->ck;

@@ -86,7 +86,9 @@ void train_dist_configure(trainer *t, opt *micro_batch)
                  "--micro-batch that divides %d", whose, o->micro_batch, by_default ? " (the default)" : "", B / N,
             N, B, B / N);
     }
-    /* rank 0 alone writes: the checkpoint, the log, the progress */
+    /* rank 0 alone writes: the checkpoint, the log, the progress; but any
+     * rank may have to save after a fault (train_loop.c) */
+    t->fault_save = o->save;
     if (dist_rank() > 0) {
         o->save = NULL;
         o->log_path = NULL;
@@ -123,8 +125,12 @@ void train_dist_setup(trainer *t)
 
 double train_dist_gradient(trainer *t, long step)
 {
+    ag_pcg32 before = t->data_rng;
     dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* the whole batch */
-    return mb_gradient(t->mb, t->ctx, &t->m, t->x, t->y, (uint64_t)t->o.seed, step);
+    double loss = mb_gradient(t->mb, t->ctx, &t->m, t->x, t->y, (uint64_t)t->o.seed, step);
+    if (dist_lost())
+        t->data_rng = before;           /* the state of the last completed step, to save */
+    return loss;
 }
 
 eval_result train_evaluate(trainer *t, long max_windows)

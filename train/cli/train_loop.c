@@ -73,11 +73,17 @@ static double peak_rss_bytes(void)
     return (double)ru.ru_maxrss * 1024.0;   /* kilobytes on Linux */
 }
 
-/* One optimizer step on the batch of `step` (0-based). */
+/* One optimizer step on the batch of `step` (0-based).  When the ranks
+ * lose each other in it (dist_lost()), nothing is updated: the state is
+ * still the last step's. */
 static step_result train_step(trainer *t, long step, double lr)
 {
-    if (t->mb)                                                      /* micro-batches, any ranks */
-        return step_update(t->m.params, t->optim, train_dist_gradient(t, step), t->o.clip, lr);
+    if (t->mb) {                                                    /* micro-batches, any ranks */
+        double loss = train_dist_gradient(t, step);
+        if (dist_lost())
+            return (step_result){ loss, STEP_OK, NULL };
+        return step_update(t->m.params, t->optim, loss, t->o.clip, lr);
+    }
     dataset_batch(&t->data, t->random_order, &t->data_rng, step, t->B, t->S, t->x, t->y);  /* x, y: [B,S] */
     step_rows batch = { t->x, t->y, t->B, t->S, 1, NULL };
     return step_take(t->ctx, &t->m, t->optim, &batch, t->o.clip, lr);
@@ -113,6 +119,32 @@ static int save(trainer *t, long step, int announce)
         fflush(stdout);
     }
     return 0;
+}
+
+/* The ranks have lost each other (dist.h) and this one has given up; it
+ * holds the state after step `completed`, as every rank that completed it
+ * does.  The lowest-numbered rank still running saves it (each side of a
+ * cut network has one) and says what happened in one line; the others
+ * leave quietly.  Returns the exit status. */
+static int save_after_fault(trainer *t, long completed)
+{
+    int status = stop_signal ? 128 + stop_signal : DIST_LOST;
+    if (!dist_lowest_alive())
+        return status;
+    const char *path = t->fault_save;
+    if (!path) {
+        dist_say("%s during step %ld; no --save, so the %ld steps taken are lost", dist_lost_reason(), completed + 1,
+                 completed - t->start);
+        return status;
+    }
+    t->o.save = path;
+    if (save(t, completed, 0)) {
+        dist_say("%s during step %ld; saving %s failed (above)", dist_lost_reason(), completed + 1, path);
+        return 1;
+    }
+    dist_say("%s during step %ld: saved %s at step %ld, the last step completed (train --resume %s goes on)",
+             dist_lost_reason(), completed + 1, path, completed, path);
+    return status;
 }
 
 static void progress_bar(long step, long total, double loss, double elapsed, long done)
@@ -153,6 +185,8 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
         ev = train_evaluate(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+    if (dist_lost())
+        return;                                 /* the evaluation could not be finished */
     if (done == o->steps) {
         p->final = ev;
         p->have_final = 1;
@@ -239,6 +273,7 @@ int train_loop(trainer *t)
     save_name = o->save;
     output_track(&checkpoint_out);
     on_stop_signals(on_signal);
+    dist_watch_stop(&stop_signal);
 
     progress p = { now_seconds(), 0, t->start, dist_stdout_terminal() && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
@@ -249,6 +284,10 @@ int train_loop(trainer *t)
         double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
         step_result r = train_step(t, step, lr);
         loss = r.loss;
+        if (dist_lost()) {
+            status = save_after_fault(t, step);
+            break;
+        }
         if (r.status != STEP_OK) {
             if (p.tty)
                 printf("\n");
@@ -258,6 +297,10 @@ int train_loop(trainer *t)
         }
         long done = step + 1;
         report(t, &p, done, loss, lr);
+        if (dist_lost()) {
+            status = save_after_fault(t, ++step);
+            break;
+        }
         if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
             if (p.tty)
                 printf("\r%*s\r", 80, "");
@@ -266,7 +309,12 @@ int train_loop(trainer *t)
                 break;
             }
         }
-        if ((stop_signal = train_dist_stop(stop_signal))) {     /* every rank stops at the same step */
+        int stop = train_dist_stop(stop_signal);       /* every rank stops at the same step */
+        if (dist_lost()) {
+            status = save_after_fault(t, ++step);
+            break;
+        }
+        if ((stop_signal = stop)) {
             step++;
             if (p.tty)
                 printf("\n");
@@ -279,7 +327,7 @@ int train_loop(trainer *t)
     }
     double elapsed = now_seconds() - p.t_start;
 
-    if ((status == 0 || status >= 128) && o->save && save(t, step, 1))
+    if ((status == 0 || status >= 128) && o->save && !dist_lost() && save(t, step, 1))
         status = 1;
     if (status == 0)
         summary(t, &p, step, loss, elapsed);

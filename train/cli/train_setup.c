@@ -134,9 +134,13 @@ static void print_config(const trainer *t)
            o->schedule);
     if (t->cosine)
         printf(" (warmup %ld, min lr %g)", o->warmup, o->min_lr);
-    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s, %s kernels\n",
+    const char *bf16_kernel = "";
+    if (t->precision == AG_BF16)
+        ag_bf16_status(&bf16_kernel);       /* ready (checked with the options): the kernel that runs */
+    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
            o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
-           AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies" : "", ag_kernels_name());
+           AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
+           t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
     if (d->is_task)
         printf("  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
                d->task.len + 1, d->n_heldout);

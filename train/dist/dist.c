@@ -5,15 +5,14 @@
  * Faults.  Open MPI's mpirun ends the whole job when one rank dies (kill -9,
  * a crash) or exits with a non-zero status, and names that rank ("mpirun
  * noticed that process rank 1 ... exited on signal 9"); the ranks left get
- * SIGTERM, and SIGKILL a second later.  Debian's Open MPI has no fault
- * tolerance beyond that (no ULFM), so nothing here tries to go on without a
- * rank.  What mpirun cannot see is a rank that is alive but stuck (stopped,
- * hung in a file system, cut off by the network): the others would wait in
- * a collective forever.  So every collective runs under an alarm of the
- * --mpi-timeout seconds; a rank it fires on says so on its standard error
- * and exits with DIST_LOST, which makes mpirun end the job.  Errors that a
- * collective returns (MPI_ERRORS_RETURN on the communicator) are one line
- * naming the rank and the call, then MPI_Abort.
+ * SIGTERM, and SIGKILL a second later (odls_base_sigkill_timeout).  Debian's
+ * Open MPI has no fault tolerance beyond that (no ULFM), so nothing here
+ * tries to go on without a rank: what it makes sure of is that the steps
+ * done are not lost.  Every rank holds the same weights and optimizer state
+ * after each step, so any of them can save it; a collective that cannot
+ * complete (a rank gone, stuck or cut off; SIGTERM; an error) is given up
+ * (below), and the lowest-numbered rank still running on its side of the
+ * network saves the last completed step.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -82,28 +81,8 @@ static void silence(void)
 }
 
 static long timeout_seconds;
-static char timeout_msg[256];
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    ssize_t ignored = write(say_fd, timeout_msg, strlen(timeout_msg));
-    (void)ignored;
-    _exit(DIST_LOST);
-}
-
-void dist_set_timeout(long seconds)
-{
-    timeout_seconds = seconds;
-    snprintf(timeout_msg, sizeof timeout_msg,
-             "attograd %s: rank %d: the other ranks have not answered for %ld s (one is stuck or gone; "
-             "--mpi-timeout sets the wait); giving up\n", command, rank, seconds);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_alarm;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-}
+void dist_set_timeout(long seconds) { timeout_seconds = seconds; }
 
 /* A library error on a rank above 0 (rank 0 keeps the engine's own
  * handler, which prints it): say it with the rank, and exit 2. */
@@ -112,6 +91,21 @@ static void on_engine_error(const char *msg, void *user)
     (void)user;
     dist_say("%s", msg);
     exit(2);
+}
+
+static MPI_Comm faults;
+static int notice;                      /* the notice being received (a dist_fault) */
+static MPI_Request notice_req = MPI_REQUEST_NULL;
+
+/* The notice of a rank that gives up (below) is always being received:
+ * MPI_Finalize wants no receive pending. */
+static void finalize(void)
+{
+    if (notice_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&notice_req);
+        MPI_Wait(&notice_req, MPI_STATUS_IGNORE);
+    }
+    MPI_Finalize();
 }
 
 /* A second communicator for leaving: a barrier there can only meet
@@ -137,13 +131,18 @@ void dist_exit(int status)
         }
     }
     if (done)
-        MPI_Finalize();
+        finalize();
     exit(status);
 }
 
 void dist_start(const char *cmd)
 {
     command = cmd;
+    /* Open MPI's warnings inside a rank (a peer that hung up, a failed
+     * reconnection) wait for mpirun to print them; once mpirun is ending
+     * the job they wait forever, and the rank that should save hangs in
+     * them.  mpirun itself still names the rank that died. */
+    setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
     int provided;
     MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -155,6 +154,9 @@ void dist_start(const char *cmd)
         MPI_Comm_free(&node);
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &leaving);
+    MPI_Comm_dup(MPI_COMM_WORLD, &faults);
+    MPI_Comm_set_errhandler(faults, MPI_ERRORS_RETURN);
+    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
     if (rank > 0) {
         silence();
         ag_set_error_handler(on_engine_error, NULL);
@@ -162,28 +164,146 @@ void dist_start(const char *cmd)
     dist_set_timeout(600);
 }
 
-static double started;
+/* ---- waiting, and giving up ------------------------------------------------
+ * Every collective is started nonblocking and its request tested in a loop
+ * until it completes, until --mpi-timeout seconds pass, until the stop flag
+ * the training loop's signal handler sets is up (mpirun turns Ctrl-C into
+ * SIGTERM, and sends SIGTERM when a rank or a host is lost), until MPI
+ * reports an error, or until another rank says it has given up.  A signal
+ * handler itself could neither call MPI nor save: this way control returns
+ * to the loop, which saves from normal context.  A rank that gives up leaves
+ * the collective pending (MPI has no way to cancel one), tells every other
+ * rank on the `faults` communicator, and from then on every collective
+ * returns at once, failed. */
+static volatile sig_atomic_t *stop_flag;
+static dist_fault lost;                 /* why this rank gave up, DIST_RUNNING while it has not */
+static int lost_peer = -1, peer_fault;  /* the rank whose notice made it give up, and that rank's reason */
+static char lost_why[MPI_MAX_ERROR_STRING + 64];
+static int lower_gave_up;               /* a lower rank has given up too */
 
-static void begin(void)
+void dist_watch_stop(volatile sig_atomic_t *flag) { stop_flag = flag; }
+dist_fault dist_lost(void) { return lost; }
+
+/* A notice from another rank that it has given up: 1 when one came. */
+static int heard_notice(void)
 {
-    started = now_seconds();
-    if (timeout_seconds > 0)
-        alarm((unsigned)timeout_seconds);
+    int got = 0;
+    MPI_Status st;
+    if (notice_req == MPI_REQUEST_NULL || MPI_Test(&notice_req, &got, &st) != MPI_SUCCESS || !got)
+        return 0;
+    if (st.MPI_SOURCE < rank)
+        lower_gave_up = 1;
+    if (lost_peer < 0) {
+        lost_peer = st.MPI_SOURCE;
+        peer_fault = notice;
+    }
+    MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
+    return 1;
 }
 
-static void end(int rc, const char *call)
+enum { STUCK_SECONDS = 8 };
+static char stuck_msg[160];
+static int stuck_status;
+
+static void on_stuck(int sig)
 {
-    if (timeout_seconds > 0)
-        alarm(0);
-    comm_seconds += now_seconds() - started;
-    if (rc != MPI_SUCCESS) {
-        char why[MPI_MAX_ERROR_STRING];
+    (void)sig;
+    ssize_t ignored = write(say_fd, stuck_msg, strlen(stuck_msg));
+    (void)ignored;
+    _exit(stuck_status);
+}
+
+static void give_up(dist_fault why, const char *call, int rc)
+{
+    lost = why;
+    if (why == DIST_FAILED) {
+        char err[MPI_MAX_ERROR_STRING];
         int len = 0;
-        MPI_Error_string(rc, why, &len);
-        dist_say("%s failed: %s", call, why);
-        MPI_Abort(MPI_COMM_WORLD, DIST_LOST);
-        _exit(DIST_LOST);
+        MPI_Error_string(rc, err, &len);
+        snprintf(lost_why, sizeof lost_why, "%s failed: %s", call, err);
     }
+    /* only higher ranks need to hear it (to know a lower one is alive) */
+    static int reason;
+    reason = why == DIST_PEER ? peer_fault : (int)why;
+    for (int q = rank + 1; q < size; q++) {
+        MPI_Request req;
+        if (MPI_Isend(&reason, 1, MPI_INT, q, 0, faults, &req) == MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+    /* From here on Open MPI may hang: its progress engine, reconnecting to
+     * a dead rank, waits forever for mpirun to print a warning, and mpirun
+     * may be gone.  The alarm ends such a rank (the rank that saves calls
+     * no MPI after this point, and has that long to save). */
+    snprintf(stuck_msg, sizeof stuck_msg, "attograd %s: rank %d: still inside MPI %d s after giving up on the "
+             "other ranks; leaving\n", command, rank, STUCK_SECONDS);
+    stuck_status = why == DIST_STOPPED && stop_flag ? 128 + (int)*stop_flag : DIST_LOST;
+    signal(SIGALRM, on_stuck);
+    alarm(STUCK_SECONDS);
+}
+
+static const char *fault_words(int why, char *buf, size_t len)
+{
+    switch (why) {
+    case DIST_TIMED_OUT:
+        snprintf(buf, len, "the other ranks have not answered for %ld s (--mpi-timeout)", timeout_seconds);
+        break;
+    case DIST_STOPPED:
+        snprintf(buf, len, "stopped by a signal (mpirun sends SIGTERM on Ctrl-C and when a rank or a host is lost)");
+        break;
+    case DIST_FAILED:
+        snprintf(buf, len, "%s", lost == DIST_FAILED ? lost_why : "a collective failed");
+        break;
+    default:
+        snprintf(buf, len, "another rank gave up");
+    }
+    return buf;
+}
+
+const char *dist_lost_reason(void)
+{
+    static char line[sizeof lost_why + 128];
+    char peer[sizeof lost_why];
+    if (lost == DIST_PEER)
+        snprintf(line, sizeof line, "rank %d gave up: %s", lost_peer, fault_words(peer_fault, peer, sizeof peer));
+    else
+        fault_words(lost, line, sizeof line);
+    return line;
+}
+
+/* Half a second for the notices of lower ranks that have given up too:
+ * those are alive, and the lowest of them saves.  Rank 0 asks nobody (it
+ * calls no MPI after giving up). */
+int dist_lowest_alive(void)
+{
+    double deadline = now_seconds() + 0.5;
+    while (rank > 0 && !lower_gave_up && now_seconds() < deadline) {
+        if (!heard_notice()) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
+    }
+    return !lower_gave_up;
+}
+
+/* Until req completes (0), or the rank gives up (-1). */
+static int wait_for(MPI_Request *req, int rc, const char *call)
+{
+    double t0 = now_seconds(), deadline = t0 + (double)timeout_seconds;
+    int done = 0;
+    while (!done && !lost) {
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            give_up(DIST_FAILED, call, rc);
+        else if (!done && stop_flag && *stop_flag)
+            give_up(DIST_STOPPED, call, rc);
+        else if (!done && heard_notice())
+            give_up(DIST_PEER, call, rc);
+        else if (!done && timeout_seconds > 0 && now_seconds() > deadline)
+            give_up(DIST_TIMED_OUT, call, rc);
+    }
+    comm_seconds += now_seconds() - t0;
+    return done ? 0 : -1;
 }
 
 static MPI_Datatype mpi_type(dist_type t)
@@ -195,45 +315,52 @@ static MPI_Datatype mpi_type(dist_type t)
 
 static size_t type_size(dist_type t) { return t == DIST_DOUBLE ? sizeof(double) : sizeof(ag_real); }
 
-void dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
+int dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
 {
     if (size == 1)
-        return;
+        return 0;
+    if (lost)
+        return -1;
     bytes_sent += (double)counts[rank] * (double)type_size(type) * (size - 1);
-    begin();
-    end(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, mpi_type(type), MPI_COMM_WORLD),
-        "MPI_Allgatherv");
+    MPI_Request req;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, mpi_type(type),
+                             MPI_COMM_WORLD, &req);
+    return wait_for(&req, rc, "MPI_Iallgatherv");
 }
 
-void dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
-                   const int *rdispls, dist_type type)
+int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
+                  const int *rdispls, dist_type type)
 {
+    if (lost)
+        return -1;
     for (int q = 0; q < size; q++)
         if (q != rank)
             bytes_sent += (double)scounts[q] * (double)type_size(type);
-    begin();
-    end(MPI_Alltoallv(send, scounts, sdispls, mpi_type(type), recv, rcounts, rdispls, mpi_type(type),
-                      MPI_COMM_WORLD), "MPI_Alltoallv");
+    MPI_Request req;
+    int rc = MPI_Ialltoallv(send, scounts, sdispls, mpi_type(type), recv, rcounts, rdispls, mpi_type(type),
+                            MPI_COMM_WORLD, &req);
+    return wait_for(&req, rc, "MPI_Ialltoallv");
 }
 
-static long reduce(long v, MPI_Op op, const char *call)
+long dist_max(long v)
 {
-    if (size == 1)
+    if (size == 1 || lost)
         return v;
     long out = v;
-    begin();
-    end(MPI_Allreduce(&v, &out, 1, MPI_LONG, op, MPI_COMM_WORLD), call);
-    return out;
+    MPI_Request req;
+    int rc = MPI_Iallreduce(&v, &out, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD, &req);
+    return wait_for(&req, rc, "MPI_Iallreduce") ? v : out;
 }
 
-long dist_max(long v) { return reduce(v, MPI_MAX, "MPI_Allreduce"); }
-
+/* A rank that has given up leaves without MPI_Finalize, which would wait
+ * for the collective it left pending. */
 int dist_end(int status, int together)
 {
-    if (together) {
-        begin();
-        end(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        MPI_Finalize();
+    if (together && !lost) {
+        MPI_Request req;
+        int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+        if (wait_for(&req, rc, "MPI_Ibarrier") == 0)
+            finalize();
     }
     return status;
 }
@@ -271,19 +398,25 @@ void dist_start(const char *cmd)
 }
 
 void dist_set_timeout(long seconds) { (void)seconds; }
+void dist_watch_stop(volatile sig_atomic_t *flag) { (void)flag; }
+dist_fault dist_lost(void) { return DIST_RUNNING; }
+const char *dist_lost_reason(void) { return ""; }
+int dist_lowest_alive(void) { return 1; }
 
-void dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
+int dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
 {
     (void)buf, (void)counts, (void)displs, (void)type;
+    return 0;
 }
 
-void dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
+int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
                    const int *rdispls, dist_type type)
 {
     size_t unit = type == DIST_DOUBLE ? sizeof(double) : sizeof(ag_real);
     (void)rcounts;
     memcpy((char *)recv + (size_t)rdispls[0] * unit, (const char *)send + (size_t)sdispls[0] * unit,
            (size_t)scounts[0] * unit);
+    return 0;
 }
 
 long dist_max(long v) { return v; }

@@ -9,15 +9,19 @@
  * same verdicts, so one voice says them); what only one rank can know (a
  * timeout, a failed collective, an error in the engine) goes to the real
  * standard error, naming the rank.  Every collective is bounded by a
- * timeout: a rank that waits longer for the others says so and exits with
- * DIST_LOST, and mpirun then ends the rest.
+ * timeout: a rank that waits longer for the others, or is told to stop
+ * while waiting, gives up and returns to the training loop, which saves the
+ * last step every rank completed and exits with DIST_LOST (or 128 + the
+ * signal).
  */
 #ifndef ATTOGRAD_DIST_H
 #define ATTOGRAD_DIST_H
 
+#include <signal.h>
 #include <stddef.h>
 
-/* The exit status of a rank that gave up waiting for the others. */
+/* The exit status of a rank that gave up waiting for the others (but for
+ * a stop signal). */
 #define DIST_LOST 4
 
 /* Before anything else: join the run (MPI_Init) and learn this process's
@@ -42,14 +46,18 @@ void dist_say(const char *fmt, ...)
 
 typedef enum { DIST_REAL, DIST_DOUBLE } dist_type;
 
+/* The collectives return 0, or -1 when this rank has given up on the
+ * others (dist_lost says why): from then on every collective fails at once
+ * and the caller goes back to the training loop, which saves. */
+
 /* buf holds every rank's part, rank q's counts[q] elements at displs[q];
  * each rank fills its own part and receives the others'. */
-void dist_allgather(void *buf, const int *counts, const int *displs, dist_type type);
+int dist_allgather(void *buf, const int *counts, const int *displs, dist_type type);
 /* Rank r sends send[sdispls[q] .. + scounts[q]) to rank q, which receives it at
  * recv[rdispls[r] ..] (counts and displacements in elements). */
-void dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
+int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
                    const int *rdispls, dist_type type);
-/* The largest of every rank's v. */
+/* The largest of every rank's v (v itself once the rank has given up). */
 long dist_max(long v);
 /* Wall-clock seconds spent in collectives so far (waiting for the other
  * ranks included). */
@@ -68,6 +76,22 @@ void dist_exit(int status)
     __attribute__((noreturn))
 #endif
     ;
+
+/* Why this rank gave up waiting for the others: a collective that did not
+ * complete within the timeout, an error MPI returned, the stop flag raised
+ * while waiting (SIGTERM from mpirun), or the notice of another rank that
+ * gave up first. */
+typedef enum { DIST_RUNNING, DIST_TIMED_OUT, DIST_FAILED, DIST_STOPPED, DIST_PEER } dist_fault;
+dist_fault dist_lost(void);
+/* What happened, in words, for the one line the saving rank prints. */
+const char *dist_lost_reason(void);
+/* A flag a signal handler raises: a collective waiting when it is up gives
+ * up (the handler itself can neither call MPI nor save). */
+void dist_watch_stop(volatile sig_atomic_t *flag);
+/* After giving up: 1 when no lower-numbered rank has given up too within
+ * half a second, that is, this rank is the lowest still running on its side
+ * of the network, and saves. */
+int dist_lowest_alive(void);
 
 /* The end of a run with exit status `status`.  together: every rank ends
  * with this status (it succeeded, or they stopped together): the ranks

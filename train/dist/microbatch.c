@@ -244,12 +244,14 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
                 for (int k = 0; k < p->n_nodes; k++)
                     memcpy(p->send + p->sdispls[q] + (size_t)k * p->shard_len[q], p->sums[k] + p->shard_off[q],
                            (size_t)p->shard_len[q] * sizeof(ag_real));
-            dist_alltoall(p->send, p->scounts, p->sdispls, p->recv, p->rcounts, p->rdispls, DIST_REAL);
-            shard_sum(p, 0, p->n, p->ps->grad + p->shard_off[p->rank], 0);
-            dist_allgather(p->ps->grad, p->shard_len, p->shard_off, DIST_REAL);
+            if (dist_alltoall(p->send, p->scounts, p->sdispls, p->recv, p->rcounts, p->rdispls, DIST_REAL) == 0) {
+                shard_sum(p, 0, p->n, p->ps->grad + p->shard_off[p->rank], 0);
+                dist_allgather(p->ps->grad, p->shard_len, p->shard_off, DIST_REAL);
+            }
         }
     }
-    dist_allgather(p->losses, p->loss_counts, p->loss_displs, DIST_DOUBLE);
+    if (dist_allgather(p->losses, p->loss_counts, p->loss_displs, DIST_DOUBLE))
+        return NAN;                             /* the ranks are lost: the caller looks at dist_lost() */
     double loss = 0;
     for (int i = 0; i < p->n; i++)
         loss += p->losses[i];

@@ -50,7 +50,8 @@ void mb_plan_free(mb_plan *p);
 
 /* The gradient of the mean loss over the batch x, y ([B,S] each, the same
  * on every rank) into ps's gradients, on every rank; returns that loss.
- * ctx's dropout generator is left as it was. */
+ * ctx's dropout generator is left as it was.  NAN when this rank has given
+ * up on the others (dist_lost()): the gradients are then half made. */
 double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const int32_t *y, uint64_t seed, long step);
 
 /* evaluate() for training (the validation split; at most max_windows

@@ -36,27 +36,43 @@ double model_param_count(const model_config *c)
 }
 
 
+/* The packing buffers of a linear layer's products in a training step:
+ * y = x W^T ([rows,in] x [in,out]), dx = dy W and dW = dy^T x. */
+static double linear_scratch(int rows, int in, int out, int precision)
+{
+    double f = (double)ag_matmul_scratch_bytes(rows, out, in, precision);
+    double dx = (double)ag_matmul_scratch_bytes(rows, in, out, precision);
+    double dw = (double)ag_matmul_scratch_bytes(out, in, rows, precision);
+    return fmax(f, fmax(dx, dw));
+}
+
 double model_train_bytes(const model_config *c, int B, int T, int moments, int bf16)
 {
-    const double d = c->d_model, H = c->n_head, V = c->vocab_size, rows = (double)B * T;
-    const int gpt = c->arch == ARCH_GPT, dropout = c->dropout > 0;
+    const double d = c->d_model, V = c->vocab_size, rows = (double)B * T;
+    const int gpt = c->arch == ARCH_GPT, dropout = c->dropout > 0, precision = bf16 ? AG_BF16 : AG_FP32;
+    const int D = c->d_model, R = B * T;
     /* Values per row and layer.  A GPT block's forward keeps 18 d-wide
      * tensors (norms, q|k|v, attention, projections, the 4d MLP twice,
-     * residual sums) and backward gives each a gradient: 36 d; attention's
-     * log-sum-exp per head, the norms' mean and 1/std; dropout's masks and
-     * outputs; bf16's rounded copies of q|k|v and the output gradient.  An
-     * attn-only block: q|k|v, attention, projection, sum and gradients. */
-    double layer = gpt ? 36 * d + H + 4 + (dropout ? 4 * d : 0) : 12 * d + H;
-    layer += bf16 ? 4 * d : 0;
-    layer += T <= 64 ? H * T : 0;               /* short sequences keep their attention weights */
+     * residual sums) and backward gives each a gradient: 36 d; the norms'
+     * mean and 1/std; dropout's masks and outputs.  An attn-only block:
+     * q|k|v, attention, projection, sum and gradients.  What attention
+     * keeps besides, the engine says. */
+    double layer = gpt ? 36 * d + 4 + (dropout ? 4 * d : 0) : 12 * d;
     /* embeddings and head: token and summed embeddings, the final norm,
      * logits, softmax and their gradient, per-row losses */
     double outer = 3 * V + (gpt ? 6 * d + 5 : 4 * d + 5) + (dropout ? 2 * d : 0);
-    double arena = sizeof(ag_real) * (rows * (c->n_layer * layer + outer) + 2.0 * T * d);
+    double arena = sizeof(ag_real) * (rows * (c->n_layer * layer + outer) + 2.0 * T * d) +
+                   c->n_layer * (double)ag_attention_arena_bytes(B, T, D, c->n_head, precision);
     double state = model_param_count(c) * sizeof(ag_real) * (2 + moments);
-    /* the process itself, the matrix multiply's packing buffers and the
-     * attention's scratch, per thread: a few MB */
-    return state + arena + 8e6;
+    /* The kernels' buffers, kept between steps: the largest product's (the
+     * products of one precision share them) and attention's. */
+    double products = fmax(linear_scratch(R, D, 3 * D, precision), linear_scratch(R, D, D, precision));
+    products = fmax(products, linear_scratch(R, D, c->vocab_size, precision));
+    if (gpt)
+        products = fmax(products, fmax(linear_scratch(R, D, 4 * D, precision), linear_scratch(R, 4 * D, D, precision)));
+    double scratch = products + (double)ag_attention_scratch_bytes(B, T, D, c->n_head);
+    /* the program itself: code, C library, thread stacks (3 MB measured on Linux) */
+    return state + arena + scratch + 3e6;
 }
 
 void model_build(model *m, const model_config *cfg)

@@ -48,7 +48,8 @@ double model_param_count(const model_config *cfg);
  * optimizer values per parameter (1 SGD with momentum, 2 AdamW), and one
  * step's arena (every activation, its gradient and what backward saves,
  * counted per row and layer from the ops model_forward records; with
- * dropout and with bf16 products there is more to keep).  Evaluation of
+ * dropout and with bf16 products there is more to keep), the buffers the
+ * kernels keep (which the engine reports) and the program itself.  Evaluation of
  * B-row batches needs less.  The memory-estimate test holds the measured
  * peak to within 25% of it. */
 double model_train_bytes(const model_config *cfg, int B, int T, int moments, int bf16);

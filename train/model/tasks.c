@@ -599,3 +599,14 @@ int text_eval_batch(const text_data *d, int split, size_t first, int B, int T, i
                     y + (size_t)rows * T);
     return rows;
 }
+
+uint64_t text_fingerprint(const text_data *d)
+{
+    /* FNV-1a: h = (h XOR byte) * prime, from the offset basis; not a
+     * cryptographic hash, but any edit, reordering or append changes it
+     * with overwhelming likelihood, and it costs a multiply per byte. */
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < d->n; i++)
+        h = (h ^ d->vocab[d->tokens[i]]) * 1099511628211ull;
+    return h;
+}

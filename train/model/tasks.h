@@ -134,5 +134,8 @@ size_t text_eval_windows(size_t n_split, int T);
 /* Windows first, first+1, ... of split (TEXT_TRAIN or TEXT_VAL) into up to
  * B rows of x and y; returns the number of rows filled. */
 int text_eval_batch(const text_data *d, int split, size_t first, int B, int T, int32_t *x, int32_t *y);
+/* The FNV-1a 64-bit hash of the text's bytes (the file as it was read), which
+ * a checkpoint records beside the size to tell a changed file from the same. */
+uint64_t text_fingerprint(const text_data *d);
 
 #endif

@@ -186,6 +186,7 @@ const onMessage = {
   },
   stopped(m) { info = m.info; setRunning(false); status(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
+  examples(m) { $('examples-text').textContent = m.text; },
   completion(m) { $('completion').textContent = m.text; },
   saved(m) {
     const a = document.createElement('a');
@@ -245,6 +246,9 @@ function bind() {
     reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; reset(); });
+  $('examples').addEventListener('toggle', () => {
+    if ($('examples').open && !$('examples-text').textContent) worker.postMessage({ cmd: 'examples' });
+  });
   $('snapshot').addEventListener('input', () => {
     const i = Number($('snapshot').value), a = snapshots[i];
     if (!a) return;

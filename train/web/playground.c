@@ -20,6 +20,7 @@
 #include "checkpoint.h"
 #include "run.h"
 #include "step.h"
+#include "walkthrough.h"
 
 /* The three generators of a run, as train_setup.c seeds them. */
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3, STREAM_SAMPLE = 4 };
@@ -166,23 +167,24 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
     return 0;
 }
 
-/* One optimizer step on the batch of pg.step (train/model/step.c), its
- * divergence worded for the page. */
+/* One optimizer step on the batch of pg.step (the step every trainer takes,
+ * step.h); NaN with error_text set when it diverged. */
 static double train_step(double lr)
 {
     dataset_batch(&pg.data, pg.o.random_order, &pg.data_rng, pg.step, pg.o.batch, pg.S, pg.x, pg.y);
-    step_rows batch = { pg.x, pg.y, pg.o.batch, pg.S, 1, NULL };
+    step_rows batch = { pg.x, pg.y, pg.o.batch, pg.S, 1.0, NULL };
     step_result r = step_take(pg.ctx, &pg.m, pg.optim, &batch, pg.o.clip, lr);
+    if (r.status == STEP_OK)
+        return r.loss;
     if (r.status == STEP_BAD_LOSS)
-        snprintf(error_text, sizeof error_text, "loss is %g at step %ld: lower the Learning rate", r.loss,
-                 pg.step + 1);
+        snprintf(error_text, sizeof error_text, "loss is %g at step %ld: lower the Learning rate", r.loss, pg.step + 1);
     else if (r.status == STEP_BAD_GRAD)
-        snprintf(error_text, sizeof error_text, "the gradient of %s is not finite at step %ld: lower the "
-                 "Learning rate", r.bad->name, pg.step + 1);
-    else if (r.status == STEP_BAD_UPDATE)
+        snprintf(error_text, sizeof error_text, "the gradient of %s is not finite at step %ld: lower the Learning rate",
+                 r.bad->name, pg.step + 1);
+    else
         snprintf(error_text, sizeof error_text, "the update at step %ld made %s not finite: lower the Learning rate",
                  pg.step + 1, r.bad->name);
-    return r.status == STEP_OK ? r.loss : NAN;
+    return NAN;
 }
 
 /* Up to n steps (not past Steps): their losses into losses[]; returns how
@@ -335,6 +337,25 @@ const char *pg_info(void)
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
              chars);
     return info;
+}
+
+/* The tutorials' worked examples, as `attograd walkthrough` prints them
+ * (train/model/walkthrough.c). */
+const char *pg_walkthrough(void)
+{
+    static char *text;
+    size_t len;
+    ENTER(NULL);
+    free(text);
+    text = NULL;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        snprintf(error_text, sizeof error_text, "out of memory for the worked examples");
+        return NULL;
+    }
+    walkthrough_write(f, 0);
+    fclose(f);
+    return text;
 }
 
 /* ---- checkpoints ---------------------------------------------------------- */

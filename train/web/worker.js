@@ -108,6 +108,11 @@ const handlers = {
     if (!out && lastError()) fail('cannot complete');
     else postMessage({ type: 'completion', text: out });
   },
+  examples() {
+    const text = c('pg_walkthrough', 'string', [], []);
+    if (!text) fail('cannot compute the worked examples');
+    else postMessage({ type: 'examples', text });
+  },
   save() {
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
