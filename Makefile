@@ -77,6 +77,14 @@ CFLAGS  ?= $(OPT) $(ARCH) -g
 LIBCFLAGS = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fno-math-errno -ffp-contract=off $(WARN) $(CFLAGS) $(PRECFLAGS) $(KERNFLAGS) \
             $(SAN) -Iinclude -Isrc
 ALLCFLAGS = $(LIBCFLAGS) $(MPIFLAGS) -Itrain/model -Itrain/dist -Itrain/cli
+# train/'s layers include only downward: each folder is compiled seeing
+# itself and the folders below it (train/README.md), so an include that goes
+# up does not compile.  main.c, the tests and the benchmarks see them all.
+LAYER_model = -Itrain/model
+LAYER_dist  = -Itrain/dist -Itrain/model
+LAYER_cli   = -Itrain/cli -Itrain/dist -Itrain/model
+LAYER_web   = -Itrain/web -Itrain/model
+layer_flags = $(LIBCFLAGS) $(MPIFLAGS) $(or $(LAYER_$(word 2,$(subst /, ,$(1)))),-Itrain/model -Itrain/dist -Itrain/cli)
 # The engine's threads are POSIX threads (src/pool.c).
 LDLIBS   = -lm -pthread
 
@@ -115,7 +123,7 @@ $(BUILD)/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefi
 $(BUILD)/train/%.o: train/%.c $(wildcard include/*.h train/*/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
-	@$(CC) $(ALLCFLAGS) -c $< -o $@
+	@$(CC) $(call layer_flags,$<) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -267,7 +275,7 @@ WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
 WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
              pg_walkthrough pg_error malloc free
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
-             -DAG_REFERENCE -Iinclude -Isrc -Itrain/model -Itrain/cli
+             -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)
 WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
              -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
              -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/sh
 # same_bytes.sh - the fingerprint of what a build computes, for refactors
 # that must not change a bit: trains the README's examples and the test
 # suites' configurations with the command CLI (short step counts where the
@@ -35,13 +35,15 @@ trap 'exit 1' INT TERM
 cd "$W" || exit 1
 : >"$OUT"
 
+# put NAME: the sha256 of standard input, as the line "HASH NAME" of OUT
+put() { echo "$(sha256sum | cut -d' ' -f1) $1" >>"$OUT"; }
 # run NAME ARGS...: attograd ARGS; its exit status and its stdout without
 # timings (none of the progress lines) become lines of OUT
 run() {
     local name=$1; shift
     "$A" "$@" >"$name.stdout" 2>"$name.stderr"
     echo "$name exit $?" >>"$OUT"
-    grep -v 'ms/step\|^done: \|^\[\|  threads \|^saved ' "$name.stdout" | sha256sum | sed "s/ .*/ $name.stdout/" >>"$OUT"
+    grep -v 'ms/step\|^done: \|^\[\|  threads \|^saved ' "$name.stdout" | put "$name.stdout"
 }
 # hash FILE...: each file's sha256 (a log without its timing columns)
 hash() {
@@ -50,9 +52,12 @@ hash() {
         if [ ! -e "$f" ]; then
             echo "missing $f" >>"$OUT"
         elif [ "${f%.csv}" != "$f" ]; then
-            cut -d, -f1-5 "$f" | sha256sum | sed "s/ .*/ $f/" >>"$OUT"
+            cut -d, -f1-5 "$f" | put "$f"
+        elif [ "${f%.dot}" != "$f" ]; then      # tensors are named by address: number them in order
+            awk '{ while (match($0, /0x[0-9a-f]+/)) { a = substr($0, RSTART, RLENGTH); if (!(a in id)) id[a] = n++;
+                   $0 = substr($0, 1, RSTART - 1) "T" id[a] substr($0, RSTART + RLENGTH) } print }' "$f" | put "$f"
         else
-            sha256sum "$f" | sed "s/ .*/ ${f//\//\\/}/" >>"$OUT"
+            put "$f" <"$f"
         fi
     done
 }
@@ -69,13 +74,14 @@ run readme_tiny_half train --text "$TEXT" --optimizer adamw --lr 3e-3 --steps 10
     --dropout 0.1 --log tiny_half.csv --save tiny_half.st
 run readme_tiny_resume train --resume tiny_half.st --steps 2000
 run readme_tiny_eval eval --model tiny.st --text "$TEXT"
-run readme_tiny_sample sample --model tiny.st --prompt "The " --temperature 0.8 --top-k 10
+run readme_tiny_sample sample --model tiny.st --prompt "The " --temperature 0.8 --top-k 10 --seed 1
 run readme_plot plot --log copy.csv --log tiny.csv --out loss.svg
 run readme_graph graph --model copy.st --out step.dot
+run readme_graph_text graph --model tiny.st --out tiny.dot --tokens 12
 run readme_info info tiny.st
 run readme_walkthrough walkthrough
 run readme_model train --text "$TEXT" --steps 300 --save model.safetensors
-hash copy.st copy.csv attention-copy.svg sort.st tiny.st tiny.csv tiny_half.st loss.svg step.dot model.safetensors
+hash copy.st copy.csv attention-copy.svg sort.st tiny.st tiny.csv tiny_half.st loss.svg step.dot tiny.dot model.safetensors
 
 # ---- cli_train.sh's runs -----------------------------------------------------
 run copy_sgd train --quiet --seed 1 --save copy_sgd.st
@@ -139,7 +145,7 @@ if bf16; then
     run bf_half train $BR --steps 20 --save bf_half.st
     run bf_resume train --resume bf_half.st --steps 40 --quiet
     run bf_eval eval --model bf_whole.st --text "$TEXT" --precision bf16
-    run bf_sample sample --model bf_whole.st --text "$TEXT" --precision bf16 --prompt "The " --tokens 40
+    run bf_sample sample --model bf_whole.st --text "$TEXT" --precision bf16 --prompt "The " --tokens 40 --seed 1
     run bf_mb train $BF --steps 10 --micro-batch 4 --save bf_mb.st
     hash bf_copy.st bf_text.csv bf_whole.st bf_half.st bf_mb.st
 else

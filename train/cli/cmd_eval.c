@@ -12,31 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "args.h"
-#include "checkpoint.h"
 #include "cli.h"
 #include "files.h"
-#include "run.h"
-
-/* Open the data a model is evaluated on: a task by name, or a text file read
- * with the model's own vocabulary. */
-static void open_data(const char *cmd, dataset *d, const ckpt *ck, const char *task_name, const char *text,
-                      uint64_t seed)
-{
-    char err[ERR_MAX];
-    check_data_flags(cmd, ck, task_name, text);
-    if (strcmp(ck->data, "text") != 0) {
-        if (dataset_open_task(d, ck->data, seed, err, sizeof err))
-            die(cmd, "%s", err);
-    } else {
-        if (!text)
-            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
-        if (dataset_open_text(d, text, ck->vocab, ck->vocab_size, err, sizeof err))
-            die(cmd, "%s", err);
-    }
-}
-
-#define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0 }
+#include "open.h"
 
 /* Whether path is the file the model was trained on, which a checkpoint
  * names in its metadata text_path: the same device and inode. */
@@ -47,22 +25,73 @@ static int is_training_file(const ckpt *ck, const char *path)
     return trained && stat(trained, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* --split: TEXT_VAL, TEXT_TRAIN, -1 (all), or -3 when not given. */
+static int parse_split(const char *cmd, const char *name)
+{
+    if (!name)
+        return -3;
+    int split = strcmp(name, "val") == 0 ? TEXT_VAL : strcmp(name, "train") == 0 ? TEXT_TRAIN
+              : strcmp(name, "all") == 0 ? -1 : -2;
+    if (split == -2)
+        die(cmd, "--split '%s' is not a split (use val, train or all)", name);
+    return split;
+}
+
+/* The windows evaluate() scores on text: every window of the split (or of
+ * both); none is one line and exit 2. */
+static size_t count_windows(const char *cmd, const dataset *d, const char *text, int split, int T)
+{
+    size_t n_val = d->text.n - d->text.n_train;
+    size_t windows = (split != TEXT_VAL ? text_eval_windows(d->text.n_train, T) : 0) +
+                     (split != TEXT_TRAIN ? text_eval_windows(n_val, T) : 0);
+    if (windows == 0 && split == -1)
+        die(cmd, "%s: each split (%zu and %zu tokens) has fewer than one window of %d + 1", text, d->text.n_train,
+            n_val, T);
+    if (windows == 0)
+        die(cmd, "%s: the %s split has %zu tokens, fewer than one window of %d + 1", text,
+            split == TEXT_VAL ? "val" : "train", split == TEXT_VAL ? n_val : d->text.n_train, T);
+    return windows;
+}
+
+/* What was scored, and whether it is the model's training file. */
+static void print_scored(const ckpt *ck, const char *text, int split, int split_given, int own, size_t windows,
+                         int T)
+{
+    const char *trained = ckpt_meta(ck, "text_path");
+    printf("scored %zu windows of %d tokens (%zu tokens): %s %s", windows, T, windows * (size_t)T,
+           split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
+           ? "the training split (first nine tenths) of" : "all of", text);
+    struct stat st;
+    if (own)
+        printf(", the model's training file");
+    else if (split_given)
+        ;
+    else if (trained && stat(trained, &st) == 0)
+        printf(", not the model's training file (%s)", trained);
+    else if (trained)
+        printf(", maybe not the model's training file: %s is not found from here (--split val scores the "
+               "last tenth)", trained);
+    else
+        printf(", which the checkpoint does not name as its training file (--split val scores the last tenth)");
+    printf("\n");
+}
+
 int cmd_eval(int argc, char **argv)
 {
-    const char *CMD = "eval", *path = NULL, *task_name = NULL, *text = NULL, *split_name = NULL;
-    const char *precision = "fp32";
-    int threads = 0, heads = 0, batch = 32, accept_changed = 0;
+    const char *CMD = "eval", *split_name = NULL;
+    saved_model a = { .precision = "fp32" };
+    int batch = 32, accept_changed = 0;
     long seed = 1;
     opt opts[] = {
-        { "--model", OPT_STRING, &path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
-        { "--task", OPT_STRING, &task_name, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
+        { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0 },
         { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0 },
-        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
-        PRECISION_OPT(precision),
-        HEADS_OPT(heads),
+        THREADS_OPT(a, ""),
+        PRECISION_OPT(a.precision),
+        HEADS_OPT(a.heads),
         { "--accept-changed-data", OPT_FLAG, &accept_changed, NULL, "score the training file even if it changed since the checkpoint was saved", 0, 0, 0, 0 },
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
@@ -71,42 +100,27 @@ int cmd_eval(int argc, char **argv)
                     "(metadata text_path) splits 90/10 and its last tenth is scored; any other file is\n"
                     "scored whole.  For a task, the loss and exact-match accuracy on its held-out problems.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!path)
+    if (!a.path)
         die(CMD, "--model FILE is required");
-    int split = !split_name ? -3 : strcmp(split_name, "val") == 0 ? TEXT_VAL
-              : strcmp(split_name, "train") == 0 ? TEXT_TRAIN : strcmp(split_name, "all") == 0 ? -1 : -2;
-    if (split == -2)
-        die(CMD, "--split '%s' is not a split (use val, train or all)", split_name);
-    const int prec = precision_parse(CMD, precision);
-    ag_set_threads(threads);
+    int split = parse_split(CMD, split_name);
+    const int prec = precision_parse(CMD, a.precision);
+    ag_set_threads(a.threads);
     ckpt ck;
     model m;
-    ckpt_hints hints = { heads, task_name, text, 0 };
-    open_model(CMD, path, &hints, &ck, &m);
+    open_saved(CMD, &a, 0, &ck, &m);
     dataset d;
-    open_data(CMD, &d, &ck, task_name, text, (uint64_t)seed);
+    open_model_data(CMD, &d, &ck, a.text, (uint64_t)seed);
     if (d.is_task && split_name)
         die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
                  "draws");
-    int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, text);
+    int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
     char err[ERR_MAX];
     if (own && !accept_changed && text_check_unchanged(&ck, &d.text, err, sizeof err))
         die(CMD, "%s: its splits are not the ones the model was trained and validated on; "
                  "--accept-changed-data scores it as it is now", err);
     if (split == -3)
         split = own ? TEXT_VAL : -1;
-    size_t windows = 0;   /* what evaluate() scores: every window of the split (or of both) */
-    if (!d.is_task) {
-        size_t n_val = d.text.n - d.text.n_train;
-        windows = (split != TEXT_VAL ? text_eval_windows(d.text.n_train, T) : 0) +
-                  (split != TEXT_TRAIN ? text_eval_windows(n_val, T) : 0);
-        if (windows == 0 && split == -1)
-            die(CMD, "%s: each split (%zu and %zu tokens) has fewer than one window of %d + 1", text,
-                d.text.n_train, n_val, T);
-        if (windows == 0)
-            die(CMD, "%s: the %s split has %zu tokens, fewer than one window of %d + 1", text,
-                split == TEXT_VAL ? "val" : "train", split == TEXT_VAL ? n_val : d.text.n_train, T);
-    }
+    size_t windows = d.is_task ? 0 : count_windows(CMD, &d, a.text, split, T);
     ag_ctx *ctx = ag_ctx_new();
     ag_set_precision(ctx, prec);
     eval_result r = evaluate(ctx, &m, &d, split, 0, batch);
@@ -117,23 +131,7 @@ int cmd_eval(int argc, char **argv)
         printf("accuracy %.6f (%ld/%ld exact)\n", (double)r.correct / (double)r.total, r.correct, r.total);
         printf("scored %ld held-out problems of task %s\n", r.total, d.task.name);
     } else {
-        const char *trained = ckpt_meta(&ck, "text_path");
-        printf("scored %zu windows of %d tokens (%zu tokens): %s %s", windows, T, windows * (size_t)T,
-               split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
-               ? "the training split (first nine tenths) of" : "all of", text);
-        struct stat st;
-        if (own)
-            printf(", the model's training file");
-        else if (split_name)
-            ;
-        else if (trained && stat(trained, &st) == 0)
-            printf(", not the model's training file (%s)", trained);
-        else if (trained)
-            printf(", maybe not the model's training file: %s is not found from here (--split val scores the "
-                   "last tenth)", trained);
-        else
-            printf(", which the checkpoint does not name as its training file (--split val scores the last tenth)");
-        printf("\n");
+        print_scored(&ck, a.text, split, split_name != NULL, own, windows, T);
     }
     ag_ctx_free(ctx);
     dataset_free(&d);
@@ -170,43 +168,94 @@ static long fresh_seed(void)
     return (long)((x ^ (x >> 31)) % 1000000000u);
 }
 
+/* A text model's prompt as tokens in buf (room for the samples after it),
+ * or the first vocabulary byte when there is none; returns their count. */
+static int text_prompt(const char *path, const ckpt *ck, const char *prompt, text_data *td, int32_t *buf)
+{
+    const char *CMD = "sample";
+    char err[ERR_MAX];
+    if (text_vocab_only(td, ck->vocab, ck->vocab_size, err, sizeof err))
+        die(CMD, "%s: %s", path, err);
+    if (!prompt) {
+        buf[0] = 0;     /* start from the first vocabulary byte, usually a newline */
+        return 1;
+    }
+    long k = text_encode(td, prompt, buf, strlen(prompt) + 1, err, sizeof err);
+    if (k < 0)
+        die(CMD, "--prompt: %s", err);
+    return (int)k;
+}
+
+/* A text model's tokens after the n in buf, printed as they are drawn;
+ * returns the exit status (130 or 143 when a signal stopped it). */
+static int sample_text(ag_ctx *ctx, model *m, text_data *td, const char *prompt, int32_t *buf, int n, long tokens,
+                       double temperature, int top_k, ag_pcg32 *rng)
+{
+    signal(SIGINT, on_stop);
+    signal(SIGTERM, on_stop);
+    if (prompt)
+        fputs(prompt, stdout);   /* all its bytes are in the vocabulary: as the tokens decode */
+    else
+        print_token(td, buf[0]);
+    int total = sample_tokens(ctx, m, buf, n, (int)tokens, temperature, top_k, rng, print_token, td);
+    printf("\n");
+    if (!stop_sampling)
+        return 0;
+    fprintf(stderr, "attograd sample: %s after %d tokens\n", stop_sampling == SIGINT ? "interrupted" : "terminated",
+            total - n);
+    return stop_sampling == SIGINT ? 130 : 143;
+}
+
+/* A task model's problem: the prompt as tokens, checked. */
+static void task_prompt(const char *path, const ckpt *ck, const char *prompt, task *t, int32_t *seq, int cap)
+{
+    const char *CMD = "sample";
+    char err[ERR_MAX];
+    if (task_open(t, ck->data, err, sizeof err))
+        die(CMD, "%s: %s", path, err);
+    if (!prompt)
+        die(CMD, "--prompt is required for a task model (e.g. --prompt '%s')", t->example);
+    int k = task_parse(t, prompt, seq, cap, err, sizeof err);
+    if (k < 0 || task_check_prompt(t, seq, k, err, sizeof err))
+        die(CMD, "--prompt: %s", err);
+}
+
 int cmd_sample(int argc, char **argv)
 {
-    const char *CMD = "sample", *path = NULL, *prompt = NULL, *task_name = NULL, *text = NULL, *precision = "fp32";
+    const char *CMD = "sample", *prompt = NULL;
+    saved_model a = { .precision = "fp32" };
     long tokens = 200, seed = 1;
     double temperature = 1.0;
-    int top_k = 0, threads = 0, heads = 0;
+    int top_k = 0;
     opt opts[] = {
-        { "--model", OPT_STRING, &path, "FILE", "checkpoint to sample from (required)", 0, 0, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to sample from (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0 },
         { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0 },
         { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0 },
         { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0 },
-        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
-        { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
-        PRECISION_OPT(precision),
-        HEADS_OPT(heads),
+        THREADS_OPT(a, ""),
+        SAVED_TASK_OPT(a),
+        SAVED_VOCAB_OPT(a),
+        PRECISION_OPT(a.precision),
+        HEADS_OPT(a.heads),
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse(CMD, "Generate tokens from a saved model.  Text is printed token by token as it is drawn;\n"
                     "Ctrl-C stops there (exit status 130) and keeps what was printed.",
                argc, argv, opts, nopts);
-    if (!path)
+    if (!a.path)
         die(CMD, "--model FILE is required");
-    const int prec = precision_parse(CMD, precision);
-    ag_set_threads(threads);
+    const int prec = precision_parse(CMD, a.precision);
+    ag_set_threads(a.threads);
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    ckpt_hints hints = { heads, task_name, text, 0 };
-    open_model(CMD, path, &hints, &ck, &m);
-    check_data_flags(CMD, &ck, task_name, text);
-    if (text && ag_st_meta(ck.file, "vocab")) {
+    open_saved(CMD, &a, 0, &ck, &m);
+    if (a.text && ag_st_meta(ck.file, "vocab")) {
         /* the file lists its vocabulary: the text must stay inside it */
         text_data td;
-        if (text_load_vocab(&td, text, ck.vocab, ck.vocab_size, err, sizeof err))
+        if (text_load_vocab(&td, a.text, ck.vocab, ck.vocab_size, err, sizeof err))
             die(CMD, "%s", err);
         text_free(&td);
     }
@@ -220,29 +269,11 @@ int cmd_sample(int argc, char **argv)
     if (!buf)
         die(CMD, "out of memory for %ld tokens", tokens);
     task t;
-    int32_t seq[64];
     text_data td;
-    int n = 0;
-    if (is_text) {
-        if (text_vocab_only(&td, ck.vocab, ck.vocab_size, err, sizeof err))
-            die(CMD, "%s: %s", path, err);
-        if (prompt) {
-            long k = text_encode(&td, prompt, buf, plen + 1, err, sizeof err);
-            if (k < 0)
-                die(CMD, "--prompt: %s", err);
-            n = (int)k;
-        } else {
-            buf[n++] = 0;   /* start from the first vocabulary byte, usually a newline */
-        }
-    } else {
-        if (task_open(&t, ck.data, err, sizeof err))
-            die(CMD, "%s: %s", path, err);
-        if (!prompt)
-            die(CMD, "--prompt is required for a task model (e.g. --prompt '%s')", t.example);
-        int k = task_parse(&t, prompt, seq, 64, err, sizeof err);
-        if (k < 0 || task_check_prompt(&t, seq, k, err, sizeof err))
-            die(CMD, "--prompt: %s", err);
-    }
+    int32_t seq[64];
+    int n = is_text ? text_prompt(a.path, &ck, prompt, &td, buf) : 0;
+    if (!is_text)
+        task_prompt(a.path, &ck, prompt, &t, seq, 64);
     if (!greedy && !args_find(opts, nopts, "--seed")->given) {
         seed = fresh_seed();
         fprintf(stderr, "attograd sample: seed %ld (--seed %ld repeats this sample)\n", seed, seed);
@@ -253,19 +284,7 @@ int cmd_sample(int argc, char **argv)
     ag_set_precision(ctx, prec);
     int status = 0;
     if (is_text) {
-        signal(SIGINT, on_stop);
-        signal(SIGTERM, on_stop);
-        if (prompt)
-            fputs(prompt, stdout);   /* all its bytes are in the vocabulary: as the tokens decode */
-        else
-            print_token(&td, buf[0]);
-        int total = sample_tokens(ctx, &m, buf, n, (int)tokens, temperature, top_k, &rng, print_token, &td);
-        printf("\n");
-        if (stop_sampling) {
-            fprintf(stderr, "attograd sample: %s after %d tokens\n", stop_sampling == SIGINT ? "interrupted" : "terminated",
-                    total - n);
-            status = stop_sampling == SIGINT ? 130 : 143;
-        }
+        status = sample_text(ctx, &m, &td, prompt, buf, n, tokens, temperature, top_k, &rng);
         text_free(&td);
     } else {
         if (greedy)

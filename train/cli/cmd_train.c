@@ -20,16 +20,25 @@
 static const char *CMD = "train";
 #define RESUME_WHY "--resume continues the saved run exactly (use --init FILE to start a new run from its weights)"
 
-/* The options a run's checkpoint keeps so --resume continues it exactly:
- * each is written from, and read back through, its entry in the option
- * table, so the saved value is checked like the flag (one range, one place). */
-static const struct {
-    const char *flag, *key;
+/* What a run's checkpoint keeps so --resume continues it exactly, in the
+ * order of its metadata.  Each value is written from, and read back
+ * through, its flag's entry in the option table, so a saved value is
+ * checked like the flag (one range, one place).  missing: what a checkpoint
+ * without the key means: NULL, it cannot be resumed; "", the option stays
+ * unset (and an unset option is not saved); "@KEY", the value saved as KEY;
+ * else this value. */
+static const struct saved {
+    const char *flag, *key, *missing;
 } SAVED[] = {
-    { "--lr", "lr" }, { "--momentum", "momentum" }, { "--weight-decay", "weight_decay" },
-    { "--beta1", "beta1" }, { "--beta2", "beta2" }, { "--eps", "eps" }, { "--clip", "clip" },
-    { "--min-lr", "min_lr" }, { "--warmup", "warmup" }, { "--batch", "batch" }, { "--seed", "seed" },
-    { "--steps", "steps" }, { "--schedule", "schedule" }, { "--order", "order" }, { "--precision", "precision" },
+    { "--lr", "lr", NULL }, { "--momentum", "momentum", NULL }, { "--weight-decay", "weight_decay", NULL },
+    { "--beta1", "beta1", NULL }, { "--beta2", "beta2", NULL }, { "--eps", "eps", NULL }, { "--clip", "clip", NULL },
+    { "--min-lr", "min_lr", NULL }, { "--warmup", "warmup", NULL }, { "--batch", "batch", NULL },
+    { "--seed", "seed", NULL }, { "--steps", "steps", NULL }, { "--schedule", "schedule", NULL },
+    { "--order", "order", NULL },
+    { "--precision", "precision", "fp32" },         /* runs saved before bf16 existed */
+    { "--steps", "schedule_steps", "@steps" },      /* the schedule's horizon (check_schedule) */
+    { "--text", "text_path", "" },                  /* the text file (data_source reads it for --init too) */
+    { "--micro-batch", "micro_batch", "" },         /* whole batches (microbatch.h) */
 };
 enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
 
@@ -53,8 +62,22 @@ static void same_as_checkpoint(opt *o, const char *held, const char *verb, const
     die(CMD, "%s %s (%s given, the checkpoint holds %s): %s", o->name, verb, given, kept, why);
 }
 
-/* --resume: the saved run's options, as they were (--steps only when not
- * given again). */
+/* The option a saved value is read and written through: its flag's entry,
+ * or for the schedule's horizon a copy of --steps' entry into
+ * schedule_steps (never given: --steps given again does not move it). */
+static opt *saved_option(const struct saved *s, train_opts *o, opt *opts, int nopts, opt *horizon)
+{
+    opt *found = args_find(opts, nopts, s->flag);
+    if (strcmp(s->key, "schedule_steps") != 0)
+        return found;
+    *horizon = *found;
+    horizon->dst = &o->schedule_steps;
+    horizon->given = 0;
+    return horizon;
+}
+
+/* --resume: the saved run's options, as they were (those given again:
+ * --steps, --text). */
 static void restore_options(trainer *t, opt *opts, int nopts)
 {
     const ckpt *ck = &t->ck;
@@ -69,22 +92,24 @@ static void restore_options(trainer *t, opt *opts, int nopts)
     if (micro->given && !ckpt_meta(ck, "micro_batch"))
         die(CMD, "--micro-batch cannot be changed with --resume (the checkpoint's run took whole batches): %s",
             RESUME_WHY);
-    if (micro->given)
-        same_as_checkpoint(micro, ckpt_meta(ck, "micro_batch"), "cannot be changed with --resume", RESUME_WHY);
     for (int i = 0; i < N_SAVED; i++) {
-        opt *o = args_find(opts, nopts, SAVED[i].flag);
-        const char *s = ckpt_meta(ck, SAVED[i].key);
-        if (!s && strcmp(SAVED[i].key, "precision") == 0)
-            s = "fp32";                 /* runs saved before bf16 existed */
-        if (o->given && strcmp(SAVED[i].flag, "--steps") != 0)
-            same_as_checkpoint(o, s, "cannot be changed with --resume", RESUME_WHY);
-        if (o->given)
+        const struct saved *s = &SAVED[i];
+        opt horizon, *o = saved_option(s, &t->o, opts, nopts, &horizon);
+        const char *v = ckpt_meta(ck, s->key);
+        if (!v && s->missing && *s->missing)
+            v = s->missing[0] == '@' ? ckpt_meta(ck, s->missing + 1) : s->missing;
+        /* a flag given again must say what the run holds; --steps may
+         * extend the run, and --text names the same file from elsewhere
+         * (its identity is checked when it is read) */
+        if (o->given && strcmp(s->flag, "--steps") != 0 && strcmp(s->flag, "--text") != 0)
+            same_as_checkpoint(o, v, "cannot be changed with --resume", RESUME_WHY);
+        if (o->given || (!v && s->missing && !*s->missing))
             continue;
-        if (!s)
-            die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, SAVED[i].key);
-        if (args_set(o, s))
+        if (!v && !s->missing)
+            die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, s->key);
+        if (!v || args_set(o, v))
             die(CMD, "%s: metadata %s = '%.40s' is not a valid value, so the run cannot be resumed", ck->path,
-                SAVED[i].key, s);
+                s->key, v ? v : "");
     }
 }
 
@@ -101,14 +126,6 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
         if (o->steps < t->ck.step)
             die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps,
                 t->ck.step);
-        const char *s = ckpt_meta(&t->ck, "schedule_steps");
-        if (!s)
-            s = ckpt_meta(&t->ck, "steps");
-        opt horizon = *args_find(opts, nopts, "--steps");
-        horizon.dst = &o->schedule_steps;
-        if (!s || args_set(&horizon, s))
-            die(CMD, "%s: metadata schedule_steps = '%.40s' is not a valid value, so the run cannot be resumed",
-                t->ck.path, s ? s : "");
     } else {
         const char *only_cosine[] = { "--warmup", "--min-lr" };
         for (int i = 0; i < 2 && !t->cosine; i++)
@@ -125,38 +142,37 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
         o->schedule_steps = o->steps;       /* a constant schedule has no end to keep */
 }
 
-/* What a later --resume needs: the options in SAVED, the schedule's
- * horizon, and the text file. */
+/* What a later --resume needs: the options in SAVED that have a value.
+ * Words are kept as they are; numbers are written as text args_set reads
+ * back to the same value. */
 static void save_options(trainer *t, opt *opts, int nopts)
 {
     int n = 0;
-    for (int i = 0; i < N_SAVED; i++, n++) {
-        args_format(args_find(opts, nopts, SAVED[i].flag), t->saved_values[n], sizeof t->saved_values[n]);
-        t->saved[2 * n] = SAVED[i].key;
-        t->saved[2 * n + 1] = t->saved_values[n];
+#define SAVE(key, value) (t->saved[2 * n] = (key), t->saved[2 * n + 1] = (value), n++)
+    for (int i = 0; i < N_SAVED; i++) {
+        opt horizon, *o = saved_option(&SAVED[i], &t->o, opts, nopts, &horizon);
+        const char *word = o->kind == OPT_STRING ? *(const char **)o->dst : NULL;
+        if (SAVED[i].missing && !*SAVED[i].missing && (o->kind == OPT_STRING ? !word : !*(int *)o->dst))
+            continue;                           /* unset */
+        if (strcmp(SAVED[i].key, "text_path") == 0) {
+            /* the text by its absolute path (eval and --resume find it from
+             * any directory), then its identity (a changed file is not
+             * resumed on silently).  Not the log's name: runs that differ
+             * only in it must save the same bytes (a resumed run, another
+             * number of ranks). */
+            SAVE("text_path", realpath(word, t->text_path) ? t->text_path : word);
+            snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
+            SAVE("text_bytes", t->saved_values[n]);
+            snprintf(t->saved_values[n], sizeof t->saved_values[n], "%016llx",
+                     (unsigned long long)text_fingerprint(&t->data.text));
+            SAVE("text_fnv1a64", t->saved_values[n]);
+            continue;
+        }
+        if (!word)
+            args_format(o, t->saved_values[n], sizeof t->saved_values[n]);
+        SAVE(SAVED[i].key, word ? word : t->saved_values[n]);
     }
-    snprintf(t->saved_values[n], sizeof t->saved_values[n], "%ld", t->o.schedule_steps);
-    t->saved[2 * n] = "schedule_steps";
-    t->saved[2 * n + 1] = t->saved_values[n];
-    n++;
-    /* the text by its absolute path (eval and --resume find it from any
-     * directory) and its identity (a changed file is not resumed on
-     * silently).  Not the log's name: runs that differ only in it must
-     * save the same bytes (a resumed run, another number of ranks). */
-    if (t->o.text) {
-        t->saved[2 * n] = "text_path";
-        t->saved[2 * n + 1] = realpath(t->o.text, t->text_path) ? t->text_path : t->o.text;
-        n++;
-        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
-        t->saved[2 * n] = "text_bytes";
-        t->saved[2 * n + 1] = t->saved_values[n];
-        n++;
-        snprintf(t->saved_values[n], sizeof t->saved_values[n], "%016llx",
-                 (unsigned long long)text_fingerprint(&t->data.text));
-        t->saved[2 * n] = "text_fnv1a64";
-        t->saved[2 * n + 1] = t->saved_values[n];
-        n++;
-    }
+#undef SAVE
     t->n_saved = n;
 }
 
@@ -262,11 +278,10 @@ static void check_values(trainer *t)
     t->precision = precision_parse(CMD, o->precision);
 }
 
-int cmd_train(int argc, char **argv)
+/* The defaults, and the option table over them (N_OPTS rows). */
+enum { N_OPTS = 37 };
+static void train_options(train_opts *o, opt opts[N_OPTS])
 {
-    trainer t;
-    memset(&t, 0, sizeof t);
-    train_opts *o = &t.o;
     *o = (train_opts){
         .arch = "gpt", .optimizer = "sgd", .schedule = "constant", .order = "random",
         .layers = 2, .heads = 4, .d_model = 64, .context = 0, .batch = 32, .threads = 0,
@@ -276,7 +291,7 @@ int cmd_train(int argc, char **argv)
         .micro_batch = 0, .mpi_timeout = 600,
     };
     const double BIG = 1e308;
-    opt opts[] = {
+    const opt table[] = {
         { "--task", OPT_STRING, &o->task, "NAME", "toy task: copy (default), reverse, sort, add", 0, 0, 0, 0 },
         { "--text", OPT_STRING, &o->text, "FILE", "character-level language modeling on a file", 0, 0, 0, 0 },
         { "--arch", OPT_STRING, &o->arch, "A", "gpt (default) or attn-only", 0, 0, 0, 0 },
@@ -315,8 +330,20 @@ int cmd_train(int argc, char **argv)
         { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0 },
     };
-    int nopts = (int)(sizeof opts / sizeof opts[0]);
+    _Static_assert(sizeof table / sizeof table[0] == N_OPTS, "N_OPTS counts the rows");
+    memcpy(opts, table, sizeof table);
+}
+
+int cmd_train(int argc, char **argv)
+{
+    trainer t;
+    memset(&t, 0, sizeof t);
+    train_opts *o = &t.o;
+    opt opts[N_OPTS];
+    train_options(o, opts);
+    int nopts = N_OPTS;
     dist_start(CMD);
+    args_exit_hook = dist_exit;     /* a verdict every rank reaches: they leave together */
     args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.",
                argc, argv, opts, nopts);
     /* progress written to a closed pipe must not end the run (train_loop.c

@@ -9,14 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
-#include "checkpoint.h"
-#include "run.h"
-#include "step.h"
 #include "cli.h"
 #include "files.h"
+#include "open.h"
+#include "step.h"
 #include "svg.h"
-#include "tasks.h"
 
 /* The files the picture commands write.  A signal that ends a command
  * while one is being written removes its temporary file. */
@@ -111,140 +108,160 @@ static void write_weights_csv(FILE *f, int layer, int h0, int nh, const float *w
                 fprintf(f, "%d,%d,%d,%d,%.9g\n", layer, h0 + p, i, j, (double)w[((size_t)p * n + i) * n + j]);
 }
 
+/* One drawing of attention weights: nh panels of n x n, with its labels. */
+typedef struct attn_picture {
+    int layer, h0, nh, n;
+    float *w;                   /* [nh,n,n], row = query */
+    const char **labels;        /* [n]: each token's character */
+    char (*ptitle)[32];         /* [nh]: "head h" */
+    const char **ptitles;
+    char title[300];
+} attn_picture;
+
+/* The title: the model, its data, step and layer, or only the layer over a
+ * small picture (few tokens, one head), where a long one would not fit. */
+static void attn_title(attn_picture *p, const char *path, const ckpt *ck)
+{
+    const char *base = strrchr(path, '/');
+    char step[32] = "?";
+    if (ck->step >= 0)
+        snprintf(step, sizeof step, "%ld", ck->step);
+    if ((size_t)p->n * p->nh >= 20)
+        snprintf(p->title, sizeof p->title, "%s (%s, step %s): layer %d attention", base ? base + 1 : path,
+                 ck->data, step, p->layer);
+    else
+        snprintf(p->title, sizeof p->title, "layer %d", p->layer);
+}
+
+/* One forward pass without dropout or gradients; nn_mha_forward hands back
+ * each layer's weights [1,H,n,n] after softmax.  The picture's buffers are
+ * allocated here; -1 when memory runs out. */
+static int attn_weights(attn_picture *p, model *m, const int32_t *ids, char (*labels)[2])
+{
+    size_t cells = (size_t)p->nh * p->n * p->n;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_set_grad_enabled(ctx, 0);
+    ag_tensor **attn = calloc((size_t)m->cfg.n_layer, sizeof *attn);
+    p->w = malloc(cells * sizeof *p->w);
+    p->labels = malloc((size_t)p->n * sizeof *p->labels);
+    p->ptitle = malloc((size_t)p->nh * sizeof *p->ptitle);
+    p->ptitles = malloc((size_t)p->nh * sizeof *p->ptitles);
+    int ok = attn && p->w && p->labels && p->ptitle && p->ptitles;
+    if (ok) {
+        model_forward(ctx, m, ids, 1, p->n, 0, attn);
+        const ag_real *src = attn[p->layer]->data + (size_t)p->h0 * p->n * p->n;
+        for (size_t k = 0; k < cells; k++)
+            p->w[k] = (float)src[k];
+        for (int i = 0; i < p->n; i++)
+            p->labels[i] = labels[i];
+        for (int q = 0; q < p->nh; q++) {
+            snprintf(p->ptitle[q], sizeof p->ptitle[q], "head %d", p->h0 + q);
+            p->ptitles[q] = p->ptitle[q];
+        }
+    }
+    free(attn);
+    ag_ctx_free(ctx);
+    return ok ? 0 : -1;
+}
+
+static void attn_picture_free(attn_picture *p)
+{
+    free(p->w);
+    free(p->labels);
+    free(p->ptitle);
+    free(p->ptitles);
+}
+
+/* The CSV (when asked for) first, then the SVG, each committed only when
+ * whole. */
+static int write_attention(const attn_picture *p, const char *out, const char *csv, const char *title, char *err,
+                           size_t errlen)
+{
+    ag_atomic_file *svg = &out_file, *tab = &csv_file;
+    if (csv) {
+        if (ag_atomic_open(tab, csv, err, errlen))
+            return -1;
+        write_weights_csv(tab->f, p->layer, p->h0, p->nh, p->w, p->n);
+        if (ag_atomic_open(svg, out, err, errlen)) {
+            ag_atomic_abort(tab);
+            return -1;
+        }
+    } else if (ag_atomic_open(svg, out, err, errlen)) {
+        return -1;
+    }
+    if (svg_attention(svg->f, title ? title : p->title, p->nh, p->ptitles, p->w, p->n, p->n, p->labels, p->labels,
+                      err, errlen) || (csv && ag_atomic_commit(tab, err, errlen))) {
+        ag_atomic_abort(svg);
+        if (csv && tab->f)
+            ag_atomic_abort(tab);
+        return -1;
+    }
+    return ag_atomic_commit(svg, err, errlen);
+}
+
 int cmd_attn(int argc, char **argv)
 {
-    const char *CMD = "attn", *path = NULL, *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL;
-    const char *title = NULL, *task_name = NULL, *text = NULL;
-    int layer = 0, threads = 0, heads = 0;
+    const char *CMD = "attn", *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL, *title = NULL;
+    saved_model a = { 0 };
+    int layer = 0;
     opt opts[] = {
-        { "--model", OPT_STRING, &path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
         { "--layer", OPT_INT, &layer, "L", "block whose attention is drawn, from 0 (default 0)", 0, 1e6, 0, 0 },
         { "--head", OPT_STRING, &head_s, "H", "a head index, or all: one panel per head (default all)", 0, 0, 0, 0 },
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
-        { "--threads", OPT_INT, &threads, "N", "threads; 0 = all cores (default)", 0, 1024, 0, 0 },
-        { "--task", OPT_STRING, &task_name, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 },
-        { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
+        THREADS_OPT(a, ""),
+        SAVED_TASK_OPT(a),
+        SAVED_VOCAB_OPT(a),
+        HEADS_OPT(a.heads),
     };
     args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
                     "on a prompt: queries down, keys across, the prompt's characters on both axes, one panel\n"
                     "per head.  Masked (future) keys are hatched.  A task model reads at most L tokens; a\n"
                     "whole example of L + 1 is accepted and its last token (never read in training) dropped.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!path)
+    if (!a.path)
         die(CMD, "--model FILE is required");
     if (!prompt)
         die(CMD, "--prompt STR is required");
     if (!out)
         die(CMD, "--out FILE.svg is required");
-    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out }, { "--csv", csv } };
+    file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out }, { "--csv", csv } };
     check_distinct(CMD, in, 1, outs, 2);
     track_outputs();
-    ag_set_threads(threads);
+    ag_set_threads(a.threads);
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    ckpt_hints hints = { heads, task_name, text, 0 };
-    open_model(CMD, path, &hints, &ck, &m);
-    check_data_flags(CMD, &ck, task_name, text);
+    open_saved(CMD, &a, 0, &ck, &m);
     const model_config *c = &m.cfg;
-    int H = c->n_head, n = 0, head = -1, failed = 1;
+    int H = c->n_head, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;
-    ag_ctx *ctx = NULL;
-    ag_tensor **attn = NULL;
-    float *w = NULL;
-    const char **rowl = NULL;
-    ag_atomic_file *svg = &out_file, *tab = &csv_file;
+    attn_picture p = { .layer = layer };
     int32_t *ids = malloc(plen * sizeof *ids);
     char(*labels)[2] = malloc(plen * sizeof *labels);
-    char(*ptitle)[32] = malloc((size_t)H * sizeof *ptitle);
-    const char **ptitles = malloc((size_t)H * sizeof *ptitles);
-    if (!ids || !labels || !ptitle || !ptitles) {
+    if (!ids || !labels)
         snprintf(err, sizeof err, "out of memory");
-        goto done;
-    }
-    if (layer >= c->n_layer) {
+    else if (layer >= c->n_layer)
         snprintf(err, sizeof err, "--layer %d: the model has %d layer%s (0..%d)", layer, c->n_layer,
                  c->n_layer == 1 ? "" : "s", c->n_layer - 1);
-        goto done;
-    }
-    if ((head = parse_head(head_s, H)) < -1) {
+    else if ((head = parse_head(head_s, H)) < -1)
         snprintf(err, sizeof err, "--head '%s' is not 'all' or a head index in 0..%d", head_s, H - 1);
-        goto done;
-    }
-    if ((n = encode_prompt(&ck, &m, prompt, ids, labels, err, sizeof err)) < 0)
-        goto done;
-
-    /* One forward pass without dropout or gradients; nn_mha_forward hands
-     * back each layer's weights [1,H,n,n] after softmax. */
-    int h0 = head < 0 ? 0 : head, nh = head < 0 ? H : 1;
-    size_t cells = (size_t)nh * n * n;
-    ctx = ag_ctx_new();
-    ag_set_grad_enabled(ctx, 0);
-    attn = calloc((size_t)c->n_layer, sizeof *attn);
-    w = malloc(cells * sizeof *w);
-    rowl = malloc((size_t)n * sizeof *rowl);
-    if (!attn || !w || !rowl) {
-        snprintf(err, sizeof err, "out of memory");
-        goto done;
-    }
-    model_forward(ctx, &m, ids, 1, n, 0, attn);
-    const ag_real *src = attn[layer]->data + (size_t)h0 * n * n;
-    for (size_t k = 0; k < cells; k++)
-        w[k] = (float)src[k];
-    for (int i = 0; i < n; i++)
-        rowl[i] = labels[i];
-    for (int p = 0; p < nh; p++) {
-        snprintf(ptitle[p], sizeof ptitle[p], "head %d", h0 + p);
-        ptitles[p] = ptitle[p];
-    }
-    char auto_title[300];
-    const char *base = strrchr(path, '/');
-    /* A small picture (few tokens, one head) gets a title that fits over it. */
-    char step[32] = "?";
-    if (ck.step >= 0)
-        snprintf(step, sizeof step, "%ld", ck.step);
-    if ((size_t)n * nh >= 20)
-        snprintf(auto_title, sizeof auto_title, "%s (%s, step %s): layer %d attention", base ? base + 1 : path,
-                 ck.data, step, layer);
-    else
-        snprintf(auto_title, sizeof auto_title, "layer %d", layer);
-
-    /* The CSV first, then the SVG, each committed only when whole. */
-    if (csv) {
-        if (ag_atomic_open(tab, csv, err, sizeof err))
-            goto done;
-        write_weights_csv(tab->f, layer, h0, nh, w, n);
-        if (ag_atomic_open(svg, out, err, sizeof err)) {
-            ag_atomic_abort(tab);
-            goto done;
+    else if ((p.n = encode_prompt(&ck, &m, prompt, ids, labels, err, sizeof err)) >= 0) {
+        p.h0 = head < 0 ? 0 : head;
+        p.nh = head < 0 ? H : 1;
+        if (attn_weights(&p, &m, ids, labels))
+            snprintf(err, sizeof err, "out of memory");
+        else {
+            attn_title(&p, a.path, &ck);
+            failed = write_attention(&p, out, csv, title, err, sizeof err);
         }
-    } else if (ag_atomic_open(svg, out, err, sizeof err)) {
-        goto done;
     }
-    if (svg_attention(svg->f, title ? title : auto_title, nh, ptitles, w, n, n, rowl, rowl, err, sizeof err) ||
-        (csv && ag_atomic_commit(tab, err, sizeof err))) {
-        ag_atomic_abort(svg);
-        if (csv && tab->f)
-            ag_atomic_abort(tab);
-        goto done;
-    }
-    if (ag_atomic_commit(svg, err, sizeof err))
-        goto done;
-    failed = 0;
-done:
-    free(ptitles);
-    free(ptitle);
-    free(rowl);
-    free(w);
-    free(attn);
+    attn_picture_free(&p);
     free(labels);
     free(ids);
-    if (ctx)
-        ag_ctx_free(ctx);
     model_free(&m);
     ckpt_close(&ck);
     if (failed)
@@ -299,14 +316,54 @@ int cmd_plot(int argc, char **argv)
 
 /* ---- graph --------------------------------------------------------------- */
 
+/* The step's input x and targets y (room for max_n + 1 each) and their
+ * length: for a task, one training problem split as in training (only
+ * answer tokens scored); for text (or unknown data), the vocabulary in
+ * order, predicting each next id.  -1 with err when --tokens is too long. */
+static int graph_input(const ckpt *ck, const model *m, int tokens, long seed, int32_t **x, int32_t **y, char *err,
+                       size_t errlen)
+{
+    int T = m->cfg.context, V = m->cfg.vocab_size;
+    int is_text = !ck->data || strcmp(ck->data, "text") == 0;   /* unknown data: drawn like text, ids in order */
+    task t;
+    if (!is_text && task_open(&t, ck->data, err, errlen))
+        return -1;
+    int max_n = is_text ? T : t.len;
+    if (tokens > max_n) {
+        snprintf(err, errlen, "--tokens %d is longer than %s (%d)", tokens,
+                 is_text ? "the model's context" : "the task's sequence length", max_n);
+        return -1;
+    }
+    int n = tokens ? tokens : is_text ? (T < 8 ? T : 8) : t.len;
+    if (!(*x = malloc((size_t)2 * (max_n + 1) * sizeof **x))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    *y = *x + max_n + 1;
+    if (!is_text) {
+        ag_pcg32 rng;
+        ag_pcg32_seed(&rng, (uint64_t)seed, 5);
+        int32_t ex[256];
+        task_draw(&t, &rng, ex);
+        task_split(&t, ex, *x, *y);
+    } else {
+        for (int i = 0; i < n; i++) {
+            (*x)[i] = i % V;
+            (*y)[i] = (i + 1) % V;
+        }
+    }
+    return n;
+}
+
 int cmd_graph(int argc, char **argv)
 {
-    const char *CMD = "graph", *path = NULL, *out = NULL;
-    int tokens = 0, heads = 0;
+    const char *CMD = "graph", *out = NULL;
+    saved_model a = { 0 };
+    int tokens = 0;
     long seed = 1;
     opt opts[] = {
-        { "--model", OPT_STRING, &path, "FILE", "checkpoint whose training step is drawn (required)", 0, 0, 0, 0 },
-        { "--heads", OPT_INT, &heads, "N", "attention heads, for a file that does not say", 1, 4096, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint whose training step is drawn (required)", 0, 0, 0, 0 },
+        HEADS_OPT(a.heads),
         { "--out", OPT_STRING, &out, "FILE", "the DOT file to write (required); render with dot -Tsvg", 0, 0, 0, 0 },
         { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0 },
@@ -316,71 +373,36 @@ int cmd_graph(int argc, char **argv)
                     "with its output shape, edges from its inputs, parameters as filled boxes, other inputs\n"
                     "as ellipses.  Render it with: dot -Tsvg FILE.dot -o FILE.svg",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!path)
+    if (!a.path)
         die(CMD, "--model FILE is required");
     if (!out)
         die(CMD, "--out FILE.dot is required");
-    file_arg in[] = { { "--model", path } }, outs[] = { { "--out", out } };
+    file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out } };
     check_distinct(CMD, in, 1, outs, 1);
     track_outputs();
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    ckpt_hints hints = { heads, NULL, NULL, 1 };
-    open_model(CMD, path, &hints, &ck, &m);
-    int T = m.cfg.context, V = m.cfg.vocab_size, failed = 1;
-    int is_text = !ck.data || strcmp(ck.data, "text") == 0;   /* unknown data: drawn like text, ids in order */
-    int32_t *x = NULL;
+    open_saved(CMD, &a, 1, &ck, &m);
+    int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
-    task t;
-    if (!is_text && task_open(&t, ck.data, err, sizeof err))
-        goto done;
-    int max_n = is_text ? T : t.len;
-    if (tokens > max_n) {
-        snprintf(err, sizeof err, "--tokens %d is longer than %s (%d)", tokens,
-                 is_text ? "the model's context" : "the task's sequence length", max_n);
-        goto done;
-    }
-
-    /* The step's input x and targets y: for a task, one training problem
-     * split as in training (only answer tokens scored); for text, the
-     * vocabulary in order, predicting each next id. */
-    int n = tokens ? tokens : is_text ? (T < 8 ? T : 8) : t.len;
-    x = malloc((size_t)2 * (max_n + 1) * sizeof *x);
-    if (!x) {
-        snprintf(err, sizeof err, "out of memory");
-        goto done;
-    }
-    int32_t *y = x + max_n + 1;
-    if (!is_text) {
-        ag_pcg32 rng;
-        ag_pcg32_seed(&rng, (uint64_t)seed, 5);
-        int32_t ex[256];
-        task_draw(&t, &rng, ex);
-        task_split(&t, ex, x, y);
-    } else {
-        for (int i = 0; i < n; i++) {
-            x[i] = i % V;
-            y[i] = (i + 1) % V;
+    int failed = 1, n = graph_input(&ck, &m, tokens, seed, &x, &y, err, sizeof err);
+    if (n >= 0) {
+        int scored = 0;
+        for (int i = 0; i < n; i++)
+            scored += y[i] >= 0;
+        ctx = ag_ctx_new();
+        ag_set_threads(1);   /* one short sequence: threads would only add overhead */
+        step_rows rows = { x, y, 1, n, 1, NULL };
+        ag_tensor *loss = step_loss(ctx, &m, &rows);             /* the graph a training step differentiates */
+        if (ag_atomic_open(&out_file, out, err, sizeof err) == 0) {
+            ag_graph_dot(ctx, loss, out_file.f);
+            failed = ag_atomic_commit(&out_file, err, sizeof err);
         }
+        if (!failed)
+            printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
+                   (double)loss->data[0], scored, n);
     }
-    int scored = 0;
-    for (int i = 0; i < n; i++)
-        scored += y[i] >= 0;
-
-    ctx = ag_ctx_new();
-    ag_set_threads(1);   /* one short sequence: threads would only add overhead */
-    step_rows rows = { x, y, 1, n, 1, NULL };
-    ag_tensor *loss = step_loss(ctx, &m, &rows);             /* the graph a training step differentiates */
-    if (ag_atomic_open(&out_file, out, err, sizeof err))
-        goto done;
-    ag_graph_dot(ctx, loss, out_file.f);
-    if (ag_atomic_commit(&out_file, err, sizeof err))
-        goto done;
-    printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
-           (double)loss->data[0], scored, n);
-    failed = 0;
-done:
     free(x);
     if (ctx)
         ag_ctx_free(ctx);

@@ -9,6 +9,7 @@
 #include <limits.h>
 
 #include "checkpoint.h"
+#include "open.h"
 #include "run.h"
 #include "step.h"
 

@@ -25,8 +25,8 @@ static void open_data(trainer *t)
     const ckpt *ck = &t->ck;
     char err[ERR_MAX];
     if (o->task ? dataset_open_task(&t->data, o->task, (uint64_t)o->seed, err, sizeof err)
-                : dataset_open_text(&t->data, o->text, t->from ? ck->vocab : NULL, t->from ? ck->vocab_size : 0,
-                                    err, sizeof err))
+                : open_text(&t->data, o->text, t->from ? ck->vocab : NULL, t->from ? ck->vocab_size : 0,
+                            err, sizeof err))
         die(CMD, "%s", err);
     t->vocab_size = dataset_vocab_size(&t->data);
     for (int i = 0; i < t->vocab_size; i++)

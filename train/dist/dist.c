@@ -27,7 +27,6 @@
 #include <mpi.h>
 #endif
 
-#include "args.h"
 #include "attograd.h"
 #include "dist.h"
 #include "run.h"
@@ -114,12 +113,12 @@ static void finalize(void)
 static MPI_Comm leaving;
 
 /* die() on every rank (a bad option, a checkpoint that does not fit: the
- * same verdict everywhere, said by rank 0) or --help: the ranks leave
- * together, so that each exits with the status, not killed by mpirun,
+ * same verdict everywhere, said by rank 0) or --help ends in dist_exit
+ * (the command line installs it, cmd_train.c): the ranks leave together, so that each exits with the status, not killed by mpirun,
  * which sends the others SIGTERM as soon as one exits with a non-zero
  * status (and SIGKILL a second later).  A rank that waits 10 s at the
  * barrier alone had a verdict of its own, and leaves alone. */
-static void leave_together(int status)
+void dist_exit(int status)
 {
     signal(SIGTERM, SIG_IGN);
     MPI_Request req;
@@ -158,7 +157,6 @@ void dist_start(const char *cmd)
     MPI_Comm_dup(MPI_COMM_WORLD, &faults);
     MPI_Comm_set_errhandler(faults, MPI_ERRORS_RETURN);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
-    args_exit_hook = leave_together;
     if (rank > 0) {
         silence();
         ag_set_error_handler(on_engine_error, NULL);
@@ -422,6 +420,7 @@ int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void
 }
 
 long dist_max(long v) { return v; }
+void dist_exit(int status) { exit(status); }
 int dist_end(int status, int together)
 {
     (void)together;

@@ -66,6 +66,17 @@ double dist_comm_seconds(void);
  * MPI library adds is not counted). */
 double dist_bytes_sent(void);
 
+/* Exit with status on every rank together, for a verdict every rank
+ * reaches (a bad option, --help): in the MPI build the ranks meet on the
+ * way out, so that mpirun does not kill the ones still leaving; a rank
+ * that waits 10 s alone leaves alone.  The command line's die() ends here
+ * (args_exit_hook). */
+void dist_exit(int status)
+#if defined(__GNUC__)
+    __attribute__((noreturn))
+#endif
+    ;
+
 /* Why this rank gave up waiting for the others: a collective that did not
  * complete within the timeout, an error MPI returned, the stop flag raised
  * while waiting (SIGTERM from mpirun), or the notice of another rank that

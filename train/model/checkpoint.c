@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,52 +53,58 @@ static ag_st_tensor st_tensor(const char *name, const ag_tensor *shape_of, const
     return t;
 }
 
-int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char *data_name, const uint8_t *vocab,
-              int vocab_size, long step, const ckpt_state *state, char *err, size_t errlen)
+/* The file's tensors into ts: the weights, then a run's optimizer moments
+ * (named in names) and its generators (values in rng).  Values are float32
+ * in the file; tmp keeps the converted copies (AG_DOUBLE).  Returns the
+ * count. */
+static int save_tensors(const model *m, const ckpt_state *state, int per, ag_st_tensor *ts, float **tmp,
+                        char (*names)[160], uint64_t rng[4])
 {
     const ag_params *ps = m->params;
-    const model_config *c = &m->cfg;
-    int per = 1 + (state ? 1 + (state->optim->v != NULL) : 0);
-    int n = ps->count * per + (state ? 1 : 0), k = 0, ret = -1;
-    ag_st_tensor *ts = calloc((size_t)n, sizeof *ts);
-    float **tmp = calloc((size_t)n, sizeof *tmp);
-    char (*names)[160] = calloc((size_t)n, sizeof *names);
-    uint64_t rng[4];
-    if (!ts || !tmp || !names) {
-        snprintf(err, errlen, "%s: out of memory preparing the checkpoint", path);
-        goto done;
-    }
+    int k = 0;
     for (int i = 0; i < ps->count; i++, k++)
         ts[k] = st_tensor(ps->list[i]->name, ps->list[i], as_f32(ps->list[i]->data, ps->list[i]->size, &tmp[k]));
-    if (state) {
-        const ag_optim *o = state->optim;
-        for (int moment = 0; moment < per - 1; moment++)
-            for (int i = 0; i < ps->count; i++, k++) {
-                const ag_tensor *p = ps->list[i];
-                const ag_real *buf = (moment == 0 ? o->m : o->v) + (p->data - ps->data);
-                snprintf(names[k], sizeof names[k], "optim.%s.%s", moment == 0 ? "m" : "v", p->name);
-                ts[k] = st_tensor(names[k], p, as_f32(buf, p->size, &tmp[k]));
-            }
-        rng[0] = state->data_rng->state;
-        rng[1] = state->data_rng->inc;
-        rng[2] = state->dropout_rng->state;
-        rng[3] = state->dropout_rng->inc;
-        memset(&ts[k], 0, sizeof ts[k]);
-        ts[k].name = "state.rng";
-        ts[k].dtype = AG_ST_U64;
-        ts[k].ndim = 1;
-        ts[k].shape[0] = 4;
-        ts[k].data = rng;
-        ts[k].nbytes = sizeof rng;
-        k++;
-    }
+    if (!state)
+        return k;
+    const ag_optim *o = state->optim;
+    for (int moment = 0; moment < per - 1; moment++)
+        for (int i = 0; i < ps->count; i++, k++) {
+            const ag_tensor *p = ps->list[i];
+            const ag_real *buf = (moment == 0 ? o->m : o->v) + (p->data - ps->data);
+            snprintf(names[k], sizeof names[k], "optim.%s.%s", moment == 0 ? "m" : "v", p->name);
+            ts[k] = st_tensor(names[k], p, as_f32(buf, p->size, &tmp[k]));
+        }
+    rng[0] = state->data_rng->state;
+    rng[1] = state->data_rng->inc;
+    rng[2] = state->dropout_rng->state;
+    rng[3] = state->dropout_rng->inc;
+    memset(&ts[k], 0, sizeof ts[k]);
+    ts[k].name = "state.rng";
+    ts[k].dtype = AG_ST_U64;
+    ts[k].ndim = 1;
+    ts[k].shape[0] = 4;
+    ts[k].data = rng;
+    ts[k].nbytes = 4 * sizeof *rng;
+    return k + 1;
+}
 
-    char vocab_json[256 * 4 + 8], num[10][32];
-    size_t used = 0;
-    vocab_json[used++] = '[';
+/* Room for the metadata's values: the vocabulary as a JSON list, numbers. */
+typedef struct meta_text {
+    char vocab[256 * 4 + 8], num[8][32];
+} meta_text;
+
+/* The metadata, key, value, ... into meta (at most 40 pairs); the values
+ * are written into text.  Returns the number of pairs. */
+static int save_meta(const char **meta, meta_text *text, const model *m, const char *data_name,
+                     const uint8_t *vocab, int vocab_size, long step, const ckpt_state *state)
+{
+    const model_config *c = &m->cfg;
+    char (*num)[32] = text->num;
+    size_t used = 0, cap = sizeof text->vocab;
+    text->vocab[used++] = '[';
     for (int i = 0; i < vocab_size; i++)
-        used += (size_t)snprintf(vocab_json + used, sizeof vocab_json - used, "%s%d", i ? "," : "", vocab[i]);
-    snprintf(vocab_json + used, sizeof vocab_json - used, "]");
+        used += (size_t)snprintf(text->vocab + used, cap - used, "%s%d", i ? "," : "", vocab[i]);
+    snprintf(text->vocab + used, cap - used, "]");
     snprintf(num[0], sizeof num[0], "%d", c->vocab_size);
     snprintf(num[1], sizeof num[1], "%d", c->n_layer);
     snprintf(num[2], sizeof num[2], "%d", c->n_head);
@@ -106,7 +113,6 @@ int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char 
     snprintf(num[5], sizeof num[5], "%.17g", c->dropout);
     snprintf(num[6], sizeof num[6], "%ld", step);
     snprintf(num[7], sizeof num[7], "%ld", state ? state->optim->step : 0L);
-    const char *meta[2 * 40];
     int nm = 0;
 #define META(k_, v_) (meta[2 * nm] = (k_), meta[2 * nm + 1] = (v_), nm++)
     META("format", CKPT_FORMAT);
@@ -120,7 +126,7 @@ int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char 
     META("dropout", num[5]);
     META("step", num[6]);
     META("data", data_name);
-    META("vocab", vocab_json);
+    META("vocab", text->vocab);
     if (state) {
         META("optimizer", state->optim->kind == AG_ADAMW ? "adamw" : "sgd");
         META("optim_step", num[7]);
@@ -128,18 +134,39 @@ int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char 
             META(state->options[i], state->options[i + 1]);
     }
 #undef META
-    if (ag_atomic_open(out, path, err, errlen) == 0) {
-        if (ag_st_write(out->f, path, ts, k, meta, nm, err, errlen) == 0)
-            ret = ag_atomic_commit(out, err, errlen);
-        else
-            ag_atomic_abort(out);
+    return nm;
+}
+
+int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char *data_name, const uint8_t *vocab,
+              int vocab_size, long step, const ckpt_state *state, char *err, size_t errlen)
+{
+    const ag_params *ps = m->params;
+    int per = 1 + (state ? 1 + (state->optim->v != NULL) : 0);
+    int n = ps->count * per + (state ? 1 : 0), ret = -1;
+    ag_st_tensor *ts = calloc((size_t)n, sizeof *ts);
+    float **tmp = calloc((size_t)n, sizeof *tmp);
+    char (*names)[160] = calloc((size_t)n, sizeof *names);
+    meta_text *text = malloc(sizeof *text);
+    uint64_t rng[4];
+    const char *meta[2 * 40];
+    if (!ts || !tmp || !names || !text) {
+        snprintf(err, errlen, "%s: out of memory preparing the checkpoint", path);
+    } else {
+        int k = save_tensors(m, state, per, ts, tmp, names, rng);
+        int nm = save_meta(meta, text, m, data_name, vocab, vocab_size, step, state);
+        if (ag_atomic_open(out, path, err, errlen) == 0) {
+            if (ag_st_write(out->f, path, ts, k, meta, nm, err, errlen) == 0)
+                ret = ag_atomic_commit(out, err, errlen);
+            else
+                ag_atomic_abort(out);
+        }
     }
-done:
     for (int i = 0; tmp && i < n; i++)
         free(tmp[i]);
     free(tmp);
     free(ts);
     free(names);
+    free(text);
     return ret;
 }
 
@@ -219,8 +246,6 @@ static const char *meta_word(const ag_st_file *f, const char *key, char *buf, si
     snprintf(buf, len, "%.*s", (int)n, v);
     return buf;
 }
-
-#define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 /* An integer setting: 1 when the key is absent, 0 with *out set, or -1 with
  * a message. */
@@ -362,207 +387,327 @@ static void add_missing(char *list, size_t len, const char *what)
     snprintf(list + used, len - used, "%s%s", used ? "; nor " : "", what);
 }
 
-int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
-{
-    static const ckpt_hints no_hints = { 0, NULL, NULL, 0 };
-    const ckpt_hints *h = hints ? hints : &no_hints;
-    memset(c, 0, sizeof *c);
-    memset(m, 0, sizeof *m);
-    c->step = -1;
-    c->path = path;
-    ag_st_file *f = c->file = ag_st_load(path, err, errlen);
-    if (!f)
-        return -1;
-    char word[64], e[400], missing[400] = "";
-    const char *fmt = meta_word(f, "format", word, sizeof word);
-    if (fmt && strncmp(fmt, "attograd/", 9) == 0 && strcmp(fmt, CKPT_FORMAT) != 0)
-        FAIL("%s: metadata format is '%s', which this attograd does not read (it reads %s)", path, fmt,
-             CKPT_FORMAT);
-    /* A file attograd did not write (a PyTorch state_dict) may omit the metadata;
-     * whatever the tensors determine is taken from them. */
-    c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
+/* A checkpoint being read: what is known so far, and where a message goes. */
+typedef struct reading {
+    ckpt *c;
+    ag_st_file *f;
+    const char *path;
+    const ckpt_hints *h;
+    int hinted;                 /* hints were given: messages name the flags */
+    const char *emb;            /* the name the token embedding is stored under */
+    const char *absent;         /* the tied weight the file stores once under emb, or NULL */
+    task t;                     /* the task, when the data is one */
+    int is_text;
+    char missing[400];          /* what the file does not say, for one message */
+    char *err;
+    size_t errlen;
+} reading;
 
-    model_config *cfg = &c->cfg;
-    const char *arch = meta_word(f, "arch", word, sizeof word);
-    if (arch && model_arch_parse(arch) < 0)
-        FAIL("%s: metadata arch is %s (expected gpt or attn-only)", path, arch);
-    cfg->arch = arch ? model_arch_parse(arch)
-              : ag_st_get(f, "blocks.0.norm1.weight") || ag_st_get(f, "final_norm.weight") ? ARCH_GPT
-                                                                                         : ARCH_ATTN_ONLY;
-    /* weights tied as nanoGPT ties them are stored once, under either name */
-    const char *emb = ag_st_get(f, "tok_emb.weight") || !ag_st_get(f, "out_head.weight") ? "tok_emb.weight"
-                                                                                      : "out_head.weight";
+/* The message, and -1. */
+static int say(reading *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int say(reading *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, r->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define FAIL(...) return say(r, __VA_ARGS__)
+
+/* n_layer from the blocks present: blocks.0 ... blocks.{v-1}. */
+static int count_layers(reading *r, long hi, long *v)
+{
+    char name[64];
+    do
+        snprintf(name, sizeof name, "blocks.%ld.attn.W_query.weight", *v);
+    while (ag_st_get(r->f, name) && ++*v <= hi);
+    if (*v < 1 || *v > hi)
+        FAIL("%s: no metadata n_layer, and %s tensors 'blocks.N.attn.W_query.weight'", r->path,
+             *v < 1 ? "no" : "too many");
+    return 0;
+}
+
+/* The model's sizes: each from the metadata, or else from a tensor's shape
+ * (n_head from --heads). */
+static int read_sizes(reading *r)
+{
+    model_config *cfg = &r->c->cfg;
     struct { const char *key; long lo, hi; const char *tensor; int axis; int *dst; } dims[] = {
-        { "vocab_size", 1, 256, emb, 0, &cfg->vocab_size },
+        { "vocab_size", 1, 256, r->emb, 0, &cfg->vocab_size },
         { "n_layer", 1, 256, NULL, 0, &cfg->n_layer },
         { "n_head", 1, 4096, NULL, 0, &cfg->n_head },
-        { "d_model", 1, 65536, emb, 1, &cfg->d_model },
+        { "d_model", 1, 65536, r->emb, 1, &cfg->d_model },
         { "context_length", 1, 65536, "pos_emb.weight", 0, &cfg->context },
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         long v = 0;
-        int rc = meta_int(f, dims[i].key, dims[i].lo, dims[i].hi, &v, path, err, errlen);
+        int rc = meta_int(r->f, dims[i].key, dims[i].lo, dims[i].hi, &v, r->path, r->err, r->errlen);
         if (rc < 0)
-            goto fail;
-        if (rc == 1 && dims[i].tensor && dim_of(f, dims[i].key, dims[i].tensor, dims[i].axis, dims[i].lo,
-                                                dims[i].hi, &v, path, err, errlen))
-            goto fail;
-        if (rc == 1 && strcmp(dims[i].key, "n_layer") == 0) {
-            char name[64];
-            do
-                snprintf(name, sizeof name, "blocks.%ld.attn.W_query.weight", v);
-            while (ag_st_get(f, name) && ++v <= dims[i].hi);
-            if (v < 1 || v > dims[i].hi)
-                FAIL("%s: no metadata n_layer, and %s tensors 'blocks.N.attn.W_query.weight'", path,
-                     v < 1 ? "no" : "too many");
-        }
+            return -1;
+        if (rc == 1 && dims[i].tensor && dim_of(r->f, dims[i].key, dims[i].tensor, dims[i].axis, dims[i].lo,
+                                                dims[i].hi, &v, r->path, r->err, r->errlen))
+            return -1;
+        if (rc == 1 && strcmp(dims[i].key, "n_layer") == 0 && count_layers(r, dims[i].hi, &v))
+            return -1;
         if (rc == 1 && strcmp(dims[i].key, "n_head") == 0)
-            v = h->heads;
-        else if (strcmp(dims[i].key, "n_head") == 0 && h->heads && h->heads != v)
-            FAIL("%s: --heads %d contradicts the file's metadata n_head %ld", path, h->heads, v);
+            v = r->h->heads;
+        else if (strcmp(dims[i].key, "n_head") == 0 && r->h->heads && r->h->heads != v)
+            FAIL("%s: --heads %d contradicts the file's metadata n_head %ld", r->path, r->h->heads, v);
         *dims[i].dst = (int)v;
     }
+    return 0;
+}
+
+/* The architecture, sizes, qkv_bias, dropout and step. */
+static int read_config(reading *r)
+{
+    ckpt *c = r->c;
+    model_config *cfg = &c->cfg;
+    const char *path = r->path;
+    char word[64];
+    const char *arch = meta_word(r->f, "arch", word, sizeof word);
+    if (arch && model_arch_parse(arch) < 0)
+        FAIL("%s: metadata arch is %s (expected gpt or attn-only)", path, arch);
+    cfg->arch = arch ? model_arch_parse(arch)
+              : ag_st_get(r->f, "blocks.0.norm1.weight") || ag_st_get(r->f, "final_norm.weight") ? ARCH_GPT
+                                                                                             : ARCH_ATTN_ONLY;
+    /* weights tied as nanoGPT ties them are stored once, under either name */
+    r->emb = ag_st_get(r->f, "tok_emb.weight") || !ag_st_get(r->f, "out_head.weight") ? "tok_emb.weight"
+                                                                                    : "out_head.weight";
+    if (read_sizes(r))
+        return -1;
     if (!cfg->n_head)
-        add_missing(missing, sizeof missing, hints ? "how many heads: pass --heads N" : "how many heads (metadata n_head)");
+        add_missing(r->missing, sizeof r->missing,
+                    r->hinted ? "how many heads: pass --heads N" : "how many heads (metadata n_head)");
     else if (cfg->d_model % cfg->n_head)
-        FAIL("%s: %s %d does not divide d_model %d", path, ag_st_meta(f, "n_head") ? "metadata n_head" : "--heads",
-             cfg->n_head, cfg->d_model);
-    const char *qb = meta_word(f, "qkv_bias", word, sizeof word);
+        FAIL("%s: %s %d does not divide d_model %d", path,
+             ag_st_meta(r->f, "n_head") ? "metadata n_head" : "--heads", cfg->n_head, cfg->d_model);
+    const char *qb = meta_word(r->f, "qkv_bias", word, sizeof word);
     if (qb && strcmp(qb, "true") && strcmp(qb, "false"))
         FAIL("%s: metadata qkv_bias is %s (expected true or false)", path, qb);
-    cfg->qkv_bias = qb ? strcmp(qb, "true") == 0 : ag_st_get(f, "blocks.0.attn.W_query.bias") != NULL;
-    const char *dr = ag_st_meta(f, "dropout");
+    cfg->qkv_bias = qb ? strcmp(qb, "true") == 0 : ag_st_get(r->f, "blocks.0.attn.W_query.bias") != NULL;
+    const char *dr = ag_st_meta(r->f, "dropout");
     if (dr && (json_value_number(dr, &cfg->dropout) || !(cfg->dropout >= 0 && cfg->dropout < 1)))
         FAIL("%s: metadata dropout is %.40s (expected a number in [0, 1))", path, dr);
-    if (meta_int(f, "step", 0, STEP_MAX, &c->step, path, err, errlen) < 0)
-        goto fail;
+    return meta_int(r->f, "step", 0, STEP_MAX, &c->step, path, r->err, r->errlen) < 0 ? -1 : 0;
+}
 
-    /* the data: a task or text, from the file or else the command line */
-    c->data = meta_word(f, "data", c->data_name, sizeof c->data_name);
-    if (c->data && !*c->data)
-        FAIL("%s: metadata data is empty (expected a task name or text)", path);
-    if (!c->data)
-        c->data = h->task ? h->task : h->text ? "text" : NULL;
-    int is_text = c->data && strcmp(c->data, "text") == 0;
-    task t;
-    if (c->data && !is_text && task_open(&t, c->data, e, sizeof e))
-        FAIL("%s: %s%s", path, ag_st_meta(f, "data") ? "metadata data: " : "--task: ", e);
-    if (!c->data && !h->data_optional)
-        add_missing(missing, sizeof missing, hints ? "what it was trained on: pass --task NAME or --text FILE"
-                                                   : "what it was trained on (metadata data)");
-    /* the vocabulary: token id -> byte */
-    const char *vj = ag_st_meta(f, "vocab");
+/* The vocabulary, token id -> byte: the metadata's list, else the task's,
+ * else the --text file's sorted distinct bytes. */
+static int read_vocab(reading *r)
+{
+    ckpt *c = r->c;
+    const char *path = r->path, *vj = ag_st_meta(r->f, "vocab");
+    char e[400];
     if (vj) {
         if (parse_vocab(vj, c->vocab, &c->vocab_size, e, sizeof e))
             FAIL("%s: metadata vocab %s", path, e);
-        if (c->vocab_size != cfg->vocab_size)
+        if (c->vocab_size != c->cfg.vocab_size)
             FAIL("%s: metadata vocab lists %d bytes but the model has %d tokens", path, c->vocab_size,
-                 cfg->vocab_size);
-    } else if (c->data && !is_text) {
-        c->vocab_size = t.vocab;
-        memcpy(c->vocab, t.chars, (size_t)t.vocab);
-    } else if (is_text && h->text) {
+                 c->cfg.vocab_size);
+    } else if (c->data && !r->is_text) {
+        c->vocab_size = r->t.vocab;
+        memcpy(c->vocab, r->t.chars, (size_t)r->t.vocab);
+    } else if (r->is_text && r->h->text) {
         text_data td;
-        if (text_load(&td, h->text, e, sizeof e))
+        if (text_load(&td, r->h->text, e, sizeof e))
             FAIL("%s", e);
         c->vocab_size = td.vocab_size;
         memcpy(c->vocab, td.vocab, (size_t)td.vocab_size);
         text_free(&td);
-        if (c->vocab_size != cfg->vocab_size)
+        if (c->vocab_size != c->cfg.vocab_size)
             FAIL("%s: the model has %d tokens but %s has %d distinct bytes, so they cannot be its vocabulary",
-                 path, cfg->vocab_size, h->text, c->vocab_size);
-    } else if (is_text) {
-        add_missing(missing, sizeof missing, hints ? "its vocabulary: pass --text FILE (its sorted distinct bytes)"
-                                                   : "its vocabulary (metadata vocab)");
+                 path, c->cfg.vocab_size, r->h->text, c->vocab_size);
+    } else if (r->is_text) {
+        add_missing(r->missing, sizeof r->missing,
+                    r->hinted ? "its vocabulary: pass --text FILE (its sorted distinct bytes)"
+                              : "its vocabulary (metadata vocab)");
     }
-    if (missing[0])
-        FAIL("%s: the file does not say %s", path, missing);
-    /* a task model must fit its task: every token id and the whole example */
-    if (c->data && !is_text) {
-        if (cfg->vocab_size != t.vocab || c->vocab_size != t.vocab || memcmp(c->vocab, t.chars, (size_t)t.vocab))
-            FAIL("%s: its vocabulary (%d tokens) does not match task %s (%d tokens: %s)", path, cfg->vocab_size,
-                 t.name, t.vocab, t.chars);
-        if (task_check_context(&t, cfg->context, e, sizeof e))
-            FAIL("%s: %s", path, e);
-    }
+    return 0;
+}
 
-    /* Every tensor must be there, so the file's size bounds the model's:
-     * check that before allocating anything the config asks for. */
-    const ag_st_tensor *tok = ag_st_get(f, "tok_emb.weight"), *head = ag_st_get(f, "out_head.weight");
-    const char *absent = c->foreign && !tok != !head ? (tok ? "out_head.weight" : "tok_emb.weight") : NULL;
-    double values = 0;
-    for (int i = 0; i < ag_st_count(f); i++)
-        values += (double)(ag_st_at(f, i)->nbytes / ag_st_dtype_size(ag_st_at(f, i)->dtype));
-    if (absent)
-        values += (double)(ag_st_get(f, emb)->nbytes / ag_st_dtype_size(ag_st_get(f, emb)->dtype));
-    if (model_param_count(cfg) > values)
-        FAIL("%s: the config needs %.0f parameters but the file holds only %.0f values", path,
-             model_param_count(cfg), values);
-    if (absent)
-        snprintf(c->note, sizeof c->note, "%s has no %s: using %s for it (tied weights)", path, absent, emb);
-
-    model_build(m, cfg);
-    const ag_params *ps = m->params;
-    for (int i = 0; i < ps->count; i++)
-        if ((!absent || strcmp(ps->list[i]->name, absent)) &&
-            check_tensor(f, ps->list[i]->name, ps->list[i], 1, path, err, errlen))
-            goto fail;
-    int expected = ps->count - (absent != NULL);
-    const char *optname = meta_word(f, "optimizer", word, sizeof word);
-    c->has_state = ag_st_get(f, "state.rng") != NULL;
-    if (c->has_state) {
-        if (!optname || (strcmp(optname, "sgd") && strcmp(optname, "adamw")))
-            FAIL("%s: metadata optimizer is %s (expected sgd or adamw)", path, optname ? optname : "missing");
-        c->optim_kind = strcmp(optname, "adamw") == 0 ? AG_ADAMW : AG_SGD;
-        const ag_st_tensor *r = ag_st_get(f, "state.rng");
-        if (r->dtype != AG_ST_U64 || r->ndim != 1 || r->shape[0] != 4)
-            FAIL("%s: tensor 'state.rng' must be U64 [4]", path);
-        const char *need = c->step < 0 ? "step" : NULL;
-        int rc = meta_int(f, "optim_step", 0, STEP_MAX, &c->optim_step, path, err, errlen);
-        if (rc < 0)
-            goto fail;
-        if (rc == 1 || need)
-            FAIL("%s: metadata '%s' is missing", path, need ? need : "optim_step");
-        const uint64_t *rv = r->data;
-        if (!(rv[1] & 1) || !(rv[3] & 1))
-            FAIL("%s: tensor 'state.rng' holds an invalid generator (stream must be odd)", path);
-        int moments = c->optim_kind == AG_ADAMW ? 2 : 1;
-        for (int mo = 0; mo < moments; mo++)
-            for (int i = 0; i < ps->count; i++) {
-                char name[160];
-                snprintf(name, sizeof name, "optim.%s.%s", mo ? "v" : "m", ps->list[i]->name);
-                if (check_tensor(f, name, ps->list[i], 0, path, err, errlen))
-                    goto fail;
-            }
-        expected += moments * ps->count + 1;
-    }
-    if (ag_st_count(f) != expected) {
-        /* name the first tensor the config does not account for */
-        for (int i = 0; i < ag_st_count(f); i++) {
-            const char *name = ag_st_at(f, i)->name;
-            int known = ag_params_find(ps, name) != NULL || (c->has_state && strcmp(name, "state.rng") == 0);
-            if (!known && c->has_state && strncmp(name, "optim.", 6) == 0 && (name[6] == 'm' ||
-                (name[6] == 'v' && c->optim_kind == AG_ADAMW)) && name[7] == '.')
-                known = ag_params_find(ps, name + 8) != NULL;
-            if (!known)
-                FAIL("%s: unknown tensor '%s' (not part of the %s model this config describes)", path, name,
-                     model_arch_name(cfg->arch));
-        }
-        FAIL("%s: %d tensors where the config expects %d", path, ag_st_count(f), expected);
-    }
-    for (int i = 0; i < ps->count; i++) {
-        const ag_st_tensor *w = ag_st_get(f, ps->list[i]->name);
-        if (load_values(ps->list[i]->data, w ? w : ag_st_get(f, emb), ps->list[i]->size, e, sizeof e))
+/* The data (a task or text, from the file or else the command line) and
+ * the vocabulary; a task model must fit its task: every token id and the
+ * whole example. */
+static int read_data(reading *r)
+{
+    ckpt *c = r->c;
+    const char *path = r->path;
+    char e[400];
+    c->data = meta_word(r->f, "data", c->data_name, sizeof c->data_name);
+    if (c->data && !*c->data)
+        FAIL("%s: metadata data is empty (expected a task name or text)", path);
+    if (!c->data)
+        c->data = r->h->task ? r->h->task : r->h->text ? "text" : NULL;
+    r->is_text = c->data && strcmp(c->data, "text") == 0;
+    if (c->data && !r->is_text && task_open(&r->t, c->data, e, sizeof e))
+        FAIL("%s: %s%s", path, ag_st_meta(r->f, "data") ? "metadata data: " : "--task: ", e);
+    if (!c->data && !r->h->data_optional)
+        add_missing(r->missing, sizeof r->missing,
+                    r->hinted ? "what it was trained on: pass --task NAME or --text FILE"
+                              : "what it was trained on (metadata data)");
+    if (read_vocab(r))
+        return -1;
+    if (r->missing[0])
+        FAIL("%s: the file does not say %s", path, r->missing);
+    if (c->data && !r->is_text) {
+        const task *t = &r->t;
+        if (c->cfg.vocab_size != t->vocab || c->vocab_size != t->vocab || memcmp(c->vocab, t->chars, (size_t)t->vocab))
+            FAIL("%s: its vocabulary (%d tokens) does not match task %s (%d tokens: %s)", path, c->cfg.vocab_size,
+                 t->name, t->vocab, t->chars);
+        if (task_check_context(t, c->cfg.context, e, sizeof e))
             FAIL("%s: %s", path, e);
     }
     return 0;
-fail:
-    if (m->params)
-        model_free(m);
-    ag_st_free(c->file);
-    c->file = NULL;
-    return -1;
 }
+
+/* Every tensor must be there, so the file's size bounds the model's: this
+ * is checked before anything the config asks for is allocated.  A file not
+ * written by attograd may store tied weights once. */
+static int check_size(reading *r)
+{
+    ckpt *c = r->c;
+    ag_st_file *f = r->f;
+    const ag_st_tensor *tok = ag_st_get(f, "tok_emb.weight"), *head = ag_st_get(f, "out_head.weight");
+    r->absent = c->foreign && !tok != !head ? (tok ? "out_head.weight" : "tok_emb.weight") : NULL;
+    double values = 0;
+    for (int i = 0; i < ag_st_count(f); i++)
+        values += (double)(ag_st_at(f, i)->nbytes / ag_st_dtype_size(ag_st_at(f, i)->dtype));
+    if (r->absent)
+        values += (double)(ag_st_get(f, r->emb)->nbytes / ag_st_dtype_size(ag_st_get(f, r->emb)->dtype));
+    if (model_param_count(&c->cfg) > values)
+        FAIL("%s: the config needs %.0f parameters but the file holds only %.0f values", r->path,
+             model_param_count(&c->cfg), values);
+    if (r->absent)
+        snprintf(c->note, sizeof c->note, "%s has no %s: using %s for it (tied weights)", r->path, r->absent,
+                 r->emb);
+    return 0;
+}
+
+/* A run's state: the optimizer, its step and moments, the generators.
+ * Returns the number of tensors it adds, or -1. */
+static int read_state(reading *r, const ag_params *ps)
+{
+    ckpt *c = r->c;
+    const char *path = r->path;
+    char word[64];
+    const char *optname = meta_word(r->f, "optimizer", word, sizeof word);
+    if (!optname || (strcmp(optname, "sgd") && strcmp(optname, "adamw")))
+        FAIL("%s: metadata optimizer is %s (expected sgd or adamw)", path, optname ? optname : "missing");
+    c->optim_kind = strcmp(optname, "adamw") == 0 ? AG_ADAMW : AG_SGD;
+    const ag_st_tensor *g = ag_st_get(r->f, "state.rng");
+    if (g->dtype != AG_ST_U64 || g->ndim != 1 || g->shape[0] != 4)
+        FAIL("%s: tensor 'state.rng' must be U64 [4]", path);
+    const char *need = c->step < 0 ? "step" : NULL;
+    int rc = meta_int(r->f, "optim_step", 0, STEP_MAX, &c->optim_step, path, r->err, r->errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 1 || need)
+        FAIL("%s: metadata '%s' is missing", path, need ? need : "optim_step");
+    const uint64_t *rv = g->data;
+    if (!(rv[1] & 1) || !(rv[3] & 1))
+        FAIL("%s: tensor 'state.rng' holds an invalid generator (stream must be odd)", path);
+    int moments = c->optim_kind == AG_ADAMW ? 2 : 1;
+    for (int mo = 0; mo < moments; mo++)
+        for (int i = 0; i < ps->count; i++) {
+            char name[160];
+            snprintf(name, sizeof name, "optim.%s.%s", mo ? "v" : "m", ps->list[i]->name);
+            if (check_tensor(r->f, name, ps->list[i], 0, path, r->err, r->errlen))
+                return -1;
+        }
+    return moments * ps->count + 1;
+}
+
+/* Nothing in the file the config does not account for: name the first
+ * such tensor. */
+static int check_unknown(reading *r, const ag_params *ps, int expected)
+{
+    const ckpt *c = r->c;
+    if (ag_st_count(r->f) == expected)
+        return 0;
+    for (int i = 0; i < ag_st_count(r->f); i++) {
+        const char *name = ag_st_at(r->f, i)->name;
+        int known = ag_params_find(ps, name) != NULL || (c->has_state && strcmp(name, "state.rng") == 0);
+        if (!known && c->has_state && strncmp(name, "optim.", 6) == 0 && (name[6] == 'm' ||
+            (name[6] == 'v' && c->optim_kind == AG_ADAMW)) && name[7] == '.')
+            known = ag_params_find(ps, name + 8) != NULL;
+        if (!known)
+            FAIL("%s: unknown tensor '%s' (not part of the %s model this config describes)", r->path, name,
+                 model_arch_name(c->cfg.arch));
+    }
+    FAIL("%s: %d tensors where the config expects %d", r->path, ag_st_count(r->f), expected);
+}
+
+/* The model built from the config, every tensor checked, the weights
+ * loaded. */
+static int read_model(reading *r, model *m)
+{
+    ckpt *c = r->c;
+    char e[400];
+    model_build(m, &c->cfg);
+    const ag_params *ps = m->params;
+    for (int i = 0; i < ps->count; i++)
+        if ((!r->absent || strcmp(ps->list[i]->name, r->absent)) &&
+            check_tensor(r->f, ps->list[i]->name, ps->list[i], 1, r->path, r->err, r->errlen))
+            return -1;
+    int expected = ps->count - (r->absent != NULL);
+    c->has_state = ag_st_get(r->f, "state.rng") != NULL;
+    if (c->has_state) {
+        int more = read_state(r, ps);
+        if (more < 0)
+            return -1;
+        expected += more;
+    }
+    if (check_unknown(r, ps, expected))
+        return -1;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_st_tensor *w = ag_st_get(r->f, ps->list[i]->name);
+        if (load_values(ps->list[i]->data, w ? w : ag_st_get(r->f, r->emb), ps->list[i]->size, e, sizeof e))
+            FAIL("%s: %s", r->path, e);
+    }
+    return 0;
+}
+
+int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
+{
+    static const ckpt_hints no_hints = { 0, NULL, NULL, 0 };
+    memset(c, 0, sizeof *c);
+    memset(m, 0, sizeof *m);
+    c->step = -1;
+    c->path = path;
+    reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .hinted = hints != NULL, .err = err,
+                   .errlen = errlen }, *r = &rd;
+    ag_st_file *f = r->f = c->file = ag_st_load(path, err, errlen);
+    if (!f)
+        return -1;
+    char word[64];
+    const char *fmt = meta_word(f, "format", word, sizeof word);
+    int rc = -1;
+    if (fmt && strncmp(fmt, "attograd/", 9) == 0 && strcmp(fmt, CKPT_FORMAT) != 0)
+        say(r, "%s: metadata format is '%s', which this attograd does not read (it reads %s)", path, fmt,
+            CKPT_FORMAT);
+    else {
+        /* A file attograd did not write (a PyTorch state_dict) may omit the
+         * metadata; whatever the tensors determine is taken from them. */
+        c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
+        rc = read_config(r) || read_data(r) || check_size(r) || read_model(r, m) ? -1 : 0;
+    }
+    if (rc) {
+        if (m->params)
+            model_free(m);
+        ag_st_free(c->file);
+        c->file = NULL;
+    }
+    return rc;
+}
+
+#undef FAIL
 
 void ckpt_load_state(const ckpt *c, ag_optim *o, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng)
 {

@@ -1,5 +1,6 @@
 /*
- * run.c - data, evaluation and generation shared by the subcommands.
+ * run.c - data, evaluation and generation shared by the subcommands (see
+ * run.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -7,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "args.h"
-#include "files.h"
 #include "run.h"
 
 int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, size_t errlen)
@@ -28,8 +27,6 @@ int dataset_open_task(dataset *d, const char *name, uint64_t seed, char *err, si
 int dataset_open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
 {
     memset(d, 0, sizeof *d);
-    if (input_check(path, "text file", TEXT_MAX_BYTES, err, errlen))
-        return -1;
     return text_load_vocab(&d->text, path, vocab, vocab_size, err, errlen);
 }
 
@@ -51,27 +48,6 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
         task_train_batch(&d->task, rng, B, x, y);
     else
         text_batch(&d->text, random_order, rng, step, B, T, x, y);
-}
-
-void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m)
-{
-    char err[ERR_MAX];
-    if (hints && hints->task && hints->text)
-        die(cmd, "--task and --text both given: choose one data source");
-    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err) ||
-        ckpt_open_hints(ck, path, m, hints, err, sizeof err))
-        die(cmd, "%s", err);
-    if (ck->note[0])
-        fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
-}
-
-void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
-{
-    int is_text = strcmp(ck->data, "text") == 0;
-    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
-        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
-    if (text && !is_text)
-        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
 }
 
 int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen)
@@ -104,18 +80,6 @@ double lr_schedule(int cosine, long step, long warmup, long total, double lr, do
     if (progress > 1)
         progress = 1;
     return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
-}
-
-int precision_parse(const char *cmd, const char *name)
-{
-    if (strcmp(name, "fp32") == 0)
-        return AG_FP32;
-    if (strcmp(name, "bf16") != 0)
-        die(cmd, "--precision '%s' is not a precision (use fp32 or bf16)", name);
-    const char *fact;
-    if (ag_bf16_status(&fact) != AG_BF16_READY)
-        die(cmd, "--precision bf16 cannot run here: %s", fact);
-    return AG_BF16;
 }
 
 double now_seconds(void)

@@ -63,14 +63,6 @@ void complete_greedy(ag_ctx *ctx, model *m, int32_t *seqs, int n, int stride, in
 int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, double temperature, int top_k,
                   ag_pcg32 *rng, int (*each)(void *user, int32_t token), void *user);
 
-/* ckpt_open_hints for a subcommand: on any problem (also --task and --text
- * both given), its one-line message and exit 2; a note from loading (tied
- * weights) goes to stderr. */
-void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m);
-/* --task or --text given beside a checkpoint that names its data must agree
- * with it; otherwise one line and exit 2. */
-void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text);
-
 /* A text is the one a checkpoint was trained on as it was then: the size
  * and FNV-1a hash (text_fingerprint) recorded in its metadata (text_bytes,
  * text_fnv1a64) match.  -1 with one line saying what changed; 0 when they
@@ -80,11 +72,6 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t e
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);
-
-/* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
- * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */
-int precision_parse(const char *cmd, const char *name);
-#define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0 }
 
 double now_seconds(void);
 /* "1.23 M", "456 k": for parameter counts and rates. */

@@ -3,7 +3,8 @@
  * rows of one), then the clipped, checked update.  Every trainer calls
  * these: whole batches (train/cli/train_loop.c), the micro-batch tree and
  * the ranks (train/dist/microbatch.c sums what step_gradient leaves), the
- * browser playground.  This is the only place in train/ that runs backward.
+ * browser playground (train/web/playground.c).  This is the only place in train/ that runs backward
+ * (the walkthrough's worked examples aside).
  *
  * The interface, kept stable:
  *   step_loss      forward and cross-entropy of some rows (the graph a step

@@ -334,6 +334,16 @@ static void multi_head(ag_ctx *ctx)
     ag_params_free(ps);
 }
 
+/* Sections 6 and 7 draw their inputs from PCG32 seeded 1337, each on its
+ * own stream, into an emptied arena. */
+static ag_pcg32 seeded_section(ag_ctx *ctx, uint64_t stream)
+{
+    ag_reset(ctx);
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, 1337, stream);
+    return g;
+}
+
 /* ---- 6. bag of words: the running mean three ways ------------------------- */
 
 static void bag_of_words(ag_ctx *ctx)
@@ -341,9 +351,7 @@ static void bag_of_words(ag_ctx *ctx)
     section("6. Bag of words: x_bow[b,t] = mean of x[b,0..t], three ways",
             "from: self_attn.sync.py, notes on Karpathy's lecture");
     enum { B = 4, T = 8, C = 2 };
-    ag_reset(ctx);
-    ag_pcg32 g;
-    ag_pcg32_seed(&g, 1337, 0);
+    ag_pcg32 g = seeded_section(ctx, 0);
     ag_tensor *x = ag_new(ctx, 3, (int[]){B, T, C});
     for (size_t i = 0; i < x->size; i++)
         x->data[i] = (ag_real)ag_pcg32_uniform(&g);
@@ -379,9 +387,7 @@ static void scaling(ag_ctx *ctx)
     section("7. Scaling by 1/sqrt(head_size): unit-variance scores, a softmax that does not saturate",
             "from: self_attn.sync.py, Scaled attention");
     enum { B = 4, T = 8, HS = 16 };
-    ag_reset(ctx);
-    ag_pcg32 g;
-    ag_pcg32_seed(&g, 1337, 1);
+    ag_pcg32 g = seeded_section(ctx, 1);
     ag_tensor *q = ag_new(ctx, 3, (int[]){B, T, HS}), *k = ag_new(ctx, 3, (int[]){B, T, HS});
     for (size_t i = 0; i < q->size; i++) {
         q->data[i] = (ag_real)ag_pcg32_normal(&g);

@@ -53,12 +53,7 @@ void train_dist_configure(trainer *t, opt *micro_batch)
     const int N = dist_size(), B = o->batch;
     char fit[64];
     dist_set_timeout(o->mpi_timeout);
-    if (o->resume) {
-        const char *s = ckpt_meta(&t->ck, "micro_batch");
-        if (s && args_set(micro_batch, s))
-            die(CMD, "%s: metadata micro_batch = '%.40s' is not a valid value, so the run cannot be resumed",
-                t->ck.path, s);
-    }
+    (void)micro_batch;          /* given or not: the MPI build's default */
     const char *whose = o->resume ? "the checkpoint's " : "";
     if (B % N != 0) {
         if (o->resume)
@@ -111,11 +106,6 @@ void train_dist_setup(trainer *t)
     if (mb_plan_init(&plan, t->m.params, t->B, o->micro_batch, t->S, err, sizeof err))
         die(CMD, "%s", err);
     t->mb = &plan;
-    /* a resume keeps the micro-batch, like the batch */
-    snprintf(t->saved_values[t->n_saved], sizeof t->saved_values[t->n_saved], "%d", o->micro_batch);
-    t->saved[2 * t->n_saved] = "micro_batch";
-    t->saved[2 * t->n_saved + 1] = t->saved_values[t->n_saved];
-    t->n_saved++;
     if (o->quiet)
         return;
     int threads = ag_get_threads();

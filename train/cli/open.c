@@ -1,0 +1,72 @@
+/*
+ * open.c - checkpoints and their data opened for a subcommand, and
+ * --precision (see open.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "files.h"
+#include "open.h"
+
+void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m)
+{
+    char err[ERR_MAX];
+    if (hints && hints->task && hints->text)
+        die(cmd, "--task and --text both given: choose one data source");
+    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err) ||
+        ckpt_open_hints(ck, path, m, hints, err, sizeof err))
+        die(cmd, "%s", err);
+    if (ck->note[0])
+        fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
+    if (hints && (hints->task || hints->text))
+        check_data_flags(cmd, ck, hints->task, hints->text);
+}
+
+void open_saved(const char *cmd, const saved_model *a, int data_optional, ckpt *ck, model *m)
+{
+    ckpt_hints hints = { a->heads, a->task, a->text, data_optional };
+    open_model(cmd, a->path, &hints, ck, m);
+}
+
+void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
+{
+    int is_text = strcmp(ck->data, "text") == 0;
+    if (task_name && (is_text || strcmp(task_name, ck->data) != 0))
+        die(cmd, "--task %s does not match the model, which was trained on %s", task_name, ck->data);
+    if (text && !is_text)
+        die(cmd, "--text given but the model was trained on task %s (use --task %s)", ck->data, ck->data);
+}
+
+int open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    if (input_check(path, "text file", TEXT_MAX_BYTES, err, errlen))
+        return -1;
+    return dataset_open_text(d, path, vocab, vocab_size, err, errlen);
+}
+
+void open_model_data(const char *cmd, dataset *d, const ckpt *ck, const char *text, uint64_t seed)
+{
+    char err[ERR_MAX];
+    if (strcmp(ck->data, "text") != 0) {
+        if (dataset_open_task(d, ck->data, seed, err, sizeof err))
+            die(cmd, "%s", err);
+    } else {
+        if (!text)
+            die(cmd, "the model was trained on text: give the text to evaluate with --text FILE");
+        if (open_text(d, text, ck->vocab, ck->vocab_size, err, sizeof err))
+            die(cmd, "%s", err);
+    }
+}
+
+int precision_parse(const char *cmd, const char *name)
+{
+    if (strcmp(name, "fp32") == 0)
+        return AG_FP32;
+    if (strcmp(name, "bf16") != 0)
+        die(cmd, "--precision '%s' is not a precision (use fp32 or bf16)", name);
+    const char *fact;
+    if (ag_bf16_status(&fact) != AG_BF16_READY)
+        die(cmd, "--precision bf16 cannot run here: %s", fact);
+    return AG_BF16;
+}
