@@ -176,7 +176,7 @@ def main():
     case("missing_moment", build(meta, [e for e in entries if e[0] != "optim.v.out_head.weight"]),
          "tensor 'optim.v.out_head.weight' is missing")
     case("missing_weight_weights_only", build(wmeta, [e for e in weights if e[0] != "tok_emb.weight"]),
-         "but the file holds only")
+         "tensor 'tok_emb.weight' is missing")
     case("extra_tensor", build(meta, entries + [["extra.weight", "F32", [1], F32.pack(1.0)]]),
          "unknown tensor 'extra.weight'")
     case("extra_tensor_weights_only", build(wmeta, weights + [["blocks.9.attn.W_key.weight", "F32", [1],
@@ -237,7 +237,7 @@ def main():
     meta_case("meta_arch_other", "unknown tensor 'blocks.0.norm1.weight' (not part of the attn-only model",
               arch="attn-only")
     meta_case("meta_n_layer_zero", "metadata n_layer = 0 is out of range", n_layer="0")
-    meta_case("meta_n_layer_more", "but the file holds only", base=wmeta, ents=weights,
+    meta_case("meta_n_layer_more", f"tensor 'blocks.{meta['n_layer']}.", base=wmeta, ents=weights,
               n_layer=str(int(meta["n_layer"]) + 1))
     meta_case("meta_vocab_size_big", "metadata vocab_size = 300 is out of range", vocab_size="300")
     meta_case("meta_n_head_missing", "the file does not say how many heads: pass --heads", n_head=None)

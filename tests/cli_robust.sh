@@ -116,7 +116,7 @@ bad "--save needs a value" train --steps 1 --save
 # ---- train: contradictory flags --------------------------------------------------
 bad "--lr cannot be changed with --resume" train --resume "$F/text.st" --lr 0.5
 bad "--seed cannot be changed with --resume" train --resume "$F/text.st" --seed 9
-bad "--heads cannot be used with --init" train --init "$F/copy.st" --heads 2
+bad "--heads 2 contradicts the file's metadata n_head 4" train --init "$F/copy.st" --heads 2
 bad "--arch cannot be used with --resume" train --resume "$F/copy.st" --arch attn-only
 bad "--steps 1 is less than the 3 steps" train --resume "$F/text.st" --steps 1
 bad "--task sort does not match the model" train --init "$F/text.st" --task sort

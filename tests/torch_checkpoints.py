@@ -125,6 +125,28 @@ def main():
                             "--tokens", "30", "--seed", "4"])
         s.check(rc == 0 and out.startswith("The ") and len(out) > 30 and set(out.encode()) <= set(s.vocab),
                 f"sample from a bare state_dict with --heads and --text ({out[:60]!r} {err.strip()})")
+        # a tensor missing or of another shape is named, with both shapes
+        short = dict(sd)
+        short["blocks.1.attn.W_key.weight"] = sd["blocks.1.attn.W_key.weight"][:, :7]
+        write_safetensors(s.path("short.safetensors"), short)
+        s.refuses("a state_dict with a mis-shaped tensor", ["eval", "--model", s.path("short.safetensors"), "--text",
+                  s.text, "--heads", "3"], "tensor 'blocks.1.attn.W_key.weight' has shape [21,7], the config needs [21,21]")
+        write_safetensors(s.path("less.safetensors"), {k: v for k, v in sd.items() if k != "blocks.0.mlp.fc2.bias"})
+        s.refuses("a state_dict missing a tensor", ["eval", "--model", s.path("less.safetensors"), "--text", s.text,
+                  "--heads", "3"], "tensor 'blocks.0.mlp.fc2.bias' is missing")
+        # training from a bare state_dict: --heads says what the file does not
+        tuned = s.path("tuned.safetensors")
+        rc, out, err = run([s.ag, "train", "--init", bare, "--heads", "3", "--text", s.text, "--steps", "2",
+                            "--save", tuned])
+        rc2, info, _ = run([s.ag, "info", tuned])
+        s.check(rc == 0 and rc2 == 0 and "2 layers, 3 heads, d_model 21" in info,
+                f"train --init of a bare state_dict with --heads 3 ({err.strip()!r} {info[:200]!r})")
+        s.refuses("train --init of a bare state_dict without --heads",
+                  ["train", "--init", bare, "--text", s.text, "--steps", "1"],
+                  "the file does not say how many heads: pass --heads")
+        s.refuses("train --init with a --heads that contradicts the metadata",
+                  ["train", "--init", p, "--text", s.text, "--heads", "7", "--steps", "1"],
+                  "--heads 7 contradicts the file's metadata n_head 3")
         # the safetensors package's own convention: metadata {"format": "pt"}
         ms = model_of(small, 2)
         pt = s.path("pt.safetensors")

@@ -567,27 +567,16 @@ static int read_data(reading *r)
     return 0;
 }
 
-/* Every tensor must be there, so the file's size bounds the model's: this
- * is checked before anything the config asks for is allocated.  A file not
- * written by attograd may store tied weights once. */
-static int check_size(reading *r)
+/* A file not written by attograd may store tied weights once: under
+ * r->emb, and r->absent is the name it lacks. */
+static void find_tied(reading *r)
 {
     ckpt *c = r->c;
-    ag_st_file *f = r->f;
-    const ag_st_tensor *tok = ag_st_get(f, "tok_emb.weight"), *head = ag_st_get(f, "out_head.weight");
+    const ag_st_tensor *tok = ag_st_get(r->f, "tok_emb.weight"), *head = ag_st_get(r->f, "out_head.weight");
     r->absent = c->foreign && !tok != !head ? (tok ? "out_head.weight" : "tok_emb.weight") : NULL;
-    double values = 0;
-    for (int i = 0; i < ag_st_count(f); i++)
-        values += (double)(ag_st_at(f, i)->nbytes / ag_st_dtype_size(ag_st_at(f, i)->dtype));
-    if (r->absent)
-        values += (double)(ag_st_get(f, r->emb)->nbytes / ag_st_dtype_size(ag_st_get(f, r->emb)->dtype));
-    if (model_param_count(&c->cfg) > values)
-        FAIL("%s: the config needs %.0f parameters but the file holds only %.0f values", r->path,
-             model_param_count(&c->cfg), values);
     if (r->absent)
         snprintf(c->note, sizeof c->note, "%s has no %s: using %s for it (tied weights)", r->path, r->absent,
                  r->emb);
-    return 0;
 }
 
 /* A run's state: the optimizer, its step and moments, the generators.
@@ -645,12 +634,15 @@ static int check_unknown(reading *r, const ag_params *ps, int expected)
 }
 
 /* The model built from the config, every tensor checked, the weights
- * loaded. */
+ * loaded.  Every tensor is checked by name and shape before the parameters
+ * are allocated: a message names the first one that differs, and the
+ * file's size bounds what a config read from it allocates. */
 static int read_model(reading *r, model *m)
 {
     ckpt *c = r->c;
     char e[400];
-    model_build(m, &c->cfg);
+    find_tied(r);
+    model_declare(m, &c->cfg);
     const ag_params *ps = m->params;
     for (int i = 0; i < ps->count; i++)
         if ((!r->absent || strcmp(ps->list[i]->name, r->absent)) &&
@@ -666,6 +658,7 @@ static int read_model(reading *r, model *m)
     }
     if (check_unknown(r, ps, expected))
         return -1;
+    ag_params_alloc(m->params);
     for (int i = 0; i < ps->count; i++) {
         const ag_st_tensor *w = ag_st_get(r->f, ps->list[i]->name);
         if (load_values(ps->list[i]->data, w ? w : ag_st_get(r->f, r->emb), ps->list[i]->size, e, sizeof e))
@@ -696,7 +689,7 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
         /* A file attograd did not write (a PyTorch state_dict) may omit the
          * metadata; whatever the tensors determine is taken from them. */
         c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
-        rc = read_config(r) || read_data(r) || check_size(r) || read_model(r, m) ? -1 : 0;
+        rc = read_config(r) || read_data(r) || read_model(r, m) ? -1 : 0;
     }
     if (rc) {
         if (m->params)

@@ -75,7 +75,7 @@ double model_train_bytes(const model_config *c, int B, int T, int moments, int b
     return state + arena + scratch + 3e6;
 }
 
-void model_build(model *m, const model_config *cfg)
+void model_declare(model *m, const model_config *cfg)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
@@ -113,9 +113,14 @@ void model_build(model *m, const model_config *cfg)
      * as GPT-2 and nanoGPT train. */
     for (int i = 0; i < ps->count; i++)
         ps->list[i]->decay = ps->list[i]->ndim >= 2;
-    ag_params_alloc(ps);
     for (int t = 0; t < cfg->context; t++)
         m->positions[t] = t;
+}
+
+void model_build(model *m, const model_config *cfg)
+{
+    model_declare(m, cfg);
+    ag_params_alloc(m->params);
 }
 
 void model_init(model *m, ag_pcg32 *rng)

@@ -56,6 +56,11 @@ double model_train_bytes(const model_config *cfg, int B, int T, int moments, int
 
 /* Register and allocate every parameter (zeroed). */
 void model_build(model *m, const model_config *cfg);
+/* Register every parameter, its name and shape, without storage: the
+ * parameters' data comes with ag_params_alloc(m->params).  A checkpoint's
+ * tensors are checked against these before a config read from the file
+ * allocates anything. */
+void model_declare(model *m, const model_config *cfg);
 /* Weights ~ N(0, 0.02), biases 0, layer-norm weights 1, drawn in registration order. */
 void model_init(model *m, ag_pcg32 *rng);
 /* Copy every weight of src into dst, a model of the same architecture,
