@@ -153,6 +153,26 @@ steps=$(tail -n +2 l.csv | cut -d, -f1 | tr '\n' ' ')
 check "the resumed run continues the run's log, each step once ($steps)" test "$steps" = "2 4 6 8 10 12 14 16 "
 check "... the rows logged after the checkpoint are gone ($(grep -c 9.9 l.csv))" eval '! grep -q ",9.9," l.csv'
 check "... one header" test "$(grep -c '^step,' l.csv)" -eq 1
+# without --log, from another directory: the checkpoint names its log
+"$A" train $TINY --steps 10 --log-every 2 --quiet --save n.st --log n.csv >/dev/null 2>&1
+printf '12,9.9,,,0.1,1,1\n' >>n.csv
+mkdir -p elsewhere
+(cd elsewhere && "$A" train --resume ../n.st --steps 16 --log-every 2 --quiet >/dev/null 2>"$tmp/err.txt")
+steps=$(tail -n +2 n.csv | cut -d, -f1 | tr '\n' ' ')
+check "a resume without --log continues the run's log, each step once ($steps $(cat err.txt))" \
+    test "$steps" = "2 4 6 8 10 12 14 16 "
+check "... one header, and no log written where the resume ran" \
+    eval '[ "$(grep -c "^step," n.csv)" -eq 1 ] && [ -z "$(ls elsewhere)" ]'
+rm n.csv
+"$A" train --resume n.st --steps 18 --log-every 2 >out.txt 2>err.txt
+check "a log deleted since: a new one, with its header, from the checkpoint's step ($(cat err.txt))" \
+    eval '[ "$(cut -d, -f1 n.csv | tr "\n" " ")" = "step 18 " ] && grep -q "n.csv no longer exists" out.txt'
+"$A" train --resume n.st --steps 20 --log-every 2 --quiet --log other.csv >/dev/null 2>err.txt
+check "--log given on resume writes there, and the run goes on there ($(cat err.txt))" \
+    eval '[ "$(cut -d, -f1 other.csv | tr "\n" " ")" = "step 20 " ] && [ "$(wc -l <n.csv)" -eq 2 ]'
+"$A" train --resume n.st --steps 22 --log-every 2 --quiet >/dev/null 2>err.txt
+check "... and the next resume continues it ($(cat err.txt))" \
+    test "$(cut -d, -f1 other.csv | tr '\n' ' ')" = "step 20 22 "
 
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then

@@ -58,9 +58,10 @@ check "--micro-batch 2 adds in another order: not the same bits as whole batches
 # resume is exact with micro-batches and dropout (each micro-batch's stream
 # comes from seed, step and index)
 MB="$TINY --batch 8 --micro-batch 2 --optimizer adamw --log-every 1"
-"$A" train $MB --dropout 0.2 --steps 8 --save full.st --log full.csv >/dev/null
-"$A" train $MB --dropout 0.2 --steps 4 --save half.st --log half.csv >/dev/null
-"$A" train --resume half.st --steps 8 --log-every 1 --eval-every 0 --quiet --log half.csv >/dev/null
+# (both log to run.csv in turn: the checkpoint records its log's path)
+"$A" train $MB --dropout 0.2 --steps 8 --save full.st --log run.csv >/dev/null && mv run.csv full.csv
+"$A" train $MB --dropout 0.2 --steps 4 --save half.st --log run.csv >/dev/null
+"$A" train --resume half.st --steps 8 --log-every 1 --eval-every 0 --quiet >/dev/null && mv run.csv half.csv
 check "micro-batches with dropout: 4 steps + --resume for 4 more = 8 steps, byte for byte" cmp -s full.st half.st
 check "micro-batches with dropout: the same 8 logged losses" \
     eval '[ "$(wc -l <full.csv)" -eq 9 ] && [ "$(losses full.csv)" = "$(losses half.csv)" ]'
@@ -102,11 +103,14 @@ run() {  # run N ARGS...: attograd ARGS on N ranks
 # the progress lines without their timings
 progress() { sed -nE 's/^(step +[0-9]+\/[0-9]+ \| loss [0-9.]+ \| lr [^|]+)\|.*ms\/step.*tok\/s(.*)$/\1\2/p' "$1"; }
 
-# N = 1..4 on the copy task (--batch 24: the default micro-batch is 2 rows)
+# N = 1..4 on the copy task (--batch 24: the default micro-batch is 2 rows).
+# Every run logs to copy.csv in turn (the checkpoint records its log's path),
+# moved aside after it.
 COPY="--batch 24 --steps 20 --log-every 5 --eval-every 10 --threads 1"
 for n in 1 2 3 4; do
-    run $n train $COPY --save copy$n.st --log copy$n.csv >copy$n.out 2>copy$n.err
+    run $n train $COPY --save copy$n.st --log copy.csv >copy$n.out 2>copy$n.err
     rc=$?
+    mv copy.csv copy$n.csv
     check "copy on $n ranks: exit 0 (exit $rc: $(tail -n 2 copy$n.err))" test $rc -eq 0
 done
 check "copy: the configuration names the ranks and micro-batches" \
@@ -123,15 +127,16 @@ final_val() { tail -n 1 "$1" | cut -d, -f3; }
 check "copy: eval --batch 24 in one process of the 4 ranks' checkpoint gives their final validation loss" \
     eval '[ -n "$(final_val copy4.csv)" ] &&
           [ "$("$A" eval --model copy4.st --batch 24 | sed -nE "s/^loss ([0-9.]+) .*/\1/p")" = "$(final_val copy4.csv)" ]'
-"$A" train $COPY --micro-batch 2 --save copy_plain.st >/dev/null 2>&1
+"$A" train $COPY --micro-batch 2 --save copy_plain.st --log copy.csv >/dev/null 2>&1
 check "copy: the plain build with --micro-batch 2 saves the same bytes" cmp -s copy1.st copy_plain.st
 
 # N = 1..4 on text with dropout (and --threads 0: each rank its share of the cores)
 TXT="--text $TEXT --d-model 32 --heads 2 --layers 2 --context 32 --batch 24 --micro-batch 2 --dropout 0.1
      --optimizer adamw --steps 20 --log-every 1 --eval-every 10 --quiet"
 for n in 1 2 3 4; do
-    run $n train $TXT --save text$n.st --log text$n.csv >text$n.out 2>text$n.err
+    run $n train $TXT --save text$n.st --log text.csv >text$n.out 2>text$n.err
     rc=$?
+    mv text.csv text$n.csv
     check "text on $n ranks: exit 0 (exit $rc: $(tail -n 2 text$n.err))" test $rc -eq 0
 done
 for n in 2 3 4; do
@@ -140,7 +145,7 @@ for n in 2 3 4; do
 done
 check "text: 20 steps logged, 2 validation losses" \
     eval '[ "$(wc -l <text1.csv)" -eq 21 ] && [ "$(cut -d, -f3 text1.csv | grep -c .)" -eq 3 ]'
-"$A" train $TXT --save text_plain.st >/dev/null 2>&1
+"$A" train $TXT --save text_plain.st --log text.csv >/dev/null 2>&1
 check "text: the plain build with --micro-batch 2 saves the same bytes" cmp -s text1.st text_plain.st
 run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1 >threads.out 2>&1
 share=$(($(getconf _NPROCESSORS_ONLN) / 2)); [ "$share" -ge 1 ] || share=1
@@ -163,10 +168,11 @@ fi
 # saved on 2 ranks, resumed on 3 = never stopped
 RES="--text $TEXT --d-model 32 --heads 2 --layers 2 --context 32 --batch 12 --dropout 0.1 --optimizer adamw
      --log-every 1 --eval-every 0 --quiet --threads 1"
-run 1 train $RES --steps 16 --save once.st --log once.csv >/dev/null 2>&1
-run 2 train $RES --steps 8 --save twice.st --log twice.csv >/dev/null 2>&1
-run 3 train --resume twice.st --steps 16 --log-every 1 --eval-every 0 --quiet --threads 1 --log twice.csv \
-    >resume.out 2>&1
+run 1 train $RES --steps 16 --save once.st --log run.csv >/dev/null 2>&1
+mv run.csv once.csv
+run 2 train $RES --steps 8 --save twice.st --log run.csv >/dev/null 2>&1
+run 3 train --resume twice.st --steps 16 --log-every 1 --eval-every 0 --quiet --threads 1 >resume.out 2>&1
+mv run.csv twice.csv
 check "resumed on 3 ranks: exit 0 ($(tail -n 1 resume.out))" grep -q "^saved twice.st (step 16)" resume.out
 check "8 steps on 2 ranks + 8 resumed on 3 = 16 steps on 1, byte for byte" cmp -s once.st twice.st
 check "... and the same 16 logged losses" eval '[ "$(losses once.csv)" = "$(losses twice.csv)" ]'

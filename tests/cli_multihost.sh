@@ -67,7 +67,8 @@ for n in 2 3; do
         cmp -s one.st hosts$n.st
 done
 STEPS=400
-"$A" train $RUN --steps $STEPS --save unbroken.st >/dev/null 2>&1
+# (logging where the faulty runs log: a checkpoint records its log's path)
+"$A" train $RUN --steps $STEPS --save unbroken.st --log "$tmp/fault.csv" >/dev/null 2>&1
 
 # ---- faults ----------------------------------------------------------------------
 # start N ARGS: a long run on N hosts in the background, after its first steps

@@ -48,10 +48,12 @@ cut -d, -f2 "$tmp/det_a.csv" > "$tmp/la"; cut -d, -f2 "$tmp/det_b.csv" > "$tmp/l
 check "same seed gives identical losses" 'cmp -s "$tmp/la" "$tmp/lb" && [ $(wc -l < "$tmp/la") -eq 31 ]'
 check "a different seed gives different losses" '! cmp -s "$tmp/la" "$tmp/lc"'
 
-# the thread count does not change results either (big enough for every parallel path)
+# the thread count does not change results either (big enough for every parallel path);
+# both log to th.csv in turn (a checkpoint records its log's path)
 for th in 1 2; do
     $A train --quiet --text data/tiny.txt --d-model 96 --heads 3 --context 64 --batch 16 --steps 4 --dropout 0.1 \
-        --optimizer adamw --log-every 1 --eval-every 0 --threads $th --save "$tmp/th$th.st" --log "$tmp/th$th.csv" >/dev/null
+        --optimizer adamw --log-every 1 --eval-every 0 --threads $th --save "$tmp/th$th.st" --log "$tmp/th.csv" >/dev/null
+    mv "$tmp/th.csv" "$tmp/th$th.csv"
 done
 check "1 and 2 threads give bitwise identical weights" 'cmp -s "$tmp/th1.st" "$tmp/th2.st"'
 

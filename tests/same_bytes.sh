@@ -53,6 +53,8 @@ hash() {
             echo "missing $f" >>"$OUT"
         elif [ "${f%.csv}" != "$f" ]; then
             cut -d, -f1-5 "$f" | put "$f"
+        elif [ "${f%.st}" != "$f" ]; then       # a run's log is recorded by its path in this temporary directory
+            LC_ALL=C sed "s|$W/|W/|g" "$f" | put "$f"
         elif [ "${f%.dot}" != "$f" ]; then      # tensors are named by address: number them in order
             awk '{ while (match($0, /0x[0-9a-f]+/)) { a = substr($0, RSTART, RLENGTH); if (!(a in id)) id[a] = n++;
                    $0 = substr($0, 1, RSTART - 1) "T" id[a] substr($0, RSTART + RLENGTH) } print }' "$f" | put "$f"
@@ -178,8 +180,9 @@ hash vg_sort.st vg_text12.st vg_text.st vg_log.csv vg_init.st viz_copy.st viz_co
 if [ -n "$M" ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     for n in 1 2 4; do
-        mpirun --oversubscribe -np $n "$M" train $COPY --micro-batch 2 --save copy_r$n.st --quiet >/dev/null 2>&1
-        mpirun --oversubscribe -np $n "$M" train $TXT --threads 1 --save text_r$n.st >/dev/null 2>&1
+        mpirun --oversubscribe -np $n "$M" train $COPY --micro-batch 2 --save copy_r$n.st --log mb_copy.csv --quiet \
+            >/dev/null 2>&1
+        mpirun --oversubscribe -np $n "$M" train $TXT --threads 1 --save text_r$n.st --log mb_text.csv >/dev/null 2>&1
         cmp -s copy_r$n.st mb_copy.st || echo "MISMATCH copy on $n ranks" >>"$OUT"
         cmp -s text_r$n.st mb_text.st || echo "MISMATCH text on $n ranks" >>"$OUT"
         if bf16; then

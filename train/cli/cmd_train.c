@@ -39,6 +39,7 @@ static const struct saved {
     { "--steps", "schedule_steps", "@steps" },      /* the schedule's horizon (check_schedule) */
     { "--text", "text_path", "" },                  /* the text file (data_source reads it for --init too) */
     { "--micro-batch", "micro_batch", "" },         /* whole batches (microbatch.h) */
+    { "--log", "log_path", "" },                    /* the run's CSV log, continued on --resume */
 };
 enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
 
@@ -99,9 +100,11 @@ static void restore_options(trainer *t, opt *opts, int nopts)
         if (!v && s->missing && *s->missing)
             v = s->missing[0] == '@' ? ckpt_meta(ck, s->missing + 1) : s->missing;
         /* a flag given again must say what the run holds; --steps may
-         * extend the run, and --text names the same file from elsewhere
-         * (its identity is checked when it is read) */
-        if (o->given && strcmp(s->flag, "--steps") != 0 && strcmp(s->flag, "--text") != 0)
+         * extend the run, --text names the same file from elsewhere
+         * (its identity is checked when it is read), and --log only
+         * moves where the rest of the log goes */
+        if (o->given && strcmp(s->flag, "--steps") != 0 && strcmp(s->flag, "--text") != 0 &&
+            strcmp(s->flag, "--log") != 0)
             same_as_checkpoint(o, v, "cannot be changed with --resume", RESUME_WHY);
         if (o->given || (!v && s->missing && !*s->missing))
             continue;
@@ -152,14 +155,17 @@ static void save_options(trainer *t, opt *opts, int nopts)
     for (int i = 0; i < N_SAVED; i++) {
         opt horizon, *o = saved_option(&SAVED[i], &t->o, opts, nopts, &horizon);
         const char *word = o->kind == OPT_STRING ? *(const char **)o->dst : NULL;
+        if (strcmp(SAVED[i].key, "log_path") == 0) {
+            if (t->log_abs[0])                  /* every rank's, though rank 0 alone writes it */
+                SAVE("log_path", t->log_abs);
+            continue;
+        }
         if (SAVED[i].missing && !*SAVED[i].missing && (o->kind == OPT_STRING ? !word : !*(int *)o->dst))
             continue;                           /* unset */
         if (strcmp(SAVED[i].key, "text_path") == 0) {
             /* the text by its absolute path (eval and --resume find it from
              * any directory), then its identity (a changed file is not
-             * resumed on silently).  Not the log's name: runs that differ
-             * only in it must save the same bytes (a resumed run, another
-             * number of ranks). */
+             * resumed on silently) */
             SAVE("text_path", realpath(word, t->text_path) ? t->text_path : word);
             snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
             SAVE("text_bytes", t->saved_values[n]);
@@ -174,6 +180,23 @@ static void save_options(trainer *t, opt *opts, int nopts)
     }
 #undef SAVE
     t->n_saved = n;
+}
+
+/* path from the root, for a file that may not exist yet: its directory's
+ * real path and its name (as given, if even that cannot be resolved) */
+static void absolute_path(const char *path, char out[PATH_MAX])
+{
+    if (realpath(path, out))
+        return;
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    const char *name = slash ? slash + 1 : path;
+    size_t n;
+    if (!realpath(dir, out) || (n = strlen(out)) + 1 + strlen(name) >= PATH_MAX)
+        snprintf(out, PATH_MAX, "%s", path);
+    else
+        snprintf(out + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", name);     /* "/" ends in its slash */
 }
 
 /* Flags that contradict each other or the checkpoint, before anything is read. */
@@ -368,6 +391,8 @@ int cmd_train(int argc, char **argv)
     check_values(&t);
     check_schedule(&t, opts, nopts);
     check_files(o);
+    if (o->log_path)
+        absolute_path(o->log_path, t.log_abs);
     train_dist_configure(&t, args_find(opts, nopts, "--micro-batch"));
 
     train_setup(&t);

@@ -50,6 +50,7 @@ typedef struct trainer {
     const char *saved[2 * TRAIN_SAVED_MAX];
     char saved_values[TRAIN_SAVED_MAX][40];
     char text_path[PATH_MAX];   /* --text, absolute, as saved: found from any directory */
+    char log_abs[PATH_MAX];     /* --log, absolute, as saved: --resume continues it */
     int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */

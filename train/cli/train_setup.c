@@ -240,7 +240,10 @@ void train_setup(trainer *t)
         ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
 
     if (o->log_path) {
-        if (o->resume)
+        struct stat st;
+        if (o->resume && stat(o->log_path, &st) != 0)   /* moved or deleted since: start it again */
+            printf("  log        %s no longer exists: a new one starts at step %ld\n", o->log_path, t->ck.step + 1);
+        else if (o->resume)
             log_drop_after(o->log_path, t->ck.step);
         t->log = fopen(o->log_path, o->resume ? "a" : "w");
         if (!t->log)
