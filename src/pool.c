@@ -224,6 +224,39 @@ static uint32_t wait_for_loop(uint32_t seen)
     return g;
 }
 
+/* ---- buffers that end with their thread ---------------------------------- */
+
+static _Thread_local void **tl_owned[AG_POOL_MAX_OWNED];
+static _Thread_local int tl_n_owned;
+static pthread_key_t owned_key;
+static pthread_once_t owned_once = PTHREAD_ONCE_INIT;
+
+/* The key's destructor: runs as a thread that registered a buffer ends
+ * (glibc runs it while the thread's _Thread_local data still exist). */
+static void free_owned(void *unused)
+{
+    (void)unused;
+    for (int i = 0; i < tl_n_owned; i++) {
+        free(*tl_owned[i]);
+        *tl_owned[i] = NULL;
+    }
+    tl_n_owned = 0;
+}
+
+static void make_owned_key(void) { pthread_key_create(&owned_key, free_owned); }
+
+void ag_thread_owns(void **p)
+{
+    for (int i = 0; i < tl_n_owned; i++)
+        if (tl_owned[i] == p)
+            return;
+    if (tl_n_owned == AG_POOL_MAX_OWNED)
+        ag_error("ag_thread_owns: more than %d buffers on one thread", AG_POOL_MAX_OWNED);
+    pthread_once(&owned_once, make_owned_key);
+    tl_owned[tl_n_owned++] = p;
+    pthread_setspecific(owned_key, &tl_n_owned);   /* non-NULL: the destructor runs */
+}
+
 static void *pool_thread(void *arg)
 {
     tl_id = (int)(intptr_t)arg;

@@ -34,6 +34,14 @@ typedef void (*ag_range_fn)(void *ctx, size_t lo, size_t hi);
  * bit. */
 void ag_parallel_for(size_t n, size_t work, ag_range_fn fn, void *ctx);
 
+/* Registers *p, a buffer the calling thread keeps between calls (see
+ * kernels/fast.h's ag_scratch), to be freed when the thread ends: the
+ * pool's workers end at exit, and memory no thread can reach after that is
+ * a leak to LeakSanitizer and valgrind.  At most AG_POOL_MAX_OWNED per
+ * thread; registering the same p twice is harmless. */
+#define AG_POOL_MAX_OWNED 16
+void ag_thread_owns(void **p);
+
 /* The running thread's place in the current ag_parallel, in [0, nth): 0 on
  * the calling thread and outside any. */
 int ag_thread_id(void);

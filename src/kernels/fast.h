@@ -73,6 +73,8 @@ static inline void *ag_scratch_get(ag_scratch *s, size_t bytes, const char *what
 {
     bytes = (bytes + 63) / 64 * 64;
     if (bytes > s->cap) {
+        if (!s->p)
+            ag_thread_owns(&s->p);      /* freed when the thread ends */
         free(s->p);
         s->p = aligned_alloc(64, bytes);
         s->cap = s->p ? bytes : 0;
