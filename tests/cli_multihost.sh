@@ -74,8 +74,8 @@ STEPS=400
 # start N ARGS: a long run on N hosts in the background, after its first steps
 start() {
     local n=$1; shift
-    rm -f fault.st fault.csv
-    on "$n" train $RUN --steps $STEPS --mpi-timeout 3 --save "$tmp/fault.st" --log "$tmp/fault.csv" --log-every 1 \
+    rm -f disks/*/fault.st fault.st fault.csv
+    on "$n" train $RUN --steps $STEPS --mpi-timeout 3 --save "$tmp/disk/fault.st" --log "$tmp/fault.csv" --log-every 1 \
         "$@" >fault.out 2>&1 &
     mpid=$!
     for _ in $(seq 300); do [ "$(cat fault.csv 2>/dev/null | wc -l)" -gt 10 ] && break; sleep 0.1; done
@@ -107,9 +107,11 @@ ended() {
         eval '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
     check "$1: no process left on the hosts ($left)" test $left -eq 0
 }
-# resumes LABEL: the saved step, named in one line, resumes in one process to the unbroken run's bytes
+# resumes LABEL: the step saved on host 0's disk, named in one line, resumes
+# in one process to the unbroken run's bytes
 resumes() {
     local step
+    cp "disks/$P-h0/fault.st" fault.st 2>/dev/null
     step=$("$A" info fault.st 2>/dev/null | sed -nE 's/.*step ([0-9]+),.*/\1/p')
     check "$1: one line says what happened and the step saved ($(grep -m1 'saved .* at step' fault.out))" \
         eval '[ -n "$step" ] && [ "$(grep -c "^attograd train: rank [0-9]: .*saved .*fault.st at step $step," fault.out)" -ge 1 ]'
@@ -130,4 +132,11 @@ start 3
 ip -n "$P-h2" link set "$P-e2" down
 ended "host 2's link cut"
 resumes "host 2's link cut"
+# host 2, alone on its side of the cut, saves on its own disk what it
+# completed, unless its daemon ended it first; its line cannot reach mpirun
+if [ -e "disks/$P-h2/fault.st" ]; then
+    other=$("$A" info "disks/$P-h2/fault.st" 2>/dev/null | sed -nE 's/.*step ([0-9]+),.*/\1/p')
+    check "host 2's link cut: host 2's own save is a whole checkpoint of a step taken (step $other)" \
+        eval '[ -n "$other" ] && [ "$other" -gt 0 ] && [ "$other" -lt $STEPS ]'
+fi
 finish

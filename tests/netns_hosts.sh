@@ -3,6 +3,9 @@
 # $P-h0, $P-h1, ... at 10.250.0.1, .2, ... on veth pairs joined by a bridge
 # in a namespace $P-sw of their own (the addresses exist on those veths
 # only), and an rsh agent through which mpirun starts its daemons there.
+# Each host has a disk of its own, as real hosts do: the directory `disk`
+# of the caller's directory shows `disks/HOST` to the processes on HOST (a
+# bind mount in their mount namespace); everything else is shared.
 # The caller sets P (a prefix no one else uses) and works in its own
 # directory, where hosts_up writes `hostfile` and `agent.sh`.
 
@@ -10,6 +13,7 @@
 hosts_up() {
     ip netns add "$P-sw" && ip -n "$P-sw" link add br0 type bridge && ip -n "$P-sw" link set br0 up || return 1
     : >hostfile
+    mkdir -p disk || return 1
     for i in $(seq 0 $(($1 - 1))); do
         ip netns add "$P-h$i" &&
             ip link add "$P-e$i" type veth peer name "$P-p$i" &&
@@ -18,14 +22,15 @@ hosts_up() {
             ip -n "$P-h$i" link set lo up &&
             ip -n "$P-h$i" addr add "10.250.0.$((i + 1))/24" dev "$P-e$i" &&
             ip -n "$P-h$i" link set "$P-e$i" up || return 1
+        mkdir -p "disks/$P-h$i" || return 1
         echo "$P-h$i slots=1" >>hostfile
     done
     # COMMAND on HOST, in its namespace, with its own host name (Open MPI
-    # tells hosts apart by name)
-    cat >agent.sh <<'AGENT'
+    # tells hosts apart by name) and its own disk
+    cat >agent.sh <<AGENT
 #!/bin/sh
-host=$1; shift
-exec ip netns exec "$host" unshare --uts sh -c "hostname $host; $*"
+host=\$1; shift
+exec ip netns exec "\$host" unshare --uts --mount sh -c "mount --bind '$PWD/disks/\$host' '$PWD/disk' && hostname \$host && \$*"
 AGENT
     chmod +x agent.sh
 }
@@ -57,6 +62,7 @@ on_hosts() {
     local n=$1; shift
     head -n "$n" hostfile >"hosts$n"
     # shellcheck disable=SC2086
-    timeout 300 ip netns exec "$P-h0" unshare --uts sh -c 'hostname "$0"; exec "$@"' "$P-h0" \
+    timeout 300 ip netns exec "$P-h0" unshare --uts --mount \
+        sh -c 'mount --bind "disks/$0" disk && hostname "$0" && exec "$@"' "$P-h0" \
         mpirun --hostfile "hosts$n" -np "$n" --mca plm_rsh_agent "$PWD/agent.sh" $NET_FLAGS "$@"
 }
