@@ -161,6 +161,19 @@ const char *ag_kernels_name(void);
  * tape entry in reverse order accumulates (+=) into its inputs' gradients.
  * Parameter gradients accumulate across calls until ag_params_zero_grad. */
 void ag_backward(ag_ctx *ctx, ag_tensor *loss);
+/* One op of a recorded graph, as ag_graph_walk hands it over. */
+typedef struct ag_graph_op {
+    int id;                         /* its position on the tape, from 0 */
+    const char *name;               /* ag_op_name */
+    const ag_tensor *out;           /* its value; its gradient too once backward has run */
+    int n_in;
+    ag_tensor *const *in;           /* its inputs (an entry may be NULL); ag_op_id(in[i]) < 0: a leaf */
+} ag_graph_op;
+/* Call fn for every op that `root` depends on, last recorded first (the
+ * order backward visits them); returns how many there were. */
+int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user);
+/* The tape position of the op that produced t, or -1 for a leaf. */
+int ag_op_id(const ag_tensor *t);
 /* Write the recorded graph that produced `root` in Graphviz DOT. */
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out);
 /* Number of tape entries recorded since the last reset. */

@@ -82,9 +82,38 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     }
 }
 
+/* ---- the graph as recorded ------------------------------------------- */
+
+int ag_op_id(const ag_tensor *t)
+{
+    return t && t->node ? t->node->id : -1;
+}
+
+int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user)
+{
+    /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
+    for (ag_node *n = ctx->tail; n; n = n->prev)
+        n->mark = 0;
+    if (root->node)
+        root->node->mark = 1;
+    int count = 0;
+    for (ag_node *n = ctx->tail; n; n = n->prev) {
+        if (!n->mark)
+            continue;
+        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        for (int i = 0; i < n->n_in; i++)
+            if (ins[i] && ins[i]->node)
+                ins[i]->node->mark = 1;
+        ag_graph_op op = { n->id, ag_op_name(n->op), n->out, n->n_in, ins };
+        fn(&op, user);
+        count++;
+    }
+    return count;
+}
+
 /* ---- Graphviz ---------------------------------------------------------- */
 
-static void dot_leaf(FILE *out, ag_tensor *t, const void *key)
+static void dot_leaf(FILE *out, const ag_tensor *t, const void *key)
 {
     char s[64];
     ag_shape_str(t, s, sizeof s);
@@ -96,41 +125,31 @@ static void dot_leaf(FILE *out, ag_tensor *t, const void *key)
                 key, s);
 }
 
-void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
+/* One op of ag_graph_dot's graph (its ag_graph_walk callback): the node
+ * and the edges from its inputs. */
+static void dot_op(const ag_graph_op *op, void *user)
 {
-    /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
-    for (ag_node *n = ctx->tail; n; n = n->prev)
-        n->mark = 0;
-    if (root->node)
-        root->node->mark = 1;
-    for (ag_node *n = ctx->tail; n; n = n->prev) {
-        if (!n->mark)
+    FILE *out = user;
+    char s[64];
+    fprintf(out, "  n%d [shape=box, style=rounded, label=\"%s\\n%s\"];\n", op->id, op->name,
+            ag_shape_str(op->out, s, sizeof s));
+    for (int i = 0; i < op->n_in; i++) {
+        const ag_tensor *t = op->in[i];
+        if (!t)
             continue;
-        ag_tensor **ins = n->in_list ? n->in_list : n->in;
-        for (int i = 0; i < n->n_in; i++)
-            if (ins[i] && ins[i]->node)
-                ins[i]->node->mark = 1;
-    }
-    fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
-    for (ag_node *n = ctx->tail; n; n = n->prev) {
-        if (!n->mark)
-            continue;
-        char s[64];
-        fprintf(out, "  n%d [shape=box, style=rounded, label=\"%s\\n%s\"];\n", n->id,
-                ag_op_name(n->op), ag_shape_str(n->out, s, sizeof s));
-        ag_tensor **ins = n->in_list ? n->in_list : n->in;
-        for (int i = 0; i < n->n_in; i++) {
-            ag_tensor *t = ins[i];
-            if (!t)
-                continue;
-            if (t->node) {
-                fprintf(out, "  n%d -> n%d;\n", t->node->id, n->id);
-            } else {
-                /* A leaf used by several ops is drawn once: keyed by its data. */
-                dot_leaf(out, t, (const void *)t->data);
-                fprintf(out, "  t%p -> n%d;\n", (const void *)t->data, n->id);
-            }
+        if (ag_op_id(t) >= 0) {
+            fprintf(out, "  n%d -> n%d;\n", ag_op_id(t), op->id);
+        } else {
+            /* A leaf used by several ops is drawn once: keyed by its data. */
+            dot_leaf(out, t, (const void *)t->data);
+            fprintf(out, "  t%p -> n%d;\n", (const void *)t->data, op->id);
         }
     }
+}
+
+void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
+{
+    fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
+    ag_graph_walk(ctx, root, dot_op, out);
     fprintf(out, "}\n");
 }

@@ -8,7 +8,8 @@
 // within 1e-6 with exact zeros above the diagonal; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes); a checkpoint written by the command opened and
-// completed as `attograd sample --temperature 0` completes it; no main-thread
+// completed as `attograd sample --temperature 0` completes it; Graph shows
+// the ops `attograd graph` reports, each with its shape and gradient; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
@@ -122,8 +123,33 @@ async function main() {
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
   await page.screenshot({ path: SHOT, fullPage: true });
 
+  // ---- Graph: the ops attograd graph draws, with shapes and gradients -------
+  // (drawn before the save below: its bytes show the graph left the run alone)
+  await page.getByRole('button', { name: 'Graph' }).click();
+  const graph = page.getByRole('img', { name: /^autograd graph of one training step/ });
+  await graph.waitFor({ timeout: 30000 });
+  const shownOps = (await graph.locator('g.op').evaluateAll((gs) => gs.map((g) => ({
+    id: Number(g.dataset.id), name: g.dataset.name, shape: JSON.parse(g.dataset.shape),
+    grad: g.dataset.grad, text: g.textContent })))).sort((a, b) => a.id - b.id);
+  const caption = (await page.getByRole('region', { name: 'Autograd graph' }).textContent()).trim();
+
   // ---- Save checkpoint: the reference build's bytes --------------------------
   const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  const savedFile = path.join(TMP, 'saved.st'), dotFile = path.join(TMP, 'graph.dot');
+  fs.writeFileSync(savedFile, saved);
+  const said = execFileSync(REF, ['graph', '--model', savedFile, '--out', dotFile, '--seed', '1']).toString();
+  const [, nOps, cliLoss] = /: (\d+) ops; loss ([0-9.]+)/.exec(said);
+  const dotOps = [...fs.readFileSync(dotFile, 'utf8').matchAll(/^ {2}n(\d+) \[shape=box, style=rounded, label="([^"\\]+)\\n\[([0-9,]+)\]"\];$/gm)]
+    .map((m) => ({ id: Number(m[1]), name: m[2], shape: m[3].split(',').map(Number) })).sort((a, b) => a.id - b.id);
+  const same = (a, b) => a.id === b.id && a.name === b.name && JSON.stringify(a.shape) === JSON.stringify(b.shape);
+  check(`Graph shows the ${nOps} ops attograd graph reports, by name and shape (${shownOps.length} shown, ` +
+        `${dotOps.length} in its DOT)`, shownOps.length === Number(nOps) && dotOps.length === shownOps.length &&
+        shownOps.every((o, i) => same(o, dotOps[i])));
+  check(`Graph's loss is attograd graph's (${cliLoss}; ${caption.slice(0, 80)}...)`, caption.includes('loss ' + cliLoss));
+  const noGrad = shownOps.filter((o) => !(Number(o.grad) > 0 && Number.isFinite(Number(o.grad))) ||
+                                       !o.text.includes('[' + o.shape.join(',') + ']') || !o.text.includes('∇ '));
+  check(`every op in Graph shows its shape and the gradient flowing back into it (${noGrad.length} not)`,
+        shownOps.length > 0 && noGrad.length === 0, noGrad.map((o) => o.name).join(' '));
   const refFile = path.join(TMP, 'ref.st');
   execFileSync(REF, ['train', '--task', 'copy', '--layers', '2', '--heads', '2', '--d-model', '32', '--optimizer', 'adamw',
                      '--lr', '0.003', '--batch', '16', '--steps', '100', '--seed', '1', '--threads', '1', '--quiet',

@@ -316,45 +316,6 @@ int cmd_plot(int argc, char **argv)
 
 /* ---- graph --------------------------------------------------------------- */
 
-/* The step's input x and targets y (room for max_n + 1 each) and their
- * length: for a task, one training problem split as in training (only
- * answer tokens scored); for text (or unknown data), the vocabulary in
- * order, predicting each next id.  -1 with err when --tokens is too long. */
-static int graph_input(const ckpt *ck, const model *m, int tokens, long seed, int32_t **x, int32_t **y, char *err,
-                       size_t errlen)
-{
-    int T = m->cfg.context, V = m->cfg.vocab_size;
-    int is_text = !ck->data || strcmp(ck->data, "text") == 0;   /* unknown data: drawn like text, ids in order */
-    task t;
-    if (!is_text && task_open(&t, ck->data, err, errlen))
-        return -1;
-    int max_n = is_text ? T : t.len;
-    if (tokens > max_n) {
-        snprintf(err, errlen, "--tokens %d is longer than %s (%d)", tokens,
-                 is_text ? "the model's context" : "the task's sequence length", max_n);
-        return -1;
-    }
-    int n = tokens ? tokens : is_text ? (T < 8 ? T : 8) : t.len;
-    if (!(*x = malloc((size_t)2 * (max_n + 1) * sizeof **x))) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    *y = *x + max_n + 1;
-    if (!is_text) {
-        ag_pcg32 rng;
-        ag_pcg32_seed(&rng, (uint64_t)seed, 5);
-        int32_t ex[256];
-        task_draw(&t, &rng, ex);
-        task_split(&t, ex, *x, *y);
-    } else {
-        for (int i = 0; i < n; i++) {
-            (*x)[i] = i % V;
-            (*y)[i] = (i + 1) % V;
-        }
-    }
-    return n;
-}
-
 int cmd_graph(int argc, char **argv)
 {
     const char *CMD = "graph", *out = NULL;
@@ -386,7 +347,12 @@ int cmd_graph(int argc, char **argv)
     open_saved(CMD, &a, 1, &ck, &m);
     int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
-    int failed = 1, n = graph_input(&ck, &m, tokens, seed, &x, &y, err, sizeof err);
+    int room = 0, failed = 1, n = example_input(ck.data, &m, tokens, (uint64_t)seed, &x, &y, &room, err, sizeof err);
+    if (n < 0 && tokens > room) {
+        model_free(&m);
+        ckpt_close(&ck);
+        die(CMD, "--tokens: %s", err);
+    }
     if (n >= 0) {
         int scored = 0;
         for (int i = 0; i < n; i++)

@@ -69,6 +69,41 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t e
     return -1;
 }
 
+int example_input(const char *data, const model *m, int tokens, uint64_t seed, int32_t **x, int32_t **y, int *room,
+                  char *err, size_t errlen)
+{
+    int T = m->cfg.context, V = m->cfg.vocab_size;
+    int is_text = !data || strcmp(data, "text") == 0;
+    task t;
+    if (!is_text && task_open(&t, data, err, errlen))
+        return -1;
+    *room = is_text ? T : t.len;
+    if (tokens > *room) {
+        snprintf(err, errlen, "%d tokens are more than the %s (%d)", tokens,
+                 is_text ? "model's context" : "task's sequence length", *room);
+        return -1;
+    }
+    int n = tokens ? tokens : is_text ? (T < 8 ? T : 8) : t.len;
+    if (!(*x = malloc((size_t)2 * (*room + 1) * sizeof **x))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    *y = *x + *room + 1;
+    if (!is_text) {
+        ag_pcg32 rng;
+        ag_pcg32_seed(&rng, seed, 5);
+        int32_t ex[256];
+        task_draw(&t, &rng, ex);
+        task_split(&t, ex, *x, *y);
+    } else {
+        for (int i = 0; i < n; i++) {
+            (*x)[i] = i % V;
+            (*y)[i] = (i + 1) % V;
+        }
+    }
+    return n;
+}
+
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
 {
     if (!cosine)

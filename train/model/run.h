@@ -69,6 +69,16 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
  * match or the checkpoint recorded none. */
 int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen);
 
+/* The input of one step shown on its own (attograd graph, the playground's
+ * graph view), into *x and *y (allocated together: free(*x)): for a task
+ * (data names it), one training problem drawn from seed and split as in
+ * training (only answer tokens scored); for "text" (or data NULL: not
+ * recorded), the vocabulary in order, each id predicting the next.  tokens 0: the whole problem, or min(context, 8).  *room: the most
+ * tokens there can be (the task's length, or the context).  Returns the
+ * tokens, or -1 with err (tokens > *room, an unknown task, no memory). */
+int example_input(const char *data, const model *m, int tokens, uint64_t seed, int32_t **x, int32_t **y, int *room,
+                  char *err, size_t errlen);
+
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr);

@@ -147,6 +147,87 @@ function addSnapshot(a) {
   if (atEnd) { sl.value = sl.max; $('snapinfo').textContent = `step ${a.step}`; }
 }
 
+// ---- one training step's autograd graph ----------------------------------
+
+// The ops of one step (playground.c's pg_graph: the graph `attograd graph`
+// draws), forward from the top: each op in the row below its lowest input,
+// each leaf (a parameter, or the tokens) in the row above its first use.
+// Every box shows the op, its output's shape and ||dloss/dvalue||, the
+// gradient that flows back into that value.
+const SVG = 'http://www.w3.org/2000/svg';
+const fmt = (g) => (g === null ? 'no gradient' : '∇ ' + g.toPrecision(3));
+
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const k in attrs) e.setAttribute(k, attrs[k]);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function graphLayout(gr) {
+  const ops = gr.ops.slice().sort((a, b) => a.id - b.id), rank = new Map(), leafRank = new Map();
+  for (const op of ops) rank.set(op.id, 1 + Math.max(0, ...op.in.filter((i) => 'op' in i).map((i) => rank.get(i.op))));
+  for (const op of ops)
+    for (const i of op.in) if ('leaf' in i && !leafRank.has(i.leaf)) leafRank.set(i.leaf, rank.get(op.id) - 1);
+  const rows = [];
+  const put = (r, item) => (rows[r] = rows[r] || []).push(item);
+  for (const [k, r] of leafRank) put(r, { key: 'leaf' + k, leaf: gr.leaves[k] });
+  for (const op of ops) put(rank.get(op.id), { key: 'op' + op.id, op });
+  return rows.filter(Boolean);
+}
+
+function drawGraph(m) {
+  const gr = m.graph, box = $('graph');
+  box.textContent = '';
+  const W = 150, H = 44, GX = 14, GY = 34, rows = graphLayout(gr), at = new Map();
+  const width = Math.max(...rows.map((r) => r.length)) * (W + GX) + GX, height = rows.length * (H + GY) + GY;
+  const root = svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, role: 'img',
+    'aria-label': `autograd graph of one training step: ${gr.ops.length} ops` });
+  const defs = svg('defs', {}), arrow = svg('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4,
+    markerWidth: 6, markerHeight: 6, orient: 'auto' });
+  arrow.append(svg('path', { d: 'M0,0 L8,4 L0,8 z', fill: '#888' }));
+  defs.append(arrow);
+  root.append(defs);
+  rows.forEach((row, r) => row.forEach((item, c) => {
+    const x = GX + c * (W + GX) + (width - row.length * (W + GX) - GX) / 2, y = GY + r * (H + GY);
+    at.set(item.key, { x, y });
+  }));
+  const edges = svg('g', {}), nodes = svg('g', {});
+  for (const op of gr.ops) {
+    const to = at.get('op' + op.id);
+    for (const i of op.in) {
+      const from = at.get('op' in i ? 'op' + i.op : 'leaf' + i.leaf);
+      edges.append(svg('line', { x1: from.x + W / 2, y1: from.y + H, x2: to.x + W / 2, y2: to.y,
+        stroke: '#aaa', 'marker-end': 'url(#arrow)' }));
+    }
+  }
+  const node = (item, fill, name, shape, grad) => {
+    const p = at.get(item.key), g = svg('g', { class: item.op ? 'op' : 'leaf', 'data-name': name,
+      'data-id': item.op ? item.op.id : '',
+      'data-shape': JSON.stringify(shape), 'data-grad': grad === null ? '' : String(grad),
+      transform: `translate(${p.x},${p.y})` });
+    g.append(svg('title', {}, `${name} [${shape.join(',')}]: ${fmt(grad)} (gradient of the loss, L2 norm)`));
+    g.append(svg('rect', { width: W, height: H, rx: item.op ? 8 : 0, fill, stroke: '#777' }));
+    g.append(svg('text', { x: 6, y: 13 }, name.length > 23 ? name.slice(0, 22) + '…' : name));
+    g.append(svg('text', { x: 6, y: 26 }, '[' + shape.join(',') + ']'));
+    g.append(svg('text', { x: 6, y: 39, fill: '#b30' }, fmt(grad)));
+    nodes.append(g);
+  };
+  for (const row of rows)
+    for (const item of row)
+      if (item.op) node(item, '#eef4ff', item.op.op, item.op.shape, item.op.grad);
+      else node(item, item.leaf.param ? '#ffe9b0' : '#e8e8e8', item.leaf.name, item.leaf.shape, item.leaf.grad);
+  root.append(edges, nodes);
+  box.append(root);
+  $('graph-caption').textContent = `One training step at step ${m.step}: ${gr.ops.length} ops on the tape, ` +
+    `loss ${gr.loss.toFixed(4)} on ${gr.tokens} tokens (a training problem drawn with Seed, or the vocabulary in ` +
+    `order for text). Forward runs down; backward sends each value the gradient shown (∇, its L2 norm) back up.`;
+  $('graphview').hidden = false;
+}
+
+// The graph, once shown, follows the model: redrawn after a step or a run.
+function refreshGraph() { if (!$('graphview').hidden) worker.postMessage({ cmd: 'graph' }); }
+
 // ---- the worker -----------------------------------------------------------
 
 function setRunning(on) {
@@ -175,6 +256,7 @@ const onMessage = {
     if (info.live && !m.opened) $('status').textContent = `step ${info.step}/${info.steps} · loss –` +
       (info.task !== 'text' && lastVal ? ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%` : '');
     if (m.opened) status();
+    refreshGraph();
   },
   progress(m) {
     info = m.info;
@@ -184,8 +266,9 @@ const onMessage = {
     if (m.error) { say(m.error); setRunning(false); }
     status(); drawLoss();
   },
-  stopped(m) { info = m.info; setRunning(false); status(); },
+  stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
+  graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
   completion(m) { $('completion').textContent = m.text; },
   saved(m) {
@@ -224,12 +307,13 @@ function bind() {
     else if (info && info.step >= info.steps) say('the run is at its last step: raise Steps or Reset');
     else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
   });
-  $('step').addEventListener('click', () => { if (!running) worker.postMessage({ cmd: 'step' }); });
+  $('step').addEventListener('click', () => { if (!running) { worker.postMessage({ cmd: 'step' }); refreshGraph(); } });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
   $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
   $('complete').addEventListener('click', () => worker.postMessage({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
     seed: Number($('seed').value) }));
+  $('graphbtn').addEventListener('click', () => worker.postMessage({ cmd: 'graph' }));
   $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];

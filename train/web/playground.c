@@ -358,6 +358,136 @@ const char *pg_walkthrough(void)
     return text;
 }
 
+/* ---- one step's autograd graph -------------------------------------------- */
+
+/* What the graph's JSON is written with: the output, and the leaves seen so
+ * far (a leaf used by several ops is listed once, keyed by its data). */
+typedef struct graph_out {
+    FILE *f, *leaves;           /* the ops' JSON, the leaves' */
+    int n_ops;
+    const ag_real *leaf[512];
+    int n_leaves;
+} graph_out;
+
+static void json_shape(FILE *f, const ag_tensor *t)
+{
+    fputc('[', f);
+    for (int d = 0; d < t->ndim; d++)
+        fprintf(f, "%s%d", d ? "," : "", t->shape[d]);
+    fputc(']', f);
+}
+
+/* ||g||_2 of a tensor's gradient, or null where none reached it. */
+static void json_grad(FILE *f, const ag_tensor *t)
+{
+    if (!t->grad) {
+        fputs("null", f);
+        return;
+    }
+    double s = 0;
+    for (size_t i = 0; i < t->size; i++)
+        s += (double)t->grad[i] * t->grad[i];
+    fprintf(f, "%.6g", sqrt(s));
+}
+
+/* The index of leaf t in g's list, adding it (and its JSON) when new. */
+static int graph_leaf(graph_out *g, const ag_tensor *t)
+{
+    for (int k = 0; k < g->n_leaves; k++)
+        if (g->leaf[k] == t->data)
+            return k;
+    if (g->n_leaves == (int)(sizeof g->leaf / sizeof g->leaf[0]))
+        ag_error("more than %d leaves to draw", g->n_leaves);
+    FILE *leaves = g->leaves;
+    fprintf(leaves, "%s{\"name\":\"%s\",\"param\":%d,\"shape\":", g->n_leaves ? "," : "",
+            t->is_param ? t->name : "input", t->is_param);
+    json_shape(leaves, t);
+    fputs(",\"grad\":", leaves);
+    json_grad(leaves, t);
+    fputc('}', leaves);
+    g->leaf[g->n_leaves] = t->data;
+    return g->n_leaves++;
+}
+
+/* One op as JSON (ag_graph_walk's callback in pg_graph): its tape id, name,
+ * output shape, gradient norm, and inputs ({"op":id} or {"leaf":k}). */
+static void graph_op(const ag_graph_op *op, void *user)
+{
+    graph_out *g = user;
+    fprintf(g->f, "%s{\"id\":%d,\"op\":\"%s\",\"shape\":", g->n_ops++ ? "," : "", op->id, op->name);
+    json_shape(g->f, op->out);
+    fputs(",\"grad\":", g->f);
+    json_grad(g->f, op->out);
+    fputs(",\"in\":[", g->f);
+    int k = 0;
+    for (int i = 0; i < op->n_in; i++) {
+        const ag_tensor *t = op->in[i];
+        if (!t)
+            continue;
+        if (ag_op_id(t) >= 0)
+            fprintf(g->f, "%s{\"op\":%d}", k++ ? "," : "", ag_op_id(t));
+        else
+            fprintf(g->f, "%s{\"leaf\":%d}", k++ ? "," : "", graph_leaf(g, t));
+    }
+    fputs("]}", g->f);
+}
+
+/* The graph of one training step on the current model, the one `attograd
+ * graph --model (this run saved) --seed S` draws: a training problem drawn
+ * from seed (or, for text, the vocabulary in order; example_input), the
+ * forward pass with dropout as in training, the loss, then backward, in a
+ * context of its own so the run's generators do not move.  As JSON: the
+ * loss, the tape's length, the ops (last first) and the leaves. */
+const char *pg_graph(double seed)
+{
+    static char *text;
+    static ag_ctx *ctx;
+    static int32_t *x;
+    char *ops = NULL, *leaves = NULL;
+    size_t len;
+    ENTER(NULL);
+    free(text);
+    free(x);
+    text = NULL;
+    x = NULL;
+    if (ctx)
+        ag_ctx_free(ctx);       /* the last call's, or one an engine error left */
+    ctx = NULL;
+    if (!pg.live) {
+        snprintf(error_text, sizeof error_text, "no model");
+        return NULL;
+    }
+    int32_t *y;
+    int room;
+    int n = example_input(pg.data.is_task ? pg.data.task.name : "text", &pg.m, 0, (uint64_t)seed, &x, &y, &room,
+                          error_text, sizeof error_text);
+    if (n < 0)
+        return NULL;
+    ctx = ag_ctx_new();
+    step_rows rows = { x, y, 1, n, 1, NULL };
+    ag_tensor *loss = step_loss(ctx, &pg.m, &rows);
+    ag_params_zero_grad(pg.m.params);
+    ag_backward(ctx, loss);
+    graph_out g = { 0 };
+    g.f = open_memstream(&ops, &len);
+    g.leaves = open_memstream(&leaves, &len);
+    if (!g.f || !g.leaves)
+        ag_error("out of memory for the graph");
+    ag_graph_walk(ctx, loss, graph_op, &g);
+    fclose(g.f);
+    fclose(g.leaves);
+    ag_params_zero_grad(pg.m.params);   /* a training step starts from zero gradients anyway */
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        ag_error("out of memory for the graph");
+    fprintf(f, "{\"loss\":%.17g,\"tape\":%d,\"tokens\":%d,\"ops\":[%s],\"leaves\":[%s]}", (double)loss->data[0],
+            ag_tape_length(ctx), n, ops, leaves);
+    fclose(f);
+    free(ops);
+    free(leaves);
+    return text;
+}
+
 /* ---- checkpoints ---------------------------------------------------------- */
 
 /* Metadata values as `attograd train` writes them (cmd_train.c: %.17g for

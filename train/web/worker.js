@@ -113,6 +113,11 @@ const handlers = {
     if (!text) fail('cannot compute the worked examples');
     else postMessage({ type: 'examples', text });
   },
+  graph() {
+    const text = info && info.live ? c('pg_graph', 'string', ['number'], [info.seed]) : null;
+    if (!text) fail('cannot draw the graph');
+    else postMessage({ type: 'graph', graph: JSON.parse(text), step: info.step });
+  },
   save() {
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
