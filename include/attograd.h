@@ -95,6 +95,20 @@ uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), 
  * would have given after n calls of ag_pcg32_next. */
 void ag_pcg32_advance(ag_pcg32 *g, uint64_t n);
 
+/* ---- the engine's own elementary functions ----------------------------- */
+
+/* In double, from + - * / alone, so every build and C library gives the
+ * same bits (src/mathfn.c; accuracy in tests/test_mathfn.c).  The engine
+ * and the model library use these, never libm's (sqrt aside: IEEE rounds
+ * it correctly everywhere). */
+double ag_math_exp(double x);
+double ag_math_expm1(double x);          /* e^x - 1, accurate near 0 */
+double ag_math_log(double x);
+double ag_math_tanh(double x);
+double ag_math_erf(double x);
+double ag_math_cos(double x);            /* accurate for |x| < 2^20 */
+double ag_math_pow(double b, double y);  /* b^y for b >= 0 */
+
 /* ---- context: arena, tape, modes --------------------------------------- */
 
 ag_ctx *ag_ctx_new(void);

@@ -263,9 +263,9 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     ag_real *y = out->data;
     size_t n = a->size;
     switch (op) {
-    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = exp(x[i]); break;
-    case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = log(x[i]); break;
-    case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]); break;
+    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = ag_math_exp(x[i]); break;
+    case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = ag_math_log(x[i]); break;
+    case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = ag_math_tanh(x[i]); break;
     case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
     case AG_OP_GELU: ag_kern->gelu(x, y, n); break;   /* x Phi(x): ref_gelu in src/reference.c */
     }

@@ -60,7 +60,8 @@ double ag_pcg32_normal(ag_pcg32 *g)
      * so saving it is enough to resume the sequence exactly. */
     double u1 = 1.0 - ag_pcg32_uniform(g);   /* (0, 1]: log is finite */
     double u2 = ag_pcg32_uniform(g);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    return sqrt(-2.0 * ag_math_log(u1)) * ag_math_cos(6.283185307179586 * u2);   /* the engine's own log, cos: the same
+                                                                             * initial weights in every build */
 }
 
 uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound)

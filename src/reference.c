@@ -75,7 +75,7 @@ static double sum_exp(const ag_real *x, size_t n, size_t s, ag_real *m)
             *m = x[k * s];
     double sum = 0;
     for (size_t k = 0; k < n && *m != -INFINITY; k++)
-        sum += exp((double)(x[k * s] - *m));
+        sum += ag_math_exp((double)(x[k * s] - *m));
     return sum;
 }
 
@@ -93,9 +93,9 @@ static void ref_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, si
                 if (m == -INFINITY)
                     yr[k * inner] = log_out ? -INFINITY : 0;
                 else if (log_out)
-                    yr[k * inner] = (ag_real)((xr[k * inner] - m) - log(sum));
+                    yr[k * inner] = (ag_real)((xr[k * inner] - m) - ag_math_log(sum));
                 else
-                    yr[k * inner] = (ag_real)(exp((double)(xr[k * inner] - m)) / sum);
+                    yr[k * inner] = (ag_real)(ag_math_exp((double)(xr[k * inner] - m)) / sum);
             }
         }
 }
@@ -123,7 +123,7 @@ static void ref_softmax_backward(const ag_real *y, const ag_real *dy, ag_real *d
             for (size_t k = 0; k < n; k++) {
                 ag_real yk = yr[k * inner], dyk = dyr[k * inner];
                 if (log_out)
-                    dxr[k * inner] += yk == -INFINITY ? 0 : dyk - (ag_real)(exp((double)yk) * sum);
+                    dxr[k * inner] += yk == -INFINITY ? 0 : dyk - (ag_real)(ag_math_exp((double)yk) * sum);
                 else
                     dxr[k * inner] += yk * (dyk - (ag_real)sum);
             }
@@ -143,7 +143,7 @@ static void ref_cross_entropy(const ag_real *logits, const int32_t *target, size
     for (size_t r = 0; r < rows; r++) {
         ag_real m;
         double sum = sum_exp(logits + r * V, (size_t)V, 1, &m);
-        loss[r] = target[r] >= 0 ? (double)(m - logits[r * V + target[r]]) + log(sum) : 0;
+        loss[r] = target[r] >= 0 ? (double)(m - logits[r * V + target[r]]) + ag_math_log(sum) : 0;
     }
 }
 
@@ -223,15 +223,15 @@ static void ref_layer_norm_backward(const ag_real *x, const ag_real *w, const ag
 static void ref_gelu(const ag_real *x, ag_real *y, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        y[i] = (ag_real)(0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0))));
+        y[i] = (ag_real)(0.5 * x[i] * (1 + ag_math_erf(x[i] / sqrt(2.0))));
 }
 
 /* forward was:  y = x Phi(x),  so  dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi) */
 static void ref_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
 {
     for (size_t i = 0; i < n; i++) {
-        double cdf = 0.5 * (1 + erf(x[i] / sqrt(2.0)));
-        double pdf = exp(-0.5 * x[i] * x[i]) / sqrt(2 * 3.14159265358979323846);
+        double cdf = 0.5 * (1 + ag_math_erf(x[i] / sqrt(2.0)));
+        double pdf = ag_math_exp(-0.5 * x[i] * x[i]) / sqrt(2 * 3.14159265358979323846);
         ag_real g = (ag_real)(dy[i] * (cdf + x[i] * pdf));
         dx[i] = assign ? g : dx[i] + g;
     }
@@ -309,15 +309,15 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
                 }
                 double sum = 0;
                 for (int j = 0; j < a->Tk && m != -INFINITY; j++)
-                    sum += exp((double)(s[j] - m));
-                ag_real l = m == -INFINITY ? -INFINITY : (ag_real)(m + log(sum));   /* no key: no weights */
+                    sum += ag_math_exp((double)(s[j] - m));
+                ag_real l = m == -INFINITY ? -INFINITY : (ag_real)(m + ag_math_log(sum));   /* no key: no weights */
                 lse[((long)b * a->H + h) * a->Tq + i] = l;
                 dropout_row(a, b, h, i, z);
                 ag_real *oi = O(a, o, b, h, i);
                 for (int c = 0; c < a->hd; c++)
                     oi[c] = 0;
                 for (int j = 0; j < a->Tk; j++) {
-                    ag_real p = s[j] == -INFINITY ? 0 : (ag_real)exp((double)(s[j] - l));
+                    ag_real p = s[j] == -INFINITY ? 0 : (ag_real)ag_math_exp((double)(s[j] - l));
                     if (weights)
                         weights[(((long)b * a->H + h) * a->Tq + i) * a->Tk + j] = p;
                     if (p == 0)
@@ -375,7 +375,7 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
                     if (!ag_attn_visible(a, i, j))
                         continue;
                     const ag_real *kj = K(a, k, b, h, j), *vj = V(a, v, b, h, j);
-                    ag_real p = (ag_real)exp((double)(a->scale * dot(qi, kj, a->hd) - l));
+                    ag_real p = (ag_real)ag_math_exp((double)(a->scale * dot(qi, kj, a->hd) - l));
                     ag_real dp = z[j] * dot(doi, vj, a->hd);
                     ag_real ds = product_input(a, p * (dp - D) * a->scale), pz = product_input(a, p * z[j]);
                     ag_real *dqi = Q(a, dq, b, h, i), *dkj = K(a, dk, b, h, j), *dvj = V(a, dv, b, h, j);
@@ -426,13 +426,14 @@ static void ref_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_rea
  *   p -= lr m^ / (sqrt(v^) + eps),  m^ = m / (1 - beta1^t),  v^ = v / (1 - beta2^t) */
 static void ref_adamw(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a)
 {
-    double bc1 = 1 - pow(a->beta1, (double)a->t), bc2 = 1 - pow(a->beta2, (double)a->t);
+    double bc1 = 1 - ag_math_pow(a->beta1, (double)a->t), bc2 = 1 - ag_math_pow(a->beta2, (double)a->t);
     const ag_real beta1 = (ag_real)a->beta1, beta2 = (ag_real)a->beta2;
     for (size_t i = 0; i < n; i++) {
         p[i] -= (ag_real)(a->lr * a->decay) * p[i];
         m[i] = beta1 * m[i] + (1 - beta1) * g[i];
         v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
         double m_hat = m[i] / bc1, v_hat = v[i] / bc2;
+        /* libm's sqrt, unlike its exp: IEEE rounds it correctly, so every build agrees */
         p[i] -= (ag_real)(a->lr * m_hat / (sqrt(v_hat) + a->eps));
     }
 }

@@ -44,7 +44,7 @@ static void softmax_contiguous(const ag_real *restrict x, ag_real *restrict y, s
     if (log_out) {
         /* (x - max) - log(sum), not x - (max + log(sum)): with large logits
          * the latter rounds log(sum) to the spacing of floats near max. */
-        ag_real log_sum = (ag_real)log(sum);
+        ag_real log_sum = (ag_real)ag_math_log(sum);
         for (size_t k = 0; k < n; k++)
             y[k] = (x[k] - max) - log_sum;
     } else {
@@ -72,7 +72,7 @@ static void softmax_strided(const ag_real *x, ag_real *y, size_t n, size_t s, in
         if (!log_out)
             y[k * s] = e;
     }
-    ag_real log_sum = (ag_real)log(sum), inv = (ag_real)(1.0 / sum);
+    ag_real log_sum = (ag_real)ag_math_log(sum), inv = (ag_real)(1.0 / sum);
     for (size_t k = 0; k < n; k++)
         y[k * s] = log_out ? (x[k * s] - max) - log_sum : y[k * s] * inv;
 }
@@ -159,7 +159,7 @@ static void cross_entropy_rows(void *ctx, size_t lo, size_t hi)
         for (size_t k = 0; k < V; k++)
             p[k] *= inv;
         /* -log softmax(x)[t] = logsumexp(x) - x[t] = (max - x[t]) + log(sum) */
-        a->loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + log(sum) : 0;
+        a->loss[r] = target[r] >= 0 ? (double)(max - x[target[r]]) + ag_math_log(sum) : 0;
     }
 }
 

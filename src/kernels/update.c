@@ -74,7 +74,7 @@ static void adamw_range(void *ctx, size_t lo, size_t hi)
 void ag_fast_adamw(ag_real *restrict p, const ag_real *restrict g, ag_real *restrict m, ag_real *restrict v,
                    size_t n, const ag_adamw_args *a)
 {
-    const double bc1 = 1 - pow(a->beta1, (double)a->t), bc2 = 1 - pow(a->beta2, (double)a->t);
+    const double bc1 = 1 - ag_math_pow(a->beta1, (double)a->t), bc2 = 1 - ag_math_pow(a->beta2, (double)a->t);
     update_args u = { .p = p, .g = g, .m = m, .v = v, .b1 = (ag_real)a->beta1, .b2 = (ag_real)a->beta2,
                       .eps = (ag_real)a->eps, .step_size = (ag_real)(a->lr / bc1), .sqrt_bc2 = (ag_real)sqrt(bc2),
                       .keep = (ag_real)(1 - a->lr * a->decay) };

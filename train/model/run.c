@@ -114,7 +114,7 @@ double lr_schedule(int cosine, long step, long warmup, long total, double lr, do
     double progress = span > 0 ? (double)(step - warmup) / (double)span : 1;
     if (progress > 1)
         progress = 1;
-    return min_lr + 0.5 * (lr - min_lr) * (1 + cos(3.14159265358979323846 * progress));
+    return min_lr + 0.5 * (lr - min_lr) * (1 + ag_math_cos(3.14159265358979323846 * progress));
 }
 
 double now_seconds(void)
@@ -287,7 +287,7 @@ static int choose(const ag_real *last, int V, double temperature, int top_k, ag_
         if (last[k] >= cut && last[k] > max)
             max = last[k];
     for (int k = 0; k < V; k++) {
-        p[k] = last[k] >= cut ? exp((last[k] - max) / temperature) : 0;
+        p[k] = last[k] >= cut ? ag_math_exp((last[k] - max) / temperature) : 0;
         sum += p[k];
     }
     double u = ag_pcg32_uniform(rng) * sum;
