@@ -272,7 +272,7 @@ WEBDIR     = build-web
 EMCC      ?= emcc
 WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
 WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
-WEB_EXPORT = pg_new pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
+WEB_EXPORT = pg_new pg_set_steps pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
              pg_walkthrough pg_graph pg_error malloc free
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)

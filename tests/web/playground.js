@@ -9,7 +9,9 @@
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes); a checkpoint written by the command opened and
 // completed as `attograd sample --temperature 0` completes it; Graph shows
-// the ops `attograd graph` reports, each with its shape and gradient; no main-thread
+// the ops `attograd graph` reports, each with its shape and gradient; a
+// checkpoint of the command's opened, given more Steps, trained and saved is
+// `attograd train --resume`'s byte for byte; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
@@ -54,6 +56,18 @@ async function set(page, label, value) {
   const box = page.getByLabel(label, { exact: true });
   if ((await box.evaluate((e) => e.tagName)) === 'SELECT') await box.selectOption(String(value));
   else { await box.fill(String(value)); await box.dispatchEvent('change'); }
+}
+
+// Where two checkpoints part: the metadata key or tensor byte, for a failure's detail.
+function firstDifference(a, b) {
+  const head = (x) => JSON.parse(x.subarray(8, 8 + Number(x.readBigUInt64LE(0))));
+  try {
+    const [ha, hb] = [head(a), head(b)];
+    for (const k of new Set([...Object.keys(ha.__metadata__ || {}), ...Object.keys(hb.__metadata__ || {})]))
+      if ((ha.__metadata__ || {})[k] !== (hb.__metadata__ || {})[k]) return `metadata ${k}: ${ha.__metadata__[k]} vs ${hb.__metadata__[k]}`;
+  } catch (e) { return 'unreadable header: ' + e.message; }
+  for (let i = 0; i < Math.min(a.length, b.length); i++) if (a[i] !== b[i]) return `first differing byte at ${i}`;
+  return `lengths ${a.length} and ${b.length}`;
 }
 
 async function download(page, click) {
@@ -209,6 +223,23 @@ async function main() {
     for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
+
+  // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
+  const midFile = path.join(TMP, 'mid.st'), resumedFile = path.join(TMP, 'resumed.st');
+  const runFlags = ['--task', 'reverse', '--layers', '1', '--heads', '2', '--d-model', '32', '--dropout', '0.1',
+                    '--optimizer', 'adamw', '--lr', '0.003', '--batch', '8', '--seed', '7', '--threads', '1', '--quiet'];
+  execFileSync(REF, ['train', ...runFlags, '--steps', '20', '--save', midFile]);
+  await page.getByLabel('Open checkpoint').setInputFiles(midFile);
+  await waitStatus(page, /^step 20\/20 · loss/, 30000);
+  await set(page, 'Steps', 45);
+  await waitStatus(page, /^step 20\/45 · loss/, 30000);
+  await page.getByRole('button', { name: 'Train' }).click();
+  await waitStatus(page, /^step 45\/45 · loss/, 120000);
+  const resumed = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  execFileSync(REF, ['train', '--resume', midFile, '--steps', '45', '--threads', '1', '--quiet', '--save', resumedFile]);
+  const want = fs.readFileSync(resumedFile);
+  check(`a checkpoint opened, trained 25 more steps and saved is train --resume's byte for byte ` +
+        `(${resumed.length} vs ${want.length} bytes)`, resumed.equals(want), firstDifference(resumed, want));
 
   // ---- the worked examples: attograd walkthrough's text --------------------------
   await page.getByText('Worked examples').click();

@@ -267,6 +267,7 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
+  extended(m) { info = m.info; status(); drawLoss(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
   graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
@@ -298,6 +299,13 @@ async function reset() {
 
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
+    // More Steps for a run under way (or opened from a checkpoint) continue
+    // it, as train --resume --steps N does; any other change starts anew.
+    if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
+      settingsToUrl();
+      worker.postMessage({ cmd: 'steps', steps: Number($('steps').value) });
+      return;
+    }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
     if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
     reset();

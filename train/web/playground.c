@@ -209,6 +209,28 @@ int pg_train(int n, float *losses)
     return done;
 }
 
+/* Steps raised (or lowered, not below the steps taken) on the run as it
+ * is, as `attograd train --resume --steps N` does: a constant schedule
+ * has no end to keep, a cosine one keeps the horizon it was started with
+ * (schedule_steps), so more steps never raise the learning rate again. */
+int pg_set_steps(double steps)
+{
+    ENTER(-1);
+    if (!pg.live) {
+        snprintf(error_text, sizeof error_text, "no model");
+        return -1;
+    }
+    if ((long)steps < pg.step) {
+        snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld steps the run has taken", (long)steps,
+                 pg.step);
+        return -1;
+    }
+    pg.o.steps = (long)steps;
+    if (!pg.o.cosine)
+        pg.o.schedule_steps = pg.o.steps;
+    return 0;
+}
+
 /* Validation loss (and a task's held-out exact matches) into out[3]:
  * loss, correct, total.  max_windows as in evaluate(): 0 = all. */
 int pg_evaluate(int max_windows, double *out)

@@ -98,6 +98,11 @@ const handlers = {
     refreshInfo();
     showModel({ val: evaluate(false) });
   },
+  steps(m) {
+    if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
+    refreshInfo();
+    postMessage({ type: 'extended', info });
+  },
   train() { if (!running && info && info.live) { running = true; slice(); } },
   pause() { running = false; },
   step() { if (!running && info && info.live) { steps(1); postMessage({ type: 'attention', attention: attention() }); } },
