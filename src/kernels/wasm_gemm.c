@@ -5,12 +5,13 @@
  *
  * Why exactly: the reference forms each C[i][j] as sum = 0, then
  * sum += op(A)[i][k] * op(B)[k][j] for k = 0, 1, ..., K-1, each product and
- * each sum rounded to float.  Here four (sixteen) neighbouring j are
+ * each sum rounded to float.  Here eight neighbouring j of four rows are
  * computed side by side in vector lanes, each lane doing those same
  * multiplies and adds in the same k order (no fused multiply-add: SIMD128
  * has none), so every lane rounds as the scalar loop does.  Only the
  * memory order changes: op(B) is packed into rows of N (padded to a
- * multiple of 16) and op(A)'s row i into K contiguous values.
+ * multiple of 16), and four rows of op(A) at a time into K contiguous
+ * values each.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <stdlib.h>
@@ -33,13 +34,48 @@ static float *scratch(size_t n)
     return buf;
 }
 
+/* Four rows of C at a time, eight columns per step (eight vector
+ * accumulators: each B load serves four rows, each A value eight columns,
+ * and the accumulators stay in registers).  ap: op(A)'s rows i0..i0+3 as
+ * [4][K] (rows past M zero), bp: op(B) [K,Np]; sums [4][Np]. */
+static void rows4(const float *ap, const float *bp, int K, int Np, float *sums)
+{
+    for (int j = 0; j < Np; j += 8) {
+        v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+               c31 = c00;
+        const float *b = bp + j;
+        for (int k = 0; k < K; k++, b += Np) {
+            v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
+            v128_t a0 = wasm_f32x4_splat(ap[k]), a1 = wasm_f32x4_splat(ap[K + k]);
+            v128_t a2 = wasm_f32x4_splat(ap[2 * K + k]), a3 = wasm_f32x4_splat(ap[3 * K + k]);
+            c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(a0, b0));
+            c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(a0, b1));
+            c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(a1, b0));
+            c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(a1, b1));
+            c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(a2, b0));
+            c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(a2, b1));
+            c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(a3, b0));
+            c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(a3, b1));
+        }
+        wasm_v128_store(sums + j, c00);
+        wasm_v128_store(sums + j + 4, c01);
+        wasm_v128_store(sums + Np + j, c10);
+        wasm_v128_store(sums + Np + j + 4, c11);
+        wasm_v128_store(sums + 2 * Np + j, c20);
+        wasm_v128_store(sums + 2 * Np + j + 4, c21);
+        wasm_v128_store(sums + 3 * Np + j, c30);
+        wasm_v128_store(sums + 3 * Np + j + 4, c31);
+    }
+}
+
 /* C[M,N] = beta C + op(A)[M,K] op(B)[K,N], as ref_gemm. */
 static void wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
                       int ldb, ag_real beta, ag_real *C, int ldc)
 {
     const int Np = (N + 15) & ~15;
-    float *bp = scratch((size_t)K * Np + (size_t)K + (size_t)Np);    /* op(B) [K,Np], op(A) row [K], sums [Np] */
-    float *arow = bp + (size_t)K * Np, *sums = arow + K;
+    /* op(B) [K,Np], four rows of op(A) [4,K], their sums [4,Np] */
+    float *bp = scratch((size_t)K * Np + (size_t)4 * K + (size_t)4 * Np);
+    float *ap = bp + (size_t)K * Np, *sums = ap + (size_t)4 * K;
     for (int k = 0; k < K; k++) {
         float *row = bp + (size_t)k * Np;
         for (int j = 0; j < N; j++)
@@ -47,27 +83,18 @@ static void wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_re
         for (int j = N; j < Np; j++)
             row[j] = 0;
     }
-    for (int i = 0; i < M; i++) {
-        for (int k = 0; k < K; k++)
-            arow[k] = trans_a ? A[(long)k * lda + i] : A[(long)i * lda + k];
-        for (int j = 0; j < Np; j += 16) {
-            v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
-            const float *b = bp + j;
-            for (int k = 0; k < K; k++, b += Np) {
-                v128_t a = wasm_f32x4_splat(arow[k]);
-                s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(a, wasm_v128_load(b)));
-                s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(a, wasm_v128_load(b + 4)));
-                s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(a, wasm_v128_load(b + 8)));
-                s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(a, wasm_v128_load(b + 12)));
-            }
-            wasm_v128_store(sums + j, s0);
-            wasm_v128_store(sums + j + 4, s1);
-            wasm_v128_store(sums + j + 8, s2);
-            wasm_v128_store(sums + j + 12, s3);
+    for (int i0 = 0; i0 < M; i0 += 4) {
+        int rows = M - i0 < 4 ? M - i0 : 4;
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < K; k++)
+                ap[(size_t)r * K + k] = r >= rows ? 0 : trans_a ? A[(long)k * lda + i0 + r] : A[(long)(i0 + r) * lda + k];
+        rows4(ap, bp, K, Np, sums);
+        for (int r = 0; r < rows; r++) {
+            ag_real *c = C + (long)(i0 + r) * ldc;
+            const float *sr = sums + (size_t)r * Np;
+            for (int j = 0; j < N; j++)
+                c[j] = beta == 0 ? sr[j] : beta * c[j] + sr[j];    /* beta 0 ignores C, even a NaN in it */
         }
-        ag_real *c = C + (long)i * ldc;
-        for (int j = 0; j < N; j++)
-            c[j] = beta == 0 ? sums[j] : beta * c[j] + sums[j];    /* beta 0 ignores C, even a NaN in it */
     }
 }
 
