@@ -65,8 +65,57 @@ static double reduce_ln2(double x, int *k)
     return (x - n * LN2_HI) - n * LN2_LO;
 }
 
-/* e^x = 2^k e^r.  Overflow to inf above ln(DBL_MAX), to 0 below the
- * smallest subnormal's log; NaN stays NaN. */
+/* 2^(j/32) for j = 0..31 as a double and the rest (2^(j/32) - that double,
+ * rounded), evaluated to 50 digits. */
+static const double EXP2_32[32][2] = {
+    { 1.0, 0.0 },
+    { 1.0218971486541166, 5.109225028973444e-17 },
+    { 1.0442737824274138, 8.551889705537965e-17 },
+    { 1.0671404006768237, -7.899853966841582e-17 },
+    { 1.0905077326652577, -3.046782079812471e-17 },
+    { 1.1143867425958924, 1.0410278456845571e-16 },
+    { 1.1387886347566916, 8.912812676025408e-17 },
+    { 1.1637248587775775, 3.8292048369240935e-17 },
+    { 1.189207115002721, 3.982015231465646e-17 },
+    { 1.215247359980469, -7.712630692681488e-17 },
+    { 1.241857812073484, 4.658027591836937e-17 },
+    { 1.2690509571917332, 2.667932131342186e-18 },
+    { 1.2968395546510096, 2.5382502794888315e-17 },
+    { 1.3252366431597413, -2.8587312100388614e-17 },
+    { 1.3542555469368927, 7.70094837980299e-17 },
+    { 1.383909881963832, -6.770511658794786e-17 },
+    { 1.4142135623730951, -9.667293313452913e-17 },
+    { 1.4451808069770467, -3.0237581349939873e-17 },
+    { 1.4768261459394993, -3.483994556892796e-17 },
+    { 1.5091644275934228, -1.016455327754295e-16 },
+    { 1.5422108254079407, 7.949834809697621e-17 },
+    { 1.5759808451078865, -1.0136916471278304e-17 },
+    { 1.6104903319492543, 2.4707192569797888e-17 },
+    { 1.645755478153965, -1.0125679913674773e-16 },
+    { 1.681792830507429, 8.199010020581497e-17 },
+    { 1.718619298122478, -1.851380418263111e-17 },
+    { 1.7562521603732995, 2.960140695448873e-17 },
+    { 1.7947090750031072, 1.8227458427912087e-17 },
+    { 1.8340080864093424, 3.283107224245627e-17 },
+    { 1.8741676341103, -6.122763413004143e-17 },
+    { 1.9152065613971474, -1.0619946056195963e-16 },
+    { 1.9571441241754002, 8.960767791036668e-17 },
+};
+
+/* Rounds t (|t| < 2^51) to the nearest integer, ties to even, by adding and
+ * subtracting 1.5 2^52 (no conversion to an integer type, which WebAssembly
+ * checks for range at every call). */
+static double round_near(double t)
+{
+    const double SHIFT = 6755399441055744.0;
+    return (t + SHIFT) - SHIFT;
+}
+
+/* e^x = 2^k 2^(j/32) e^r with x = (32k + j) ln(2)/32 + r, |r| <= ln(2)/64:
+ * e^r - 1 by Taylor to r^6 (the next term is below 2^-58), added to the
+ * table's two parts so its rounding is the result's only one worth an ulp.
+ * Overflow to inf above ln(DBL_MAX), to 0 below the smallest subnormal's
+ * log; NaN stays NaN. */
 double ag_math_exp(double x)
 {
     if (x != x)
@@ -75,9 +124,11 @@ double ag_math_exp(double x)
         return INFINITY;
     if (x < -745.2)
         return 0;
-    int k;
-    double r = reduce_ln2(x, &k);
-    return scale2(1 + expm1_small(r), k);
+    double n = round_near(x * (32 * INV_LN2));
+    double r = (x - n * (LN2_HI / 32)) - n * (LN2_LO / 32);    /* n LN2_HI / 32 exact: |n| < 2^21 */
+    double p = r + r * r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720)))));
+    int ni = (int)n, j = ni & 31, k = (ni - j) / 32;
+    return scale2(EXP2_32[j][0] + (EXP2_32[j][0] * p + EXP2_32[j][1]), k);
 }
 
 /* e^x - 1 = 2^k (e^r - 1) + (2^k - 1): both parts exact but for e^r - 1's
