@@ -241,6 +241,29 @@ async function main() {
   check(`a checkpoint opened, trained 25 more steps and saved is train --resume's byte for byte ` +
         `(${resumed.length} vs ${want.length} bytes)`, resumed.equals(want), firstDifference(resumed, want));
 
+  // ---- the same with a text model: opened, given its text, trained on, saved -----
+  execFileSync(REF, ['train', '--text', 'tiny.txt', '--layers', '1', '--heads', '2', '--d-model', '32', '--context', '32',
+                     '--dropout', '0.1', '--optimizer', 'adamw', '--lr', '0.003', '--batch', '8', '--steps', '10',
+                     '--threads', '1', '--quiet', '--save', 'tmid.st'], { cwd: TMP });
+  await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'tmid.st'));
+  await waitStatus(page, /^step 10\/10 · loss/, 30000);
+  await page.getByLabel('Open text file').setInputFiles(textFile);
+  await waitStatus(page, /^step 10\/10 · loss – · validation loss [0-9.]+$/, 30000);   // the text joined the run
+  await set(page, 'Steps', 20);
+  await waitStatus(page, /^step 10\/20 · loss/, 30000);
+  await page.getByRole('button', { name: 'Train' }).click();
+  await waitStatus(page, /^step 20\/20 · loss/, 120000);
+  const resumedText = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  execFileSync(REF, ['train', '--resume', 'tmid.st', '--steps', '20', '--threads', '1', '--quiet', '--save', 'tres.st'],
+               { cwd: TMP });
+  const [rHead, rData] = split(resumedText), [wHead, wData] = split(fs.readFileSync(path.join(TMP, 'tres.st')));
+  const paths = [rHead.__metadata__.text_path, wHead.__metadata__.text_path];
+  delete rHead.__metadata__.text_path; delete wHead.__metadata__.text_path;
+  check(`a text checkpoint opened, given its text, trained 10 more steps and saved is train --resume's ` +
+        `(tensors byte for byte; metadata but text_path, ${paths.join(' vs ')})`,
+        rData.equals(wData) && JSON.stringify(rHead) === JSON.stringify(wHead) && paths[0] === 'tiny.txt',
+        firstDifference(resumedText, fs.readFileSync(path.join(TMP, 'tres.st'))));
+
   // ---- the worked examples: attograd walkthrough's text --------------------------
   await page.getByText('Worked examples').click();
   const examples = page.getByLabel('Worked examples computed by the engine');

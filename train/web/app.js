@@ -333,9 +333,15 @@ function bind() {
   $('textfile').addEventListener('change', async () => {
     const f = $('textfile').files[0];
     if (!f) return;
-    $('text').value = await f.text();
+    const bytes = new Uint8Array(await f.arrayBuffer());
+    $('textfile').value = '';    // the same file chosen again is a change too
+    $('text').value = new TextDecoder().decode(bytes);
     $('text').dataset.name = f.name;
-    reset();
+    // A text model opened from a checkpoint without its text: the file's
+    // bytes join it (training goes on as train --resume would); else a new run.
+    if (info && info.live && !info.trainable && info.task === 'text')
+      worker.postMessage({ cmd: 'text', text: bytes, textName: f.name });
+    else reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; reset(); });
   $('examples').addEventListener('toggle', () => {

@@ -11,6 +11,7 @@ const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)))
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
 
 let M = null, running = false, prompt = '', info = null;
+let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 
 const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
@@ -86,6 +87,7 @@ function showModel(extra) {
 const handlers = {
   new(m) {
     running = false;
+    opened = null;
     prompt = m.prompt;
     if (m.text) M.FS.writeFile('/text', m.text);
     const s = m.settings;
@@ -129,13 +131,26 @@ const handlers = {
     M.FS.unlink('/save.st');
     postMessage({ type: 'saved', bytes, info }, [bytes.buffer]);
   },
+  // A checkpoint, with its text when given (a text model opened without it
+  // can complete, not train: choosing the text opens it again with it).
   open(m) {
     running = false;
     M.FS.writeFile('/open.st', m.bytes);
-    const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', '', '']);
+    if (m.text) M.FS.writeFile('/text', m.text);
+    const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
     M.FS.unlink('/open.st');
-    if (rc < 0) { postMessage({ type: 'error', message: m.name + ': ' + lastError().replace(/^\/open\.st: /, '') }); return; }
-    showModel({ opened: m.name });
+    if (rc < 0) {
+      const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
+      postMessage({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
+      return;
+    }
+    opened = { name: m.name, bytes: m.bytes };
+    refreshInfo();
+    showModel({ opened: m.name, val: info.trainable ? evaluate(false) : null });
+  },
+  text(m) {
+    if (!opened) { fail('no checkpoint to give the text to'); return; }
+    handlers.open({ name: opened.name, bytes: opened.bytes, text: m.text, textName: m.textName });
   },
 };
 
