@@ -55,12 +55,20 @@ static double expm1_small(double r)
     return r + r * r * p;
 }
 
+/* Rounds t (|t| < 2^51) to the nearest integer, ties to even, by adding and
+ * subtracting 1.5 2^52 (no conversion to an integer type, which WebAssembly
+ * checks for range at every call). */
+static double round_near(double t)
+{
+    const double SHIFT = 6755399441055744.0;
+    return (t + SHIFT) - SHIFT;
+}
+
 /* Splits x = k ln 2 + r, |r| <= ln(2)/2 (k * LN2_HI exact, so r is within
  * an ulp of the true remainder). */
 static double reduce_ln2(double x, int *k)
 {
-    double t = x * INV_LN2;
-    double n = (double)(long)(t + (t < 0 ? -0.5 : 0.5));
+    double n = round_near(x * INV_LN2);
     *k = (int)n;
     return (x - n * LN2_HI) - n * LN2_LO;
 }
@@ -101,15 +109,6 @@ static const double EXP2_32[32][2] = {
     { 1.9152065613971474, -1.0619946056195963e-16 },
     { 1.9571441241754002, 8.960767791036668e-17 },
 };
-
-/* Rounds t (|t| < 2^51) to the nearest integer, ties to even, by adding and
- * subtracting 1.5 2^52 (no conversion to an integer type, which WebAssembly
- * checks for range at every call). */
-static double round_near(double t)
-{
-    const double SHIFT = 6755399441055744.0;
-    return (t + SHIFT) - SHIFT;
-}
 
 /* e^x = 2^k 2^(j/32) e^r with x = (32k + j) ln(2)/32 + r, |r| <= ln(2)/64:
  * e^r - 1 by Taylor to r^6 (the next term is below 2^-58), added to the
@@ -314,8 +313,7 @@ double ag_math_cos(double x)
                         PIO2_3 = 2.0222662487959506e-21, TWO_OVER_PI = 6.36619772367581382433e-01;
     if (x != x || x == INFINITY || x == -INFINITY)
         return NAN;
-    double t = x * TWO_OVER_PI;
-    double n = (double)(long)(t + (t < 0 ? -0.5 : 0.5));
+    double n = round_near(x * TWO_OVER_PI);
     double r = ((x - n * PIO2_1) - n * PIO2_2) - n * PIO2_3, z = r * r;
     int q = (int)((long)n & 3);
     double p;
