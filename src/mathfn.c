@@ -58,10 +58,11 @@ static double expm1_small(double r)
 /* Rounds t (|t| < 2^51) to the nearest integer, ties to even, by adding and
  * subtracting 1.5 2^52 (no conversion to an integer type, which WebAssembly
  * checks for range at every call). */
+static const double ROUND_SHIFT = 6755399441055744.0;
+
 static double round_near(double t)
 {
-    const double SHIFT = 6755399441055744.0;
-    return (t + SHIFT) - SHIFT;
+    return (t + ROUND_SHIFT) - ROUND_SHIFT;
 }
 
 /* Splits x = k ln 2 + r, |r| <= ln(2)/2 (k * LN2_HI exact, so r is within
@@ -123,10 +124,16 @@ double ag_math_exp(double x)
         return INFINITY;
     if (x < -745.2)
         return 0;
-    double n = round_near(x * (32 * INV_LN2));
+    /* n = round(32 x / ln 2) as round_near forms it; the sum before the
+     * subtraction holds n in its low 32 bits (two's complement), read
+     * there rather than converted (WebAssembly range-checks a conversion). */
+    double shifted = x * (32 * INV_LN2) + ROUND_SHIFT, n = shifted - ROUND_SHIFT;
+    uint64_t bits;
+    memcpy(&bits, &shifted, sizeof bits);
+    int32_t ni = (int32_t)(uint32_t)bits;
     double r = (x - n * (LN2_HI / 32)) - n * (LN2_LO / 32);    /* n LN2_HI / 32 exact: |n| < 2^21 */
     double p = r + r * r * (1.0 / 2 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (1.0 / 720)))));
-    int ni = (int)n, j = ni & 31, k = (ni - j) / 32;
+    int j = ni & 31, k = (ni - j) / 32;
     return scale2(EXP2_32[j][0] + (EXP2_32[j][0] * p + EXP2_32[j][1]), k);
 }
 
