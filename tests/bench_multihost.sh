@@ -106,21 +106,29 @@ for c in $configs; do
     done
 done
 
-# The overlap: the same steps with the exchange after backward and during it.
+# The overlap: the same steps with the exchange after backward and during it,
+# alternated BENCH_REPS times (default 3; the median of each), so that a
+# change of load on the machine touches both alike.
 case " $configs " in *" overlap "*) ;; *) exit 0 ;; esac
+reps=${BENCH_REPS:-3}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 echo
-echo "overlap of the exchange with the backward pass: medium, 2 hosts x 1 rank x 1 thread, ms/step (median);"
-echo "waiting: the part of the step spent waiting for the exchange after backward"
-printf '%-18s %14s %14s %14s %14s %7s %s\n' link "after: step" "after: waiting" "during: step" "during: waiting" \
+echo "overlap of the exchange with the backward pass: medium, 2 hosts x 1 rank x 1 thread, ms/step (median of"
+echo "$reps runs each, alternated); waiting: the part of the step spent waiting for the exchange after backward"
+printf '%-12s %12s %15s %13s %16s %7s %s\n' link "after: step" "after: waiting" "during: step" "during: waiting" \
     "saved" "same weights"
 for link in "none" "1gbit 500us 1e9"; do
     set -- $link
     limit "$1" "${2:-}" "${3:-0}"
-    read -r off_ms off_comm _ off_w <<<"$(measure medium 0)"
-    read -r on_ms on_comm _ on_w <<<"$(measure medium 1)"
-    [ -n "$off_ms" ] && [ -n "$on_ms" ] || { echo "bench-multihost: the overlap runs on $1 failed" >&2; exit 1; }
-    same=no
-    [ "$off_w" = "$on_w" ] && same=yes
-    printf '%-18s %14.1f %14.1f %14.1f %14.1f %6.0f%% %s\n' "$([ "$1" = none ] && echo unlimited || echo "$1")" \
-        "$off_ms" "$off_comm" "$on_ms" "$on_comm" "$(calc "($off_ms - $on_ms) / $off_ms * 100")" "$same"
+    off_ms="" off_comm="" on_ms="" on_comm="" same=yes
+    for _ in $(seq "$reps"); do
+        read -r a b _ wa <<<"$(measure medium 0)"
+        read -r c d _ wc <<<"$(measure medium 1)"
+        [ -n "$a" ] && [ -n "$c" ] || { echo "bench-multihost: the overlap runs on $1 failed" >&2; exit 1; }
+        off_ms="$off_ms $a" off_comm="$off_comm $b" on_ms="$on_ms $c" on_comm="$on_comm $d"
+        [ "$wa" = "$wc" ] || same=no
+    done
+    a=$(echo "$off_ms" | median) b=$(echo "$off_comm" | median) c=$(echo "$on_ms" | median) d=$(echo "$on_comm" | median)
+    printf '%-12s %12.1f %15.1f %13.1f %16.1f %6.0f%% %s\n' "$([ "$1" = none ] && echo unlimited || echo "$1")" \
+        "$a" "$b" "$c" "$d" "$(calc "($a - $c) / $a * 100")" "$same"
 done
