@@ -6,7 +6,7 @@
  * "optim.v.<param>" (the optimizer's moments, F32) and "state.rng" (U64 [4]:
  * the data and dropout generators' state and stream).  __metadata__ holds the
  * model config, the data source and vocabulary, the step, and the training
- * options a resume reuses (keys listed in checkpoint.c).
+ * settings a resume reuses (run.h's RUN_RECORDED).
  */
 #ifndef ATTOGRAD_CHECKPOINT_H
 #define ATTOGRAD_CHECKPOINT_H
