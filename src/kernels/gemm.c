@@ -648,6 +648,77 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
     }
 }
 
+/* ---- small products ------------------------------------------------------ */
+
+/* A product of one K block whose op(B) fits the L1d and whose rows fit one
+ * row chunk -- an attention head's q k^T, p v or dk^T of 16..64, a block of
+ * the attention kernel -- has nothing to block.  gemm_block's bookkeeping
+ * around it (chunk loops, a packing check per panel, the kernel looked up
+ * per tile) then costs as much as the arithmetic of a 32x32x16 product.
+ * gemm_small walks the tiles directly, row panels outside so each A panel
+ * serves every column panel while op(B) stays in L1: each A panel read in
+ * place or packed, op(B) read in place or packed once.  Each C
+ * element is still the tile's sum, k = 0..K-1 from zero, then stored or
+ * added: the same bits as gemm_block.  What is read in place is what
+ * gemm_block reads in place (make_job decides).
+ *
+ * A last 16 rows run as 8 + 8, not 12 + 4: a tile of 4 rows keeps 8
+ * accumulators, just the FMA latency x units of Zen 5 and Sapphire Rapids
+ * (4 x 2), and loads 6 operands for its 8 multiply-adds, so it runs at the
+ * loads' pace; one of 8 rows loads 10 for 16 (a head of 16 or 64 rows). */
+static int small_product(const gemm_job *g)
+{
+    const gemm_blocking b = blocking();
+    return g->K <= b.kc && g->M <= b.mc && padded_cols(g->N) <= b.nc &&
+           (long)g->K * padded_cols(g->N) <= (long)b.kc * NR;
+}
+
+/* Rows of the next row panel when `left` rows remain. */
+static int small_panel_rows(int left)
+{
+    if (left == MR + MR_STEP) return 2 * MR_STEP;
+    return left < MR ? left : MR;
+}
+
+static void gemm_small(const gemm_job *g, ag_real *ws)
+{
+    const int M = g->M, N = g->N, K = g->K, panels = ceil_div(N, NR);
+    ag_real *pa = ws, *pb = ws + a_space(M, K);
+    ag_real tmp[MR * NR];
+    pack_b_block(g, 0, K, 0, N, pb);
+    for (int i = 0, rows; i < M; i += rows) {
+        rows = small_panel_rows(M - i);
+        const int steps = ceil_div(rows, MR_STEP);
+        const ag_real *ap = pa;
+        long a_stride = MR;
+        int layout = A_KMAJOR;
+        if (a_in_place(g, rows)) {
+            ap = g->trans_a ? g->A + i : g->A + (long)i * g->lda;
+            a_stride = g->lda;
+            layout = g->trans_a ? A_KMAJOR : A_ROWMAJOR;
+        } else {
+            pack_a_panel(g->trans_a, g->A, g->lda, i, rows, 0, K, pa);
+        }
+        for (int p = 0; p < panels; p++) {
+            const int j = p * NR, cols = ag_min_int(NR, N - j), halves = cols <= NR / 2 ? 1 : 2;
+            const ag_real *bp = pb + (long)p * K * NR;
+            long b_stride = NR;
+            if (b_in_place(g, cols)) {
+                bp = g->B + j;
+                b_stride = g->ldb;
+            }
+            const kernel_fn kern = kernels[layout][steps - 1][halves - 1];
+            ag_real *c = g->C + (long)i * g->ldc + j;
+            if (rows == steps * MR_STEP && cols == halves * (NR / 2)) {
+                kern(K, ap, a_stride, bp, b_stride, c, g->ldc, !g->overwrite);
+            } else {
+                kern(K, ap, a_stride, bp, b_stride, tmp, NR, 0);
+                store_edge(tmp, c, g->ldc, rows, cols, !g->overwrite);
+            }
+        }
+    }
+}
+
 /* ---- parallel units ----------------------------------------------------- */
 
 /* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS,
@@ -922,6 +993,10 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_ksplit(&g, nkb, nth);
         return;
     }
+    if (nth == 1 && small_product(&g)) {
+        gemm_small(&g, workspace(block_space(M, N, K)));
+        return;
+    }
     const int local = (double)M * N * K < LOCAL_MAX;
     unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD);
     if (nth == 1 || u.r * u.c == 1) {
@@ -951,32 +1026,29 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
 }
 
 typedef struct {
-    int trans_a, trans_b, M, N, K;
-    const ag_real *A;
-    long stride_a;
-    int lda;
-    const ag_real *B;
-    long stride_b;
-    int ldb;
+    gemm_job item;   /* item 0; item b is the same shifted by b strides */
+    long stride_a, stride_b, stride_c;
     ag_real beta;
-    ag_real *C;
-    long stride_c;
-    int ldc;
     ag_real *ws;
     size_t slice;
+    int few, small;   /* every item is few_rows, or a small product */
 } batch_call;
 
 /* Item b, on one thread */
 static void batch_task(void *ctx, int b)
 {
     const batch_call *c = ctx;
-    gemm_job g = make_job(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A + b * c->stride_a, c->lda,
-                          c->B + b * c->stride_b, c->ldb, c->C + b * c->stride_c, c->ldc);
-    if (gemm_prologue(c->M, c->N, c->K, c->beta, g.C, c->ldc, &g.overwrite)) return;
-    if (few_rows(c->trans_a, c->trans_b, c->M, c->N, c->K))
-        gemm_few_rows(&g, 0, c->N);   /* as ag_fast_gemm does the item alone */
+    gemm_job g = c->item;
+    g.A += b * c->stride_a;
+    g.B += b * c->stride_b;
+    g.C += b * c->stride_c;
+    if (gemm_prologue(g.M, g.N, g.K, c->beta, g.C, g.ldc, &g.overwrite)) return;
+    if (c->few)
+        gemm_few_rows(&g, 0, g.N);   /* as ag_fast_gemm does the item alone */
+    else if (c->small)
+        gemm_small(&g, c->ws + c->slice * (size_t)ag_thread_id());
     else
-        gemm_block(&g, 0, c->M, 0, c->N, c->ws + c->slice * (size_t)ag_thread_id());
+        gemm_block(&g, 0, g.M, 0, g.N, c->ws + c->slice * (size_t)ag_thread_id());
 }
 
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -986,9 +1058,8 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
 {
     ag_gemm_check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    int nth = ag_max_threads();
-    if (batch < nth) nth = 1;   /* few items: parallelize inside each instead */
-    if (nth == 1 || (double)batch * M * N * K < GEMM_PARALLEL_MIN || K == 0) {
+    int nth = (double)batch * M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
+    if (batch < nth) {   /* few items: parallelize inside each instead */
         for (int b = 0; b < batch; b++)
             ag_fast_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
                     C + b * stride_c, ldc);
@@ -996,10 +1067,13 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     }
 
     /* One serial product per item, the items split evenly between threads
-     * (they all cost the same). */
+     * (they all cost the same): each item as ag_fast_gemm does it on one
+     * thread, with the job's decisions taken once for all. */
     const size_t slice = block_space(M, N, K);
-    batch_call c = { trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c, ldc,
-                     workspace(slice * (size_t)nth), slice };
+    batch_call c = { make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc), stride_a, stride_b,
+                     stride_c, beta, workspace(slice * (size_t)nth), slice,
+                     few_rows(trans_a, trans_b, M, N, K), 0 };
+    c.small = !c.few && small_product(&c.item);
     ag_parallel(batch, nth, batch_task, &c);
 }
 
