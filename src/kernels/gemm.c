@@ -29,9 +29,16 @@
  * "cache blocking" below.
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
- * cases.  Threads split C into rectangular units, each a block as above
- * with the thread's own packing buffers: no barriers inside a product.  A
- * small product gets one unit per thread, so thread t always gets the same
+ * cases.  Threads split C into rectangular units, each a block as above.
+ * op(B) up to SHARED_B_MAX elements is packed once, by the whole team, and
+ * then only read by every unit (one barrier between the two); each unit
+ * packs its own A~.  So the units split C by rows alone whenever A is
+ * packed: a unit of half the columns would pack its rows of A again.  (At
+ * 1024^3 on 2 threads, 2 x 2 units each packing their own copied 16 MB
+ * instead of 8; dW = dy^T x of 1536 x 384 x 4096, 4 units, packed its B
+ * four times.  Sharing B measured 2-14% faster on both, Zen 5.)  A larger op(B) is
+ * packed per unit, into the thread's own buffers.  A small product gets one
+ * unit per thread, so thread t always gets the same
  * rows of a tall product: the rows the element-wise ops and the attention
  * op also give thread t, so they stay in its cache from one op to the next
  * (smaller units measured slower on every product of the toy model).  A
@@ -45,8 +52,7 @@
  * stored [K, M] is packed except in the products of a small transformer
  * (d_model 64..128, heads of 16..32), where A~ would serve only a few
  * column panels.  Those read B in place too when it is stored [K, N]; only
- * ragged edge panels and B^T are packed, the latter once per product and
- * shared by the threads, as is any op(B) of a product whose A is not packed.
+ * ragged edge panels and B^T are packed.
  *
  * Every C element is summed k = 0..K-1 in order, one fused multiply-add per
  * step, block by block with block sizes that depend only on K (and on the
@@ -159,11 +165,6 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
     UNROLL_ROWS
     for (int i = 0; i < rows; i++)
         for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
-#ifdef XPF
-    UNROLL_ROWS
-    for (int i = 0; i < rows; i++)
-        for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
-#endif
     for (int k = 0; k < kc; k++) {
         gemm_vec bv[2];
         for (int v = 0; v < nvec; v++) bv[v] = *(const gemm_vec_u *)(b + v * VLEN);
@@ -721,23 +722,24 @@ static void gemm_small(const gemm_job *g, ag_real *ws)
 
 /* ---- parallel units ----------------------------------------------------- */
 
-/* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS,
- * and cut further (the longer side first) until there are UNITS_PER_THREAD
- * per thread or the panels run out.  Unit (bi, bj) covers row panels
+/* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS
+ * (any width when rows_only), and cut further (the longer side first, or
+ * the rows alone) until there are UNITS_PER_THREAD per thread or the panels
+ * run out.  Unit (bi, bj) covers row panels
  * [rp*bi/r, rp*(bi+1)/r), likewise columns. */
 typedef struct {
     int rp, cp, r, c;
 } unit_plan;
 
-static unit_plan plan_units(int M, int N, int nth, int per_thread)
+static unit_plan plan_units(int M, int N, int nth, int per_thread, int rows_only)
 {
     unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 0, 0};
     u.r = ceil_div(u.rp, UNIT_ROWS / MR);
-    u.c = ceil_div(u.cp, UNIT_COLS / NR);
+    u.c = rows_only ? 1 : ceil_div(u.cp, UNIT_COLS / NR);
     while (u.r * u.c < per_thread * nth) {
         int can_r = u.rp / (u.r + 1) >= 2, can_c = u.cp / (u.c + 1) >= 1;
         int rows = u.rp / u.r * MR, cols = u.cp / u.c * NR;
-        if (can_r && (rows >= cols || !can_c)) u.r++;
+        if (can_r && (rows_only || rows >= cols || !can_c)) u.r++;
         else if (can_c) u.c++;
         else break;
     }
@@ -997,24 +999,23 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_small(&g, workspace(block_space(M, N, K)));
         return;
     }
-    const int local = (double)M * N * K < LOCAL_MAX;
-    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD);
+    const int local = (double)M * N * K < LOCAL_MAX, share_b = (long)K * N <= SHARED_B_MAX;
+    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD, share_b && !g.in_place);
     if (nth == 1 || u.r * u.c == 1) {
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
     }
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
-    if (!g.in_place || (long)K * N > SHARED_B_MAX) {
+    if (!share_b) {
         units_call c = { &g, &u, workspace(slice * (size_t)nth), NULL, slice };
         ag_parallel(u.r * u.c, nth, unit_task, &c);
         return;
     }
 
-    /* With A read in place the units pack nothing of their own if op(B) is
-     * packed once, by the whole team, instead of once per unit (a 4096-row
-     * product has 6 units to a column chunk); the units then only read it.
-     * When every panel is read in place there is nothing to pack and no
-     * barrier to wait at. */
+    /* op(B) packed once, by the whole team, instead of once per unit (a
+     * 4096-row product has 6 units to a column chunk); the units then only
+     * read it.  When every panel is read in place there is nothing to pack
+     * and no barrier to wait at. */
     int b_panels = ceil_div(K, k_block(K)) * ceil_div(N, NR);
     if (g.b_in_place && (N % NR == 0 || N % NR == NR / 2)) b_panels = 0;
     ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));
