@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 /*
  * Loop structure (Goto/BLIS style, row-major), for one block of C:
@@ -93,9 +94,6 @@
  * between cores. */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
 #define UNITS_PER_THREAD 2
-/* Below this many multiply-adds a product runs on one thread: waking the
- * other threads costs more than it saves. */
-#define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
 #define GEMM_PRAGMA_STR(x) _Pragma(#x)
 #define GEMM_PRAGMA(x) GEMM_PRAGMA_STR(x)
@@ -977,6 +975,54 @@ static void gemm_few_rows_threads(const gemm_job *g, int nth)
     ag_parallel(nth, nth, few_rows_task, &c);
 }
 
+/* ---- how long a multiply-add takes --------------------------------------- */
+
+/* Whether a product is worth sharing is pool.c's question (ag_threads_for),
+ * asked with the product's time on one thread: its multiply-adds times the
+ * time of one, measured here once, on the first call, as the fastest of a
+ * few runs of a 64 x 64 x 64 product (a quarter of a million multiply-adds,
+ * where sharing starts to pay, so with the overheads such a product has)
+ * on the calling thread.  Stored in femtoseconds; 0: not yet measured. */
+static atomic_long madd_fs;
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double measure_madd_ns(void)
+{
+    enum { S = 64, RUNS = 8 };
+    ag_real *x = malloc(sizeof(ag_real) * 3 * S * S);
+    if (!x) return 0.02;   /* no memory to measure with: a plausible time */
+    for (int i = 0; i < 3 * S * S; i++) x[i] = (ag_real)(i % 13) / 13;
+    gemm_job g = make_job(0, 0, S, S, S, x, S, x + S * S, S, x + 2 * S * S, S);
+    g.overwrite = 1;
+    ag_real *ws = workspace(block_space(S, S, S));
+    double best = 1e9;
+    for (int r = 0; r < RUNS; r++) {
+        const double t0 = seconds();
+        if (small_product(&g)) gemm_small(&g, ws);
+        else gemm_block(&g, 0, S, 0, S, ws);
+        const double t = seconds() - t0;
+        if (t > 0 && t < best) best = t;
+    }
+    free(x);
+    return best < 1e9 ? best * 1e9 / ((double)S * S * S) : 0.02;
+}
+
+double ag_fast_gemm_madd_ns(void)
+{
+    long fs = atomic_load_explicit(&madd_fs, memory_order_relaxed);
+    if (fs == 0) {
+        fs = (long)(measure_madd_ns() * 1e6) + 1;
+        atomic_store_explicit(&madd_fs, fs, memory_order_relaxed);
+    }
+    return (double)fs * 1e-6;
+}
+
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
@@ -985,7 +1031,7 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     gemm_job g = make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
-    int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
+    int nth = ag_threads_for((double)M * N * K * ag_fast_gemm_madd_ns());
     if (few_rows(trans_a, trans_b, M, N, K)) {
         gemm_few_rows_threads(&g, nth);
         return;
@@ -1059,7 +1105,7 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
 {
     ag_gemm_check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    int nth = (double)batch * M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
+    int nth = ag_threads_for((double)batch * M * N * K * ag_fast_gemm_madd_ns());
     if (batch < nth) {   /* few items: parallelize inside each instead */
         for (int b = 0; b < batch; b++)
             ag_fast_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
