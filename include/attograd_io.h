@@ -31,7 +31,10 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- files replaced whole or not at all --------------------------------- */
 
-/* ag_atomic_open creates "<target>.tmp.<pid>" in the target's directory,
+/* ag_atomic_open creates "<target>.tmp.<pid>" in the target's directory
+ * (or, when that name exists, say by a process of the same pid on another
+ * host of a shared file system, "<target>.tmp.<pid>.<n>": it never
+ * truncates a file it did not create),
  * where target is path with its symlinks followed (the link stays, the file
  * it points to is replaced; a dangling link's target is created).  When that
  * name is longer than the directory allows, the target's name is cut short

@@ -88,15 +88,19 @@ static char *resolve_link(const char *path)
     return NULL;
 }
 
-/* "<target>.tmp.<pid>" beside the target.  When that is longer than the
+/* "<target>.tmp.<pid>" beside the target, "<target>.tmp.<pid>.<try>" for
+ * the tries after the first (a process of the same pid on another host
+ * writing the same file of a shared file system, or a file left by a
+ * process that died, holds the first name).  When that is longer than the
  * directory allows a name to be (or than PATH_MAX), the target's file name
  * is cut short in it, on a UTF-8 character boundary.  malloc'd; NULL with
  * errno ENAMETOOLONG when the target's own name is too long for its
  * directory, EISDIR when it has none. */
-static char *temp_name(const char *target)
+static char *temp_name(const char *target, int try)
 {
-    char suffix[32];
-    size_t slen = (size_t)snprintf(suffix, sizeof suffix, ".tmp.%ld", (long)getpid());
+    char suffix[48];
+    size_t slen = try ? (size_t)snprintf(suffix, sizeof suffix, ".tmp.%ld.%d", (long)getpid(), try)
+                      : (size_t)snprintf(suffix, sizeof suffix, ".tmp.%ld", (long)getpid());
     char *dir = dir_of(target);
     if (!dir) { errno = ENOMEM; return NULL; }
     long name_max = pathconf(dir, _PC_NAME_MAX);
@@ -172,14 +176,31 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
         release(a);
         return -1;
     }
-    a->tmp = temp_name(a->path);
+    /* O_EXCL: a name someone else holds is never truncated or renamed
+     * away from them; the next try's name is used instead */
+    int fd = -1;
+    for (int try = 0; try < 100; try++) {
+        a->tmp = temp_name(a->path, try);
+        if (!a->tmp) {
+            ag_set_err(err, errlen, "%s: cannot create temp file: %s", a->path, strerror(errno));
+            release(a);
+            return -1;
+        }
+        fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) break;
+        free(a->tmp);
+        a->tmp = NULL;
+    }
+    /* from here on ag_atomic_discard removes a->tmp: only once the file is
+     * ours (a signal between the open and this line leaves it behind,
+     * which is better than removing a file of the same name that is not) */
+    if (fd >= 0) a->state = WRITING;
     if (!a->tmp) {
-        ag_set_err(err, errlen, "%s: cannot create temp file: %s", a->path, strerror(errno));
+        ag_set_err(err, errlen, "%s: cannot create temp file: 100 names beside it are taken (%s)", a->path,
+                   strerror(EEXIST));
         release(a);
         return -1;
     }
-    a->state = WRITING;   /* from here on ag_atomic_discard removes a->tmp */
-    int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     /* a file that is replaced keeps its permissions (not set-id bits) */
     if (fd >= 0 && exists) (void)fchmod(fd, st.st_mode & 0777);
     a->f = fd >= 0 ? fdopen(fd, "wb") : NULL;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -328,6 +330,23 @@ static void test_atomic_files(void)
     CHECK(ag_atomic_open(&a, longpath, err, sizeof err) == -1 && strstr(err, strerror(ENAMETOOLONG)) &&
           strstr(err, name) && one_line(err), "a 256-byte name: %s", err);
 
+    /* a temp name someone else holds (a process of the same pid on another
+     * host writing the same file of a shared file system) is left alone */
+    char theirs[600];
+    snprintf(theirs, sizeof theirs, "%s.tmp.%ld", real, (long)getpid());
+    spill(theirs, "theirs", 6);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open beside a taken temp name: %s", err);
+    CHECK(a.tmp && strcmp(a.tmp, theirs) != 0 && strstr(a.tmp, ".tmp."), "another temp name: %s", a.tmp);
+    fputs("ours", a.f);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit beside a taken temp name: %s", err);
+    b = slurp(theirs, &len);
+    CHECK(b && len == 6 && memcmp(b, "theirs", 6) == 0, "the other writer's temp file untouched");
+    free(b);
+    b = slurp(real, &len);
+    CHECK(b && len == 4 && memcmp(b, "ours", 4) == 0, "our bytes in the target");
+    free(b);
+    unlink(theirs);
+
     /* discard: the write is undone and the old file stays */
     CHECK(ag_atomic_discard(&a) == -1, "discard with nothing open");
     spill(real, "old", 3);
@@ -368,27 +387,48 @@ static void test_save_failures(void)
     CHECK(strncmp(err, nodir, strlen(nodir)) == 0 && strstr(err, strerror(ENOENT)) && one_line(err),
           "missing dir message: %s", err);
 
-    /* the temp path is taken by a directory: the file cannot even be created */
+    /* the temp path is taken by a directory: the next name is used and the
+     * directory left alone; with every name taken, nothing is created */
     snprintf(tmpname, sizeof tmpname, "%s.tmp.%ld", path, (long)getpid());
     mkdir(tmpname, 0755);
     err[0] = '\0';
-    CHECK(ag_st_save(path, &one, 1, NULL, 0, err, sizeof err) == -1, "save with the temp path blocked");
-    CHECK(strstr(err, "cannot create temp file") && strstr(err, strerror(EISDIR)), "blocked: %s", err);
-    check_intact(path, old, oldlen, "blocked temp path");
+    CHECK(ag_st_save(path, &one, 1, NULL, 0, err, sizeof err) == 0, "save beside a taken temp path: %s", err);
+    struct stat st;
+    CHECK(stat(tmpname, &st) == 0 && S_ISDIR(st.st_mode), "the directory at the temp path left alone");
+    spill(path, old, oldlen);
+    char taken[600];
+    for (int i = 1; i < 100; i++) {
+        snprintf(taken, sizeof taken, "%s.%d", tmpname, i);
+        mkdir(taken, 0755);
+    }
+    err[0] = '\0';
+    CHECK(ag_st_save(path, &one, 1, NULL, 0, err, sizeof err) == -1, "save with every temp name taken");
+    CHECK(strstr(err, "cannot create temp file") && strstr(err, strerror(EEXIST)) && one_line(err),
+          "every name taken: %s", err);
+    check_intact(path, old, oldlen, "every temp name taken");
+    for (int i = 1; i < 100; i++) {
+        snprintf(taken, sizeof taken, "%s.%d", tmpname, i);
+        rmdir(taken);
+    }
     rmdir(tmpname);
 
-    /* disk full: the temp path is a symlink to /dev/full, so every write
-     * fails with ENOSPC; the symlink (our "temp file") must be gone after */
-    if (access("/dev/full", W_OK) == 0 && symlink("/dev/full", tmpname) == 0) {
+    /* a write that fails part way (the file size limit, as a full disk
+     * would): the target stays, the temp file is removed */
+    struct rlimit was;
+    if (getrlimit(RLIMIT_FSIZE, &was) == 0) {
+        struct rlimit small = { 64, was.rlim_max };
+        void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &small);
         err[0] = '\0';
-        CHECK(ag_st_save(path, sample, NT, sample_meta, 3, err, sizeof err) == -1, "save to a full disk");
-        CHECK(strstr(err, "write failed") && strstr(err, strerror(ENOSPC)), "disk full: %s", err);
-        check_intact(path, old, oldlen, "disk full");
-        struct stat st;
-        CHECK(lstat(tmpname, &st) != 0, "temp file left after ENOSPC");
-        unlink(tmpname);
+        int rc = ag_st_save(path, sample, NT, sample_meta, 3, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &was);
+        signal(SIGXFSZ, old_handler);
+        CHECK(rc == -1, "save past the file size limit");
+        CHECK(strstr(err, "write failed") && strstr(err, strerror(EFBIG)) && one_line(err), "size limit: %s", err);
+        check_intact(path, old, oldlen, "size limit");
+        CHECK(lstat(tmpname, &st) != 0, "temp file removed after a failed write");
     } else {
-        printf("note: /dev/full unavailable, disk-full case not run\n");
+        printf("note: no RLIMIT_FSIZE, the failed-write case not run\n");
     }
 
     /* a directory as the target is refused before anything is written */
