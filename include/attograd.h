@@ -65,6 +65,7 @@ typedef struct ag_tensor {
     int decay;              /* parameters: weight decay applies (set by whoever builds the model) */
     const char *name;       /* parameter name, or NULL */
     ag_node *node;          /* the tape entry that produced it, or NULL for leaves */
+    const ag_node *first_use; /* ag_backward's own: the earliest entry reading this leaf */
 } ag_tensor;
 
 /* ---- errors ------------------------------------------------------------ */
@@ -161,6 +162,15 @@ const char *ag_kernels_name(void);
  * tape entry in reverse order accumulates (+=) into its inputs' gradients.
  * Parameter gradients accumulate across calls until ag_params_zero_grad. */
 void ag_backward(ag_ctx *ctx, ag_tensor *loss);
+/* Called by ag_backward once for each leaf that wants a gradient (a
+ * parameter, a joined view of parameters, a tensor marked with
+ * ag_requires_grad) and is an input of a recorded op, as soon as the
+ * earliest entry reading it has run: no entry left on the tape can add to
+ * its gradient, so that gradient is final for this pass.  Lets a caller use
+ * a gradient while backward goes on (send it to other processes).  A leaf
+ * no entry reads is never named.  fn NULL: no hook (the default). */
+typedef void (*ag_grad_ready_fn)(ag_tensor *leaf, void *user);
+void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user);
 /* Write the recorded graph that produced `root` in Graphviz DOT. */
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out);
 /* Number of tape entries recorded since the last reset. */

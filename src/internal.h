@@ -80,6 +80,8 @@ struct ag_ctx {
     int grad_enabled;
     int precision;                  /* AG_FP32 or AG_BF16: the matrix multiplies' */
     int backward_done;              /* a backward pass ran since the last reset */
+    ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
+    void *grad_ready_user;
     ag_pcg32 dropout_rng;
 };
 

@@ -54,6 +54,36 @@ ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor 
     return n;
 }
 
+static int is_leaf(const ag_tensor *t) { return t && !t->node && t->requires_grad; }
+
+/* Entries only add into their own inputs' gradients, and backward runs them
+ * from the last to the first, so a leaf's gradient is final once the
+ * earliest entry that reads it has run.  Walking the tape from its end,
+ * the last entry seen reading a leaf is that earliest one.  (A view of a
+ * leaf, a reshape, is an entry reading it, recorded before anything reads
+ * the view.) */
+static void mark_first_uses(ag_ctx *ctx)
+{
+    for (ag_node *n = ctx->tail; n; n = n->prev) {
+        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        for (int i = 0; i < n->n_in; i++)
+            if (is_leaf(ins[i]))
+                ins[i]->first_use = n;
+    }
+}
+
+/* After entry n: the hook for each leaf n was the earliest reader of, once
+ * (a leaf read twice by n, as in w * w, is named once). */
+static void name_final_leaves(ag_ctx *ctx, ag_node *n)
+{
+    ag_tensor **ins = n->in_list ? n->in_list : n->in;
+    for (int i = 0; i < n->n_in; i++)
+        if (is_leaf(ins[i]) && ins[i]->first_use == n) {
+            ins[i]->first_use = NULL;
+            ctx->grad_ready(ins[i], ctx->grad_ready_user);
+        }
+}
+
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
     if (loss->size != 1) {
@@ -72,14 +102,24 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
             if (n->op != AG_OP_RESHAPE && n->out->grad)
                 memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
     ctx->backward_done = 1;
+    if (ctx->grad_ready)
+        mark_first_uses(ctx);
     ag_grad(ctx, loss)[0] += 1;
     for (ag_node *n = ctx->tail; n; n = n->prev) {
-        if (!n->out->grad)
-            continue;              /* no gradient reached this entry */
-        if (n->op < 0 || n->op >= AG_OP_COUNT || !backward_table[n->op])
-            ag_error("ag_backward: op %s has no backward function", ag_op_name(n->op));
-        backward_table[n->op](ctx, n);
+        if (n->out->grad) {        /* else no gradient reached this entry */
+            if (n->op < 0 || n->op >= AG_OP_COUNT || !backward_table[n->op])
+                ag_error("ag_backward: op %s has no backward function", ag_op_name(n->op));
+            backward_table[n->op](ctx, n);
+        }
+        if (ctx->grad_ready)
+            name_final_leaves(ctx, n);
     }
+}
+
+void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user)
+{
+    ctx->grad_ready = fn;
+    ctx->grad_ready_user = user;
 }
 
 /* ---- Graphviz ---------------------------------------------------------- */

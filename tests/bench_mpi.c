@@ -3,9 +3,11 @@
  * AdamW) on the small and medium models of tests/bench_train.c, on one or
  * more ranks; built with mpicc by `make bench-mpi` (tests/bench_mpi.sh).
  * Usage:
- *   mpirun -np N bench_mpi [--threads T] [--micro-batch M] [--steps S] small|medium
+ *   mpirun -np N bench_mpi [--threads T] [--micro-batch M] [--steps S] [--overlap 0|1] small|medium
  * --micro-batch 0 (one rank only) is the plain whole-batch step; M > 0 is
- * the micro-batched step of train/dist/microbatch.c.  Rank 0 prints the median
+ * the micro-batched step of train/dist/microbatch.c, whose gradient
+ * exchange overlaps the backward pass (--overlap 1, the default, as
+ * training does) or starts after it (--overlap 0).  Rank 0 prints the median
  * ms per step, the part of it spent in collectives (waiting included), the
  * bytes this rank sent per step, and a checksum of the weights after the
  * steps: the same for the same M on any number of ranks.
@@ -45,7 +47,7 @@ static unsigned long long checksum(const ag_params *ps)
     return h;
 }
 
-static void run(const bench_config *c, int micro_batch, int steps)
+static void run(const bench_config *c, int micro_batch, int steps, int overlap)
 {
     model_config cfg = { ARCH_GPT, c->vocab, c->n_layer, c->n_head, c->d_model, c->context, 0, 0.0 };
     model m;
@@ -68,6 +70,8 @@ static void run(const bench_config *c, int micro_batch, int steps)
         fprintf(stderr, "bench_mpi: %s\n", err);
         exit(2);
     }
+    if (micro_batch > 0)
+        plan.overlap = overlap;
     double loss = 0, bytes0 = 0;
     for (int s = 0; s < c->warmup + steps; s++) {
         for (int i = 0; i < n; i++) {      /* the same batch on every rank */
@@ -99,9 +103,9 @@ static void run(const bench_config *c, int micro_batch, int steps)
     if (dist_rank() == 0) {
         char mb[32];
         snprintf(mb, sizeof mb, micro_batch ? "%d" : "whole", micro_batch);
-        printf("config %-6s params %9zu  B %2d T %3d  ranks %d threads %d  micro-batch %-5s  ms/step %9.2f  "
+        printf("config %-6s params %9zu  B %2d T %3d  ranks %d threads %d  micro-batch %-5s  overlap %d  ms/step %9.2f  "
                "comm ms/step %8.2f  sent MB/step %7.2f  loss %.6f  weights %016llx\n", c->name, m.params->total,
-               c->batch, c->context, dist_size(), ag_get_threads(), mb, ms[steps / 2], comm[steps / 2], bytes / 1e6,
+               c->batch, c->context, dist_size(), ag_get_threads(), mb, overlap, ms[steps / 2], comm[steps / 2], bytes / 1e6,
                loss, checksum(m.params));
         fflush(stdout);
     }
@@ -119,7 +123,7 @@ static void run(const bench_config *c, int micro_batch, int steps)
 int main(int argc, char **argv)
 {
     dist_start("bench");
-    int threads = 1, micro_batch = 0, steps = 0;
+    int threads = 1, micro_batch = 0, steps = 0, overlap = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
             threads = atoi(argv[++i]);
@@ -127,6 +131,8 @@ int main(int argc, char **argv)
             micro_batch = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
             steps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--overlap") == 0 && i + 1 < argc) {
+            overlap = atoi(argv[++i]) != 0;
         } else {
             const bench_config *c = NULL;
             for (size_t k = 0; k < sizeof CONFIGS / sizeof CONFIGS[0]; k++)
@@ -134,11 +140,11 @@ int main(int argc, char **argv)
                     c = &CONFIGS[k];
             if (!c || (micro_batch == 0 && dist_size() > 1)) {
                 fprintf(stderr, "usage: mpirun -np N bench_mpi [--threads T] [--micro-batch M] [--steps S] "
-                                "small|medium (M = 0, whole batches, on one rank only)\n");
+                                "[--overlap 0|1] small|medium (M = 0, whole batches, on one rank only)\n");
                 return dist_end(2, 0);
             }
             ag_set_threads(threads);
-            run(c, micro_batch, steps > 0 ? steps : c->steps);
+            run(c, micro_batch, steps > 0 ? steps : c->steps, overlap);
         }
     }
     return dist_end(0, 1);

@@ -5,13 +5,17 @@
 # links tc netem limits to a bandwidth b and a one-way delay alpha.  For
 # each model and link: the bytes each rank sends per step, the model's t_c,
 # the time measured in the exchange, and the step predicted (the step
-# measured without a limit, plus t_c) against the step measured.  Needs
-# root, ip, tc, network namespaces and Open MPI, or says why it is skipped.
-# Usage: sh tests/bench_multihost.sh [small|medium]...
+# measured without a limit, plus t_c) against the step measured.  Then the
+# overlap of the exchange with the backward pass: the medium model's step
+# with the exchange after backward (--overlap 0) and during it (1), on an
+# unlimited link and at 1 Gbit/s, with the weights' checksum of each (the
+# same bits).  Needs root, ip, tc, network namespaces and Open MPI, or says
+# why it is skipped.
+# Usage: bash tests/bench_multihost.sh [small|medium|overlap]...
 # Environment: BENCH_STEPS (timed steps; default: bench_train's).
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$(pwd)
-configs=${*:-small medium}
+configs=${*:-small medium overlap}
 for tool in mpicc mpirun ip tc unshare; do
     if ! command -v $tool >/dev/null 2>&1; then
         echo "bench-multihost: skipped: no $tool (sh tests/install-deps.sh installs openmpi-bin, libopenmpi-dev, iproute2)"
@@ -61,13 +65,15 @@ limit() {
     done
 }
 
-# measure CONFIG: "ms/step comm-ms/step sent-MB/step" of 2 ranks x 1 thread, micro-batches of half the batch
+# measure CONFIG [OVERLAP]: "ms/step comm-ms/step sent-MB/step weights" of 2 ranks x 1 thread, micro-batches
+# of half the batch, the exchange overlapped with backward (1, the default) or after it (0)
 measure() {
     local half
     case $1 in small) half=6 ;; medium) half=8 ;; esac
     # shellcheck disable=SC2086
-    on_hosts 2 --bind-to none "$ROOT/build-mpi/bench_mpi" --threads 1 --micro-batch $half $steps "$1" 2>/dev/null |
-        sed -nE 's/.*ms\/step +([0-9.]+) +comm ms\/step +([0-9.]+) +sent MB\/step +([0-9.]+).*/\1 \2 \3/p'
+    on_hosts 2 --bind-to none "$ROOT/build-mpi/bench_mpi" --threads 1 --micro-batch $half --overlap "${2:-1}" $steps \
+        "$1" 2>/dev/null |
+        sed -nE 's/.*ms\/step +([0-9.]+) +comm ms\/step +([0-9.]+) +sent MB\/step +([0-9.]+).*weights ([0-9a-f]+).*/\1 \2 \3 \4/p'
 }
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); $(mpirun --version | head -n 1)"
 if [ $netem = 1 ]; then
@@ -78,9 +84,10 @@ fi
 printf '%-7s %-18s %9s %11s %12s %13s %13s %7s\n' model link "MB/step" "t_c model" "t_c measured" \
     "step predicted" "step measured" "off"
 for c in $configs; do
-    case $c in small | medium) ;; *) echo "bench_multihost.sh: '$c' is not a config (small, medium)" >&2; exit 2 ;; esac
+    case $c in small | medium) ;; overlap) continue ;;
+    *) echo "bench_multihost.sh: '$c' is not a config (small, medium, overlap)" >&2; exit 2 ;; esac
     limit none
-    read -r base base_comm mb <<<"$(measure "$c")"
+    read -r base base_comm mb _ <<<"$(measure "$c")"
     [ -n "$base" ] || { echo "bench-multihost: the $c run failed" >&2; exit 1; }
     compute=$(calc "$base - $base_comm")
     printf '%-7s %-18s %9.2f %11s %12.1f %13s %13.1f %7s\n' "$c" "unlimited" "$mb" "-" "$base_comm" "-" "$base" "-"
@@ -88,7 +95,7 @@ for c in $configs; do
         set -- $link
         limit "$1" "$2" "$3"
         [ $netem = 1 ] || set -- "$1" "" "$3" 0
-        read -r ms comm mb <<<"$(measure "$c")"
+        read -r ms comm mb _ <<<"$(measure "$c")"
         [ -n "$ms" ] || { echo "bench-multihost: the $c run on $1 failed" >&2; exit 1; }
         # t_c = bytes / b + 2 (N-1) alpha with N = 2, in ms
         tc_ms=$(calc "$mb * 1e6 * 8 / $3 * 1e3 + 2 * $4 * 1e3")
@@ -97,4 +104,31 @@ for c in $configs; do
         printf '%-7s %-18s %9.2f %11.1f %12.1f %13.1f %13.1f %6.0f%%\n' "$c" "$1${2:+, $2}" "$mb" "$tc_ms" "$comm" \
             "$pred" "$ms" "$off"
     done
+done
+
+# The overlap: the same steps with the exchange after backward and during it,
+# alternated BENCH_REPS times (default 3; the median of each), so that a
+# change of load on the machine touches both alike.
+case " $configs " in *" overlap "*) ;; *) exit 0 ;; esac
+reps=${BENCH_REPS:-3}
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+echo
+echo "overlap of the exchange with the backward pass: medium, 2 hosts x 1 rank x 1 thread, ms/step (median of"
+echo "$reps runs each, alternated); waiting: the part of the step spent waiting for the exchange after backward"
+printf '%-12s %12s %15s %13s %16s %7s %s\n' link "after: step" "after: waiting" "during: step" "during: waiting" \
+    "saved" "same weights"
+for link in "none" "1gbit 500us 1e9"; do
+    set -- $link
+    limit "$1" "${2:-}" "${3:-0}"
+    off_ms="" off_comm="" on_ms="" on_comm="" same=yes
+    for _ in $(seq "$reps"); do
+        read -r a b _ wa <<<"$(measure medium 0)"
+        read -r c d _ wc <<<"$(measure medium 1)"
+        [ -n "$a" ] && [ -n "$c" ] || { echo "bench-multihost: the overlap runs on $1 failed" >&2; exit 1; }
+        off_ms="$off_ms $a" off_comm="$off_comm $b" on_ms="$on_ms $c" on_comm="$on_comm $d"
+        [ "$wa" = "$wc" ] || same=no
+    done
+    a=$(echo "$off_ms" | median) b=$(echo "$off_comm" | median) c=$(echo "$on_ms" | median) d=$(echo "$on_comm" | median)
+    printf '%-12s %12.1f %15.1f %13.1f %16.1f %6.0f%% %s\n' "$([ "$1" = none ] && echo unlimited || echo "$1")" \
+        "$a" "$b" "$c" "$d" "$(calc "($a - $c) / $a * 100")" "$same"
 done

@@ -4,9 +4,10 @@
 # namespace of its own (addresses 10.250.0.0/24 exist on those veths only),
 # and mpirun reaches them through an rsh agent that runs `ip netns exec`.
 # Checks: 2 and 3 hosts save the checkpoint one process saves, byte for
-# byte, with dropout and micro-batches; kill -9 of one rank, and a host's
-# link cut, each leave a checkpoint of the last completed step, saved by the
-# lowest rank still running, that resumes to the unbroken run's bytes; every
+# byte, with dropout and micro-batches, also when a host's link is slowed
+# down (tc tbf) during the run; kill -9 of one rank, a host's link cut, and
+# SIGTERM to mpirun each leave a checkpoint of the last completed step, saved
+# by the lowest rank still running, that resumes to the unbroken run's bytes; every
 # process ends within --mpi-timeout + 10 s, mpirun too; nothing of the test
 # is left behind.  Needs root, ip, network namespaces, mpirun and the MPI
 # build, or reports itself skipped.  Run from the repository root; ATTOGRAD
@@ -66,6 +67,30 @@ for n in 2 3; do
     check "$n hosts over TCP save the checkpoint one process saves, with dropout and micro-batches" \
         cmp -s one.st hosts$n.st
 done
+# a link slowed to 20 Mbit/s (a token bucket on host 1's side) a few steps
+# into the run: the exchange takes longer, the bytes are the same
+"$A" train $RUN --steps 60 --save slow1.st --log "$tmp/slow.csv" --log-every 1 >/dev/null 2>&1
+rm -f slow.csv
+on 2 train $RUN --steps 60 --save slow2.st --log "$tmp/slow.csv" --log-every 1 >slow.out 2>&1 &
+slow=$!
+for _ in $(seq 300); do [ "$(cat slow.csv 2>/dev/null | wc -l)" -gt 5 ] && break; sleep 0.05; done
+running=$(kill -0 $slow 2>/dev/null && echo 1)
+ip netns exec "$P-h1" tc qdisc add dev "$P-e1" root tbf rate 20mbit burst 32kb latency 100ms
+limited=$?
+wait $slow
+rc=$?
+# the token bucket held packets back (overlimits) while the run went on
+held=$(ip netns exec "$P-h1" tc -s qdisc show dev "$P-e1" | sed -nE 's/.*overlimits ([0-9]+).*/\1/p')
+ip netns exec "$P-h1" tc qdisc del dev "$P-e1" root 2>/dev/null
+if [ $limited -ne 0 ]; then
+    skip "a slowed link: tc could not add a tbf limit here"
+else
+    check "a link slowed during the run: the limit came while it ran and held packets back ($held times)" \
+        eval '[ -n "$running" ] && [ "${held:-0}" -gt 0 ]'
+    check "a link slowed during the run: exit 0 (exit $rc: $(grep -m1 -v '^ *$' slow.out))" test $rc -eq 0
+    check "a link slowed during the run: the checkpoint one process saves" cmp -s slow1.st slow2.st
+fi
+
 STEPS=400
 # (logging where the faulty runs log: a checkpoint records its log's path)
 "$A" train $RUN --steps $STEPS --save unbroken.st --log "$tmp/fault.csv" >/dev/null 2>&1
@@ -139,4 +164,21 @@ if [ -e "disks/$P-h2/fault.st" ]; then
     check "host 2's link cut: host 2's own save is a whole checkpoint of a step taken (step $other)" \
         eval '[ -n "$other" ] && [ "$other" -gt 0 ] && [ "$other" -lt $STEPS ]'
 fi
+# SIGTERM to mpirun (what a batch system sends at the end of a job): every
+# rank stops at one step, rank 0 saves it on its disk, and it resumes
+ip -n "$P-h2" link set "$P-e2" up
+start 3
+launcher=""
+for p in $(ip netns pids "$P-h0"); do [ "$(cat /proc/$p/comm 2>/dev/null)" = mpirun ] && launcher=$p; done
+check "SIGTERM to mpirun: mpirun found on host 0" test -n "$launcher"
+kill -TERM "$launcher"
+ended "SIGTERM to mpirun"
+cp "disks/$P-h0/fault.st" fault.st 2>/dev/null
+step=$("$A" info fault.st 2>/dev/null | sed -nE 's/.*step ([0-9]+),.*/\1/p')
+check "SIGTERM to mpirun: a checkpoint of a step taken (step $step of $STEPS)" \
+    eval '[ -n "$step" ] && [ "$step" -gt 0 ] && [ "$step" -lt $STEPS ]'
+check "SIGTERM to mpirun: one line names the step saved ($(grep -m1 -E 'terminated at step|saved .* at step' fault.out))" \
+    grep -qE "terminated at step $step: stopping and saving|saved .*fault.st at step $step," fault.out
+"$A" train --resume fault.st --steps $STEPS --eval-every 0 --quiet --threads 1 >resume.out 2>&1
+check "SIGTERM to mpirun: step $step resumed in one process gives the unbroken run's bytes" cmp -s unbroken.st fault.st
 finish

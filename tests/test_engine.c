@@ -662,6 +662,58 @@ static void test_no_grad(ag_ctx *ctx)
     CHECK(ag_set_grad_enabled(ctx, prev) == 0, "ag_set_grad_enabled must return the previous setting");
 }
 
+/* The grad-ready hook: each leaf that wants a gradient and is read named
+ * once, with its gradient already final; a leaf nothing reads never. */
+typedef struct ready_log {
+    const ag_tensor *who[8];
+    ag_real seen[8][3];         /* the gradient when named */
+    int n;
+} ready_log;
+
+static void log_ready(ag_tensor *leaf, void *user)
+{
+    ready_log *log = user;
+    if (log->n < 8) {
+        log->who[log->n] = leaf;
+        for (int i = 0; i < 3; i++)
+            log->seen[log->n][i] = leaf->grad ? leaf->grad[i] : 0;    /* NULL: nothing reached it yet */
+    }
+    log->n++;
+}
+
+static void test_grad_ready_hook(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *w = ag_from(ctx, 1, (int[]){ 3 }, (ag_real[]){ 1, -2, 3 });
+    ag_tensor *v = ag_from(ctx, 1, (int[]){ 3 }, (ag_real[]){ 0.5f, 0.25f, 2 });
+    ag_tensor *c = ag_from(ctx, 1, (int[]){ 3 }, (ag_real[]){ 4, 5, 6 });
+    ag_tensor *unused = ag_full(ctx, 1, (int[]){ 3 }, 1);
+    ag_requires_grad(w);
+    ag_requires_grad(v);
+    ag_requires_grad(unused);
+    /* y = sum(w*w) + sum(reshape(w) * c) + sum(v * w): w is read first by
+     * w*w (named once though read twice there), last by v*w; v only by v*w */
+    ag_tensor *y = ag_add(ctx, ag_sum_all(ctx, ag_mul(ctx, w, w)),
+                          ag_sum_all(ctx, ag_mul(ctx, ag_reshape(ctx, w, 1, (int[]){ 3 }), c)));
+    y = ag_add(ctx, y, ag_sum_all(ctx, ag_mul(ctx, v, w)));
+    ready_log log = { .n = 0 };
+    ag_set_grad_ready_hook(ctx, log_ready, &log);
+    ag_backward(ctx, y);
+    ag_set_grad_ready_hook(ctx, NULL, NULL);
+    CHECK(log.n == 2, "grad-ready hook: named %d leaves, want 2 (w and v, not the unread one)", log.n);
+    CHECK(log.n >= 2 && log.who[0] == v && log.who[1] == w, "grad-ready hook: v (last read first) before w");
+    for (int k = 0; k < log.n && k < 2; k++) {
+        const ag_tensor *t = log.who[k];
+        CHECK(memcmp(log.seen[k], t->grad, 3 * sizeof(ag_real)) == 0,
+              "grad-ready hook: %s's gradient changed after it was named final", t == w ? "w" : "v");
+    }
+    /* dy/dw = 2w + c + v */
+    CHECK(w->grad[0] == 2 * 1 + 4 + 0.5f && w->grad[2] == 2 * 3 + 6 + 2, "grad-ready hook: dy/dw = 2w + c + v");
+    /* no hook: nothing named */
+    ag_backward(ctx, y);
+    CHECK(log.n == 2, "grad-ready hook: named again after it was removed");
+}
+
 static void test_reshape_view(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1135,6 +1187,7 @@ int main(void)
     test_accumulation(ctx);
     test_no_grad(ctx);
     test_reshape_view(ctx);
+    test_grad_ready_hook(ctx);
     test_deep_graph();
     test_arena_steady();
     test_arena_rewind();

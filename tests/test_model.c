@@ -309,6 +309,87 @@ static void check_model(const char *label, int arch, int qkv_bias, double dropou
     model_free(&m);
 }
 
+/* The grad-ready hook over a whole GPT step (the joined query/key/value
+ * weights are one leaf): every parameter is named exactly once, its
+ * gradient is then already what backward leaves, and the output head's is
+ * final before the embeddings' (what lets a data-parallel step send the
+ * last layers' gradients while backward still runs). */
+typedef struct ready_count {
+    const ag_params *ps;
+    int *times, *order, next;
+    ag_real *seen;                              /* each parameter's gradient when named */
+    int outside;                                /* leaves that are not parameters */
+} ready_count;
+
+static void count_ready(ag_tensor *leaf, void *user)
+{
+    ready_count *rc = user;
+    const ag_params *ps = rc->ps;
+    int any = 0;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->list[i];
+        if (p->grad >= leaf->grad && p->grad + p->size <= leaf->grad + leaf->size) {
+            rc->times[i]++;
+            rc->order[i] = rc->next++;
+            memcpy(rc->seen + (p->grad - ps->grad), p->grad, p->size * sizeof(ag_real));
+            any = 1;
+        }
+    }
+    rc->outside += !any;
+}
+
+static void check_grad_ready(const char *label, int qkv_bias, double dropout)
+{
+    model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, qkv_bias, dropout };
+    model m;
+    model_build(&m, &cfg);
+    ag_pcg32 init;
+    ag_pcg32_seed(&init, 5, 1);
+    model_init(&m, &init);
+    const ag_params *ps = m.params;
+    ready_count rc = { ps, calloc((size_t)ps->count, sizeof(int)), calloc((size_t)ps->count, sizeof(int)), 0,
+                       malloc(ps->total * sizeof(ag_real)), 0 };
+    int32_t ids[16], targets[16];
+    for (int i = 0; i < 16; i++) {
+        ids[i] = (int32_t)ag_pcg32_below(&rng, 9);
+        targets[i] = (int32_t)ag_pcg32_below(&rng, 9);
+    }
+    ag_ctx *ctx = ag_ctx_new();
+    ag_tensor *loss = ag_cross_entropy(ctx, model_forward(ctx, &m, ids, 2, 8, 1, NULL), targets);
+    ag_params_zero_grad(m.params);
+    ag_set_grad_ready_hook(ctx, count_ready, &rc);
+    ag_backward(ctx, loss);
+    int once = 1, final = 1;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_tensor *p = ps->list[i];
+        if (rc.times[i] != 1) {
+            once = 0;
+            printf("  %s named %d times\n", p->name, rc.times[i]);
+        }
+        if (memcmp(rc.seen + (p->grad - ps->grad), p->grad, p->size * sizeof(ag_real))) {
+            final = 0;
+            printf("  %s's gradient changed after it was named\n", p->name);
+        }
+    }
+    CHECK(once, "%s: grad-ready hook names each of %d parameters once", label, ps->count);
+    CHECK(final, "%s: grad-ready hook names a gradient only once it is final", label);
+    CHECK(rc.outside == 0, "%s: grad-ready hook named %d leaves that are no parameters", label, rc.outside);
+    int head = -1, emb = -1;
+    for (int i = 0; i < ps->count; i++) {
+        if (!strcmp(ps->list[i]->name, "out_head.weight"))
+            head = rc.order[i];
+        if (!strcmp(ps->list[i]->name, "pos_emb.weight"))
+            emb = rc.order[i];
+    }
+    CHECK(head >= 0 && emb >= 0 && head < emb, "%s: the head's gradient final (%d) before the embedding's (%d)",
+          label, head, emb);
+    ag_ctx_free(ctx);
+    free(rc.times);
+    free(rc.order);
+    free(rc.seen);
+    model_free(&m);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 99, 1);
@@ -332,6 +413,8 @@ int main(void)
     check_model("gpt step", ARCH_GPT, 0, 0);
     check_model("gpt step, qkv bias, dropout 0.2", ARCH_GPT, 1, 0.2);
     check_model("attn-only step", ARCH_ATTN_ONLY, 1, 0);
+    check_grad_ready("gpt step", 0, 0);
+    check_grad_ready("gpt step, qkv bias, dropout 0.2", 1, 0.2);
 
     /* The causal mask means position t never sees t+1..: changing the last
      * token must leave the logits of every earlier position unchanged. */

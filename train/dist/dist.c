@@ -15,6 +15,7 @@
  * network saves the last completed step.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,6 +112,12 @@ static void finalize(void)
 /* A second communicator for leaving: a barrier there can only meet
  * other ranks leaving, never a collective of the training. */
 static MPI_Comm leaving;
+/* The gradient exchange's two kinds of collectives, each on its own
+ * communicator: a bucket's all-gather starts when its all-to-all is in,
+ * which differs between ranks, so the two kinds interleave differently on
+ * each; on each communicator alone they start in the buckets' order. */
+static MPI_Comm exchange_a2a, exchange_gather;
+static int exchange_threaded;
 
 /* die() on every rank (a bad option, a checkpoint that does not fit: the
  * same verdict everywhere, said by rank 0) or --help ends in dist_exit
@@ -143,8 +150,11 @@ void dist_start(const char *cmd)
      * the job they wait forever, and the rank that should save hangs in
      * them.  mpirun itself still names the rank that died. */
     setenv("OMPI_MCA_orte_execute_quiet", "1", 0);
+    /* serialized: the gradient exchange's thread calls MPI while the main
+     * thread runs backward and calls none (dist_exchange_start) */
     int provided;
-    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    exchange_threaded = provided >= MPI_THREAD_SERIALIZED;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -155,6 +165,10 @@ void dist_start(const char *cmd)
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &leaving);
     MPI_Comm_dup(MPI_COMM_WORLD, &faults);
+    MPI_Comm_dup(MPI_COMM_WORLD, &exchange_a2a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &exchange_gather);
+    MPI_Comm_set_errhandler(exchange_a2a, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(exchange_gather, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(faults, MPI_ERRORS_RETURN);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
     if (rank > 0) {
@@ -285,25 +299,37 @@ int dist_lowest_alive(void)
     return !lower_gave_up;
 }
 
+/* One look at req: 1 once it has completed, 0 while it has not, -1 when
+ * the rank gives up (now or before).  rc is the call's own result. */
+static int poll_once(MPI_Request *req, int *rc, const char *call, double deadline)
+{
+    int done = 0;
+    if (lost)
+        return -1;
+    if (*rc == MPI_SUCCESS)
+        *rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS)
+        give_up(DIST_FAILED, call, *rc);
+    else if (done)
+        return 1;
+    else if (stop_flag && *stop_flag)
+        give_up(DIST_STOPPED, call, *rc);
+    else if (heard_notice())
+        give_up(DIST_PEER, call, *rc);
+    else if (timeout_seconds > 0 && now_seconds() > deadline)
+        give_up(DIST_TIMED_OUT, call, *rc);
+    return lost ? -1 : 0;
+}
+
 /* Until req completes (0), or the rank gives up (-1). */
 static int wait_for(MPI_Request *req, int rc, const char *call)
 {
-    double t0 = now_seconds(), deadline = t0 + (double)timeout_seconds;
-    int done = 0;
-    while (!done && !lost) {
-        if (rc == MPI_SUCCESS)
-            rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS)
-            give_up(DIST_FAILED, call, rc);
-        else if (!done && stop_flag && *stop_flag)
-            give_up(DIST_STOPPED, call, rc);
-        else if (!done && heard_notice())
-            give_up(DIST_PEER, call, rc);
-        else if (!done && timeout_seconds > 0 && now_seconds() > deadline)
-            give_up(DIST_TIMED_OUT, call, rc);
-    }
+    double t0 = now_seconds();
+    int r;
+    while ((r = poll_once(req, &rc, call, t0 + (double)timeout_seconds)) == 0)
+        ;
     comm_seconds += now_seconds() - t0;
-    return done ? 0 : -1;
+    return r == 1 ? 0 : -1;
 }
 
 static MPI_Datatype mpi_type(dist_type t)
@@ -352,11 +378,126 @@ long dist_max(long v)
     return wait_for(&req, rc, "MPI_Iallreduce") ? v : out;
 }
 
+/* ---- the gradient exchange, overlapped ----------------------------------
+ * The main thread posts buckets as backward finishes them and calls no MPI
+ * until dist_exchange_wait; the exchange's thread starts each posted
+ * bucket's all-to-all, and, as they complete (oldest first), reduces and
+ * gathers them, testing its requests every 100 us: Open MPI's TCP transport
+ * moves data only inside MPI calls, so someone must keep calling while
+ * backward computes.  The thread gives up as wait_for does (timeout, error,
+ * stop flag, another rank's notice); a bucket's timeout counts from its
+ * collective's start. */
+enum { EXCHANGE_MAX = 512 };
+static struct {
+    const dist_bucket *b;
+    int n;
+    dist_reduce_fn reduce;
+    void *user;
+    pthread_t thread;
+    int running;                        /* the thread was started */
+    pthread_mutex_t lock;
+    pthread_cond_t posted_more;
+    int queue[EXCHANGE_MAX], posted;    /* buckets in the order posted (under lock) */
+    MPI_Request a2a[EXCHANGE_MAX], gather[EXCHANGE_MAX];
+    int rc_a2a[EXCHANGE_MAX], rc_gather[EXCHANGE_MAX];
+    double t_a2a[EXCHANGE_MAX], t_gather[EXCHANGE_MAX];
+} ex = { .lock = PTHREAD_MUTEX_INITIALIZER, .posted_more = PTHREAD_COND_INITIALIZER };
+
+static void *exchange_run(void *unused)
+{
+    (void)unused;
+    if (ex.running) {
+        sigset_t all;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, NULL);     /* the stop signals are the main thread's */
+    }
+    MPI_Datatype T = mpi_type(DIST_REAL);
+    int started = 0, reduced = 0, gathered = 0;
+    double timeout = (double)timeout_seconds;
+    while (gathered < ex.n && !lost) {
+        pthread_mutex_lock(&ex.lock);
+        while (ex.running && started == ex.posted && gathered == started)
+            pthread_cond_wait(&ex.posted_more, &ex.lock);       /* nothing in flight: wait for a post */
+        int posted = ex.posted;
+        pthread_mutex_unlock(&ex.lock);
+        int moved = 0;
+        for (; started < posted; started++, moved = 1) {
+            const dist_bucket *b = &ex.b[ex.queue[started]];
+            ex.rc_a2a[started] = MPI_Ialltoallv(b->send, b->scounts, b->sdispls, T, b->recv, b->rcounts, b->rdispls,
+                                                T, exchange_a2a, &ex.a2a[started]);
+            ex.t_a2a[started] = now_seconds();
+        }
+        if (reduced < started) {
+            int r = poll_once(&ex.a2a[reduced], &ex.rc_a2a[reduced], "MPI_Ialltoallv", ex.t_a2a[reduced] + timeout);
+            if (r == 1) {
+                const dist_bucket *b = &ex.b[ex.queue[reduced]];
+                ex.reduce(ex.queue[reduced], ex.user);
+                ex.rc_gather[reduced] = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b->gather, b->gcounts,
+                                                        b->gdispls, T, exchange_gather, &ex.gather[reduced]);
+                ex.t_gather[reduced] = now_seconds();
+                reduced++;
+                moved = 1;
+            }
+        }
+        if (gathered < reduced && !lost) {
+            int r = poll_once(&ex.gather[gathered], &ex.rc_gather[gathered], "MPI_Iallgatherv",
+                              ex.t_gather[gathered] + timeout);
+            if (r == 1) {
+                gathered++;
+                moved = 1;
+            }
+        }
+        if (!moved) {
+            struct timespec tick = { 0, 100000 };
+            nanosleep(&tick, NULL);
+        }
+    }
+    return NULL;
+}
+
+void dist_exchange_start(const dist_bucket *buckets, int n, dist_reduce_fn reduce, void *user)
+{
+    if (n > EXCHANGE_MAX)
+        ag_error("gradient exchange: %d buckets, at most %d", n, EXCHANGE_MAX);
+    ex.b = buckets, ex.n = n, ex.reduce = reduce, ex.user = user, ex.posted = 0;
+    ex.running = !lost && exchange_threaded;      /* before the thread reads it */
+    if (ex.running && pthread_create(&ex.thread, NULL, exchange_run, NULL) != 0)
+        ex.running = 0;
+}
+
+void dist_exchange_post(int bucket)
+{
+    const dist_bucket *b = &ex.b[bucket];
+    for (int q = 0; q < size; q++)
+        if (q != rank)
+            bytes_sent += (double)b->scounts[q] * (double)sizeof(ag_real);
+    bytes_sent += (double)b->gcounts[rank] * (double)sizeof(ag_real) * (size - 1);
+    pthread_mutex_lock(&ex.lock);
+    ex.queue[ex.posted++] = bucket;
+    pthread_cond_signal(&ex.posted_more);
+    pthread_mutex_unlock(&ex.lock);
+}
+
+int dist_exchange_wait(void)
+{
+    double t0 = now_seconds();
+    if (ex.running)
+        pthread_join(ex.thread, NULL);
+    else
+        exchange_run(NULL);             /* no thread: the whole exchange now */
+    ex.running = 0;
+    comm_seconds += now_seconds() - t0;
+    return lost ? -1 : 0;
+}
+
 /* A rank that has given up leaves without MPI_Finalize, which would wait
  * for the collective it left pending. */
 int dist_end(int status, int together)
 {
     if (together && !lost) {
+        /* a stop the ranks agreed on is no reason to give up here: rank 0
+         * may still be saving, and mpirun kills it when another rank exits */
+        stop_flag = NULL;
         MPI_Request req;
         int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
         if (wait_for(&req, rc, "MPI_Ibarrier") == 0)
@@ -418,6 +559,14 @@ int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void
            (size_t)scounts[0] * unit);
     return 0;
 }
+
+/* One rank: the exchange is never needed (a rank's sums are the whole). */
+void dist_exchange_start(const dist_bucket *buckets, int n, dist_reduce_fn reduce, void *user)
+{
+    (void)buckets, (void)n, (void)reduce, (void)user;
+}
+void dist_exchange_post(int bucket) { (void)bucket; }
+int dist_exchange_wait(void) { return 0; }
 
 long dist_max(long v) { return v; }
 void dist_exit(int status) { exit(status); }

@@ -57,6 +57,32 @@ int dist_allgather(void *buf, const int *counts, const int *displs, dist_type ty
  * recv[rdispls[r] ..] (counts and displacements in elements). */
 int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void *recv, const int *rcounts,
                    const int *rdispls, dist_type type);
+/* The exchange of one step's gradients in buckets, overlapped with the
+ * backward pass: a bucket is posted as soon as its gradients are final and
+ * its slices are in `send`; a thread of its own then runs, bucket by bucket
+ * in the order they were posted (the same on every rank), an all-to-all
+ * that brings each rank the others' slices of its part of the bucket, the
+ * caller's `reduce` (which adds them up into `gather` + gdispls[rank]), and
+ * an all-gather of those parts, in place.  Counts and displacements are in
+ * ag_real elements, as dist_alltoall's and dist_allgather's. */
+typedef struct dist_bucket {
+    const void *send;
+    const int *scounts, *sdispls;
+    void *recv;
+    const int *rcounts, *rdispls;
+    void *gather;
+    const int *gcounts, *gdispls;
+} dist_bucket;
+typedef void (*dist_reduce_fn)(int bucket, void *user);
+/* Before the first post of a step: n buckets.  The main thread calls no
+ * other collective until dist_exchange_wait. */
+void dist_exchange_start(const dist_bucket *buckets, int n, dist_reduce_fn reduce, void *user);
+void dist_exchange_post(int bucket);
+/* Once every bucket is posted: until each is gathered (0) or the rank gives
+ * up (-1).  The time spent here counts in dist_comm_seconds; what the
+ * backward pass hid does not. */
+int dist_exchange_wait(void);
+
 /* The largest of every rank's v (v itself once the rank has given up). */
 long dist_max(long v);
 /* Wall-clock seconds spent in collectives so far (waiting for the other

@@ -66,6 +66,72 @@ static void *alloc(size_t n, int *failed)
     return v;
 }
 
+static size_t param_offset(const ag_params *ps, int i) { return (size_t)(ps->list[i]->grad - ps->grad); }
+
+/* The buckets of the exchange (consecutive parameters, closed once they
+ * hold MB_BUCKET_VALUES, more for a model too large for 500 such), each
+ * cut into one slice per rank, and the buffers: what this rank sends (its
+ * subtrees' slices, bucket by bucket, rank by rank) and receives (the
+ * subtrees of every rank, of its slice of each bucket). */
+static void plan_buckets(mb_plan *p, int *failed)
+{
+    const ag_params *ps = p->ps;
+    int N = p->size, r = p->rank, nodes[MB_MAX_NODES][2];
+    size_t want = MB_BUCKET_VALUES, in = 0;
+    while (p->P / want >= 500)
+        want *= 2;
+    p->start = alloc((size_t)(ps->count + 1) * sizeof *p->start, failed);
+    p->bucket_of = alloc((size_t)ps->count * 2 * sizeof *p->bucket_of, failed);
+    if (*failed)
+        return;
+    p->named = p->bucket_of + ps->count;
+    p->start[0] = 0;
+    for (int i = 0; i < ps->count; i++) {
+        p->bucket_of[i] = p->n_buckets;
+        in += ps->list[i]->size;
+        if (in >= want || i == ps->count - 1) {
+            p->start[++p->n_buckets] = (int)(param_offset(ps, i) + ps->list[i]->size);
+            in = 0;
+        }
+    }
+    int nb = p->n_buckets;
+    p->scounts = alloc((size_t)6 * nb * N * sizeof *p->scounts, failed);
+    p->buckets = alloc((size_t)nb * sizeof *p->buckets, failed);
+    p->left = alloc((size_t)nb * sizeof *p->left, failed);
+    if (*failed)
+        return;
+    p->sdispls = p->scounts + nb * N, p->rcounts = p->scounts + 2 * nb * N, p->rdispls = p->scounts + 3 * nb * N;
+    p->len = p->scounts + 4 * nb * N, p->off = p->scounts + 5 * nb * N;
+    int got = 0, longest = 0;
+    for (int b = 0; b < nb; b++) {
+        int a = p->start[b], L = p->start[b + 1] - a, *off = p->off + b * N, *len = p->len + b * N;
+        for (int q = 0; q < N; q++) {
+            off[q] = a + (int)((long)L * q / N);
+            len[q] = a + (int)((long)L * (q + 1) / N) - off[q];
+            p->scounts[b * N + q] = p->n_nodes * len[q];
+            p->sdispls[b * N + q] = p->n_nodes * off[q];
+        }
+        for (int q = 0; q < N; q++) {
+            p->rcounts[b * N + q] = rank_cover(p, q, nodes) * len[r];
+            p->rdispls[b * N + q] = got;
+            got += p->rcounts[b * N + q];
+        }
+        if (len[r] > longest)
+            longest = len[r];
+    }
+    if (N > 1) {
+        p->send = alloc((size_t)p->n_nodes * p->P * sizeof(ag_real), failed);
+        p->recv = alloc((size_t)got * sizeof(ag_real), failed);
+        /* the partial sums down the tree of the exchange's thread */
+        for (int d = 0; (1 << d) < 2 * p->n && d < 32; d++)
+            p->shard_tmp[d] = alloc((size_t)longest * sizeof(ag_real) + 1, failed);
+    }
+    for (int b = 0; b < nb && !*failed; b++)
+        p->buckets[b] = (dist_bucket){ p->send, p->scounts + b * N, p->sdispls + b * N, p->recv,
+                                       p->rcounts + b * N, p->rdispls + b * N, ps->grad, p->len + b * N,
+                                       p->off + b * N };
+}
+
 int mb_plan_init(mb_plan *p, ag_params *ps, int B, int M, int S, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
@@ -76,7 +142,7 @@ int mb_plan_init(mb_plan *p, ag_params *ps, int B, int M, int S, char *err, size
         return -1;
     }
     *p = (mb_plan){ .B = B, .M = M, .n = B / M, .S = S, .rank = dist_rank(), .size = N, .ps = ps,
-                    .P = ps->total };
+                    .P = ps->total, .overlap = 1 };
     p->per_rank = p->n / N;
     p->n_nodes = rank_cover(p, p->rank, p->nodes);
     int failed = 0;
@@ -84,32 +150,16 @@ int mb_plan_init(mb_plan *p, ag_params *ps, int B, int M, int S, char *err, size
     for (int k = 0; k < p->n_nodes && !failed; k++)
         p->sums[k] = alloc(p->P * sizeof(ag_real), &failed);
     p->losses = alloc((size_t)p->n * sizeof *p->losses, &failed);
-    int *ints = alloc((size_t)8 * N * sizeof *ints, &failed);
+    int *ints = alloc((size_t)2 * N * sizeof *ints, &failed);
     if (!failed) {
-        p->scounts = ints, p->sdispls = ints + N, p->rcounts = ints + 2 * N, p->rdispls = ints + 3 * N;
-        p->shard_len = ints + 4 * N, p->shard_off = ints + 5 * N;
-        p->loss_counts = ints + 6 * N, p->loss_displs = ints + 7 * N;
-        /* shard q: parameters [q P / N, (q+1) P / N) */
+        p->loss_counts = ints, p->loss_displs = ints + N;
         for (int q = 0; q < N; q++) {
-            p->shard_off[q] = (int)(p->P * (size_t)q / (size_t)N);
-            p->shard_len[q] = (int)(p->P * (size_t)(q + 1) / (size_t)N) - p->shard_off[q];
             p->loss_counts[q] = p->per_rank;
             p->loss_displs[q] = q * p->per_rank;
         }
-        int sent = 0, got = 0, nodes[MB_MAX_NODES][2];
-        for (int q = 0; q < N; q++) {
-            p->scounts[q] = p->n_nodes * p->shard_len[q];
-            p->sdispls[q] = sent;
-            sent += p->scounts[q];
-            p->rcounts[q] = rank_cover(p, q, nodes) * p->shard_len[p->rank];
-            p->rdispls[q] = got;
-            got += p->rcounts[q];
-        }
-        if (N > 1) {
-            p->send = alloc((size_t)sent * sizeof(ag_real), &failed);
-            p->recv = alloc((size_t)got * sizeof(ag_real), &failed);
-        }
     }
+    if (!failed && (double)p->n_nodes * (double)p->P <= 2147483647.0)
+        plan_buckets(p, &failed);
     if (failed || (double)p->n_nodes * (double)p->P > 2147483647.0) {
         ag_set_err(err, errlen, "%s for the micro-batches' %d partial gradient sums of %zu parameters",
                    failed ? "out of memory" : "too many values to exchange in one call", p->n_nodes, p->P);
@@ -131,7 +181,12 @@ void mb_plan_free(mb_plan *p)
     free(p->send);
     free(p->recv);
     free(p->losses);
+    free(p->loss_counts);
+    free(p->start);
+    free(p->bucket_of);
     free(p->scounts);
+    free(p->buckets);
+    free(p->left);
     memset(p, 0, sizeof *p);
 }
 
@@ -184,46 +239,124 @@ static void micro_step(mb_plan *p, const step_input *in, int i)
     p->losses[i] = step_gradient(in->ctx, in->m, &rows) * rows.weight;
 }
 
-/* dst = the sum of micro-batches [lo,hi), added in tree order. */
-static void node_sum(mb_plan *p, const step_input *in, int lo, int hi, ag_real *dst, int depth)
+/* dst = the sum of micro-batches [lo,hi), added in tree order.  With
+ * `last` ([lo,hi) ends with the rank's last micro-batch), all but that
+ * one: the additions its gradient enters are left in p->chain, to be made
+ * bucket by bucket as its backward pass finishes them (finish_bucket). */
+static void node_sum(mb_plan *p, const step_input *in, int lo, int hi, ag_real *dst, int depth, int last)
 {
     if (hi - lo == 1) {
+        if (last) {
+            p->chain[p->chain_len++] = dst;
+            p->chain_copy = 1;
+            return;
+        }
         micro_step(p, in, lo);
         memcpy(dst, p->ps->grad, p->P * sizeof *dst);
         return;
     }
     int mid = tree_split(lo, hi);
-    node_sum(p, in, lo, mid, dst, depth);
+    node_sum(p, in, lo, mid, dst, depth, 0);
     if (hi - mid == 1) {
+        if (last) {
+            p->chain[p->chain_len++] = dst;
+            p->chain_copy = 0;
+            return;
+        }
         micro_step(p, in, mid);
         add_into(dst, p->ps->grad, p->P);
     } else {
         ag_real *right = depth_buffer(p->tmp, depth, p->P);
-        node_sum(p, in, mid, hi, right, depth + 1);
-        add_into(dst, right, p->P);
+        node_sum(p, in, mid, hi, right, depth + 1, last);
+        if (last)
+            p->chain[p->chain_len++] = dst;
+        else
+            add_into(dst, right, p->P);
     }
 }
 
-/* dst = this rank's shard of the sum of [lo,hi): a subtree one rank holds
- * is read from what it sent; one that spans ranks is its halves added. */
-static void shard_sum(mb_plan *p, int lo, int hi, ag_real *dst, int depth)
+/* Bucket b's gradients are final: the additions node_sum left, on the
+ * bucket's values alone (the same additions in the same order as on the
+ * whole), then its slices to send, and off it goes. */
+static void finish_bucket(mb_plan *p, int b)
+{
+    size_t a = (size_t)p->start[b], len = (size_t)p->start[b + 1] - a;
+    for (int j = 0; j < p->chain_len; j++) {
+        const ag_real *from = j == 0 ? p->ps->grad : p->chain[j - 1];
+        if (j == 0 && p->chain_copy)
+            memcpy(p->chain[0] + a, from + a, len * sizeof(ag_real));
+        else
+            add_into(p->chain[j] + a, from + a, len);
+    }
+    if (p->size == 1)
+        return;
+    const int *off = p->off + b * p->size, *slice = p->len + b * p->size;
+    for (int q = 0; q < p->size; q++)
+        for (int k = 0; k < p->n_nodes; k++)
+            memcpy(p->send + p->sdispls[b * p->size + q] + (size_t)k * slice[q], p->sums[k] + off[q],
+                   (size_t)slice[q] * sizeof(ag_real));
+    dist_exchange_post(b);
+}
+
+/* Parameter i's gradient is final; its bucket goes when it is the last. */
+static void param_final(mb_plan *p, int i)
+{
+    if (p->named[i])
+        return;
+    p->named[i] = 1;
+    int b = p->bucket_of[i];
+    if ((p->left[b] -= (int)p->ps->list[i]->size) == 0)
+        finish_bucket(p, b);
+}
+
+/* The engine's word that a leaf's gradient is final (ag_set_grad_ready_hook):
+ * a parameter, or parameters joined (ag_params_join), found by offset. */
+static void on_grad_ready(ag_tensor *leaf, void *user)
+{
+    mb_plan *p = user;
+    const ag_params *ps = p->ps;
+    if (!leaf->grad || leaf->grad < ps->grad || leaf->grad >= ps->grad + p->P)
+        return;                                 /* not a parameter */
+    size_t a = (size_t)(leaf->grad - ps->grad), e = a + leaf->size;
+    int lo = 0, hi = ps->count;                 /* the first parameter at a or after */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (param_offset(ps, mid) < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (int i = lo; i < ps->count && param_offset(ps, i) + ps->list[i]->size <= e; i++)
+        param_final(p, i);
+}
+
+/* dst = this rank's slice of bucket b of the sum of [lo,hi): a subtree one
+ * rank holds is read from what it sent; one that spans ranks is its halves
+ * added.  Runs on the exchange's thread (dist_exchange_start). */
+static void shard_sum(mb_plan *p, int b, int lo, int hi, ag_real *dst, int depth)
 {
     int q = lo / p->per_rank;
-    size_t len = (size_t)p->shard_len[p->rank];
+    size_t len = (size_t)p->len[b * p->size + p->rank];
     if (hi <= (q + 1) * p->per_rank) {
         int nodes[MB_MAX_NODES][2], n = rank_cover(p, q, nodes), k = 0;
         while (k < n && nodes[k][0] != lo)
             k++;
         if (k == n || nodes[k][1] != hi)
             ag_error("micro-batch tree: [%d,%d) is not a subtree of rank %d", lo, hi, q);
-        memcpy(dst, p->recv + p->rdispls[q] + (size_t)k * len, len * sizeof *dst);
+        memcpy(dst, p->recv + p->rdispls[b * p->size + q] + (size_t)k * len, len * sizeof *dst);
         return;
     }
     int mid = tree_split(lo, hi);
-    shard_sum(p, lo, mid, dst, depth);
-    ag_real *right = depth_buffer(p->shard_tmp, depth, len);
-    shard_sum(p, mid, hi, right, depth + 1);
+    shard_sum(p, b, lo, mid, dst, depth);
+    ag_real *right = p->shard_tmp[depth];
+    shard_sum(p, b, mid, hi, right, depth + 1);
     add_into(dst, right, len);
+}
+
+static void reduce_bucket(int b, void *user)
+{
+    mb_plan *p = user;
+    shard_sum(p, b, 0, p->n, p->ps->grad + p->off[b * p->size + p->rank], 0);
 }
 
 double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const int32_t *y, uint64_t seed, long step)
@@ -234,24 +367,28 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
     if (p->size == 1 && p->n == 1) {
         micro_step(p, &in, 0);                  /* the gradient is already in place */
     } else {
+        p->chain_len = 0;
         for (int k = 0; k < p->n_nodes; k++)
-            node_sum(p, &in, p->nodes[k][0], p->nodes[k][1], p->sums[k], 0);
-        if (p->size == 1) {
+            node_sum(p, &in, p->nodes[k][0], p->nodes[k][1], p->sums[k], 0, k == p->n_nodes - 1);
+        /* the last micro-batch: its buckets go as its backward finishes them */
+        for (int b = 0; b < p->n_buckets; b++)
+            p->left[b] = p->start[b + 1] - p->start[b];
+        memset(p->named, 0, (size_t)p->ps->count * sizeof *p->named);
+        if (p->size > 1)
+            dist_exchange_start(p->buckets, p->n_buckets, reduce_bucket, p);
+        if (p->size > 1 && p->overlap)
+            ag_set_grad_ready_hook(ctx, on_grad_ready, p);
+        micro_step(p, &in, (p->rank + 1) * p->per_rank - 1);
+        ag_set_grad_ready_hook(ctx, NULL, NULL);
+        for (int i = 0; i < p->ps->count; i++)
+            param_final(p, i);                  /* parameters no op read, and all of them without overlap */
+        if (p->size == 1)
             memcpy(p->ps->grad, p->sums[0], p->P * sizeof(ag_real));
-        } else {
-            /* to rank q: the slices of shard q of this rank's subtrees */
-            for (int q = 0; q < p->size; q++)
-                for (int k = 0; k < p->n_nodes; k++)
-                    memcpy(p->send + p->sdispls[q] + (size_t)k * p->shard_len[q], p->sums[k] + p->shard_off[q],
-                           (size_t)p->shard_len[q] * sizeof(ag_real));
-            if (dist_alltoall(p->send, p->scounts, p->sdispls, p->recv, p->rcounts, p->rdispls, DIST_REAL) == 0) {
-                shard_sum(p, 0, p->n, p->ps->grad + p->shard_off[p->rank], 0);
-                dist_allgather(p->ps->grad, p->shard_len, p->shard_off, DIST_REAL);
-            }
-        }
+        else if (dist_exchange_wait())
+            return NAN;                         /* the ranks are lost: the caller looks at dist_lost() */
     }
     if (dist_allgather(p->losses, p->loss_counts, p->loss_displs, DIST_DOUBLE))
-        return NAN;                             /* the ranks are lost: the caller looks at dist_lost() */
+        return NAN;
     double loss = 0;
     for (int i = 0; i < p->n; i++)
         loss += p->losses[i];

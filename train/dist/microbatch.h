@@ -16,6 +16,14 @@
  * them up the rest of the tree), then gather the shards.  Every addition is
  * the same on any number of ranks N that divides n, so every rank ends the
  * step with the same bits as one process would.
+ *
+ * The exchange overlaps the backward pass of the rank's last micro-batch,
+ * as PyTorch's DistributedDataParallel does: the parameters are cut into
+ * buckets of consecutive parameters, and a bucket goes out (dist.h's
+ * exchange) as soon as the engine says every gradient in it is final
+ * (ag_set_grad_ready_hook), the output layers' first.  A bucket's slices
+ * are cut from the same tree sums, each element added in the same order,
+ * so the bits do not change: only when they travel.
  */
 #ifndef ATTOGRAD_MICROBATCH_H
 #define ATTOGRAD_MICROBATCH_H
@@ -25,6 +33,9 @@
 
 /* Subtrees a rank can hold: at most two per level of the tree. */
 #define MB_MAX_NODES 128
+/* Values in a bucket of the exchange (at least; whole parameters): 4 MB
+ * of fp32, a layer of a model of d_model 512 or so. */
+#define MB_BUCKET_VALUES (1 << 20)
 
 typedef struct mb_plan {
     int B, M, n, S;             /* batch rows, rows per micro-batch, micro-batches, tokens per row */
@@ -36,10 +47,20 @@ typedef struct mb_plan {
     ag_real **sums;             /* their sums, [n_nodes][P] */
     ag_real *tmp[32];           /* partial sums down the tree, [P] each, allocated when needed */
     ag_real *send, *recv;       /* the exchange: this rank's subtrees' slices, the others' of its shard */
-    ag_real *shard_tmp[32];     /* partial sums of its shard, [shard] each */
-    int *scounts, *sdispls, *rcounts, *rdispls, *shard_len, *shard_off;
+    ag_real *shard_tmp[32];     /* partial sums of its slice of a bucket, allocated at the start */
     double *losses;             /* [n]: each micro-batch's weighted loss */
     int *loss_counts, *loss_displs;
+    /* the exchange in buckets: bucket b is parameters' values [start[b], start[b+1]), rank q's slice of it
+     * [off[b][q], off[b][q] + len[b][q]); the all-to-all's counts and displacements per bucket */
+    int n_buckets, *start, *bucket_of;  /* bucket_of: [parameters] */
+    int *scounts, *sdispls, *rcounts, *rdispls, *len, *off;    /* [n_buckets][size] each */
+    struct dist_bucket *buckets;
+    int *left, *named;          /* per step: values of bucket b not final yet; parameters named final */
+    int overlap;                /* send buckets during backward (1, the default), or after it (0) */
+    /* the additions left when the rank's last micro-batch has run: chain[0] = (or +=) its gradient,
+     * then chain[j] += chain[j-1]; chain[chain_len-1] is its subtree's sum */
+    ag_real *chain[34];
+    int chain_len, chain_copy;
 } mb_plan;
 
 /* A plan for batches of B rows of S tokens in micro-batches of M rows over
