@@ -37,9 +37,10 @@
  * packed: a unit of half the columns would pack its rows of A again.  (At
  * 1024^3 on 2 threads, 2 x 2 units each packing their own copied 16 MB
  * instead of 8; dW = dy^T x of 1536 x 384 x 4096, 4 units, packed its B
- * four times.  Sharing B measured 2-14% faster on both, Zen 5.)  A larger op(B) is
- * packed per unit, into the thread's own buffers.  A small product gets one
- * unit per thread, so thread t always gets the same
+ * four times.  Sharing B was 2-14% faster on both, Zen 5 at a load of
+ * 5-8, fastest of 300 calls.)  A larger op(B) is packed per unit, into the
+ * thread's own buffers.  A small product gets one unit per thread, so
+ * thread t always gets the same
  * rows of a tall product: the rows the element-wise ops and the attention
  * op also give thread t, so they stay in its cache from one op to the next
  * (smaller units measured slower on every product of the toy model).  A
