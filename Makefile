@@ -215,7 +215,8 @@ bench-mpi:
 bench-multihost:
 	@bash tests/bench_multihost.sh
 
-# The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev), which
+# The matmul kernel alone against OpenBLAS sgemm (needs libopenblas-dev;
+# BENCH_GEMM_STAT=best: each figure's fastest timing, for a busy machine), which
 # runs the kernels tests/bench_blas.sh finds fastest on this CPU
 # (OPENBLAS_CORETYPE, set for this benchmark only); skipped without OpenBLAS.
 bench-gemm: $(LIB)

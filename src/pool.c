@@ -35,8 +35,15 @@
  * Sharing.  A loop of w elements takes w E on one thread and about
  * w E / n + F on n.  It is shared when that saves at least F more, i.e.
  * when w E (1 - 1/n) >= 2 F; smaller loops run on the calling thread
- * alone.  (The matrix multiplies and the attention decide their own splits
- * from their sizes: src/kernels/.)
+ * alone.  The matrix multiplies and the attention know their time on one
+ * thread better than by elements: T = (multiply-adds) x the time of one in
+ * their kernel, which src/kernels/gemm.c measures once on this machine
+ * (ag_fast_gemm_madd_ns); they share when T (1 - 1/n) >= 2 F, the same
+ * rule (ag_threads_for).  So the least product worth two threads follows
+ * the machine: 2 F / (1 - 1/2) / (ns per multiply-add) on 2 threads; on
+ * the 2-core Zen 5 (F 0.5 us, 0.0095 ns) 2 x 10^5 multiply-adds, 59^3,
+ * where a constant 96^3 was used before; where polling threads lose their
+ * cores (a busy machine: F 8 us) 3.5 x 10^6, 151^3.
  *
  * A busy machine.  The task split is fixed (thread t first takes the same
  * tasks every call, so its rows stay in its cache from one op to the next),
@@ -554,6 +561,20 @@ static size_t min_work(void)
         pthread_mutex_unlock(&pool.use);
     }
     return pool.min_work;
+}
+
+int ag_threads_for(double serial_ns)
+{
+    const int nth = ag_max_threads();
+    if (nth <= 1)
+        return 1;
+    if (share_all)
+        return nth;
+    if (min_work() == SIZE_MAX)
+        return 1;                  /* no threads could be started */
+    /* T (1 - 1/n) >= 2 F, with F at least 100 ns as for min_work */
+    const double f = pool.fork_ns > 100 ? (double)pool.fork_ns : 100;
+    return serial_ns * (1.0 - 1.0 / nth) >= 2 * f ? nth : 1;
 }
 
 typedef struct {

@@ -34,6 +34,13 @@ typedef void (*ag_range_fn)(void *ctx, size_t lo, size_t hi);
  * bit. */
 void ag_parallel_for(size_t n, size_t work, ag_range_fn fn, void *ctx);
 
+/* The threads for work that takes serial_ns on one thread: ag_max_threads()
+ * when sharing it pays by pool.c's model (T (1 - 1/n) >= 2 F), else 1.
+ * For kernels that know their time (src/kernels/: the matrix multiplies,
+ * the attention); like ag_parallel_for, every size is shared under
+ * ag_threads_share_all. */
+int ag_threads_for(double serial_ns);
+
 /* Registers *p, a buffer the calling thread keeps between calls (see
  * kernels/fast.h's ag_scratch), to be freed when the thread ends: the
  * pool's workers end at exit, and memory no thread can reach after that is

@@ -86,15 +86,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     values v = DEFAULTS;
     opt opts[] = {
-        { "--layers", OPT_INT, &v.layers, "N", "an int in [1, 256]", 1, 256, 0, 0 },
-        { "--steps", OPT_LONG, &v.steps, "N", "a long in [0, 1e15]", 0, 1e15, 0, 0 },
-        { "--seed", OPT_LONG, &v.seed, "S", "a long in [0, 9.2e18]", 0, 9.2e18, 0, 0 },
-        { "--lr", OPT_DOUBLE, &v.lr, "X", "a number in (0, 1e6]", 0, 1e6, 1, 0 },
-        { "--dropout", OPT_DOUBLE, &v.dropout, "P", "a number in [0, 0.999999]", 0, 0.999999, 0, 0 },
-        { "--clip", OPT_DOUBLE, &v.clip, "X", "a number in [0, 1e308]", 0, 1e308, 0, 0 },
-        { "--text", OPT_STRING, &v.text, "FILE", "a string", 0, 0, 0, 0 },
-        { "--quiet", OPT_FLAG, &v.quiet, NULL, "a flag", 0, 0, 0, 0 },
-        { "--log", OPT_STRINGS, &v.logs, "FILE", "a repeatable string", 0, 0, 0, 0 },
+        { "--layers", OPT_INT, &v.layers, "N", "an int in [1, 256]", 1, 256, 0, 0, 0 },
+        { "--steps", OPT_LONG, &v.steps, "N", "a long in [0, 1e15]", 0, 1e15, 0, 0, 0 },
+        { "--seed", OPT_LONG, &v.seed, "S", "a long in [0, 9.2e18]", 0, 9.2e18, 0, 0, 0 },
+        { "--lr", OPT_DOUBLE, &v.lr, "X", "a number in (0, 1e6]", 0, 1e6, 1, 0, 0 },
+        { "--dropout", OPT_DOUBLE, &v.dropout, "P", "a number in [0, 0.999999]", 0, 0.999999, 0, 0, 0 },
+        { "--clip", OPT_DOUBLE, &v.clip, "X", "a number in [0, 1e308]", 0, 1e308, 0, 0, 0 },
+        { "--text", OPT_STRING, &v.text, "FILE", "a string", 0, 0, 0, 0, 0 },
+        { "--quiet", OPT_FLAG, &v.quiet, NULL, "a flag", 0, 0, 0, 0, 0 },
+        { "--log", OPT_STRINGS, &v.logs, "FILE", "a repeatable string", 0, 0, 0, 0, 0 },
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
 

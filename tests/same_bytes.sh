@@ -38,12 +38,13 @@ cd "$W" || exit 1
 # put NAME: the sha256 of standard input, as the line "HASH NAME" of OUT
 put() { echo "$(sha256sum | cut -d' ' -f1) $1" >>"$OUT"; }
 # run NAME ARGS...: attograd ARGS; its exit status and its stdout without
-# timings (none of the progress lines) become lines of OUT
+# timings (none of the progress lines) become lines of OUT (a path in this
+# temporary directory, such as info's log_path, written W/)
 run() {
     local name=$1; shift
     "$A" "$@" >"$name.stdout" 2>"$name.stderr"
     echo "$name exit $?" >>"$OUT"
-    grep -v 'ms/step\|^done: \|^\[\|  threads \|^saved ' "$name.stdout" | put "$name.stdout"
+    grep -v 'ms/step\|^done: \|^\[\|  threads \|^saved ' "$name.stdout" | LC_ALL=C sed "s|$W/|W/|g" | put "$name.stdout"
 }
 # hash FILE...: each file's sha256 (a log without its timing columns)
 hash() {

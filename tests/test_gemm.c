@@ -267,13 +267,19 @@ static void test_paths_agree(void)
                 CHECK(same, "ta=%d tb=%d: %dx%dx%d differs in bits from the first %d columns of "
                       "%dx%dx%d", ta, tb, M, n, K, n, M, N, K);
             }
-            /* the first 20 rows alone: a ragged single row panel */
-            ag_kern->gemm(ta, tb, 20, 48, K, A, lda, B, ldb, 0, part, 48);
-            int same = 1;
-            for (int i = 0; i < 20; i++)
-                same &= memcmp(wide + (size_t)i * N, part + (size_t)i * 48, sizeof(ag_real) * 48) == 0;
-            CHECK(same, "ta=%d tb=%d: 20x48x%d differs in bits from the same block of %dx%dx%d",
-                  ta, tb, K, M, N, K);
+            /* the first rows alone, as small products (one K block): 20 (a
+             * panel of 12 and one of 8), 16 and 64 (their last 16 rows as
+             * 8 + 8, where the wide product has 12 + 4) */
+            static const int heights[] = {20, 16, 64};
+            for (int h = 0; h < 3; h++) {
+                const int m = heights[h];
+                int same = 1;
+                ag_kern->gemm(ta, tb, m, 48, K, A, lda, B, ldb, 0, part, 48);
+                for (int i = 0; i < m; i++)
+                    same &= memcmp(wide + (size_t)i * N, part + (size_t)i * 48, sizeof(ag_real) * 48) == 0;
+                CHECK(same, "ta=%d tb=%d: %dx48x%d differs in bits from the same block of %dx%dx%d",
+                      ta, tb, m, K, M, N, K);
+            }
             free(A);
             free(B);
             free(wide);
@@ -450,7 +456,7 @@ static void test_threads(void)
     thread_case(66, 65, 1000);    /* the same with three K blocks and ragged tiles */
     thread_case(384, 64, 64);     /* B stored [K, N] read in place: nothing to pack */
     thread_case(3, 4100, 1030);   /* 3 rows (and items of 1 row): columns split between threads */
-    thread_case(240, 300, 1024);  /* A's rows 4 KB apart: packed by each unit */
+    thread_case(240, 300, 1024);  /* A's rows 4 KB apart: packed by each unit of rows, op(B) shared */
 }
 
 int main(void)

@@ -3,8 +3,11 @@
  * (tolerances in gradcheck.h): causal and non-causal, several heads, qkv
  * bias on and off, cross-attention, dropout with a fixed seed; the GPT and
  * attn-only models end to end through cross-entropy; parameter names and
- * counts as the checkpoint contract states them.
+ * counts as the checkpoint contract states them; the run settings a
+ * checkpoint records, through a file and back.
  */
+#include <unistd.h>
+
 #include "gradcheck.h"
 #include "model.h"
 #include "run.h"
@@ -390,6 +393,155 @@ static void check_grad_ready(const char *label, int qkv_bias, double dropout)
     model_free(&m);
 }
 
+/* Whether setting k holds the same value in a and b. */
+static int same_setting(const run_settings *a, const run_settings *b, const run_recorded *k)
+{
+    const char *pa = (const char *)a + k->offset, *pb = (const char *)b + k->offset;
+    if (k->kind == RUN_WORD || k->kind == RUN_PATH) {
+        const char *wa = *(const char *const *)pa, *wb = *(const char *const *)pb;
+        return wa == wb || (wa && wb && strcmp(wa, wb) == 0);
+    }
+    size_t size = k->kind == RUN_REAL ? sizeof(double) : k->kind == RUN_LONG ? sizeof(long) : sizeof(int);
+    return memcmp(pa, pb, size) == 0;
+}
+
+/* A small model's checkpoint at path with the metadata pairs kv: a text
+ * run's (the vocabulary of text), with its optimizer and generators. */
+static void save_run(const char *path, const text_data *text, const char *const *kv, int n)
+{
+    model_config cfg = { ARCH_GPT, text->vocab_size, 1, 2, 4, 4, 0, 0 };
+    model m;
+    model_build(&m, &cfg);
+    ag_pcg32 init, data_rng, dropout_rng;
+    ag_pcg32_seed(&init, 3, 1);
+    ag_pcg32_seed(&data_rng, 3, 3);
+    ag_pcg32_seed(&dropout_rng, 3, 2);
+    model_init(&m, &init);
+    ag_optim *opt = ag_optim_adamw(m.params, 0.9, 0.999, 1e-8, 0);
+    ckpt_state state = { opt, &data_rng, &dropout_rng, kv, n };
+    ag_atomic_file out;
+    char err[400];
+    int rc = ckpt_save(&out, path, &m, "text", text->vocab, text->vocab_size, 5, &state, err, sizeof err);
+    CHECK(rc == 0, "recorded settings: saving %s: %s", path, err);
+    ag_optim_free(opt);
+    model_free(&m);
+}
+
+/* The run settings a checkpoint records (run.h's RUN_RECORDED, which
+ * `attograd train` and the playground both write and read): every one,
+ * given a value other than its default, comes back from the file as it
+ * was written; an absent one means what its row says; a required one
+ * absent, or a bad value, is refused naming the key. */
+static void check_recorded_settings(void)
+{
+    char dir[] = "/tmp/attograd-run-XXXXXX", text_path[64], path[64], err[400];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "recorded settings: no temporary directory");
+        return;
+    }
+    snprintf(text_path, sizeof text_path, "%s/t.txt", dir);
+    snprintf(path, sizeof path, "%s/run.st", dir);
+    FILE *f = fopen(text_path, "w");
+    fputs("the quick brown fox jumps over the lazy dog\n", f);
+    fclose(f);
+    text_data text;
+    CHECK(text_load(&text, text_path, err, sizeof err) == 0, "recorded settings: %s", err);
+    run_settings s = {
+        .lr = 0.012345678901234567, .momentum = 0.77, .weight_decay = 1.0 / 3, .beta1 = 0.81, .beta2 = 0.9987,
+        .eps = 3e-9, .clip = 0.25, .min_lr = 1e-5, .warmup = 7, .batch = 5, .seed = 1234567890123L, .steps = 99,
+        .schedule = "cosine", .order = "sequential", .precision = "bf16", .schedule_steps = 77,
+        .text_path = text_path, .micro_batch = 3, .log_path = "/runs/log.csv",
+    };
+    for (int i = 0; i < RUN_N_RECORDED; i++)
+        CHECK(!same_setting(&s, &RUN_DEFAULTS, &RUN_RECORDED[i]), "recorded settings: %s is its default here",
+              RUN_RECORDED[i].key);
+    run_record r;
+    run_record_write(&r, &s, &text);
+    CHECK(r.n == RUN_N_RECORDED + 2, "recorded settings: %d pairs written, %d settings and the text's identity",
+          r.n, RUN_N_RECORDED);
+    save_run(path, &text, r.kv, r.n);
+    ckpt ck;
+    model m;
+    run_settings back;
+    memset(&back, 0, sizeof back);
+    if (ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err) == 0) {
+        CHECK(run_settings_read(&back, &ck, err, sizeof err) == 0, "recorded settings: reading: %s", err);
+        for (int i = 0; i < RUN_N_RECORDED; i++)
+            CHECK(same_setting(&s, &back, &RUN_RECORDED[i]), "recorded settings: %s does not come back as written",
+                  RUN_RECORDED[i].key);
+        CHECK(text_check_unchanged(&ck, &text, err, sizeof err) == 0, "recorded settings: text identity: %s", err);
+        model_free(&m);
+        ckpt_close(&ck);
+    } else {
+        CHECK(0, "recorded settings: %s", err);
+    }
+
+    /* without the keys whose absence has a meaning, and unset ones not written */
+    const char *kv[2 * RUN_RECORD_MAX];
+    int n = 0;
+    for (int i = 0; i < r.n; i++)
+        if (strcmp(r.kv[2 * i], "precision") && strcmp(r.kv[2 * i], "schedule_steps") &&
+            strcmp(r.kv[2 * i], "text_path") && strcmp(r.kv[2 * i], "micro_batch") && strcmp(r.kv[2 * i], "log_path")) {
+            kv[2 * n] = r.kv[2 * i];
+            kv[2 * n + 1] = r.kv[2 * i + 1];
+            n++;
+        }
+    save_run(path, &text, kv, n);
+    if (ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err) == 0) {
+        CHECK(run_settings_read(&back, &ck, err, sizeof err) == 0, "recorded settings: absent keys: %s", err);
+        CHECK(strcmp(back.precision, "fp32") == 0 && back.schedule_steps == s.steps && !back.text_path &&
+                  back.micro_batch == 0 && !back.log_path,
+              "recorded settings: absent keys read as precision %s, schedule_steps %ld (steps %ld), text_path %s, "
+              "micro_batch %d, log_path %s", back.precision, back.schedule_steps, s.steps,
+              back.text_path ? back.text_path : "NULL", back.micro_batch, back.log_path ? back.log_path : "NULL");
+        model_free(&m);
+        ckpt_close(&ck);
+    }
+    run_settings unset = s;
+    unset.text_path = unset.log_path = NULL;
+    unset.micro_batch = 0;
+    run_record_write(&r, &unset, &text);
+    CHECK(r.n == RUN_N_RECORDED - 3, "recorded settings: %d pairs for a run with no text, log or micro-batch", r.n);
+
+    /* a required key absent (lr), a value not valid (order) */
+    CHECK(strcmp(kv[0], "lr") == 0, "recorded settings: lr first (%s)", kv[0]);
+    for (int bad = 0; bad < 2; bad++) {
+        const char **from = bad ? kv : kv + 2;
+        if (bad) {
+            for (int i = 0; i < n; i++)
+                if (strcmp(kv[2 * i], "order") == 0)
+                    kv[2 * i + 1] = "shuffled";
+            kv[1] = "0.1";
+        }
+        save_run(path, &text, from, bad ? n : n - 1);
+        if (ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err) == 0) {
+            err[0] = 0;
+            int rc = run_settings_read(&back, &ck, err, sizeof err);
+            const char *want = bad ? "metadata order = 'shuffled' is not a valid value" : "metadata 'lr' is missing";
+            CHECK(rc == -1 && strstr(err, want), "recorded settings: %s: got '%s'", want, err);
+            model_free(&m);
+            ckpt_close(&ck);
+        }
+    }
+
+    /* the library says what is wrong with the file, not which flag mends it
+     * (the command line adds that from ckpt.heads_refused and ckpt.needs) */
+    ckpt_hints hints = { 3, NULL, NULL, 0 };
+    err[0] = 0;
+    int rc = ckpt_open_hints(&ck, path, &m, &hints, err, sizeof err);
+    CHECK(rc == -1 && ck.heads_refused && ck.cfg.n_head == 2 && !ck.needs && strstr(err, "n_head") &&
+              !strstr(err, "--"), "3 heads given for a file of 2: refused as a fact (%d, %d heads, '%s')",
+          ck.heads_refused, ck.cfg.n_head, err);
+    if (rc == 0) {
+        model_free(&m);
+        ckpt_close(&ck);
+    }
+    text_free(&text);
+    remove(text_path);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 99, 1);
@@ -415,6 +567,7 @@ int main(void)
     check_model("attn-only step", ARCH_ATTN_ONLY, 1, 0);
     check_grad_ready("gpt step", 0, 0);
     check_grad_ready("gpt step, qkv bias, dropout 0.2", 1, 0.2);
+    check_recorded_settings();
 
     /* The causal mask means position t never sees t+1..: changing the last
      * token must leave the logits of every earlier position unchanged. */

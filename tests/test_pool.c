@@ -1,9 +1,9 @@
 /*
  * test_pool.c - the engine's threads (src/pool.c): every task runs exactly
  * once for many task and thread counts (more threads than cores too),
- * repeated and nested loops, two calling threads at once, a pool used in a
- * forked child, the wait policies, and kernels giving the same bits on 1, 2
- * and more threads.
+ * repeated and nested loops, which work is shared (ag_threads_for), two
+ * calling threads at once, a pool used in a forked child, the wait
+ * policies, and kernels giving the same bits on 1, 2 and more threads.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -165,6 +165,37 @@ static void test_parallel_for(void)
     ag_threads_share_all(0);
 }
 
+/* ag_threads_for: work of a nanosecond stays on the calling thread, work of
+ * a second is shared by every thread, everything is shared under
+ * ag_threads_share_all, and inside a task nothing is. */
+#ifndef AG_REFERENCE
+static void threads_for_task(void *ctx, int t)
+{
+    (void)t;
+    if (ag_threads_for(1e9) != 1)
+        atomic_fetch_add((_Atomic int *)ctx, 1);
+}
+#endif
+
+static void test_threads_for(void)
+{
+#ifndef AG_REFERENCE
+    ag_set_threads(3);
+    ag_threads_share_all(0);
+    CHECK(ag_threads_for(1) == 1, "ag_threads_for(1 ns): %d threads, not 1", ag_threads_for(1));
+    CHECK(ag_threads_for(1e9) == 3, "ag_threads_for(1 s) on 3 threads: %d", ag_threads_for(1e9));
+    ag_threads_share_all(1);
+    CHECK(ag_threads_for(1) == 3, "ag_threads_for(1 ns), shared all: %d threads, not 3", ag_threads_for(1));
+    _Atomic int inside = 0;
+    ag_parallel(6, 3, threads_for_task, &inside);
+    CHECK(atomic_load(&inside) == 0, "ag_threads_for inside a task: more than 1 thread (%d times)",
+          atomic_load(&inside));
+    ag_threads_share_all(0);
+    ag_set_threads(1);
+    CHECK(ag_threads_for(1e9) == 1, "ag_threads_for(1 s) on 1 thread: %d", ag_threads_for(1e9));
+#endif
+}
+
 /* Two threads of a program calling at once: each loop still runs every
  * task once (one of them on its own thread while the other has the pool). */
 static void *caller(void *arg)
@@ -308,6 +339,7 @@ int main(void)
     test_repeated();
     test_nested();
     test_parallel_for();
+    test_threads_for();
     test_two_callers();
     test_fork();
     test_policy();

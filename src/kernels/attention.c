@@ -50,8 +50,6 @@
 #define BQ 64                   /* queries per block */
 #define BK 64                   /* keys per block */
 
-/* Below this many multiply-adds in total the kernel runs on one thread. */
-#define ATTN_PARALLEL_MIN (256.0 * 1024)
 
 /* Row `row` of head h of batch item b, in a buffer with batch stride bs and row stride ld. */
 static ag_real *at(const ag_real *base, long bs, long ld, const ag_attn *a, int b, int h, int row)
@@ -95,10 +93,15 @@ static void round_block(const ag_real *src, ag_real *dst, long n)
 #endif
 }
 
+/* Shared when pool.c's model says it pays (ag_threads_for), from the time
+ * on one thread of the two products every score takes part in, q.k and
+ * p v: 2 B H Tq Tk hd multiply-adds (the causal mask skips about half the
+ * blocks, and the softmax's exp adds about as much back; the backward has
+ * more products and is shared at least as readily). */
 static int threads_for(const ag_attn *a)
 {
-    double work = (double)a->B * a->H * a->Tq * a->Tk * a->hd;
-    return work < ATTN_PARALLEL_MIN ? 1 : ag_max_threads();
+    double madds = 2.0 * a->B * a->H * a->Tq * a->Tk * a->hd;
+    return ag_threads_for(madds * ag_fast_gemm_madd_ns());
 }
 
 /* Per-thread scratch, grown on demand and kept, so steady-state calls do
@@ -119,11 +122,12 @@ static size_t backward_scratch(const ag_attn *a)
 }
 
 /* What forward and backward leave held: each thread's buffer grown to the
- * larger of the two. */
+ * larger of the two, on every thread the call may use (whether it shares
+ * depends on times measured when it runs; an estimate must not). */
 size_t ag_fast_attention_scratch(const ag_attn *a)
 {
     const size_t f = forward_scratch(), b = backward_scratch(a);
-    return sizeof(ag_real) * (f > b ? f : b) * (size_t)threads_for(a);
+    return sizeof(ag_real) * (f > b ? f : b) * (size_t)ag_max_threads();
 }
 
 /* ---- forward ------------------------------------------------------------ */

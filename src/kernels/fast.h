@@ -20,6 +20,9 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
                           long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
                           ag_real *C, long stride_c, int ldc);
 size_t ag_fast_gemm_scratch(int M, int N, int K);
+/* The time of one multiply-add of a small product on this machine, in ns
+ * (measured on the first call): what a product's sharing is decided by. */
+double ag_fast_gemm_madd_ns(void);
 
 /* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
  * columns of the packed blocks, for the given caches, or NULL: this CPU's. */

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 /*
  * Loop structure (Goto/BLIS style, row-major), for one block of C:
@@ -29,9 +30,17 @@
  * "cache blocking" below.
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
- * cases.  Threads split C into rectangular units, each a block as above
- * with the thread's own packing buffers: no barriers inside a product.  A
- * small product gets one unit per thread, so thread t always gets the same
+ * cases.  Threads split C into rectangular units, each a block as above.
+ * op(B) up to SHARED_B_MAX elements is packed once, by the whole team, and
+ * then only read by every unit (one barrier between the two); each unit
+ * packs its own A~.  So the units split C by rows alone whenever A is
+ * packed: a unit of half the columns would pack its rows of A again.  (At
+ * 1024^3 on 2 threads, 2 x 2 units each packing their own copied 16 MB
+ * instead of 8; dW = dy^T x of 1536 x 384 x 4096, 4 units, packed its B
+ * four times.  Sharing B was 2-14% faster on both, Zen 5 at a load of
+ * 5-8, fastest of 300 calls.)  A larger op(B) is packed per unit, into the
+ * thread's own buffers.  A small product gets one unit per thread, so
+ * thread t always gets the same
  * rows of a tall product: the rows the element-wise ops and the attention
  * op also give thread t, so they stay in its cache from one op to the next
  * (smaller units measured slower on every product of the toy model).  A
@@ -45,8 +54,7 @@
  * stored [K, M] is packed except in the products of a small transformer
  * (d_model 64..128, heads of 16..32), where A~ would serve only a few
  * column panels.  Those read B in place too when it is stored [K, N]; only
- * ragged edge panels and B^T are packed, the latter once per product and
- * shared by the threads, as is any op(B) of a product whose A is not packed.
+ * ragged edge panels and B^T are packed.
  *
  * Every C element is summed k = 0..K-1 in order, one fused multiply-add per
  * step, block by block with block sizes that depend only on K (and on the
@@ -87,9 +95,6 @@
  * between cores. */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
 #define UNITS_PER_THREAD 2
-/* Below this many multiply-adds a product runs on one thread: waking the
- * other threads costs more than it saves. */
-#define GEMM_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
 #define GEMM_PRAGMA_STR(x) _Pragma(#x)
 #define GEMM_PRAGMA(x) GEMM_PRAGMA_STR(x)
@@ -137,6 +142,7 @@
  * element is acc = fma(a_ik, b_kj, acc) for k in order, whatever the tile. */
 #if GEMM_VECTOR_TILE
 #define VLEN (GEMM_VEC_BYTES / (int)sizeof(ag_real))
+#define PREFETCH_C_AFTER_K 64   /* a K block at most this long: C not prefetched */
 typedef ag_real gemm_vec __attribute__((vector_size(GEMM_VEC_BYTES)));
 /* the same, loadable and storable at any element boundary */
 typedef ag_real gemm_vec_u
@@ -155,15 +161,15 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
         for (int v = 0; v < nvec; v++) acc[i][v] = zero;
     /* The C tile is read and written only after the k loop, and its lines
      * are far apart in time (once per K block): fetched now, for writing,
-     * they arrive while the loop runs (+3-5% at 1024^3 on Zen 5). */
-    UNROLL_ROWS
-    for (int i = 0; i < rows; i++)
-        for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
-#ifdef XPF
-    UNROLL_ROWS
-    for (int i = 0; i < rows; i++)
-        for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
-#endif
+     * they arrive while the loop runs (+3-5% at 1024^3 on Zen 5).  After a
+     * short K block (an attention head's products) the stores come a few
+     * hundred cycles later, and the prefetches only take load slots from
+     * the loop: without them 16..64 measured 1-4% faster on Zen 5. */
+    if (kc > PREFETCH_C_AFTER_K) {
+        UNROLL_ROWS
+        for (int i = 0; i < rows; i++)
+            for (int v = 0; v < nvec; v++) __builtin_prefetch(c + i * ldc + v * VLEN, 1, 3);
+    }
     for (int k = 0; k < kc; k++) {
         gemm_vec bv[2];
         for (int v = 0; v < nvec; v++) bv[v] = *(const gemm_vec_u *)(b + v * VLEN);
@@ -648,25 +654,97 @@ static void gemm_block(const gemm_job *g, int i0, int i1, int j0, int j1, ag_rea
     }
 }
 
+/* ---- small products ------------------------------------------------------ */
+
+/* A product of one K block whose op(B) fits the L1d and whose rows fit one
+ * row chunk -- an attention head's q k^T, p v or dk^T of 16..64, a block of
+ * the attention kernel -- has nothing to block.  gemm_block's bookkeeping
+ * around it (chunk loops, a packing check per panel, the kernel looked up
+ * per tile) then costs as much as the arithmetic of a 32x32x16 product.
+ * gemm_small walks the tiles directly, row panels outside so each A panel
+ * serves every column panel while op(B) stays in L1: each A panel read in
+ * place or packed, op(B) read in place or packed once.  Each C
+ * element is still the tile's sum, k = 0..K-1 from zero, then stored or
+ * added: the same bits as gemm_block.  What is read in place is what
+ * gemm_block reads in place (make_job decides).
+ *
+ * A last 16 rows run as 8 + 8, not 12 + 4: a tile of 4 rows keeps 8
+ * accumulators, just the FMA latency x units of Zen 5 and Sapphire Rapids
+ * (4 x 2), and loads 6 operands for its 8 multiply-adds, so it runs at the
+ * loads' pace; one of 8 rows loads 10 for 16 (a head of 16 or 64 rows). */
+static int small_product(const gemm_job *g)
+{
+    const gemm_blocking b = blocking();
+    return g->K <= b.kc && g->M <= b.mc && padded_cols(g->N) <= b.nc &&
+           (long)g->K * padded_cols(g->N) <= (long)b.kc * NR;
+}
+
+/* Rows of the next row panel when `left` rows remain. */
+static int small_panel_rows(int left)
+{
+    if (left == MR + MR_STEP) return 2 * MR_STEP;
+    return left < MR ? left : MR;
+}
+
+static void gemm_small(const gemm_job *g, ag_real *ws)
+{
+    const int M = g->M, N = g->N, K = g->K, panels = ceil_div(N, NR);
+    ag_real *pa = ws, *pb = ws + a_space(M, K);
+    ag_real tmp[MR * NR];
+    pack_b_block(g, 0, K, 0, N, pb);
+    for (int i = 0, rows; i < M; i += rows) {
+        rows = small_panel_rows(M - i);
+        const int steps = ceil_div(rows, MR_STEP);
+        const ag_real *ap = pa;
+        long a_stride = MR;
+        int layout = A_KMAJOR;
+        if (a_in_place(g, rows)) {
+            ap = g->trans_a ? g->A + i : g->A + (long)i * g->lda;
+            a_stride = g->lda;
+            layout = g->trans_a ? A_KMAJOR : A_ROWMAJOR;
+        } else {
+            pack_a_panel(g->trans_a, g->A, g->lda, i, rows, 0, K, pa);
+        }
+        for (int p = 0; p < panels; p++) {
+            const int j = p * NR, cols = ag_min_int(NR, N - j), halves = cols <= NR / 2 ? 1 : 2;
+            const ag_real *bp = pb + (long)p * K * NR;
+            long b_stride = NR;
+            if (b_in_place(g, cols)) {
+                bp = g->B + j;
+                b_stride = g->ldb;
+            }
+            const kernel_fn kern = kernels[layout][steps - 1][halves - 1];
+            ag_real *c = g->C + (long)i * g->ldc + j;
+            if (rows == steps * MR_STEP && cols == halves * (NR / 2)) {
+                kern(K, ap, a_stride, bp, b_stride, c, g->ldc, !g->overwrite);
+            } else {
+                kern(K, ap, a_stride, bp, b_stride, tmp, NR, 0);
+                store_edge(tmp, c, g->ldc, rows, cols, !g->overwrite);
+            }
+        }
+    }
+}
+
 /* ---- parallel units ----------------------------------------------------- */
 
-/* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS,
- * and cut further (the longer side first) until there are UNITS_PER_THREAD
- * per thread or the panels run out.  Unit (bi, bj) covers row panels
+/* Split C into r x c units on panel boundaries: at most UNIT_ROWS x UNIT_COLS
+ * (any width when rows_only), and cut further (the longer side first, or
+ * the rows alone) until there are UNITS_PER_THREAD per thread or the panels
+ * run out.  Unit (bi, bj) covers row panels
  * [rp*bi/r, rp*(bi+1)/r), likewise columns. */
 typedef struct {
     int rp, cp, r, c;
 } unit_plan;
 
-static unit_plan plan_units(int M, int N, int nth, int per_thread)
+static unit_plan plan_units(int M, int N, int nth, int per_thread, int rows_only)
 {
     unit_plan u = {ceil_div(M, MR), ceil_div(N, NR), 0, 0};
     u.r = ceil_div(u.rp, UNIT_ROWS / MR);
-    u.c = ceil_div(u.cp, UNIT_COLS / NR);
+    u.c = rows_only ? 1 : ceil_div(u.cp, UNIT_COLS / NR);
     while (u.r * u.c < per_thread * nth) {
         int can_r = u.rp / (u.r + 1) >= 2, can_c = u.cp / (u.c + 1) >= 1;
         int rows = u.rp / u.r * MR, cols = u.cp / u.c * NR;
-        if (can_r && (rows >= cols || !can_c)) u.r++;
+        if (can_r && (rows_only || rows >= cols || !can_c)) u.r++;
         else if (can_c) u.c++;
         else break;
     }
@@ -904,6 +982,54 @@ static void gemm_few_rows_threads(const gemm_job *g, int nth)
     ag_parallel(nth, nth, few_rows_task, &c);
 }
 
+/* ---- how long a multiply-add takes --------------------------------------- */
+
+/* Whether a product is worth sharing is pool.c's question (ag_threads_for),
+ * asked with the product's time on one thread: its multiply-adds times the
+ * time of one, measured here once, on the first call, as the fastest of a
+ * few runs of a 64 x 64 x 64 product (a quarter of a million multiply-adds,
+ * where sharing starts to pay, so with the overheads such a product has)
+ * on the calling thread.  Stored in femtoseconds; 0: not yet measured. */
+static atomic_long madd_fs;
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double measure_madd_ns(void)
+{
+    enum { S = 64, RUNS = 8 };
+    ag_real *x = malloc(sizeof(ag_real) * 3 * S * S);
+    if (!x) return 0.02;   /* no memory to measure with: a plausible time */
+    for (int i = 0; i < 3 * S * S; i++) x[i] = (ag_real)(i % 13) / 13;
+    gemm_job g = make_job(0, 0, S, S, S, x, S, x + S * S, S, x + 2 * S * S, S);
+    g.overwrite = 1;
+    ag_real *ws = workspace(block_space(S, S, S));
+    double best = 1e9;
+    for (int r = 0; r < RUNS; r++) {
+        const double t0 = seconds();
+        if (small_product(&g)) gemm_small(&g, ws);
+        else gemm_block(&g, 0, S, 0, S, ws);
+        const double t = seconds() - t0;
+        if (t > 0 && t < best) best = t;
+    }
+    free(x);
+    return best < 1e9 ? best * 1e9 / ((double)S * S * S) : 0.02;
+}
+
+double ag_fast_gemm_madd_ns(void)
+{
+    long fs = atomic_load_explicit(&madd_fs, memory_order_relaxed);
+    if (fs == 0) {
+        fs = (long)(measure_madd_ns() * 1e6) + 1;
+        atomic_store_explicit(&madd_fs, fs, memory_order_relaxed);
+    }
+    return (double)fs * 1e-6;
+}
+
 void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
              const ag_real *A, int lda, const ag_real *B, int ldb,
              ag_real beta, ag_real *C, int ldc)
@@ -912,7 +1038,7 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
     gemm_job g = make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc);
     if (gemm_prologue(M, N, K, beta, C, ldc, &g.overwrite)) return;
 
-    int nth = (double)M * N * K < GEMM_PARALLEL_MIN ? 1 : ag_max_threads();
+    int nth = ag_threads_for((double)M * N * K * ag_fast_gemm_madd_ns());
     if (few_rows(trans_a, trans_b, M, N, K)) {
         gemm_few_rows_threads(&g, nth);
         return;
@@ -922,24 +1048,27 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_ksplit(&g, nkb, nth);
         return;
     }
-    const int local = (double)M * N * K < LOCAL_MAX;
-    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD);
+    if (nth == 1 && small_product(&g)) {
+        gemm_small(&g, workspace(block_space(M, N, K)));
+        return;
+    }
+    const int local = (double)M * N * K < LOCAL_MAX, share_b = (long)K * N <= SHARED_B_MAX;
+    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD, share_b && !g.in_place);
     if (nth == 1 || u.r * u.c == 1) {
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
     }
     const size_t slice = block_space(ceil_div(u.rp, u.r) * MR, ceil_div(u.cp, u.c) * NR, K);
-    if (!g.in_place || (long)K * N > SHARED_B_MAX) {
+    if (!share_b) {
         units_call c = { &g, &u, workspace(slice * (size_t)nth), NULL, slice };
         ag_parallel(u.r * u.c, nth, unit_task, &c);
         return;
     }
 
-    /* With A read in place the units pack nothing of their own if op(B) is
-     * packed once, by the whole team, instead of once per unit (a 4096-row
-     * product has 6 units to a column chunk); the units then only read it.
-     * When every panel is read in place there is nothing to pack and no
-     * barrier to wait at. */
+    /* op(B) packed once, by the whole team, instead of once per unit (a
+     * 4096-row product has 6 units to a column chunk); the units then only
+     * read it.  When every panel is read in place there is nothing to pack
+     * and no barrier to wait at. */
     int b_panels = ceil_div(K, k_block(K)) * ceil_div(N, NR);
     if (g.b_in_place && (N % NR == 0 || N % NR == NR / 2)) b_panels = 0;
     ag_real *ws = workspace(slice * (size_t)nth + round_up64((size_t)K * padded_cols(N)));
@@ -951,32 +1080,29 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
 }
 
 typedef struct {
-    int trans_a, trans_b, M, N, K;
-    const ag_real *A;
-    long stride_a;
-    int lda;
-    const ag_real *B;
-    long stride_b;
-    int ldb;
+    gemm_job item;   /* item 0; item b is the same shifted by b strides */
+    long stride_a, stride_b, stride_c;
     ag_real beta;
-    ag_real *C;
-    long stride_c;
-    int ldc;
     ag_real *ws;
     size_t slice;
+    int few, small;   /* every item is few_rows, or a small product */
 } batch_call;
 
 /* Item b, on one thread */
 static void batch_task(void *ctx, int b)
 {
     const batch_call *c = ctx;
-    gemm_job g = make_job(c->trans_a, c->trans_b, c->M, c->N, c->K, c->A + b * c->stride_a, c->lda,
-                          c->B + b * c->stride_b, c->ldb, c->C + b * c->stride_c, c->ldc);
-    if (gemm_prologue(c->M, c->N, c->K, c->beta, g.C, c->ldc, &g.overwrite)) return;
-    if (few_rows(c->trans_a, c->trans_b, c->M, c->N, c->K))
-        gemm_few_rows(&g, 0, c->N);   /* as ag_fast_gemm does the item alone */
+    gemm_job g = c->item;
+    g.A += b * c->stride_a;
+    g.B += b * c->stride_b;
+    g.C += b * c->stride_c;
+    if (gemm_prologue(g.M, g.N, g.K, c->beta, g.C, g.ldc, &g.overwrite)) return;
+    if (c->few)
+        gemm_few_rows(&g, 0, g.N);   /* as ag_fast_gemm does the item alone */
+    else if (c->small)
+        gemm_small(&g, c->ws + c->slice * (size_t)ag_thread_id());
     else
-        gemm_block(&g, 0, c->M, 0, c->N, c->ws + c->slice * (size_t)ag_thread_id());
+        gemm_block(&g, 0, g.M, 0, g.N, c->ws + c->slice * (size_t)ag_thread_id());
 }
 
 void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K,
@@ -986,9 +1112,8 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
 {
     ag_gemm_check_args("ag_gemm_batched", trans_a, trans_b, M, N, K, lda, ldb, ldc);
     if (batch <= 0 || M <= 0 || N <= 0) return;
-    int nth = ag_max_threads();
-    if (batch < nth) nth = 1;   /* few items: parallelize inside each instead */
-    if (nth == 1 || (double)batch * M * N * K < GEMM_PARALLEL_MIN || K == 0) {
+    int nth = ag_threads_for((double)batch * M * N * K * ag_fast_gemm_madd_ns());
+    if (batch < nth) {   /* few items: parallelize inside each instead */
         for (int b = 0; b < batch; b++)
             ag_fast_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
                     C + b * stride_c, ldc);
@@ -996,10 +1121,13 @@ void ag_fast_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int
     }
 
     /* One serial product per item, the items split evenly between threads
-     * (they all cost the same). */
+     * (they all cost the same): each item as ag_fast_gemm does it on one
+     * thread, with the job's decisions taken once for all. */
     const size_t slice = block_space(M, N, K);
-    batch_call c = { trans_a, trans_b, M, N, K, A, stride_a, lda, B, stride_b, ldb, beta, C, stride_c, ldc,
-                     workspace(slice * (size_t)nth), slice };
+    batch_call c = { make_job(trans_a, trans_b, M, N, K, A, lda, B, ldb, C, ldc), stride_a, stride_b,
+                     stride_c, beta, workspace(slice * (size_t)nth), slice,
+                     few_rows(trans_a, trans_b, M, N, K), 0 };
+    c.small = !c.few && small_product(&c.item);
     ag_parallel(batch, nth, batch_task, &c);
 }
 

@@ -35,8 +35,10 @@
  */
 #include "gemm_bf16.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu.h"
 #include "fast.h"
@@ -58,9 +60,6 @@ static void convert_plain(uint16_t *dst, const float *src, long n)
 #if BF16_X86
 
 static int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-/* Below this many multiply-adds a product runs on one thread. */
-#define BF16_PARALLEL_MIN (96.0 * 96.0 * 96.0)
 
 
 /* One 64-byte aligned buffer per calling thread, grown on demand and kept,
@@ -803,6 +802,40 @@ AVX512_TARGET NOINLINE static void convert_avx512(uint16_t *dst, const float *sr
 
 /* ---- entry points ------------------------------------------------------------ */
 
+#if BF16_X86
+/* Whether a product is shared is decided as for the fp32 one (gemm.c,
+ * ag_fast_gemm_madd_ns; pool.c's ag_threads_for): from its time on one
+ * thread, with the time of a multiply-add of each kernel measured once, on
+ * a 64 x 64 x 64 product, the fastest of 8 runs.  In femtoseconds, per
+ * kernel; 0: not yet measured. */
+static atomic_long madd_fs[AG_BF16_AMX + 1];
+
+static double bf16_madd_ns(int kernel)
+{
+    long fs = atomic_load_explicit(&madd_fs[kernel], memory_order_relaxed);
+    if (fs > 0) return (double)fs * 1e-6;
+    enum { S = 64, RUNS = 8 };
+    float *x = malloc(sizeof(float) * 3 * S * S);
+    double best = 1e9;
+    for (int i = 0; x && i < 3 * S * S; i++) x[i] = (float)(i % 13) / 13;
+    for (int r = 0; x && r < RUNS; r++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (kernel == AG_BF16_AMX)
+            gemm_amx(0, 0, S, S, S, x, S, x + S * S, S, 1, x + 2 * S * S, S, 1);
+        else
+            gemm_avx512(0, 0, S, S, S, x, S, x + S * S, S, 1, x + 2 * S * S, S, 1);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double t = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (t > 0 && t < best) best = t;
+    }
+    free(x);
+    const double ns = best < 1e9 ? best * 1e9 / ((double)S * S * S) : 0.01;
+    atomic_store_explicit(&madd_fs[kernel], (long)(ns * 1e6) + 1, memory_order_relaxed);
+    return ns;
+}
+#endif
+
 void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, int K, const float *A,
                        long lda, const float *B, long ldb, float beta, float *C, long ldc)
 {
@@ -829,7 +862,7 @@ void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, in
         if (K == 0) return;
     }
 #if BF16_X86
-    const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : ag_max_threads();
+    const int nth = ag_threads_for((double)M * N * K * bf16_madd_ns(kernel));
     if (kernel == AG_BF16_AMX)
         gemm_amx(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc, nth);
     else
@@ -881,7 +914,7 @@ size_t ag_fast_gemm_bf16_scratch(int M, int N, int K)
     if (kernel == AG_BF16_AMX)
         return sizeof(uint32_t) * (size_t)(2 * ceil_div(M, 32) + 2 * ceil_div(N, 32)) * (size_t)ceil_div(K, 32) * 256;
     if (kernel == AG_BF16_AVX512) {
-        const int nth = (double)M * N * K < BF16_PARALLEL_MIN ? 1 : ag_max_threads();
+        const int nth = ag_max_threads();   /* at most: whether it shares depends on measured times */
         const int kb = k_block(K);
         long a_rs = (long)words64((size_t)kb / 2);
         if (a_rs % 256 == 0) a_rs += 16;

@@ -70,7 +70,7 @@ static void usage(const char *cmd, const char *summary, const opt *opts, int nop
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
                  opts[i].metavar ? opts[i].metavar : "");
-        printf("  %-22s %s\n", left, opts[i].help);
+        printf("  %-22s %s%s\n", left, opts[i].help, opts[i].required ? " (required)" : "");
     }
     printf("  %-22s %s\n", "-h, --help", "show this help");
 }
@@ -210,4 +210,8 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
         }
         parse_value(cmd, o, value);
     }
+    for (int i = 0; i < nopts; i++)
+        if (opts[i].required && !opts[i].given)
+            die(cmd, "%s%s%s is required", opts[i].name, opts[i].metavar ? " " : "",
+                opts[i].metavar ? opts[i].metavar : "");
 }

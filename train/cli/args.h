@@ -16,8 +16,11 @@ typedef struct opt {
     const char *help;
     double min, max;        /* inclusive range for numbers */
     int min_open;           /* the range excludes min (e.g. lr > 0) */
+    int required;           /* OPT_REQUIRED: the parser refuses a command line without it */
     int given;              /* set by the parser */
 } opt;
+
+#define OPT_REQUIRED 1
 
 /* A repeatable string option (e.g. --log a.csv --log b.csv). */
 typedef struct opt_list {
@@ -26,7 +29,8 @@ typedef struct opt_list {
 } opt_list;
 
 /* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help;
- * exits 2 with one line naming the problem on anything else wrong. */
+ * exits 2 with one line naming the problem on anything else wrong (also a
+ * required option not given: "--model FILE is required"). */
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);

@@ -83,16 +83,16 @@ int cmd_eval(int argc, char **argv)
     int batch = 32, accept_changed = 0;
     long seed = 1;
     opt opts[] = {
-        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate (required)", 0, 0, 0, 0 },
-        { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0 },
-        { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0 },
-        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0, 0 },
+        { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0, 0 },
         THREADS_OPT(a, ""),
         PRECISION_OPT(a.precision),
         HEADS_OPT(a.heads),
-        { "--accept-changed-data", OPT_FLAG, &accept_changed, NULL, "score the training file even if it changed since the checkpoint was saved", 0, 0, 0, 0 },
+        { "--accept-changed-data", OPT_FLAG, &accept_changed, NULL, "score the training file even if it changed since the checkpoint was saved", 0, 0, 0, 0, 0 },
     };
     args_parse(CMD, "Mean next-token cross-entropy of a saved model over every non-overlapping window of a\n"
                     "text split (s = 0, T, 2T, ... with s + T + 1 <= n), printed as 'loss X' in nats with bits\n"
@@ -100,8 +100,6 @@ int cmd_eval(int argc, char **argv)
                     "(metadata text_path) splits 90/10 and its last tenth is scored; any other file is\n"
                     "scored whole.  For a task, the loss and exact-match accuracy on its held-out problems.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!a.path)
-        die(CMD, "--model FILE is required");
     int split = parse_split(CMD, split_name);
     const int prec = precision_parse(CMD, a.precision);
     ag_set_threads(a.threads);
@@ -228,24 +226,19 @@ int cmd_sample(int argc, char **argv)
     double temperature = 1.0;
     int top_k = 0;
     opt opts[] = {
-        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to sample from (required)", 0, 0, 0, 0 },
-        { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0 },
-        { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0 },
-        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0 },
-        { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0 },
-        THREADS_OPT(a, ""),
-        SAVED_TASK_OPT(a),
-        SAVED_VOCAB_OPT(a),
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to sample from", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0, 0 },
+        { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0, 0 },
+        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0, 0 },
+        { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0, 0 },
         PRECISION_OPT(a.precision),
-        HEADS_OPT(a.heads),
+        SAVED_MODEL_OPTS(a),
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse(CMD, "Generate tokens from a saved model.  Text is printed token by token as it is drawn;\n"
                     "Ctrl-C stops there (exit status 130) and keeps what was printed.",
                argc, argv, opts, nopts);
-    if (!a.path)
-        die(CMD, "--model FILE is required");
     const int prec = precision_parse(CMD, a.precision);
     ag_set_threads(a.threads);
     char err[ERR_MAX];

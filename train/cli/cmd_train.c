@@ -20,29 +20,6 @@
 static const char *CMD = "train";
 #define RESUME_WHY "--resume continues the saved run exactly (use --init FILE to start a new run from its weights)"
 
-/* What a run's checkpoint keeps so --resume continues it exactly, in the
- * order of its metadata.  Each value is written from, and read back
- * through, its flag's entry in the option table, so a saved value is
- * checked like the flag (one range, one place).  missing: what a checkpoint
- * without the key means: NULL, it cannot be resumed; "", the option stays
- * unset (and an unset option is not saved); "@KEY", the value saved as KEY;
- * else this value. */
-static const struct saved {
-    const char *flag, *key, *missing;
-} SAVED[] = {
-    { "--lr", "lr", NULL }, { "--momentum", "momentum", NULL }, { "--weight-decay", "weight_decay", NULL },
-    { "--beta1", "beta1", NULL }, { "--beta2", "beta2", NULL }, { "--eps", "eps", NULL }, { "--clip", "clip", NULL },
-    { "--min-lr", "min_lr", NULL }, { "--warmup", "warmup", NULL }, { "--batch", "batch", NULL },
-    { "--seed", "seed", NULL }, { "--steps", "steps", NULL }, { "--schedule", "schedule", NULL },
-    { "--order", "order", NULL },
-    { "--precision", "precision", "fp32" },         /* runs saved before bf16 existed */
-    { "--steps", "schedule_steps", "@steps" },      /* the schedule's horizon (check_schedule) */
-    { "--text", "text_path", "" },                  /* the text file (data_source reads it for --init too) */
-    { "--micro-batch", "micro_batch", "" },         /* whole batches (microbatch.h) */
-    { "--log", "log_path", "" },                    /* the run's CSV log, continued on --resume */
-};
-enum { N_SAVED = sizeof SAVED / sizeof SAVED[0] };
-
 /* A flag given with --resume, or an architecture flag with --init, must
  * say what the checkpoint holds: then it changes nothing and is accepted;
  * another value is refused, with `why`.  o holds the given value; held is
@@ -63,13 +40,28 @@ static void same_as_checkpoint(opt *o, const char *held, const char *verb, const
     die(CMD, "%s %s (%s given, the checkpoint holds %s): %s", o->name, verb, given, kept, why);
 }
 
-/* The option a saved value is read and written through: its flag's entry,
- * or for the schedule's horizon a copy of --steps' entry into
- * schedule_steps (never given: --steps given again does not move it). */
-static opt *saved_option(const struct saved *s, train_opts *o, opt *opts, int nopts, opt *horizon)
+/* The option a recorded setting (run.h's RUN_RECORDED) is read and written
+ * through: the flag --KEY, '_' written '-' (--weight-decay), but for the
+ * text (--text), the log (--log) and the schedule's horizon, which is a copy
+ * of --steps' entry into schedule_steps (never given: --steps given again
+ * does not move it).  A saved value is checked like the flag: one range, one
+ * place. */
+static opt *saved_option(const run_recorded *k, train_opts *o, opt *opts, int nopts, opt *horizon)
 {
-    opt *found = args_find(opts, nopts, s->flag);
-    if (strcmp(s->key, "schedule_steps") != 0)
+    static const struct { const char *key, *flag; } named[] = {
+        { "text_path", "--text" }, { "log_path", "--log" }, { "schedule_steps", "--steps" },
+    };
+    char flag[64];
+    int n = snprintf(flag, sizeof flag, "--%s", k->key);
+    for (int i = 2; i < n; i++)
+        flag[i] = flag[i] == '_' ? '-' : flag[i];
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        if (strcmp(k->key, named[i].key) == 0)
+            snprintf(flag, sizeof flag, "%s", named[i].flag);
+    opt *found = args_find(opts, nopts, flag);
+    if (!found)
+        die(CMD, "no option %s for the recorded setting %s", flag, k->key);     /* a table out of step */
+    if (strcmp(k->key, "schedule_steps") != 0)
         return found;
     *horizon = *found;
     horizon->dst = &o->schedule_steps;
@@ -93,18 +85,16 @@ static void restore_options(trainer *t, opt *opts, int nopts)
     if (micro->given && !ckpt_meta(ck, "micro_batch"))
         die(CMD, "--micro-batch cannot be changed with --resume (the checkpoint's run took whole batches): %s",
             RESUME_WHY);
-    for (int i = 0; i < N_SAVED; i++) {
-        const struct saved *s = &SAVED[i];
+    for (int i = 0; i < RUN_N_RECORDED; i++) {
+        const run_recorded *s = &RUN_RECORDED[i];
         opt horizon, *o = saved_option(s, &t->o, opts, nopts, &horizon);
-        const char *v = ckpt_meta(ck, s->key);
-        if (!v && s->missing && *s->missing)
-            v = s->missing[0] == '@' ? ckpt_meta(ck, s->missing + 1) : s->missing;
+        const char *v = run_recorded_text(ck, s);
         /* a flag given again must say what the run holds; --steps may
          * extend the run, --text names the same file from elsewhere
          * (its identity is checked when it is read), and --log only
          * moves where the rest of the log goes */
-        if (o->given && strcmp(s->flag, "--steps") != 0 && strcmp(s->flag, "--text") != 0 &&
-            strcmp(s->flag, "--log") != 0)
+        if (o->given && strcmp(o->name, "--steps") != 0 && strcmp(o->name, "--text") != 0 &&
+            strcmp(o->name, "--log") != 0)
             same_as_checkpoint(o, v, "cannot be changed with --resume", RESUME_WHY);
         if (o->given || (!v && s->missing && !*s->missing))
             continue;
@@ -145,41 +135,27 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
         o->schedule_steps = o->steps;       /* a constant schedule has no end to keep */
 }
 
-/* What a later --resume needs: the options in SAVED that have a value.
- * Words are kept as they are; numbers are written as text args_set reads
- * back to the same value. */
+/* What a later --resume needs: the recorded settings (run.h), read from
+ * their options; the text and the log by their absolute paths (eval and
+ * --resume find them from any directory), the text with its identity (a
+ * changed file is not resumed on silently). */
 static void save_options(trainer *t, opt *opts, int nopts)
 {
-    int n = 0;
-#define SAVE(key, value) (t->saved[2 * n] = (key), t->saved[2 * n + 1] = (value), n++)
-    for (int i = 0; i < N_SAVED; i++) {
-        opt horizon, *o = saved_option(&SAVED[i], &t->o, opts, nopts, &horizon);
-        const char *word = o->kind == OPT_STRING ? *(const char **)o->dst : NULL;
-        if (strcmp(SAVED[i].key, "log_path") == 0) {
-            if (t->log_abs[0])                  /* every rank's, though rank 0 alone writes it */
-                SAVE("log_path", t->log_abs);
-            continue;
-        }
-        if (SAVED[i].missing && !*SAVED[i].missing && (o->kind == OPT_STRING ? !word : !*(int *)o->dst))
-            continue;                           /* unset */
-        if (strcmp(SAVED[i].key, "text_path") == 0) {
-            /* the text by its absolute path (eval and --resume find it from
-             * any directory), then its identity (a changed file is not
-             * resumed on silently) */
-            SAVE("text_path", realpath(word, t->text_path) ? t->text_path : word);
-            snprintf(t->saved_values[n], sizeof t->saved_values[n], "%zu", t->data.text.n);
-            SAVE("text_bytes", t->saved_values[n]);
-            snprintf(t->saved_values[n], sizeof t->saved_values[n], "%016llx",
-                     (unsigned long long)text_fingerprint(&t->data.text));
-            SAVE("text_fnv1a64", t->saved_values[n]);
-            continue;
-        }
-        if (!word)
-            args_format(o, t->saved_values[n], sizeof t->saved_values[n]);
-        SAVE(SAVED[i].key, word ? word : t->saved_values[n]);
+    run_settings s = RUN_DEFAULTS;
+    for (int i = 0; i < RUN_N_RECORDED; i++) {
+        const run_recorded *k = &RUN_RECORDED[i];
+        opt horizon, *o = saved_option(k, &t->o, opts, nopts, &horizon);
+        char text[64];
+        if (o->kind != OPT_STRING)
+            args_format(o, text, sizeof text);
+        const char *v = o->kind == OPT_STRING ? *(const char **)o->dst : text;
+        if (v && run_setting_set(&s, k, v))
+            die(CMD, "%s %s cannot be recorded in the checkpoint", o->name, v);    /* checked before: never */
     }
-#undef SAVE
-    t->n_saved = n;
+    if (s.text_path && realpath(s.text_path, t->text_path))
+        s.text_path = t->text_path;
+    s.log_path = t->log_abs[0] ? t->log_abs : NULL;     /* every rank's, though rank 0 alone writes it */
+    run_record_write(&t->record, &s, s.text_path ? &t->data.text : NULL);
 }
 
 /* path from the root, for a file that may not exist yet: its directory's
@@ -297,7 +273,7 @@ static void check_values(trainer *t)
         die(CMD, "--context %d is longer than the checkpoint's %d: it has no position embeddings beyond that",
             o->context, t->ck.cfg.context);
     if (o->lr < 0)
-        o->lr = t->adamw ? 3e-3 : 0.1;
+        o->lr = run_default_lr(t->adamw);
     t->precision = precision_parse(CMD, o->precision);
 }
 
@@ -305,53 +281,54 @@ static void check_values(trainer *t)
 enum { N_OPTS = 37 };
 static void train_options(train_opts *o, opt opts[N_OPTS])
 {
+    const run_settings *r = &RUN_DEFAULTS;     /* the playground's too */
     *o = (train_opts){
-        .arch = "gpt", .optimizer = "sgd", .schedule = "constant", .order = "random",
-        .layers = 2, .heads = 4, .d_model = 64, .context = 0, .batch = 32, .threads = 0,
-        .dropout = 0, .lr = -1, .momentum = 0.9, .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999,
-        .eps = 1e-8, .clip = 1.0, .min_lr = 0, .steps = 400, .seed = 1, .eval_every = 100,
-        .log_every = 50, .warmup = 0, .save_every = 0, .precision = "fp32",
-        .micro_batch = 0, .mpi_timeout = 600,
+        .arch = "gpt", .optimizer = "sgd", .schedule = r->schedule, .order = r->order,
+        .layers = 2, .heads = 4, .d_model = 64, .context = 0, .batch = r->batch, .threads = 0,
+        .dropout = 0, .lr = -1, .momentum = r->momentum, .weight_decay = r->weight_decay, .beta1 = r->beta1,
+        .beta2 = r->beta2, .eps = r->eps, .clip = r->clip, .min_lr = r->min_lr, .steps = r->steps, .seed = r->seed,
+        .eval_every = 100, .log_every = 50, .warmup = r->warmup, .save_every = 0, .precision = r->precision,
+        .micro_batch = r->micro_batch, .mpi_timeout = 600,
     };
     const double BIG = 1e308;
     const opt table[] = {
-        { "--task", OPT_STRING, &o->task, "NAME", "toy task: copy (default), reverse, sort, add", 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &o->text, "FILE", "character-level language modeling on a file", 0, 0, 0, 0 },
-        { "--arch", OPT_STRING, &o->arch, "A", "gpt (default) or attn-only", 0, 0, 0, 0 },
-        { "--layers", OPT_INT, &o->layers, "N", "transformer blocks (default 2)", 1, 256, 0, 0 },
-        { "--heads", OPT_INT, &o->heads, "N", "attention heads; must divide d-model (default 4)", 1, 4096, 0, 0 },
-        { "--d-model", OPT_INT, &o->d_model, "N", "embedding width (default 64)", 1, 65536, 0, 0 },
-        { "--context", OPT_INT, &o->context, "T", "context length (default: task length, 64 for text, --init's)", 1, 65536, 0, 0 },
-        { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", 0, 0.999999, 0, 0 },
-        { "--qkv-bias", OPT_FLAG, &o->qkv_bias, NULL, "biases on the query/key/value projections", 0, 0, 0, 0 },
-        { "--optimizer", OPT_STRING, &o->optimizer, "O", "sgd (default) or adamw", 0, 0, 0, 0 },
-        { "--lr", OPT_DOUBLE, &o->lr, "X", "learning rate > 0 (default 0.1 sgd, 3e-3 adamw)", 0, 1e6, 1, 0 },
-        { "--momentum", OPT_DOUBLE, &o->momentum, "X", "SGD momentum in [0,1) (default 0.9)", 0, 0.999999, 0, 0 },
-        { "--weight-decay", OPT_DOUBLE, &o->weight_decay, "X", "weight decay >= 0 (default 0)", 0, 1e6, 0, 0 },
-        { "--beta1", OPT_DOUBLE, &o->beta1, "X", "AdamW beta1 in [0,1) (default 0.9)", 0, 0.999999, 0, 0 },
-        { "--beta2", OPT_DOUBLE, &o->beta2, "X", "AdamW beta2 in [0,1) (default 0.999)", 0, 0.999999999, 0, 0 },
-        { "--eps", OPT_DOUBLE, &o->eps, "X", "AdamW epsilon > 0 (default 1e-8)", 0, 1, 1, 0 },
-        { "--clip", OPT_DOUBLE, &o->clip, "X", "clip the global gradient norm to X; 0 = off (default 1)", 0, BIG, 0, 0 },
-        { "--schedule", OPT_STRING, &o->schedule, "S", "constant (default) or cosine", 0, 0, 0, 0 },
-        { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", 0, 1e15, 0, 0 },
-        { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", 0, 1e6, 0, 0 },
-        { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", 1, 1 << 20, 0, 0 },
-        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps (default 400)", 0, 1e15, 0, 0 },
-        { "--seed", OPT_LONG, &o->seed, "S", "seed of every random choice (default 1)", 0, 9.2e18, 0, 0 },
-        { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0 },
-        { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0 },
-        { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default); 1 is safest on a busy machine", 0, 1024, 0, 0 },
+        { "--task", OPT_STRING, &o->task, "NAME", "toy task: copy (default), reverse, sort, add", 0, 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &o->text, "FILE", "character-level language modeling on a file", 0, 0, 0, 0, 0 },
+        { "--arch", OPT_STRING, &o->arch, "A", "gpt (default) or attn-only", 0, 0, 0, 0, 0 },
+        { "--layers", OPT_INT, &o->layers, "N", "transformer blocks (default 2)", 1, 256, 0, 0, 0 },
+        { "--heads", OPT_INT, &o->heads, "N", "attention heads; must divide d-model (default 4)", 1, 4096, 0, 0, 0 },
+        { "--d-model", OPT_INT, &o->d_model, "N", "embedding width (default 64)", 1, 65536, 0, 0, 0 },
+        { "--context", OPT_INT, &o->context, "T", "context length (default: task length, 64 for text, --init's)", 1, 65536, 0, 0, 0 },
+        { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", 0, 0.999999, 0, 0, 0 },
+        { "--qkv-bias", OPT_FLAG, &o->qkv_bias, NULL, "biases on the query/key/value projections", 0, 0, 0, 0, 0 },
+        { "--optimizer", OPT_STRING, &o->optimizer, "O", "sgd (default) or adamw", 0, 0, 0, 0, 0 },
+        { "--lr", OPT_DOUBLE, &o->lr, "X", "learning rate > 0 (default 0.1 sgd, 3e-3 adamw)", 0, 1e6, 1, 0, 0 },
+        { "--momentum", OPT_DOUBLE, &o->momentum, "X", "SGD momentum in [0,1) (default 0.9)", 0, 0.999999, 0, 0, 0 },
+        { "--weight-decay", OPT_DOUBLE, &o->weight_decay, "X", "weight decay >= 0 (default 0)", 0, 1e6, 0, 0, 0 },
+        { "--beta1", OPT_DOUBLE, &o->beta1, "X", "AdamW beta1 in [0,1) (default 0.9)", 0, 0.999999, 0, 0, 0 },
+        { "--beta2", OPT_DOUBLE, &o->beta2, "X", "AdamW beta2 in [0,1) (default 0.999)", 0, 0.999999999, 0, 0, 0 },
+        { "--eps", OPT_DOUBLE, &o->eps, "X", "AdamW epsilon > 0 (default 1e-8)", 0, 1, 1, 0, 0 },
+        { "--clip", OPT_DOUBLE, &o->clip, "X", "clip the global gradient norm to X; 0 = off (default 1)", 0, BIG, 0, 0, 0 },
+        { "--schedule", OPT_STRING, &o->schedule, "S", "constant (default) or cosine", 0, 0, 0, 0, 0 },
+        { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", 0, 1e15, 0, 0, 0 },
+        { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", 0, 1e6, 0, 0, 0 },
+        { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", 1, 1 << 20, 0, 0, 0 },
+        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps (default 400)", 0, 1e15, 0, 0, 0 },
+        { "--seed", OPT_LONG, &o->seed, "S", "seed of every random choice (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0, 0 },
+        { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0, 0 },
+        { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default); 1 is safest on a busy machine", 0, 1024, 0, 0, 0 },
         PRECISION_OPT(o->precision),
-        { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0 },
-        { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0 },
-        { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0 },
-        { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save)", 0, 1e15, 0, 0 },
-        { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0 },
-        { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0 },
-        { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0 },
-        { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0 },
-        { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0 },
-        { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0 },
+        { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0, 0 },
+        { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0, 0 },
+        { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0, 0 },
+        { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save)", 0, 1e15, 0, 0, 0 },
+        { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0, 0 },
+        { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0, 0 },
+        { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0, 0 },
+        { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0, 0 },
+        { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0, 0 },
+        { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0, 0 },
     };
     _Static_assert(sizeof table / sizeof table[0] == N_OPTS, "N_OPTS counts the rows");
     memcpy(opts, table, sizeof table);

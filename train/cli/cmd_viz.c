@@ -205,29 +205,20 @@ int cmd_attn(int argc, char **argv)
     saved_model a = { 0 };
     int layer = 0;
     opt opts[] = {
-        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to look inside (required)", 0, 0, 0, 0 },
-        { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh (required)", 0, 0, 0, 0 },
-        { "--layer", OPT_INT, &layer, "L", "block whose attention is drawn, from 0 (default 0)", 0, 1e6, 0, 0 },
-        { "--head", OPT_STRING, &head_s, "H", "a head index, or all: one panel per head (default all)", 0, 0, 0, 0 },
-        { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
-        { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0 },
-        { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0 },
-        THREADS_OPT(a, ""),
-        SAVED_TASK_OPT(a),
-        SAVED_VOCAB_OPT(a),
-        HEADS_OPT(a.heads),
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to look inside", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--prompt", OPT_STRING, &prompt, "STR", "text model: raw text; task model: tokens, e.g. abcdefgh|abcdefgh", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--layer", OPT_INT, &layer, "L", "block whose attention is drawn, from 0 (default 0)", 0, 1e6, 0, 0, 0 },
+        { "--head", OPT_STRING, &head_s, "H", "a head index, or all: one panel per head (default all)", 0, 0, 0, 0, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the SVG to write", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0, 0 },
+        { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0, 0 },
+        SAVED_MODEL_OPTS(a),
     };
     args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
                     "on a prompt: queries down, keys across, the prompt's characters on both axes, one panel\n"
                     "per head.  Masked (future) keys are hatched.  A task model reads at most L tokens; a\n"
                     "whole example of L + 1 is accepted and its last token (never read in training) dropped.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!a.path)
-        die(CMD, "--model FILE is required");
-    if (!prompt)
-        die(CMD, "--prompt STR is required");
-    if (!out)
-        die(CMD, "--out FILE.svg is required");
     file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out }, { "--csv", csv } };
     check_distinct(CMD, in, 1, outs, 2);
     track_outputs();
@@ -276,16 +267,12 @@ int cmd_plot(int argc, char **argv)
     const char *CMD = "plot", *out = NULL, *title = NULL;
     opt_list logs = { { 0 }, 0 };
     opt opts[] = {
-        { "--log", OPT_STRINGS, &logs, "FILE", "a CSV log from attograd train --log; repeat to compare runs", 0, 0, 0, 0 },
-        { "--out", OPT_STRING, &out, "FILE", "the SVG to write (required)", 0, 0, 0, 0 },
-        { "--title", OPT_STRING, &title, "STR", "chart title (default: training loss)", 0, 0, 0, 0 },
+        { "--log", OPT_STRINGS, &logs, "FILE", "a CSV log from attograd train --log; repeat to compare runs", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the SVG to write", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--title", OPT_STRING, &title, "STR", "chart title (default: training loss)", 0, 0, 0, 0, 0 },
     };
     args_parse(CMD, "Train (solid) and validation (dashed) loss against the step, one color per log.", argc, argv,
                opts, (int)(sizeof opts / sizeof opts[0]));
-    if (logs.n == 0)
-        die(CMD, "--log FILE is required (repeat it to compare runs)");
-    if (!out)
-        die(CMD, "--out FILE.svg is required");
     file_arg in[sizeof logs.items / sizeof logs.items[0]], outs[] = { { "--out", out } };
     for (int i = 0; i < logs.n; i++)
         in[i] = (file_arg){ "--log", logs.items[i] };
@@ -323,21 +310,17 @@ int cmd_graph(int argc, char **argv)
     int tokens = 0;
     long seed = 1;
     opt opts[] = {
-        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint whose training step is drawn (required)", 0, 0, 0, 0 },
+        { "--model", OPT_STRING, &a.path, "FILE", "checkpoint whose training step is drawn", 0, 0, 0, OPT_REQUIRED, 0 },
         HEADS_OPT(a.heads),
-        { "--out", OPT_STRING, &out, "FILE", "the DOT file to write (required); render with dot -Tsvg", 0, 0, 0, 0 },
-        { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0 },
+        { "--out", OPT_STRING, &out, "FILE", "the DOT file to write; render with dot -Tsvg", 0, 0, 0, OPT_REQUIRED, 0 },
+        { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0, 0 },
     };
     args_parse(CMD, "The autograd graph of one training step (the forward pass, with dropout as in training,\n"
                     "and the cross-entropy loss on a batch of 1 sequence) in Graphviz DOT: one node per op\n"
                     "with its output shape, edges from its inputs, parameters as filled boxes, other inputs\n"
                     "as ellipses.  Render it with: dot -Tsvg FILE.dot -o FILE.svg",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    if (!a.path)
-        die(CMD, "--model FILE is required");
-    if (!out)
-        die(CMD, "--out FILE.dot is required");
     file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out } };
     check_distinct(CMD, in, 1, outs, 1);
     track_outputs();

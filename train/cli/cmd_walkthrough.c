@@ -14,7 +14,7 @@ int cmd_walkthrough(int argc, char **argv)
     const char *CMD = "walkthrough";
     int only = 0;
     opt opts[] = { { "--section", OPT_INT, &only, "N", "print only section N, 1..7 (default: all)", 1,
-                     WALKTHROUGH_SECTIONS, 0, 0 } };
+                     WALKTHROUGH_SECTIONS, 0, 0, 0 } };
     args_parse(CMD, "The worked examples of the attention tutorials, computed step by step by the engine:\n"
                     "dot-product scores, softmax, context vectors, trainable projections and their\n"
                     "gradients, the causal mask two ways, dropout, heads, the bag-of-words average, scaling.",

@@ -8,14 +8,47 @@
 #include "files.h"
 #include "open.h"
 
+/* A checkpoint refused for what the flags can tell (ckpt.needs,
+ * ckpt.heads_refused): the line that says so with the flags, into err;
+ * err is left as it is when it was refused for something else. */
+static void flag_advice(const ckpt *ck, const ckpt_hints *h, char *err, size_t len)
+{
+    static const struct { int need; const char *what; } pass[] = {
+        { CKPT_HEADS, "how many heads: pass --heads N" },
+        { CKPT_DATA, "what it was trained on: pass --task NAME or --text FILE" },
+        { CKPT_VOCAB, "its vocabulary: pass --text FILE (its sorted distinct bytes)" },
+    };
+    if (ck->heads_refused && h->heads != ck->cfg.n_head)
+        snprintf(err, len, "%s: --heads %d contradicts the file's metadata n_head %d", ck->path, h->heads,
+                 ck->cfg.n_head);
+    else if (ck->heads_refused)
+        snprintf(err, len, "%s: --heads %d does not divide d_model %d", ck->path, h->heads, ck->cfg.d_model);
+    else if (ck->needs) {
+        size_t used = (size_t)snprintf(err, len, "%s: the file does not say ", ck->path);
+        const char *nor = "";
+        for (size_t i = 0; i < sizeof pass / sizeof pass[0] && used < len; i++)
+            if (ck->needs & pass[i].need) {
+                used += (size_t)snprintf(err + used, len - used, "%s%s", nor, pass[i].what);
+                nor = "; nor ";
+            }
+    }
+}
+
 void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt *ck, model *m)
 {
     char err[ERR_MAX];
+    task t;
     if (hints && hints->task && hints->text)
         die(cmd, "--task and --text both given: choose one data source");
-    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err) ||
-        ckpt_open_hints(ck, path, m, hints, err, sizeof err))
+    if (hints && hints->task && task_open(&t, hints->task, err, sizeof err))
+        die(cmd, "--task: %s", err);
+    if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err))
         die(cmd, "%s", err);
+    if (ckpt_open_hints(ck, path, m, hints, err, sizeof err)) {
+        if (hints)
+            flag_advice(ck, hints, err, sizeof err);
+        die(cmd, "%s", err);
+    }
     if (ck->note[0])
         fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
     if (hints && (hints->task || hints->text))

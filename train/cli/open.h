@@ -35,9 +35,12 @@ typedef struct saved_model {
 } saved_model;
 /* Rows of their option tables: --task and --text for a file that does not
  * say what it was trained on (sample, attn), --heads, --threads. */
-#define SAVED_TASK_OPT(a) { "--task", OPT_STRING, &(a).task, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0 }
-#define SAVED_VOCAB_OPT(a) { "--text", OPT_STRING, &(a).text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0 }
-#define THREADS_OPT(a, dflt) { "--threads", OPT_INT, &(a).threads, "N", "threads; 0 = all cores (default" dflt ")", 0, 1024, 0, 0 }
+#define SAVED_TASK_OPT(a) { "--task", OPT_STRING, &(a).task, "NAME", "the model's task, for a file that does not name it", 0, 0, 0, 0, 0 }
+#define SAVED_VOCAB_OPT(a) { "--text", OPT_STRING, &(a).text, "FILE", "a text model's vocabulary: FILE's sorted distinct bytes, for a file that does not list it", 0, 0, 0, 0, 0 }
+#define THREADS_OPT(a, dflt) { "--threads", OPT_INT, &(a).threads, "N", "threads; 0 = all cores (default" dflt ")", 0, 1024, 0, 0, 0 }
+/* The rows of a command that reads a model from a file that may not say
+ * everything (sample, attn): --threads, --task, --text, --heads. */
+#define SAVED_MODEL_OPTS(a) THREADS_OPT(a, ""), SAVED_TASK_OPT(a), SAVED_VOCAB_OPT(a), HEADS_OPT((a).heads)
 /* open_model of a->path with a's --heads, --task and --text;
  * data_optional: the data may stay unknown (info, graph). */
 void open_saved(const char *cmd, const saved_model *a, int data_optional, ckpt *ck, model *m);
@@ -45,7 +48,7 @@ void open_saved(const char *cmd, const saved_model *a, int data_optional, ckpt *
 /* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
  * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */
 int precision_parse(const char *cmd, const char *name);
-#define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0 }
-#define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0 }
+#define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0, 0 }
+#define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0, 0 }
 
 #endif

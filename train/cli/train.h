@@ -25,10 +25,6 @@ typedef struct train_opts {
     long mpi_timeout;           /* seconds a rank waits for the others (dist.h) */
 } train_opts;
 
-/* The training options a run's checkpoint keeps for --resume (cmd_train.c
- * fills them in): metadata key, value, key, value... */
-enum { TRAIN_SAVED_MAX = 24 };
-
 /* A run, from setup to the end. */
 typedef struct trainer {
     train_opts o;
@@ -47,11 +43,9 @@ typedef struct trainer {
     double estimate;            /* bytes the run was estimated to need at its peak */
     int32_t *x, *y;             /* one batch's inputs and targets, [B,S] each */
     long start;                 /* steps taken before this run (--resume) */
-    const char *saved[2 * TRAIN_SAVED_MAX];
-    char saved_values[TRAIN_SAVED_MAX][40];
+    run_record record;          /* the settings its checkpoints record (run.h) */
     char text_path[PATH_MAX];   /* --text, absolute, as saved: found from any directory */
     char log_abs[PATH_MAX];     /* --log, absolute, as saved: --resume continues it */
-    int n_saved;
     FILE *log;                  /* --log, or NULL */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
     const char *fault_save;     /* --save on every rank: where the rank that saves after a fault writes */

@@ -106,7 +106,7 @@ static void report_divergence(const trainer *t, long step, step_result r)
 /* Write the checkpoint and, when told to, say so. */
 static int save(trainer *t, long step, int announce)
 {
-    ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->saved, t->n_saved };
+    ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->record.kv, t->record.n };
     char err[ERR_MAX];
     const char *data_name = t->data.is_task ? t->data.task.name : "text";
     if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,

@@ -381,11 +381,6 @@ static int dim_of(const ag_st_file *f, const char *key, const char *tensor, int 
     return 0;
 }
 
-static void add_missing(char *list, size_t len, const char *what)
-{
-    size_t used = strlen(list);
-    snprintf(list + used, len - used, "%s%s", used ? "; nor " : "", what);
-}
 
 /* A checkpoint being read: what is known so far, and where a message goes. */
 typedef struct reading {
@@ -393,15 +388,24 @@ typedef struct reading {
     ag_st_file *f;
     const char *path;
     const ckpt_hints *h;
-    int hinted;                 /* hints were given: messages name the flags */
     const char *emb;            /* the name the token embedding is stored under */
     const char *absent;         /* the tied weight the file stores once under emb, or NULL */
     task t;                     /* the task, when the data is one */
     int is_text;
     char missing[400];          /* what the file does not say, for one message */
+    int needs;                  /* the same as CKPT_HEADS | CKPT_DATA | CKPT_VOCAB */
     char *err;
     size_t errlen;
 } reading;
+
+/* What neither the file nor the hints say: the bit for the caller, and
+ * what is missing for the message. */
+static void add_missing(reading *r, int need, const char *what)
+{
+    size_t used = strlen(r->missing);
+    snprintf(r->missing + used, sizeof r->missing - used, "%s%s", used ? "; nor " : "", what);
+    r->needs |= need;
+}
 
 /* The message, and -1. */
 static int say(reading *r, const char *fmt, ...)
@@ -434,7 +438,7 @@ static int count_layers(reading *r, long hi, long *v)
 }
 
 /* The model's sizes: each from the metadata, or else from a tensor's shape
- * (n_head from --heads). */
+ * (n_head from the hints). */
 static int read_sizes(reading *r)
 {
     model_config *cfg = &r->c->cfg;
@@ -457,9 +461,11 @@ static int read_sizes(reading *r)
             return -1;
         if (rc == 1 && strcmp(dims[i].key, "n_head") == 0)
             v = r->h->heads;
-        else if (strcmp(dims[i].key, "n_head") == 0 && r->h->heads && r->h->heads != v)
-            FAIL("%s: --heads %d contradicts the file's metadata n_head %ld", r->path, r->h->heads, v);
         *dims[i].dst = (int)v;
+        if (rc == 0 && strcmp(dims[i].key, "n_head") == 0 && r->h->heads && r->h->heads != v) {
+            r->c->heads_refused = 1;
+            FAIL("%s: metadata n_head is %ld, not the %d heads given", r->path, v, r->h->heads);
+        }
     }
     return 0;
 }
@@ -483,11 +489,13 @@ static int read_config(reading *r)
     if (read_sizes(r))
         return -1;
     if (!cfg->n_head)
-        add_missing(r->missing, sizeof r->missing,
-                    r->hinted ? "how many heads: pass --heads N" : "how many heads (metadata n_head)");
-    else if (cfg->d_model % cfg->n_head)
-        FAIL("%s: %s %d does not divide d_model %d", path,
-             ag_st_meta(r->f, "n_head") ? "metadata n_head" : "--heads", cfg->n_head, cfg->d_model);
+        add_missing(r, CKPT_HEADS, "how many heads (metadata n_head)");
+    else if (cfg->d_model % cfg->n_head && ag_st_meta(r->f, "n_head"))
+        FAIL("%s: metadata n_head %d does not divide d_model %d", path, cfg->n_head, cfg->d_model);
+    else if (cfg->d_model % cfg->n_head) {
+        c->heads_refused = 1;
+        FAIL("%s: the %d heads given do not divide d_model %d", path, cfg->n_head, cfg->d_model);
+    }
     const char *qb = meta_word(r->f, "qkv_bias", word, sizeof word);
     if (qb && strcmp(qb, "true") && strcmp(qb, "false"))
         FAIL("%s: metadata qkv_bias is %s (expected true or false)", path, qb);
@@ -499,7 +507,7 @@ static int read_config(reading *r)
 }
 
 /* The vocabulary, token id -> byte: the metadata's list, else the task's,
- * else the --text file's sorted distinct bytes. */
+ * else the hinted text file's sorted distinct bytes. */
 static int read_vocab(reading *r)
 {
     ckpt *c = r->c;
@@ -525,9 +533,7 @@ static int read_vocab(reading *r)
             FAIL("%s: the model has %d tokens but %s has %d distinct bytes, so they cannot be its vocabulary",
                  path, c->cfg.vocab_size, r->h->text, c->vocab_size);
     } else if (r->is_text) {
-        add_missing(r->missing, sizeof r->missing,
-                    r->hinted ? "its vocabulary: pass --text FILE (its sorted distinct bytes)"
-                              : "its vocabulary (metadata vocab)");
+        add_missing(r, CKPT_VOCAB, "its vocabulary (metadata vocab)");
     }
     return 0;
 }
@@ -547,15 +553,15 @@ static int read_data(reading *r)
         c->data = r->h->task ? r->h->task : r->h->text ? "text" : NULL;
     r->is_text = c->data && strcmp(c->data, "text") == 0;
     if (c->data && !r->is_text && task_open(&r->t, c->data, e, sizeof e))
-        FAIL("%s: %s%s", path, ag_st_meta(r->f, "data") ? "metadata data: " : "--task: ", e);
+        FAIL("%s: %s%s", path, ag_st_meta(r->f, "data") ? "metadata data: " : "the task given: ", e);
     if (!c->data && !r->h->data_optional)
-        add_missing(r->missing, sizeof r->missing,
-                    r->hinted ? "what it was trained on: pass --task NAME or --text FILE"
-                              : "what it was trained on (metadata data)");
+        add_missing(r, CKPT_DATA, "what it was trained on (metadata data)");
     if (read_vocab(r))
         return -1;
-    if (r->missing[0])
+    if (r->missing[0]) {
+        c->needs = r->needs;
         FAIL("%s: the file does not say %s", path, r->missing);
+    }
     if (c->data && !r->is_text) {
         const task *t = &r->t;
         if (c->cfg.vocab_size != t->vocab || c->vocab_size != t->vocab || memcmp(c->vocab, t->chars, (size_t)t->vocab))
@@ -674,8 +680,7 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
     memset(m, 0, sizeof *m);
     c->step = -1;
     c->path = path;
-    reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .hinted = hints != NULL, .err = err,
-                   .errlen = errlen }, *r = &rd;
+    reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .err = err, .errlen = errlen }, *r = &rd;
     ag_st_file *f = r->f = c->file = ag_st_load(path, err, errlen);
     if (!f)
         return -1;

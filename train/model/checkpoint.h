@@ -6,7 +6,7 @@
  * "optim.v.<param>" (the optimizer's moments, F32) and "state.rng" (U64 [4]:
  * the data and dropout generators' state and stream).  __metadata__ holds the
  * model config, the data source and vocabulary, the step, and the training
- * options a resume reuses (keys listed in checkpoint.c).
+ * settings a resume reuses (run.h's RUN_RECORDED).
  */
 #ifndef ATTOGRAD_CHECKPOINT_H
 #define ATTOGRAD_CHECKPOINT_H
@@ -29,15 +29,18 @@ typedef struct ckpt_state {
 int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char *data_name, const uint8_t *vocab,
               int vocab_size, long step, const ckpt_state *state, char *err, size_t errlen);
 
-/* What the command line adds for a file that does not say everything: a
+/* What the caller knows of a file that does not say everything: a
  * PyTorch state_dict saved without attograd's metadata. */
 typedef struct ckpt_hints {
-    int heads;                      /* --heads N; 0 = not given */
-    const char *task;               /* --task NAME: the data, when the file names none */
-    const char *text;               /* --text FILE: the data, and the vocabulary (the file's
+    int heads;                      /* the number of heads; 0 = not known */
+    const char *task;               /* the data, when the file names none */
+    const char *text;               /* a text file: the data, and the vocabulary (the file's
                                      * sorted distinct bytes) when the file lists none */
-    int data_optional;              /* info, graph: the data may stay unknown (data NULL) */
+    int data_optional;              /* the data may stay unknown (data NULL) */
 } ckpt_hints;
+
+/* What a file does not say that hints can (ckpt.needs). */
+enum { CKPT_HEADS = 1, CKPT_DATA = 2, CKPT_VOCAB = 4 };
 
 typedef struct ckpt {
     ag_st_file *file;
@@ -53,6 +56,11 @@ typedef struct ckpt {
     int has_state;                  /* optimizer moments and generators present */
     int optim_kind;                 /* AG_SGD / AG_ADAMW when has_state */
     long optim_step;
+    /* Why ckpt_open_hints failed, where hints could mend it, for a caller
+     * that words its own advice: */
+    int needs;                      /* CKPT_*: what neither the file nor the hints say */
+    int heads_refused;              /* hints->heads contradicts the metadata's n_head (then
+                                     * cfg.n_head) or does not divide cfg.d_model */
 } ckpt;
 
 /* Read and validate everything (format, config ranges, vocabulary, every

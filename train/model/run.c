@@ -2,7 +2,11 @@
  * run.c - data, evaluation and generation shared by the subcommands (see
  * run.h).
  */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +106,152 @@ int example_input(const char *data, const model *m, int tokens, uint64_t seed, i
         }
     }
     return n;
+}
+
+/* ---- a run's settings, as its checkpoint records them -------------------- */
+
+const run_settings RUN_DEFAULTS = {
+    .lr = 0, .momentum = 0.9, .weight_decay = 0, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .clip = 1.0,
+    .min_lr = 0, .warmup = 0, .batch = 32, .seed = 1, .steps = 400, .schedule = "constant", .order = "random",
+    .precision = "fp32", .schedule_steps = 400, .text_path = NULL, .micro_batch = 0, .log_path = NULL,
+};
+
+double run_default_lr(int adamw) { return adamw ? 3e-3 : 0.1; }
+
+static const char *const SCHEDULES[] = { "constant", "cosine", NULL };
+static const char *const ORDERS[] = { "random", "sequential", NULL };
+static const char *const PRECISIONS[] = { "fp32", "bf16", NULL };
+
+#define AT(field) offsetof(run_settings, field)
+const run_recorded RUN_RECORDED[RUN_N_RECORDED] = {
+    { "lr", RUN_REAL, AT(lr), NULL, NULL },
+    { "momentum", RUN_REAL, AT(momentum), NULL, NULL },
+    { "weight_decay", RUN_REAL, AT(weight_decay), NULL, NULL },
+    { "beta1", RUN_REAL, AT(beta1), NULL, NULL },
+    { "beta2", RUN_REAL, AT(beta2), NULL, NULL },
+    { "eps", RUN_REAL, AT(eps), NULL, NULL },
+    { "clip", RUN_REAL, AT(clip), NULL, NULL },
+    { "min_lr", RUN_REAL, AT(min_lr), NULL, NULL },
+    { "warmup", RUN_LONG, AT(warmup), NULL, NULL },
+    { "batch", RUN_INT, AT(batch), NULL, NULL },
+    { "seed", RUN_LONG, AT(seed), NULL, NULL },
+    { "steps", RUN_LONG, AT(steps), NULL, NULL },
+    { "schedule", RUN_WORD, AT(schedule), SCHEDULES, NULL },
+    { "order", RUN_WORD, AT(order), ORDERS, NULL },
+    { "precision", RUN_WORD, AT(precision), PRECISIONS, "fp32" },   /* runs saved before bf16 existed */
+    { "schedule_steps", RUN_LONG, AT(schedule_steps), NULL, "@steps" },
+    { "text_path", RUN_PATH, AT(text_path), NULL, "" },
+    { "micro_batch", RUN_INT, AT(micro_batch), NULL, "" },            /* whole batches (microbatch.h) */
+    { "log_path", RUN_PATH, AT(log_path), NULL, "" },
+};
+#undef AT
+
+/* Where setting k lives in s. */
+#define FIELD(type, s, k) ((type *)((char *)(s) + (k)->offset))
+#define CFIELD(type, s, k) ((const type *)((const char *)(s) + (k)->offset))
+
+static int is_unset(const run_settings *s, const run_recorded *k)
+{
+    switch (k->kind) {
+    case RUN_REAL: return *CFIELD(double, s, k) == 0;
+    case RUN_LONG: return *CFIELD(long, s, k) == 0;
+    case RUN_INT: return *CFIELD(int, s, k) == 0;
+    default: return *CFIELD(char *, s, k) == NULL;
+    }
+}
+
+void run_record_write(run_record *r, const run_settings *s, const text_data *text)
+{
+    r->n = 0;
+#define PUT(key, ...) (snprintf(r->values[r->n], sizeof r->values[r->n], __VA_ARGS__), \
+                       r->kv[2 * r->n] = (key), r->kv[2 * r->n + 1] = r->values[r->n], r->n++)
+    for (int i = 0; i < RUN_N_RECORDED; i++) {
+        const run_recorded *k = &RUN_RECORDED[i];
+        if (k->missing && !*k->missing && is_unset(s, k))
+            continue;
+        if (k->kind == RUN_REAL)
+            PUT(k->key, "%.17g", *CFIELD(double, s, k));
+        else if (k->kind == RUN_LONG)
+            PUT(k->key, "%ld", *CFIELD(long, s, k));
+        else if (k->kind == RUN_INT)
+            PUT(k->key, "%d", *CFIELD(int, s, k));
+        else {
+            r->kv[2 * r->n] = k->key;
+            r->kv[2 * r->n + 1] = *CFIELD(char *, s, k);
+            r->n++;
+        }
+        if (k->offset == offsetof(run_settings, text_path) && text) {
+            PUT("text_bytes", "%zu", text->n);
+            PUT("text_fnv1a64", "%016llx", (unsigned long long)text_fingerprint(text));
+        }
+    }
+#undef PUT
+}
+
+int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
+{
+    char *end;
+    errno = 0;
+    /* strtol and strtod skip leading white space: a number is the whole text */
+    int number = text && *text && !isspace((unsigned char)*text);
+    if (k->kind == RUN_REAL) {
+        double v = number ? strtod(text, &end) : 0;
+        if (!number || *end || errno == ERANGE || !isfinite(v))
+            return -1;
+        *FIELD(double, s, k) = v;
+    } else if (k->kind == RUN_LONG || k->kind == RUN_INT) {
+        long v = number ? strtol(text, &end, 10) : 0;
+        if (!number || *end || errno == ERANGE || (k->kind == RUN_INT && (v < INT_MIN || v > INT_MAX)))
+            return -1;
+        if (k->kind == RUN_LONG)
+            *FIELD(long, s, k) = v;
+        else
+            *FIELD(int, s, k) = (int)v;
+    } else if (k->kind == RUN_WORD) {
+        int i = 0;
+        while (text && k->words[i] && strcmp(k->words[i], text) != 0)
+            i++;
+        if (!text || !k->words[i])
+            return -1;
+        *FIELD(const char *, s, k) = k->words[i];
+    } else {
+        if (!text || !*text)
+            return -1;
+        *FIELD(const char *, s, k) = text;
+    }
+    return 0;
+}
+
+#undef FIELD
+#undef CFIELD
+
+const char *run_recorded_text(const ckpt *ck, const run_recorded *k)
+{
+    const char *v = ckpt_meta(ck, k->key);
+    if (v || !k->missing || !*k->missing)
+        return v;
+    return k->missing[0] == '@' ? ckpt_meta(ck, k->missing + 1) : k->missing;
+}
+
+int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen)
+{
+    run_settings read = RUN_DEFAULTS;
+    for (int i = 0; i < RUN_N_RECORDED; i++) {
+        const run_recorded *k = &RUN_RECORDED[i];
+        const char *v = run_recorded_text(ck, k);
+        if (!v && k->missing && !*k->missing)
+            continue;                   /* unset */
+        if (!v && !k->missing) {
+            ag_set_err(err, errlen, "%s: metadata '%s' is missing", ck->path, k->key);
+            return -1;
+        }
+        if (!v || run_setting_set(&read, k, v)) {
+            ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value", ck->path, k->key, v ? v : "");
+            return -1;
+        }
+    }
+    *s = read;
+    return 0;
 }
 
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)

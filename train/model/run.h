@@ -1,7 +1,8 @@
 /*
  * run.h - what the subcommands share: the data a model trains on (a toy
  * task or a text file), evaluation (loss, and exact-match accuracy of greedy
- * completions on a task's held-out problems), sampling, and timing.
+ * completions on a task's held-out problems), sampling, timing, and the
+ * settings of a run that its checkpoint records.
  */
 #ifndef ATTOGRAD_RUN_H
 #define ATTOGRAD_RUN_H
@@ -78,6 +79,76 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t e
  * tokens, or -1 with err (tokens > *room, an unknown task, no memory). */
 int example_input(const char *data, const model *m, int tokens, uint64_t seed, int32_t **x, int32_t **y, int *room,
                   char *err, size_t errlen);
+
+/* ---- a run's settings, as its checkpoint records them ----------------------
+ *
+ * The one list of what a run's checkpoint keeps so that a resume (train
+ * --resume, the playground's Open checkpoint) continues the run exactly:
+ * the command and the playground write and read it through RUN_RECORDED. */
+typedef struct run_settings {
+    double lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
+    long warmup;                /* cosine: steps of linear warmup */
+    int batch;
+    long seed, steps;
+    const char *schedule;       /* "constant" or "cosine" */
+    const char *order;          /* text windows: "random" or "sequential" */
+    const char *precision;      /* the matrix multiplies': "fp32" or "bf16" */
+    long schedule_steps;        /* the steps the schedule was set for: a resume asked
+                                 * for more steps does not stretch it */
+    const char *text_path;      /* the text trained on; NULL: a task */
+    int micro_batch;            /* rows per micro-batch; 0: whole batches */
+    const char *log_path;       /* the run's CSV log, continued on resume; or NULL */
+} run_settings;
+
+/* What a run starts from (`attograd train`'s defaults, the playground's);
+ * lr 0: run_default_lr's for the optimizer. */
+extern const run_settings RUN_DEFAULTS;
+double run_default_lr(int adamw);
+
+typedef enum { RUN_REAL, RUN_LONG, RUN_INT, RUN_WORD, RUN_PATH } run_kind;
+
+/* One recorded setting: its metadata key, its type and place in
+ * run_settings, the words it may be (RUN_WORD), and what a checkpoint
+ * without the key means: NULL, the run cannot be resumed; "", the setting
+ * is unset (0 or NULL; an unset setting is not recorded); "@KEY", the value
+ * recorded as KEY; else this value. */
+typedef struct run_recorded {
+    const char *key;
+    run_kind kind;
+    size_t offset;
+    const char *const *words;
+    const char *missing;
+} run_recorded;
+
+/* In the order of the metadata.  A text's identity (text_bytes and
+ * text_fnv1a64, text_check_unchanged) is recorded after text_path. */
+enum { RUN_N_RECORDED = 19 };
+extern const run_recorded RUN_RECORDED[RUN_N_RECORDED];
+
+/* The metadata pairs of a run's settings (ckpt_state.options). */
+enum { RUN_RECORD_MAX = RUN_N_RECORDED + 2 };
+typedef struct run_record {
+    const char *kv[2 * RUN_RECORD_MAX];     /* key, value, key, value, ... */
+    char values[RUN_RECORD_MAX][40];        /* the numbers, as text */
+    int n;                                  /* pairs */
+} run_record;
+
+/* s as metadata pairs in r: numbers as text that reads back to the same
+ * value (reals to 17 digits), words and paths as they are (r points at
+ * them), unset settings left out; text: the text's identity, recorded when
+ * s->text_path is set. */
+void run_record_write(run_record *r, const run_settings *s, const text_data *text);
+/* Setting k of s from text, as the metadata holds it: a whole decimal
+ * number, or one of k's words (s then points at the word of the table), or
+ * a path (s points at text).  -1, with s unchanged, when it is none. */
+int run_setting_set(run_settings *s, const run_recorded *k, const char *text);
+/* What ck records for k, its `missing` applied: the text, or NULL when the
+ * key is absent and the setting unset or required. */
+const char *run_recorded_text(const ckpt *ck, const run_recorded *k);
+/* Every recorded setting of ck into s (paths point into ck's metadata,
+ * valid while ck is open).  -1 with one line naming the file and the key
+ * when a required one is absent or a value is not valid. */
+int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen);
 
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then
  * cosine decay to min_lr at `total` steps (constant lr when cosine == 0). */

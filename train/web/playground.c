@@ -25,21 +25,12 @@
 /* The three generators of a run, as train_setup.c seeds them. */
 enum { STREAM_INIT = 1, STREAM_DROPOUT = 2, STREAM_DATA = 3, STREAM_SAMPLE = 4 };
 
-/* The options a run's checkpoint records (cmd_train.c's SAVED), with the
- * command's defaults; the page sets optimizer, lr, batch, steps and seed. */
-typedef struct run_opts {
-    int adamw;
-    double lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
-    long warmup, steps, seed, schedule_steps;
-    int batch, cosine, random_order;
-} run_opts;
-
-static const run_opts DEFAULTS = { 0, 0.1, 0.9, 0, 0.9, 0.999, 1e-8, 1.0, 0, 0, 400, 1, 400, 32, 0, 1 };
-
 static struct {
     int live;                   /* a model exists */
     int trainable;              /* and its training data is here (not a text model opened alone) */
-    run_opts o;
+    run_settings o;             /* what its checkpoint records (run.h): the command's defaults
+                                 * but for optimizer, lr, batch, steps and seed */
+    int adamw, cosine, random_order;
     dataset data;
     char text_name[256];        /* the text file's name (checkpoint metadata text_path) */
     uint8_t vocab[256];
@@ -108,15 +99,17 @@ static int open_data(dataset *d, const char *task_name, const char *text_path, c
     return text_load_vocab(&d->text, text_path, vocab, vocab_size, error_text, sizeof error_text);
 }
 
-/* The optimizer, contexts and batch buffers of a run whose model and data
- * are in place. */
+/* The optimizer, contexts and batch buffers of a run whose model, data and
+ * settings are in place. */
 static void run_finish(void)
 {
     pg.ctx = ag_ctx_new();
     pg.look = ag_ctx_new();
     ag_pcg32_seed(ag_dropout_rng(pg.ctx), (uint64_t)pg.o.seed, STREAM_DROPOUT);
     ag_pcg32_seed(&pg.data_rng, (uint64_t)pg.o.seed, STREAM_DATA);
-    pg.optim = pg.o.adamw ? ag_optim_adamw(pg.m.params, pg.o.beta1, pg.o.beta2, pg.o.eps, pg.o.weight_decay)
+    pg.cosine = strcmp(pg.o.schedule, "cosine") == 0;
+    pg.random_order = strcmp(pg.o.order, "random") == 0;
+    pg.optim = pg.adamw ? ag_optim_adamw(pg.m.params, pg.o.beta1, pg.o.beta2, pg.o.eps, pg.o.weight_decay)
                           : ag_optim_sgd(pg.m.params, pg.o.momentum, pg.o.weight_decay);
     pg.S = dataset_seq_len(&pg.data, pg.m.cfg.context);
     pg.x = malloc((size_t)pg.o.batch * pg.S * sizeof *pg.x);
@@ -134,9 +127,9 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
 {
     ENTER(-1);
     run_free();
-    pg.o = DEFAULTS;
-    pg.o.adamw = adamw;
-    pg.o.lr = lr > 0 ? lr : adamw ? 3e-3 : 0.1;
+    pg.o = RUN_DEFAULTS;
+    pg.adamw = adamw;
+    pg.o.lr = lr > 0 ? lr : run_default_lr(adamw);
     pg.o.batch = batch;
     pg.o.steps = pg.o.schedule_steps = (long)steps;
     pg.o.seed = (long)seed;
@@ -149,6 +142,7 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
     if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed))
         return -1;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? text_name : "");
+    pg.o.text_path = is_text ? pg.text_name : NULL;     /* the page knows the file's name, not where it lives */
     take_vocab();
     model_config cfg = { ARCH_GPT, pg.vocab_size, layers, heads, d_model, context, 0, dropout };
     if (!cfg.context)
@@ -171,7 +165,7 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
  * step.h); NaN with error_text set when it diverged. */
 static double train_step(double lr)
 {
-    dataset_batch(&pg.data, pg.o.random_order, &pg.data_rng, pg.step, pg.o.batch, pg.S, pg.x, pg.y);
+    dataset_batch(&pg.data, pg.random_order, &pg.data_rng, pg.step, pg.o.batch, pg.S, pg.x, pg.y);
     step_rows batch = { pg.x, pg.y, pg.o.batch, pg.S, 1.0, NULL };
     step_result r = step_take(pg.ctx, &pg.m, pg.optim, &batch, pg.o.clip, lr);
     if (r.status == STEP_OK)
@@ -199,7 +193,7 @@ int pg_train(int n, float *losses)
         return -1;
     }
     for (; done < n && pg.step < pg.o.steps; done++) {
-        double lr = lr_schedule(pg.o.cosine, pg.step, pg.o.warmup, pg.o.schedule_steps, pg.o.lr, pg.o.min_lr);
+        double lr = lr_schedule(pg.cosine, pg.step, pg.o.warmup, pg.o.schedule_steps, pg.o.lr, pg.o.min_lr);
         double l = train_step(lr);
         if (isnan(l))
             return -1;
@@ -226,7 +220,7 @@ int pg_set_steps(double steps)
         return -1;
     }
     pg.o.steps = (long)steps;
-    if (!pg.o.cosine)
+    if (!pg.cosine)
         pg.o.schedule_steps = pg.o.steps;
     return 0;
 }
@@ -354,7 +348,7 @@ const char *pg_info(void)
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
              "\"seed\":%ld,\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
-             c->n_head, c->d_model, c->context, c->dropout, pg.o.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
+             c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
              chars);
@@ -512,40 +506,6 @@ const char *pg_graph(double seed)
 
 /* ---- checkpoints ---------------------------------------------------------- */
 
-/* Metadata values as `attograd train` writes them (cmd_train.c: %.17g for
- * reals): key, value pairs in its order. */
-static int saved_options(const char **kv, char values[][40])
-{
-    const run_opts *o = &pg.o;
-    int n = 0;
-#define PUT(key, ...) (snprintf(values[n], 40, __VA_ARGS__), kv[2 * n] = (key), kv[2 * n + 1] = values[n], n++)
-    PUT("lr", "%.17g", o->lr);
-    PUT("momentum", "%.17g", o->momentum);
-    PUT("weight_decay", "%.17g", o->weight_decay);
-    PUT("beta1", "%.17g", o->beta1);
-    PUT("beta2", "%.17g", o->beta2);
-    PUT("eps", "%.17g", o->eps);
-    PUT("clip", "%.17g", o->clip);
-    PUT("min_lr", "%.17g", o->min_lr);
-    PUT("warmup", "%ld", o->warmup);
-    PUT("batch", "%d", o->batch);
-    PUT("seed", "%ld", o->seed);
-    PUT("steps", "%ld", o->steps);
-    PUT("schedule", "%s", o->cosine ? "cosine" : "constant");
-    PUT("order", "%s", o->random_order ? "random" : "sequential");
-    PUT("precision", "%s", "fp32");
-    PUT("schedule_steps", "%ld", o->schedule_steps);
-    if (!pg.data.is_task) {     /* the page knows the file's name, not where it lives */
-        kv[2 * n] = "text_path";
-        kv[2 * n + 1] = pg.text_name;
-        n++;
-        PUT("text_bytes", "%zu", pg.data.text.n);
-        PUT("text_fnv1a64", "%016llx", (unsigned long long)text_fingerprint(&pg.data.text));
-    }
-#undef PUT
-    return n;
-}
-
 /* The run as a checkpoint at path (the Worker's in-memory file system). */
 int pg_save(const char *path)
 {
@@ -554,29 +514,14 @@ int pg_save(const char *path)
         snprintf(error_text, sizeof error_text, "no model to save");
         return -1;
     }
-    const char *kv[2 * 20];
-    char values[20][40];
-    int n = saved_options(kv, values);
-    ckpt_state state = { pg.optim, &pg.data_rng, ag_dropout_rng(pg.ctx), kv, n };
+    run_record rec;         /* the settings as `attograd train` records them */
+    run_record_write(&rec, &pg.o, pg.data.is_task ? NULL : &pg.data.text);
+    ckpt_state state = { pg.optim, &pg.data_rng, ag_dropout_rng(pg.ctx), rec.kv, rec.n };
     ag_atomic_file out;
     if (ckpt_save(&out, path, &pg.m, pg.data.is_task ? pg.data.task.name : "text", pg.vocab, pg.vocab_size,
                   pg.step, pg.trainable ? &state : NULL, error_text, sizeof error_text))
         return -1;
     return 0;
-}
-
-static void meta_real(const ckpt *ck, const char *key, double *v)
-{
-    const char *s = ckpt_meta(ck, key);
-    if (s)
-        *v = strtod(s, NULL);
-}
-
-static void meta_long(const ckpt *ck, const char *key, long *v)
-{
-    const char *s = ckpt_meta(ck, key);
-    if (s)
-        *v = strtol(s, NULL, 10);
 }
 
 /* Replace the run by the checkpoint at path: its model, and where it holds
@@ -592,18 +537,22 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     if (ckpt_open_hints(&ck, path, &m, NULL, error_text, sizeof error_text))
         return -1;
     int is_text = strcmp(ck.data, "text") == 0;
-    dataset d;
-    run_opts o = DEFAULTS;
-    meta_long(&ck, "seed", &o.seed);
     int have_text = is_text && text_path[0];
-    if (is_text && !have_text) {
-        memset(&d, 0, sizeof d);
-        if (text_vocab_only(&d.text, ck.vocab, ck.vocab_size, error_text, sizeof error_text)) {
-            model_free(&m);
-            ckpt_close(&ck);
-            return -1;
-        }
-    } else if (open_data(&d, is_text ? NULL : ck.data, text_path, ck.vocab, ck.vocab_size, (uint64_t)o.seed)) {
+    dataset d;
+    memset(&d, 0, sizeof d);
+    run_settings o = RUN_DEFAULTS;
+    int adamw = ck.has_state && ck.optim_kind == AG_ADAMW, failed;
+    if (ck.has_state)
+        failed = run_settings_read(&o, &ck, error_text, sizeof error_text);
+    else {
+        o.lr = run_default_lr(adamw);
+        failed = 0;
+    }
+    if (!failed && is_text && !have_text)
+        failed = text_vocab_only(&d.text, ck.vocab, ck.vocab_size, error_text, sizeof error_text);
+    else if (!failed)
+        failed = open_data(&d, is_text ? NULL : ck.data, text_path, ck.vocab, ck.vocab_size, (uint64_t)o.seed);
+    if (failed) {
         model_free(&m);
         ckpt_close(&ck);
         return -1;
@@ -618,29 +567,13 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     pg.m = m;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");
     take_vocab();
-    o.adamw = ck.has_state && ck.optim_kind == AG_ADAMW;
-    if (o.adamw)
-        o.lr = 3e-3;
-    meta_real(&ck, "lr", &o.lr);
-    meta_real(&ck, "momentum", &o.momentum);
-    meta_real(&ck, "weight_decay", &o.weight_decay);
-    meta_real(&ck, "beta1", &o.beta1);
-    meta_real(&ck, "beta2", &o.beta2);
-    meta_real(&ck, "eps", &o.eps);
-    meta_real(&ck, "clip", &o.clip);
-    meta_real(&ck, "min_lr", &o.min_lr);
-    meta_long(&ck, "warmup", &o.warmup);
-    long batch = o.batch;
-    meta_long(&ck, "batch", &batch);
-    o.batch = (int)batch;
-    meta_long(&ck, "steps", &o.steps);
-    o.schedule_steps = o.steps;
-    meta_long(&ck, "schedule_steps", &o.schedule_steps);
-    const char *s = ckpt_meta(&ck, "schedule");
-    o.cosine = s && strcmp(s, "cosine") == 0;
-    s = ckpt_meta(&ck, "order");
-    o.random_order = !s || strcmp(s, "sequential") != 0;
     pg.o = o;
+    /* the page trains whole batches in fp32 and keeps no log */
+    pg.o.precision = RUN_DEFAULTS.precision;
+    pg.o.micro_batch = 0;
+    pg.o.log_path = NULL;
+    pg.o.text_path = have_text ? pg.text_name : NULL;
+    pg.adamw = adamw;
     run_finish();
     pg.trainable = !is_text || have_text;
     if (ck.has_state) {
