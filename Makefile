@@ -243,10 +243,10 @@ FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_fi
 build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
-build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/fileio.c \
-                      include/attograd.h include/attograd_io.h
+build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/mathfn.c \
+                      src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/fileio.c -o $@
+	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/mathfn.c src/fileio.c -o $@
 build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c -o $@
