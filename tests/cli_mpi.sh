@@ -232,13 +232,20 @@ check "SIGSTOP: the ranks that waited say so ($(grep -m1 'have not answered' lon
     grep -q "rank 0: the other ranks have not answered for 2 s" long.err
 check "SIGSTOP: the ranks that gave up exit 4, and mpirun with them (mpirun exit $last_rc)" test "$last_rc" -eq 4
 
-# Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and rank 0 saves it
-start_long 2 --save-every 50
-kill -INT "$mpid"
-wait "$mpid"
-step=$(sed -nE 's/.*(terminated at|saved long.st at) step ([0-9]+).*/\2/p' long.err)
-check "Ctrl-C of mpirun: rank 0 saves the step it stopped at ($(cat long.err long.out | head -n 2))" \
-    eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
+# Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and
+# rank 0 saves it.  A signal that finds rank 1 waiting for rank 0 (which is
+# saving, often, with --save-every 1) makes both give up; rank 1 must then
+# wait for rank 0's save, or mpirun kills rank 0 mid-save when rank 1 exits.
+for every in 50 1 1; do
+    start_long 2 --save-every $every
+    kill -INT "$mpid"
+    wait "$mpid"
+    step=$(sed -nE 's/.*(terminated at|saved long.st at) step ([0-9]+).*/\2/p' long.err)
+    check "Ctrl-C of mpirun, --save-every $every: rank 0 saves the step it stopped at ($(cat long.err long.out | head -n 2))" \
+        eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
+    check "Ctrl-C of mpirun, --save-every $every: no temporary file left ($(ls long.st.tmp.* 2>/dev/null))" \
+        eval '! ls long.st.tmp.* >/dev/null 2>&1'
+done
 
 # ---- bad invocations: one line from rank 0, exit 2 on every rank -----------------
 # Each rank runs in a session of its own, where mpirun's SIGTERM and SIGKILL

@@ -125,25 +125,29 @@ static int save(trainer *t, long step, int announce)
  * holds the state after step `completed`, as every rank that completed it
  * does.  The lowest-numbered rank still running saves it (each side of a
  * cut network has one) and says what happened in one line; the others
- * leave quietly.  Returns the exit status. */
+ * wait until it has, then leave quietly.  Returns the exit status. */
 static int save_after_fault(trainer *t, long completed)
 {
     int status = stop_signal ? 128 + stop_signal : DIST_LOST;
-    if (!dist_lowest_alive())
+    if (!dist_lowest_alive()) {
+        dist_await_saver();
         return status;
+    }
     const char *path = t->fault_save;
     if (!path) {
         dist_say("%s during step %ld; no --save, so the %ld steps taken are lost", dist_lost_reason(), completed + 1,
                  completed - t->start);
-        return status;
+    } else {
+        t->o.save = path;
+        if (save(t, completed, 0)) {
+            dist_say("%s during step %ld; saving %s failed (above)", dist_lost_reason(), completed + 1, path);
+            status = 1;
+        } else {
+            dist_say("%s during step %ld: saved %s at step %ld, the last step completed (train --resume %s goes on)",
+                     dist_lost_reason(), completed + 1, path, completed, path);
+        }
     }
-    t->o.save = path;
-    if (save(t, completed, 0)) {
-        dist_say("%s during step %ld; saving %s failed (above)", dist_lost_reason(), completed + 1, path);
-        return 1;
-    }
-    dist_say("%s during step %ld: saved %s at step %ld, the last step completed (train --resume %s goes on)",
-             dist_lost_reason(), completed + 1, path, completed, path);
+    dist_saver_done();
     return status;
 }
 

@@ -299,6 +299,43 @@ int dist_lowest_alive(void)
     return !lower_gave_up;
 }
 
+/* The saver's word travels on `faults` with tag 1 (tag 0: the notices). */
+enum { SAVER_SECONDS = 60, SAVED_TAG = 1 };
+
+void dist_await_saver(void)
+{
+    int word, got = 0;
+    MPI_Request req;
+    if (MPI_Irecv(&word, 1, MPI_INT, MPI_ANY_SOURCE, SAVED_TAG, faults, &req) != MPI_SUCCESS)
+        return;
+    alarm(SAVER_SECONDS + STUCK_SECONDS);   /* MPI may still hang here (see give_up) */
+    double deadline = now_seconds() + SAVER_SECONDS;
+    while (!got && now_seconds() < deadline && MPI_Test(&req, &got, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+        if (!got) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
+}
+
+void dist_saver_done(void)
+{
+    static int word = 1;
+    MPI_Request reqs[64];
+    int n = 0;
+    for (int q = rank + 1; q < size && n < (int)(sizeof reqs / sizeof reqs[0]); q++)
+        if (MPI_Isend(&word, 1, MPI_INT, q, SAVED_TAG, faults, &reqs[n]) == MPI_SUCCESS)
+            n++;
+    /* delivered before this rank exits, or a second at most: a rank that
+     * is gone never takes it */
+    double deadline = now_seconds() + 1;
+    int all = 0;
+    while (!all && now_seconds() < deadline && MPI_Testall(n, reqs, &all, MPI_STATUSES_IGNORE) == MPI_SUCCESS)
+        if (!all) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
+}
+
 /* One look at req: 1 once it has completed, 0 while it has not, -1 when
  * the rank gives up (now or before).  rc is the call's own result. */
 static int poll_once(MPI_Request *req, int *rc, const char *call, double deadline)
@@ -543,6 +580,8 @@ void dist_watch_stop(volatile sig_atomic_t *flag) { (void)flag; }
 dist_fault dist_lost(void) { return DIST_RUNNING; }
 const char *dist_lost_reason(void) { return ""; }
 int dist_lowest_alive(void) { return 1; }
+void dist_await_saver(void) {}
+void dist_saver_done(void) {}
 
 int dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
 {

@@ -118,6 +118,13 @@ void dist_watch_stop(volatile sig_atomic_t *flag);
  * half a second, that is, this rank is the lowest still running on its side
  * of the network, and saves. */
 int dist_lowest_alive(void);
+/* mpirun kills every rank as soon as one exits non-zero, so a rank that
+ * does not save must not leave while the lower rank that saves is still
+ * writing: dist_await_saver waits for that rank's word, which
+ * dist_saver_done sends to the higher ranks once its save is over
+ * (written or not), at most a minute. */
+void dist_await_saver(void);
+void dist_saver_done(void);
 
 /* The end of a run with exit status `status`.  together: every rank ends
  * with this status (it succeeded, or they stopped together): the ranks
