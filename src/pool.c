@@ -45,6 +45,20 @@
  * where a constant 96^3 was used before; where polling threads lose their
  * cores (a busy machine: F 8 us) 3.5 x 10^6, 151^3.
  *
+ * What varies between processes.  Over many starts of one program on that
+ * Zen 5, the multiply-add time varied by about 10% and W within 2x.  F
+ * took one of two values 20-100x apart: the machine's own (0.1-0.5 us)
+ * while the pool's thread had a core to itself, or about W when it had
+ * not (another process held the second core, and the scheduler had put
+ * the pool's thread beside the caller, which polled for it in vain: every
+ * probe after the first, which wakes the sleeping thread, ran out its 2
+ * ms).  Products between the two lines -- the toy model's per-head products,
+ * 10^6 multiply-adds -- were then shared in one process and not in the
+ * next.  Such a process truly cannot share them (its second thread has no
+ * core), so the split follows the machine as measured at start; with the
+ * machine to itself (its threads run as real-time, chrt -f, beside the
+ * same load) every process measured alike, and the products went one way.
+ *
  * A busy machine.  The task split is fixed (thread t first takes the same
  * tasks every call, so its rows stay in its cache from one op to the next),
  * but a task no thread has started is taken by whichever thread is free.
