@@ -54,6 +54,7 @@ static void race_point(int where, const void *at)
     }
 }
 
+#ifndef AG_REFERENCE
 typedef struct {
     _Atomic int runs[8];
     _Atomic int closed;       /* ag_parallel returned: no task may run any more */
@@ -71,6 +72,7 @@ static void task(void *ctx, int t)
         wait_for(&stage, 1, 2000);   /* loop A: the caller's first task waits until the pool thread is held */
     atomic_fetch_add(&c->runs[t < 8 ? t : 7], 1);
 }
+#endif
 
 int main(void)
 {
