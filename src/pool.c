@@ -45,6 +45,20 @@
  * where a constant 96^3 was used before; where polling threads lose their
  * cores (a busy machine: F 8 us) 3.5 x 10^6, 151^3.
  *
+ * What varies between processes.  Over many starts of one program on that
+ * Zen 5, the multiply-add time varied by about 10% and W within 2x.  F
+ * took one of two values 20-100x apart: the machine's own (0.1-0.5 us)
+ * while the pool's thread had a core to itself, or about W when it had
+ * not (another process held the second core, and the scheduler had put
+ * the pool's thread beside the caller, which polled for it in vain: every
+ * probe after the first, which wakes the sleeping thread, ran out its 2
+ * ms).  Products between the two lines -- the toy model's per-head products,
+ * 10^6 multiply-adds -- were then shared in one process and not in the
+ * next.  Such a process truly cannot share them (its second thread has no
+ * core), so the split follows the machine as measured at start; with the
+ * machine to itself (its threads run as real-time, chrt -f, beside the
+ * same load) every process measured alike, and the products went one way.
+ *
  * A busy machine.  The task split is fixed (thread t first takes the same
  * tasks every call, so its rows stay in its cache from one op to the next),
  * but a task no thread has started is taken by whichever thread is free.
@@ -81,7 +95,13 @@
 
 /* Where thread t takes its next task: (generation << 32) | next task, and
  * the end of its share.  A thread still looking at an old loop's slots
- * fails to claim anything, because the generation no longer matches. */
+ * fails to claim anything, because the generation no longer matches: a
+ * new loop first closes each slot (its generation, next task CLOSED), then
+ * sets the end, then opens it, so a thread that reads the new end (acquire)
+ * finds the old claim gone when it tries to take it.  (Setting the end
+ * first let a thread that read an old loop's spent claim and then the new
+ * end take one task more of the old loop, whose context was gone.) */
+#define CLOSED 0x7fffffffu
 typedef struct {
     _Alignas(64) _Atomic uint64_t claim;
     _Atomic int end;
@@ -182,12 +202,21 @@ int ag_max_threads(void) { return tl_inside ? 1 : ag_get_threads(); }
 
 /* ---- the pool's threads -------------------------------------------------- */
 
+/* tests/test_pool_race.c holds a thread at these points to replay the
+ * interleaving the slots' protocol must survive; nothing otherwise. */
+#ifndef POOL_RACE_POINT
+#define POOL_RACE_POINT(where, slot) ((void)0)
+#endif
+
 /* Claims the next task of this slot in loop `gen`, or returns -1. */
 static int claim(slot *s, uint32_t gen)
 {
     uint64_t v = atomic_load_explicit(&s->claim, memory_order_acquire);
     for (;;) {
-        if ((uint32_t)(v >> 32) != gen || (int)(uint32_t)v >= atomic_load_explicit(&s->end, memory_order_relaxed))
+        if ((uint32_t)(v >> 32) != gen)
+            return -1;
+        POOL_RACE_POINT(1, s);
+        if ((int)(uint32_t)v >= atomic_load_explicit(&s->end, memory_order_acquire))
             return -1;
         if (atomic_compare_exchange_weak_explicit(&s->claim, &v, v + 1, memory_order_acq_rel, memory_order_acquire))
             return (int)(uint32_t)v;
@@ -297,7 +326,9 @@ static void run_loop(int n_tasks, int nth, ag_task_fn fn, void *ctx)
     const uint32_t gen = atomic_load(&pool.gen) + 1;
     for (int t = 0; t < nth; t++) {
         const int lo = (int)((long)n_tasks * t / nth), hi = (int)((long)n_tasks * (t + 1) / nth);
-        atomic_store_explicit(&pool.slots[t].end, hi, memory_order_relaxed);
+        atomic_store_explicit(&pool.slots[t].claim, (uint64_t)gen << 32 | CLOSED, memory_order_relaxed);
+        atomic_store_explicit(&pool.slots[t].end, hi, memory_order_release);
+        POOL_RACE_POINT(2, &pool.slots[t]);
         atomic_store_explicit(&pool.slots[t].claim, (uint64_t)gen << 32 | (uint32_t)lo, memory_order_release);
     }
     atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);

@@ -220,6 +220,43 @@ static void test_aliased_rows(void)
     }
 }
 
+/* A stored [M, K] larger than the L2 (2.2 MB: larger than any of the three
+ * CPUs' L2) serving 8 column panels is packed; a few of its rows alone fit
+ * the L2 and are read in place.  Both sum in the same order: the rows of
+ * the big product equal the small products of those rows bit for bit, with
+ * 1 and 2 threads. */
+static void test_packed_big_a(void)
+{
+    const int M = 1040, N = 256, K = 520, starts[3] = {0, 517, 1028};
+    for (int tb = 0; tb < 2; tb++) {
+        const int ldb = tb ? K : N;
+        ag_real *A = matrix(M, K, K, 0), *B = matrix(tb ? N : K, tb ? K : N, ldb, 0);
+        ag_real *C[2], *part = malloc(sizeof(ag_real) * 12 * N);
+        const int saved = ag_get_threads();
+        for (int t = 0; t < 2; t++) {
+            C[t] = malloc(sizeof(ag_real) * (size_t)M * N);
+            check_set_threads(t + 1);
+            ag_kern->gemm(0, tb, M, N, K, A, K, B, ldb, 0, C[t], N);
+        }
+        ag_set_threads(saved);
+        CHECK(memcmp(C[0], C[1], sizeof(ag_real) * (size_t)M * N) == 0,
+              "tb=%d %dx%dx%d, A packed: 1 and 2 threads differ in bits", tb, M, N, K);
+        int same = 1;
+        for (int s = 0; s < 3; s++) {
+            const int rows = M - starts[s] < 12 ? M - starts[s] : 12;
+            ag_kern->gemm(0, tb, rows, N, K, A + (size_t)starts[s] * K, K, B, ldb, 0, part, N);
+            same &= memcmp(part, C[0] + (size_t)starts[s] * N, sizeof(ag_real) * (size_t)rows * N) == 0;
+        }
+        CHECK(same, "tb=%d %dx%dx%d: rows of the product with A packed differ in bits from those rows alone",
+              tb, M, N, K);
+        free(A);
+        free(B);
+        free(part);
+        free(C[0]);
+        free(C[1]);
+    }
+}
+
 /* Small products, where op(B) is small enough that A (and B, stored [K, N])
  * is read in place and only ragged panels are packed: every row count mod 12
  * (so every kernel height, in place or padded), column counts at and around
@@ -468,6 +505,7 @@ int main(void)
     test_blocking_model();
 #endif
     test_aliased_rows();
+    test_packed_big_a();
     test_small();
     test_paths_agree();
     test_few_rows();

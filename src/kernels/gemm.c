@@ -20,8 +20,8 @@
  *     for each K block pc of kc (block sizes depend only on K and the L1d)
  *       pack op(B)[pc.., jc..] into NR-column panels B~[k][j]   (L3)
  *       for each row chunk ic of mc rows
- *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (L2; only
- *                 when A is stored [K, M] or its rows alias in L1)
+ *         pack op(A)[ic.., pc..] into MR-row panels A~[k][i]    (L2; not
+ *                 when A is stored [M, K] and small: see in_place_product)
  *         for each column panel          -- its kc x NR B~ stays in L1
  *           for each row panel
  *             C[MR,NR] (+)= A~ panel * B~ panel      (micro-kernel)
@@ -49,8 +49,8 @@
  * unit no thread has started to whichever thread is free.  A product with a small C and a
  * long K is split along K instead (see gemm_ksplit).
  *
- * A stored [M, K] is not packed at all: the row-major kernel reads its MR
- * rows in place, which costs the kernel nothing and saves the copy.  A
+ * A stored [M, K] that the L2 holds is not packed at all: the row-major
+ * kernel reads its MR rows in place, which saves the copy.  A
  * stored [K, M] is packed except in the products of a small transformer
  * (d_model 64..128, heads of 16..32), where A~ would serve only a few
  * column panels.  Those read B in place too when it is stored [K, N]; only
@@ -252,6 +252,54 @@ static const kernel_fn kernels[2][3][2] = {
 
 /* ---- packing ------------------------------------------------------------ */
 
+/* A full row of a panel (NR or MR elements) copied as whole vectors: a loop
+ * of single elements is compiled into a call to memcpy per row of the panel,
+ * whose call and size dispatch cost more than the 128-byte copy itself (5%
+ * of a 1024^3 product on 2 threads, Zen 5, was that call in B's packing). */
+#if GEMM_VECTOR_TILE
+static ALWAYS_INLINE void copy_vectors(ag_real *restrict d, const ag_real *restrict s, const int nvec)
+{
+    for (int v = 0; v < nvec; v++) ((gemm_vec_u *)d)[v] = ((const gemm_vec_u *)s)[v];
+}
+#endif
+
+/* A stored [M, K] packs each panel as a transpose: MR rows of k-contiguous
+ * elements into k-major rows of MR.  Element by element that is MR*kc
+ * scattered stores (5% of a 1024^3 product, whose A is packed, on Zen 5);
+ * with AVX-512 in float a block of 16 k is one 16 x 16 transpose in
+ * registers (the rows past MR zero), 56 shuffles and 16 stores of 12 for
+ * 192 elements. */
+#if defined(__AVX512F__) && !defined(AG_DOUBLE) && MR == 12
+#include <immintrin.h>
+#define PACK_A_TRANSPOSE 1
+static void pack_a_rows_16k(const float *src, long lda, float *restrict dst)
+{
+    __m512 t[12], u[12];
+    for (int p = 0; p < 6; p++) {   /* rows 2p, 2p+1: lane L holds their k = 4L.. interleaved */
+        const __m512 a = _mm512_loadu_ps(src + 2 * p * lda), b = _mm512_loadu_ps(src + (2 * p + 1) * lda);
+        t[2 * p] = _mm512_unpacklo_ps(a, b);
+        t[2 * p + 1] = _mm512_unpackhi_ps(a, b);
+    }
+    for (int g = 0; g < 3; g++) {   /* u[4g+m], lane L: rows 4g..4g+3 at k = 4L+m */
+        u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    for (int m = 0; m < 4; m++) {   /* k = 4L+m gathers lane L of u[m], u[4+m], u[8+m] (rows 12..15: zero) */
+        const __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + m], zero, 0x88), v3 = _mm512_shuffle_f32x4(u[8 + m], zero, 0xDD);
+        _mm512_mask_storeu_ps(dst + (0 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v0, v2, 0x88));
+        _mm512_mask_storeu_ps(dst + (4 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v1, v3, 0x88));
+        _mm512_mask_storeu_ps(dst + (8 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v0, v2, 0xDD));
+        _mm512_mask_storeu_ps(dst + (12 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v1, v3, 0xDD));
+    }
+}
+#else
+#define PACK_A_TRANSPOSE 0
+#endif
+
 /* One MR-row panel of op(A): rows i0.., k = p0..p0+kc-1, into dst[k*MR + i],
  * rows past M padded with zeros. */
 static void pack_a_panel(int trans_a, const ag_real *A, long lda, int i0, int rows,
@@ -278,12 +326,18 @@ static void pack_a_panel(int trans_a, const ag_real *A, long lda, int i0, int ro
         }
     } else {
         /* A is stored [M, K]: walk each row once, scattering with stride MR. */
+        int k0 = 0;
+#if PACK_A_TRANSPOSE
+        if (rows == MR)
+            for (; k0 + 16 <= kc; k0 += 16) pack_a_rows_16k(A + (long)i0 * lda + p0 + k0, lda, dst + (long)k0 * MR);
+        if (k0 == kc) return;
+#endif
         for (int i = 0; i < rows; i++) {
             const ag_real *src = A + (long)(i0 + i) * lda + p0;
-            for (int k = 0; k < kc; k++) dst[(long)k * MR + i] = src[k];
+            for (int k = k0; k < kc; k++) dst[(long)k * MR + i] = src[k];
         }
         for (int i = rows; i < MR; i++)
-            for (int k = 0; k < kc; k++) dst[(long)k * MR + i] = 0;
+            for (int k = k0; k < kc; k++) dst[(long)k * MR + i] = 0;
     }
 }
 
@@ -300,7 +354,11 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
             for (int k = 0; k < kc; k++) {
                 const ag_real *src = B + (long)(p0 + k) * ldb + j0;
                 ag_real *d = dst + (long)k * NR;
+#if GEMM_VECTOR_TILE
+                copy_vectors(d, src, 2);
+#else
                 for (int j = 0; j < NR; j++) d[j] = src[j];
+#endif
             }
             return;
         }
@@ -388,6 +446,7 @@ typedef struct {
     int kc, mc, nc;
     long alias_period;   /* bytes: addresses this far apart share an L1 set */
     int alias_rows;      /* more A rows than this to one set: pack A */
+    long l2;             /* bytes: an A larger than this is packed (see in_place_product) */
 } gemm_blocking;
 
 static gemm_blocking gemm_blocking_for(ag_cpu_caches c)
@@ -402,6 +461,7 @@ static gemm_blocking gemm_blocking_for(ag_cpu_caches c)
     b.nc = (int)fmax(NR, fmin(NC_MAX, (double)(l3 / 2 / (b.kc * elem) / NR * NR)));
     b.alias_period = l1d / ways;
     b.alias_rows = ways / 2;
+    b.l2 = l2;
     return b;
 }
 
@@ -409,7 +469,7 @@ static gemm_blocking gemm_blocking_for(ag_cpu_caches c)
  * (release) and read first (acquire).  Two threads may both decide; they
  * store the same. */
 static atomic_int blk_kc, blk_mc, blk_nc, blk_alias_rows;
-static atomic_long blk_alias_period;
+static atomic_long blk_alias_period, blk_l2;
 
 static gemm_blocking blocking(void)
 {
@@ -421,6 +481,7 @@ static gemm_blocking blocking(void)
         atomic_store_explicit(&blk_nc, b.nc, memory_order_relaxed);
         atomic_store_explicit(&blk_alias_rows, b.alias_rows, memory_order_relaxed);
         atomic_store_explicit(&blk_alias_period, b.alias_period, memory_order_relaxed);
+        atomic_store_explicit(&blk_l2, b.l2, memory_order_relaxed);
         atomic_store_explicit(&blk_kc, b.kc, memory_order_release);
         return b;
     }
@@ -428,6 +489,7 @@ static gemm_blocking blocking(void)
     b.nc = atomic_load_explicit(&blk_nc, memory_order_relaxed);
     b.alias_rows = atomic_load_explicit(&blk_alias_rows, memory_order_relaxed);
     b.alias_period = atomic_load_explicit(&blk_alias_period, memory_order_relaxed);
+    b.l2 = atomic_load_explicit(&blk_l2, memory_order_relaxed);
     return b;
 }
 
@@ -482,12 +544,22 @@ static int k_block(int K)
     return ceil_div(K, nblocks);
 }
 
-/* A stored [M, K] is read in place by the row-major kernel: its MR rows are
- * MR sequential streams the hardware prefetcher follows, and a block of
- * them stays in L2 across the column panels just as A~ would, so packing A
- * is pure overhead (a strided scatter of all of A once per column chunk,
- * ~7% of a large product) -- unless its rows crowd into a few L1 sets
- * (a_rows_alias, from the blocking model above).  A stored [K, M] is read down its columns,
+/* A stored [M, K] is read in place by the row-major kernel when it is
+ * already in this core's L2 -- a small model's activations, just written by
+ * the op before -- and its rows do not crowd into a few L1 sets
+ * (a_rows_alias, from the blocking model above): its MR rows are MR
+ * sequential streams, and a block of them stays in L2 across the column
+ * panels just as A~ would, so a copy would be overhead.  An A larger than
+ * the L2 arrives from L3 or memory on each chunk's first column panel, as
+ * MR interleaved streams at a stride the prefetcher follows less well than
+ * one sequential copy; packed (a 16 x 16 transpose per 16 k, see
+ * pack_a_rows_16k) it is read once, in order, and the kernel then reads A~
+ * from L2.  That pays when the chunk serves enough column panels: at least
+ * A_PACK_PANELS.  Measured on Zen 5 (1 MB L2), one thread, fastest of 40:
+ * packing A gained 5-10% on 4096 x {384, 1152, 1536} x {128, 384} and 2048 x
+ * 1536 x 768, 2% at K 1536; it lost 4-8% on A of 1.5 MB with 4 panels (768 x
+ * 128 x 512) and on the small models' products whose A fits the L2.
+ * A stored [K, M] is read down its columns,
  * one line per k: that pays only when op(B) (K*N elements) is small enough
  * that A~ would serve few column panels, and below a few hundred rows,
  * beyond which the lines are far apart and packing wins again.  B is read in
@@ -505,9 +577,13 @@ static int k_block(int K)
  * product and shared by the threads; a larger one, per unit. */
 #define SHARED_B_MAX (4L * 1024 * 1024)
 
+#define A_PACK_PANELS 8
+
 static int in_place_product(int trans_a, int M, int N, int K, long lda)
 {
-    if (!trans_a) return !a_rows_alias(lda);
+    if (!trans_a)
+        return !a_rows_alias(lda) &&
+               ((long)M * K * (long)sizeof(ag_real) <= blocking().l2 || ceil_div(N, NR) < A_PACK_PANELS);
     return (long)K * N <= IN_PLACE_MAX && M <= IN_PLACE_MAX_AT_ROWS;
 }
 
