@@ -306,37 +306,122 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
 
 /* ---- GELU --------------------------------------------------------------- */
 
+/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)) and, times dy, its
+ * derivative Phi(h) + h phi(h) */
+static inline ag_real gelu_of(ag_real h)
+{
+    return (ag_real)0.5 * h * (1 + ag_fast_erf(h * (ag_real)0.70710678118654752440));
+}
+
+static inline ag_real gelu_grad(ag_real h, ag_real dy)
+{
+    ag_real cdf, pdf;
+    ag_fast_normal(h, &cdf, &pdf);
+    return dy * (cdf + h * pdf);
+}
+
+/* Without a bias: elements lo..hi-1 of the whole array. */
 static void gelu_range(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
     const ag_real *restrict x = a->x;
     ag_real *restrict y = a->out;
     for (size_t i = lo; i < hi; i++)
-        y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
+        y[i] = gelu_of(x[i]);
 }
 
-void ag_fast_gelu(const ag_real *x, ag_real *y, size_t n)
-{
-    rows_args r = { .x = x, .out = y };
-    ag_parallel_for(n, n, gelu_range, &r);
-}
-
-static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
+/* With a bias: rows lo..hi-1, the bias added as each element is read (the
+ * sum rounds to the float the separate bias pass stored, so the result is
+ * the unfused one bit for bit). */
+static void gelu_bias_rows(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const ag_real *restrict x = a->x, *restrict dy = a->dy;
-    ag_real *restrict dx = a->dx;
-    const int assign = a->assign;
-    for (size_t i = lo; i < hi; i++) {
-        ag_real cdf, pdf;
-        ag_fast_normal(x[i], &cdf, &pdf);
-        ag_real g = dy[i] * (cdf + x[i] * pdf);
-        dx[i] = assign ? g : dx[i] + g;
+    const size_t cols = a->n;
+    const ag_real *restrict b = a->b;
+    for (size_t r = lo; r < hi; r++) {
+        const ag_real *restrict x = a->x + r * cols;
+        ag_real *restrict y = a->out + r * cols;
+        for (size_t c = 0; c < cols; c++)
+            y[c] = gelu_of(x[c] + b[c]);
     }
 }
 
-void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
 {
-    rows_args r = { .x = x, .dy = dy, .dx = dx, .assign = assign };
-    ag_parallel_for(n, n, gelu_backward_range, &r);
+    rows_args r = { .x = x, .b = b, .out = y, .n = cols };
+    if (b)
+        ag_parallel_for(rows, rows * cols, gelu_bias_rows, &r);
+    else
+        ag_parallel_for(rows * cols, rows * cols, gelu_range, &r);
+}
+
+/* dx (+)= gelu'(x + b) dy over rows r0..r1-1, columns c0..c1-1, and db +=
+ * each column's values in row order (b, db may be NULL). */
+static void gelu_backward_block(const rows_args *a, size_t r0, size_t r1, size_t c0, size_t c1)
+{
+    const size_t cols = a->n;
+    const ag_real *restrict b = a->b;
+    ag_real *restrict db = a->db;
+    for (size_t r = r0; r < r1; r++) {
+        const ag_real *restrict x = a->x + r * cols, *restrict dy = a->dy + r * cols;
+        ag_real *restrict dx = a->dx + r * cols;
+        if (!b)
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(x[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+            }
+        else if (!db)
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(x[c] + b[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+            }
+        else
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(x[c] + b[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+                db[c] += g;
+            }
+    }
+}
+
+/* elements lo..hi-1 (no bias, no bias gradient: the array is one row) */
+static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    rows_args flat = *a;
+    flat.n = hi - lo;
+    flat.x += lo;
+    flat.dy += lo;
+    flat.dx += lo;
+    gelu_backward_block(&flat, 0, 1, 0, hi - lo);
+}
+
+static void gelu_backward_rows(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    gelu_backward_block(a, lo, hi, 0, a->n);
+}
+
+/* With the bias's gradient: blocks of 16 columns, each walked over all rows
+ * in row order by one thread, so db sums each column in the order the
+ * separate column-sum pass did (ag_fast_column_sums), bit for bit; a thread
+ * takes a run of blocks, so it reads a contiguous piece of each row. */
+static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const size_t c1 = hi * 16 < a->n ? hi * 16 : a->n;
+    gelu_backward_block(a, 0, a->inner, lo * 16, c1);
+}
+
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                           ag_real *dx, int assign, ag_real *db)
+{
+    rows_args r = { .x = x, .b = b, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols, .inner = rows };
+    const size_t size = rows * cols;
+    if (db)
+        ag_parallel_for((cols + 15) / 16, size, gelu_backward_columns, &r);
+    else if (b)
+        ag_parallel_for(rows, size, gelu_backward_rows, &r);
+    else
+        ag_parallel_for(size, size, gelu_backward_range, &r);
 }
