@@ -392,7 +392,10 @@ static void check_layer_norm(size_t rows, int D, int affine)
     /* dw and db sum over the rows: relative to (1 + |sum|) they carry the rows' rounding */
     CHECK(worst <= TOL * (1 + rows / 64.0), "layer_norm [%zu,%d]%s: fast vs reference %.3g", rows, D,
           affine ? "" : " (no weight, no bias)", worst);
-    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size) && same_bits(dw[1], dw[2], D),
+    /* one thread sums dw and db in the row pass, two in a pass of their own:
+     * the same order per column, the same bits */
+    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size) && same_bits(dw[1], dw[2], D) &&
+              same_bits(db[1], db[2], D),
           "layer_norm [%zu,%d]: threads differ", rows, D);
     for (int run = 0; run < 3; run++) {
         free(y[run]);

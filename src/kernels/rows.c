@@ -85,6 +85,7 @@ typedef struct {
     double *loss;
     size_t n, inner;
     int D, log_out, assign;
+    int param_grads_done;   /* layer norm's backward summed dw, db in its row pass */
     ag_real eps, scale;
 } rows_args;
 
@@ -235,12 +236,30 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
     ag_parallel_for(rows, rows * (size_t)D, layer_norm_rows, &r);
 }
 
-/* dx: each row on its own, so rows can go to different threads */
+/* dw_k += dy_k xhat_k and db_k += dy_k for one row: called for the rows in
+ * row order, so each column sums in the order ref_layer_norm_backward
+ * sums it, whoever calls it. */
+static inline void layer_norm_param_grads(const ag_real *restrict xr, const ag_real *restrict dyr, ag_real m,
+                                          ag_real s, int k0, int k1, ag_real *restrict dw, ag_real *restrict db)
+{
+    if (dw)
+        for (int k = k0; k < k1; k++)
+            dw[k] += dyr[k] * ((xr[k] - m) * s);
+    if (db)
+        for (int k = k0; k < k1; k++)
+            db[k] += dyr[k];
+}
+
+/* dx: each row on its own, so rows can go to different threads.  When one
+ * piece is the whole loop (one thread: ag_parallel_for did not share it),
+ * dw and db are summed here too, row by row in order, while the row is in
+ * L1: the backward is then one pass over x and dy instead of two. */
 static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
 {
-    const rows_args *a = ctx;
+    rows_args *a = ctx;
     const int D = a->D, assign = a->assign;
     const ag_real *w = a->w;
+    const int param_grads = lo == 0 && hi == a->n && (a->dw || a->db);
     for (size_t r = lo; r < hi; r++) {
         const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
         const ag_real m = a->mean[r], s = a->rstd[r];
@@ -265,30 +284,22 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
             ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
             dxr[k] = assign ? d : dxr[k] + d;
         }
+        if (param_grads)
+            layer_norm_param_grads(xr, dyr, m, s, 0, D, a->dw, a->db);
     }
+    if (param_grads)
+        a->param_grads_done = 1;
 }
 
-/* dw, db: each block of 16 columns summed over the rows in row order, by
- * one thread */
+/* dw, db: a run of 16-column blocks per piece, summed over the rows in row
+ * order (each piece reads its columns of every row, front to back) */
 static void layer_norm_backward_columns(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const int D = a->D;
-    const size_t rows = a->n;
-    ag_real *dw = a->dw, *db = a->db;
-    for (size_t blk = lo; blk < hi; blk++) {
-        const int k0 = (int)blk * 16, k1 = ag_min_int(k0 + 16, D);
-        for (size_t r = 0; r < rows; r++) {
-            const ag_real *xr = a->x + r * (size_t)D, *dyr = a->dy + r * (size_t)D;
-            const ag_real m = a->mean[r], s = a->rstd[r];
-            if (dw)
-                for (int k = k0; k < k1; k++)
-                    dw[k] += dyr[k] * ((xr[k] - m) * s);
-            if (db)
-                for (int k = k0; k < k1; k++)
-                    db[k] += dyr[k];
-        }
-    }
+    const int D = a->D, k0 = (int)lo * 16, k1 = ag_min_int((int)hi * 16, D);
+    for (size_t r = 0; r < a->n; r++)
+        layer_norm_param_grads(a->x + r * (size_t)D, a->dy + r * (size_t)D, a->mean[r], a->rstd[r], k0, k1, a->dw,
+                               a->db);
 }
 
 void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
@@ -300,7 +311,7 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
                     .assign = assign, .dw = dw, .db = db };
     if (dx)
         ag_parallel_for(rows, size, layer_norm_backward_rows, &r);
-    if (dw || db)
+    if ((dw || db) && !r.param_grads_done)
         ag_parallel_for(((size_t)D + 15) / 16, D >= 64 ? size : 0, layer_norm_backward_columns, &r);
 }
 
