@@ -411,8 +411,9 @@ static void check_layer_norm(size_t rows, int D, int affine)
     free(dy);
 }
 
-/* GELU over rows x cols, with a bias (and its gradient) or without */
-static void check_gelu(size_t rows, size_t cols, int bias)
+/* GELU over rows x cols, with a bias (and its gradient) or without; the
+ * backward adds into dx, or (assign) stores */
+static void check_gelu(size_t rows, size_t cols, int bias, int assign)
 {
     const size_t n = rows * cols;
     ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *b = bias ? random_buf(cols, -1, 1) : NULL;
@@ -424,7 +425,7 @@ static void check_gelu(size_t rows, size_t cols, int bias)
         dx[run] = copy_buf(dy, n);
         db[run] = copy_buf(db0, cols);
         k->gelu(x, b, rows, cols, y[run]);
-        k->gelu_backward(x, b, dy, rows, cols, dx[run], 0, bias ? db[run] : NULL);
+        k->gelu_backward(x, b, dy, rows, cols, dx[run], assign, bias ? db[run] : NULL);
     }
     CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu %zux%zu: %.3g, backward %.3g",
           rows, cols, rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
@@ -444,7 +445,7 @@ static void check_gelu(size_t rows, size_t cols, int bias)
         ag_kernels_fast.gelu_backward(h, NULL, dy, 1, n, dh, 1, NULL);
         ag_kernels_fast.column_sums(dh, rows, cols, dbu);
         CHECK(same_bits(yu, y[1], n), "gelu %zux%zu: with the bias fused, other bits than bias + gelu", rows, cols);
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n && !assign; i++)
             dh[i] += dy[i];       /* backward above added to dx = dy */
         CHECK(same_bits(dh, dx[1], n) && same_bits(dbu, db[1], cols),
               "gelu %zux%zu: fused backward, other bits than gelu_backward + column_sums", rows, cols);
@@ -562,13 +563,15 @@ int main(void)
     check_layer_norm(33, 63, 1);
     check_layer_norm(513, 128, 1);
     check_layer_norm(40, 17, 0);
-    check_gelu(1, 1, 0);
-    check_gelu(1, 1001, 0);
-    check_gelu(1, 40000, 0);
-    check_gelu(1, 1, 1);
-    check_gelu(37, 19, 1);
-    check_gelu(300, 200, 1);
-    check_gelu(64, 1536, 1);
+    check_gelu(1, 1, 0, 0);
+    check_gelu(1, 1001, 0, 1);
+    check_gelu(1, 40000, 0, 0);
+    for (int assign = 0; assign < 2; assign++) {
+        check_gelu(1, 1, 1, assign);
+        check_gelu(37, 19, 1, assign);
+        check_gelu(300, 200, 1, assign);
+        check_gelu(64, 1536, 1, assign);
+    }
     check_updates(7);
     check_updates(70001);
     check_attention_cases();

@@ -85,7 +85,7 @@ typedef struct {
     double *loss;
     size_t n, inner;
     int D, log_out, assign;
-    int param_grads_done;   /* layer norm's backward summed dw, db in its row pass */
+    int sums_done;          /* a backward's row pass summed the parameters' gradients too */
     ag_real eps, scale;
 } rows_args;
 
@@ -288,7 +288,7 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
             layer_norm_param_grads(xr, dyr, m, s, 0, D, a->dw, a->db);
     }
     if (param_grads)
-        a->param_grads_done = 1;
+        a->sums_done = 1;
 }
 
 /* dw, db: a run of 16-column blocks per piece, summed over the rows in row
@@ -311,19 +311,19 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
                     .assign = assign, .dw = dw, .db = db };
     if (dx)
         ag_parallel_for(rows, size, layer_norm_backward_rows, &r);
-    if ((dw || db) && !r.param_grads_done)
+    if ((dw || db) && !r.sums_done)
         ag_parallel_for(((size_t)D + 15) / 16, D >= 64 ? size : 0, layer_norm_backward_columns, &r);
 }
 
 /* ---- GELU --------------------------------------------------------------- */
 
-/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)) and, times dy, its
- * derivative Phi(h) + h phi(h) */
+/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)) */
 static inline ag_real gelu_of(ag_real h)
 {
     return (ag_real)0.5 * h * (1 + ag_fast_erf(h * (ag_real)0.70710678118654752440));
 }
 
+/* dy gelu'(h) = dy (Phi(h) + h phi(h)) */
 static inline ag_real gelu_grad(ag_real h, ag_real dy)
 {
     ag_real cdf, pdf;
@@ -376,21 +376,21 @@ static void gelu_backward_block(const rows_args *a, size_t r0, size_t r1, size_t
     for (size_t r = r0; r < r1; r++) {
         const ag_real *restrict x = a->x + r * cols, *restrict dy = a->dy + r * cols;
         ag_real *restrict dx = a->dx + r * cols;
-        if (!b)
+        if (db)
             for (size_t c = c0; c < c1; c++) {
-                ag_real g = gelu_grad(x[c], dy[c]);
+                ag_real g = gelu_grad(b ? x[c] + b[c] : x[c], dy[c]);
                 dx[c] = a->assign ? g : dx[c] + g;
+                db[c] += g;
             }
-        else if (!db)
+        else if (b)
             for (size_t c = c0; c < c1; c++) {
                 ag_real g = gelu_grad(x[c] + b[c], dy[c]);
                 dx[c] = a->assign ? g : dx[c] + g;
             }
         else
             for (size_t c = c0; c < c1; c++) {
-                ag_real g = gelu_grad(x[c] + b[c], dy[c]);
+                ag_real g = gelu_grad(x[c], dy[c]);
                 dx[c] = a->assign ? g : dx[c] + g;
-                db[c] += g;
             }
     }
 }
@@ -407,16 +407,23 @@ static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
     gelu_backward_block(&flat, 0, 1, 0, hi - lo);
 }
 
+/* Rows lo..hi-1.  When this piece is the whole loop (ag_parallel_for ran it
+ * on one thread), the bias's gradient is summed here too, row by row in
+ * order, while each row is in L1: one pass instead of two. */
 static void gelu_backward_rows(void *ctx, size_t lo, size_t hi)
 {
-    const rows_args *a = ctx;
-    gelu_backward_block(a, lo, hi, 0, a->n);
+    rows_args *a = ctx;
+    const int whole = lo == 0 && hi == a->inner;
+    rows_args piece = *a;
+    if (!whole)
+        piece.db = NULL;
+    gelu_backward_block(&piece, lo, hi, 0, a->n);
+    if (whole && a->db)
+        a->sums_done = 1;
 }
 
-/* With the bias's gradient: blocks of 16 columns, each walked over all rows
- * in row order by one thread, so db sums each column in the order the
- * separate column-sum pass did (ag_fast_column_sums), bit for bit; a thread
- * takes a run of blocks, so it reads a contiguous piece of each row. */
+/* Adding into dx with the bias's gradient (no caller does): blocks of 16
+ * columns walked over all rows, so db sums only what this pass adds. */
 static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
@@ -424,15 +431,23 @@ static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
     gelu_backward_block(a, 0, a->inner, lo * 16, c1);
 }
 
+/* The bias's gradient sums each column over the rows in row order, as the
+ * separate column-sum pass did, so the bits are the unfused ops' however
+ * the rows were shared: in the row pass on one thread, else by
+ * ag_fast_column_sums over the stored dx (a thread's rows cannot start a
+ * column's sum: it would round differently). */
 void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
                            ag_real *dx, int assign, ag_real *db)
 {
     rows_args r = { .x = x, .b = b, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols, .inner = rows };
     const size_t size = rows * cols;
-    if (db)
-        ag_parallel_for((cols + 15) / 16, size, gelu_backward_columns, &r);
-    else if (b)
-        ag_parallel_for(rows, size, gelu_backward_rows, &r);
-    else
+    if (!b && !db) {
         ag_parallel_for(size, size, gelu_backward_range, &r);
+    } else if (db && !assign) {
+        ag_parallel_for((cols + 15) / 16, size, gelu_backward_columns, &r);
+    } else {
+        ag_parallel_for(rows, size, gelu_backward_rows, &r);
+        if (db && !r.sums_done)
+            ag_fast_column_sums(dx, rows, cols, db);
+    }
 }
