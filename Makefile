@@ -14,6 +14,7 @@
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-threads      the default threads against fixed settings, on this machine
+#   make bench-rows         the fused bias + GELU passes against the unfused ones
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make web                the browser playground in build-web/ (needs emscripten)
@@ -98,7 +99,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-threads bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan run bench bench-busy bench-threads bench-rows bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -194,6 +195,15 @@ bench-scale: all
 # One training step per config (tests/bench_train.c), for the benchmarks.
 $(BUILD)/bench_train: tests/bench_train.c $(TRAINLIB) $(LIB)
 	@$(CC) $(ALLCFLAGS) $< $(TRAINLIB) $(LIB) -o $@ $(LDLIBS)
+
+# The fused element-wise passes against the unfused ones they replace
+# (tests/bench_rows.c), on all threads and on one.
+$(BUILD)/bench_rows: tests/bench_rows.c $(LIB)
+	@$(CC) $(ALLCFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
+bench-rows: $(BUILD)/bench_rows
+	@$(BUILD)/bench_rows
+	@$(BUILD)/bench_rows 1
 
 # The default threads against 1 thread and all threads sleeping at once or
 # never sleeping, per config, on this machine (tests/bench_threads.sh).

@@ -280,6 +280,12 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
  * Math: ag_linear, ag_backward_linear (src/ops_matmul.c); the products are
  * ref_gemm, the bias's gradient ref_column_sums (src/reference.c). */
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
+/* gelu(x W^T + b) as one op, bit for bit ag_gelu(ag_linear(x, W, b)): the
+ * bias and GELU are one pass over the product's output, and backward
+ * computes GELU's derivative and the bias's gradient in one pass.
+ * Math: ag_linear_gelu, ag_backward_linear_gelu (src/ops_matmul.c); the
+ * pass each way is ref_gelu, ref_gelu_backward (src/reference.c). */
+ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
 
 /* Shapes.  A reshape is a view: it shares data (and gradient) with its input.
  * One entry of shape may be -1 (inferred).  transpose copies.

@@ -28,6 +28,7 @@
     X(GELU, "gelu", ag_backward_gelu)                            \
     X(MATMUL, "matmul", ag_backward_matmul)                      \
     X(LINEAR, "linear", ag_backward_linear)                      \
+    X(LINEAR_GELU, "linear_gelu", ag_backward_linear_gelu)       \
     X(RESHAPE, "reshape", ag_backward_reshape)                   \
     X(TRANSPOSE, "transpose", ag_backward_transpose)             \
     X(CONCAT, "concat", ag_backward_concat)                      \

@@ -109,9 +109,15 @@ typedef struct ag_kernels {
                                 const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
                                 ag_real *db);
 
-    /* y = gelu(x) = x Phi(x), exact (erf), over n elements; and dx (+)= its gradient. */
-    void (*gelu)(const ag_real *x, ag_real *y, size_t n);
-    void (*gelu_backward)(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign);
+    /* GELU with an optional bias, x [rows,cols] and b [cols] (NULL: none):
+     * y = gelu(x + b) = h Phi(h) with h = x + b, exact (erf).  The bias is
+     * added in the same pass, so a linear layer's product feeds GELU with no
+     * pass of its own for the bias (ag_linear_gelu). */
+    void (*gelu)(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y);
+    /* dx (+)= gelu'(x + b) dy, and db += the column sums of what dx
+     * received (the bias's gradient; NULL: not wanted), in the same pass. */
+    void (*gelu_backward)(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                          ag_real *dx, int assign, ag_real *db);
 
     /* Attention forward (see ag_attn): o, and lse [B,H,Tq] = the log of each
      * query's softmax denominator (-inf for a query that sees no key).  If

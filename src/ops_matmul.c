@@ -1,8 +1,9 @@
 /*
  * ops_matmul.c - batched matmul (torch.matmul semantics for 2-D to 4-D) and
- * linear (x W^T + b, nn.Linear's layout).  All arithmetic goes through the
- * gemm kernel (definition: ref_gemm in src/reference.c; ref_gemm_bf16 at
- * bf16 precision), whose transpose flags let backward use A^T and B^T in
+ * linear (x W^T + b, nn.Linear's layout), and linear followed by GELU as
+ * one op (the MLP's first layer).  All arithmetic goes through the gemm
+ * kernel (definition: ref_gemm in src/reference.c; ref_gemm_bf16 at bf16
+ * precision), whose transpose flags let backward use A^T and B^T in
  * place.
  */
 #include <string.h>
@@ -191,26 +192,35 @@ static void add_bias_rows(void *ctx, size_t lo, size_t hi)
     }
 }
 
-ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
+/* x W^T into a new tensor of x's shape with its last dim W's rows, after
+ * checking the shapes for `op`; *rows gets the rows of x. */
+static ag_tensor *linear_product(ag_ctx *ctx, const char *op, ag_tensor *x, ag_tensor *W, ag_tensor *b, int *rows)
 {
     char sx[64], sw[64], sb[64];
     int in = x->shape[x->ndim - 1];
     if (W->ndim != 2 || W->shape[1] != in)
-        ag_error("ag_linear: weight %s does not fit input %s (need [out,%d])", ag_shape_str(W, sw, sizeof sw),
+        ag_error("%s: weight %s does not fit input %s (need [out,%d])", op, ag_shape_str(W, sw, sizeof sw),
                  ag_shape_str(x, sx, sizeof sx), in);
     int outf = W->shape[0];
     if (b && (b->ndim != 1 || b->shape[0] != outf))
-        ag_error("ag_linear: bias %s does not fit weight %s (need [%d])", ag_shape_str(b, sb, sizeof sb),
+        ag_error("%s: bias %s does not fit weight %s (need [%d])", op, ag_shape_str(b, sb, sizeof sb),
                  ag_shape_str(W, sw, sizeof sw), outf);
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;
     ag_tensor *out = ag_empty(ctx, x->ndim, shape);
-    int rows = (int)(x->size / (size_t)in);
+    *rows = (int)(x->size / (size_t)in);
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
-    ag_gemm_of(ctx->precision)(0, 1, rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
+    ag_gemm_of(ctx->precision)(0, 1, *rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
+    return out;
+}
+
+ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
+{
+    int rows;
+    ag_tensor *out = linear_product(ctx, "ag_linear", x, W, b, &rows);
     if (b) {
-        bias_args ba = { out->data, b->data, outf };
+        bias_args ba = { out->data, b->data, W->shape[0] };
         ag_parallel_for((size_t)rows, out->size, add_bias_rows, &ba);
     }
     if (ag_should_record(ctx, out, x, W, b)) {
@@ -221,13 +231,13 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     return out;
 }
 
-/* y = x W^T + b  =>  dx += dy W,  dW += dy^T x,  db += sum over rows of dy */
-void ag_backward_linear(ag_ctx *ctx, ag_node *n)
+/* The products of a linear layer's backward, from dy = d(x W^T + b):
+ * dx += dy W,  dW += dy^T x. */
+static void linear_backward_products(ag_ctx *ctx, ag_node *n, const ag_real *dy)
 {
-    ag_tensor *x = n->in[0], *W = n->in[1], *b = n->in[2];
+    ag_tensor *x = n->in[0], *W = n->in[1];
     int rows = n->iarg[0], outf = W->shape[0], in = W->shape[1];
     const ag_gemm_fn gemm = ag_gemm_of(n->iarg[1]);
-    const ag_real *dy = n->out->grad;
     if (x->requires_grad) {
         int assign;   /* a new dx is stored (beta 0), not zeroed and added to */
         ag_real *dx = ag_grad_begin(ctx, x, &assign);
@@ -235,6 +245,46 @@ void ag_backward_linear(ag_ctx *ctx, ag_node *n)
     }
     if (W->requires_grad)
         gemm(1, 0, outf, in, rows, dy, outf, x->data, in, 1, ag_grad(ctx, W), in);
+}
+
+/* y = x W^T + b  =>  dx += dy W,  dW += dy^T x,  db += sum over rows of dy */
+void ag_backward_linear(ag_ctx *ctx, ag_node *n)
+{
+    ag_tensor *b = n->in[2];
+    const ag_real *dy = n->out->grad;
+    linear_backward_products(ctx, n, dy);
     if (b && b->requires_grad)
-        ag_kern->column_sums(dy, (size_t)rows, (size_t)outf, ag_grad(ctx, b));
+        ag_kern->column_sums(dy, (size_t)n->iarg[0], (size_t)n->in[1]->shape[0], ag_grad(ctx, b));
+}
+
+/* gelu(x W^T + b): the product, then the bias and GELU in one pass over
+ * its output (the kernel gelu with a bias), which is kept, without the
+ * bias, for backward.  The same bits as ag_gelu(ag_linear(x, W, b)) with
+ * one pass over the [rows, out] activations fewer each way. */
+ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
+{
+    int rows;
+    ag_tensor *product = linear_product(ctx, "ag_linear_gelu", x, W, b, &rows);
+    ag_tensor *out = ag_empty(ctx, product->ndim, product->shape);
+    const size_t outf = (size_t)W->shape[0];
+    ag_kern->gelu(product->data, b ? b->data : NULL, (size_t)rows, outf, out->data);
+    if (ag_should_record(ctx, out, x, W, b)) {
+        ag_node *n = ag_record(ctx, AG_OP_LINEAR_GELU, out, x, W, b);
+        n->iarg[0] = rows;
+        n->iarg[1] = ctx->precision;
+        n->saved = product->data;
+    }
+    return out;
+}
+
+/* y = gelu(h), h = x W^T + b  =>  dh = dy gelu'(h) and db += sum over rows
+ * of dh in one pass (the kernel gelu_backward), then dx += dh W, dW += dh^T x */
+void ag_backward_linear_gelu(ag_ctx *ctx, ag_node *n)
+{
+    ag_tensor *b = n->in[2];
+    const size_t rows = (size_t)n->iarg[0], outf = (size_t)n->in[1]->shape[0];
+    ag_real *dh = ag_alloc(ctx, rows * outf * sizeof *dh);
+    ag_kern->gelu_backward(n->saved, b ? b->data : NULL, n->out->grad, rows, outf, dh, 1,
+                           b && b->requires_grad ? ag_grad(ctx, b) : NULL);
+    linear_backward_products(ctx, n, dh);
 }

@@ -219,22 +219,36 @@ static void ref_layer_norm_backward(const ag_real *x, const ag_real *w, const ag
 
 /* ---- GELU --------------------------------------------------------------- */
 
-/* gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), Phi the standard normal cdf */
-static void ref_gelu(const ag_real *x, ag_real *y, size_t n)
+/* x, y: [rows,cols]; b: [cols] (NULL: none).  x is a linear layer's output
+ * before its bias:
+ *   h = x + b,   y = gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)),
+ * Phi the standard normal cdf. */
+static void ref_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
 {
-    for (size_t i = 0; i < n; i++)
-        y[i] = (ag_real)(0.5 * x[i] * (1 + ag_math_erf(x[i] / sqrt(2.0))));
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            ag_real h = b ? x[r * cols + c] + b[c] : x[r * cols + c];
+            y[r * cols + c] = (ag_real)(0.5 * h * (1 + ag_math_erf(h / sqrt(2.0))));
+        }
 }
 
-/* forward was:  y = x Phi(x),  so  dy/dx = Phi(x) + x phi(x),  phi(x) = exp(-x^2/2) / sqrt(2 pi) */
-static void ref_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+/* forward was:  y = h Phi(h),  h = x + b,  so  dy/dh = Phi(h) + h phi(h),
+ * phi(h) = exp(-h^2/2) / sqrt(2 pi), and with dh = dy (Phi(h) + h phi(h)):
+ *     dx (+)= dh,   db_c += sum over rows of dh_c   (dy, dx: [rows,cols]; db: [cols]) */
+static void ref_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                              ag_real *dx, int assign, ag_real *db)
 {
-    for (size_t i = 0; i < n; i++) {
-        double cdf = 0.5 * (1 + ag_math_erf(x[i] / sqrt(2.0)));
-        double pdf = ag_math_exp(-0.5 * x[i] * x[i]) / sqrt(2 * 3.14159265358979323846);
-        ag_real g = (ag_real)(dy[i] * (cdf + x[i] * pdf));
-        dx[i] = assign ? g : dx[i] + g;
-    }
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            size_t i = r * cols + c;
+            ag_real h = b ? x[i] + b[c] : x[i];
+            double cdf = 0.5 * (1 + ag_math_erf(h / sqrt(2.0)));
+            double pdf = ag_math_exp(-0.5 * h * h) / sqrt(2 * 3.14159265358979323846);
+            ag_real dh = (ag_real)(dy[i] * (cdf + h * pdf));
+            dx[i] = assign ? dh : dx[i] + dh;
+            if (db)
+                db[c] += dh;
+        }
 }
 
 /* ---- attention ---------------------------------------------------------- */

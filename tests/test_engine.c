@@ -1012,6 +1012,61 @@ static void test_gelu_values(ag_ctx *ctx)
               "gelu(%g) = %.17g, want %.17g", (double)x[i], (double)y->data[i], want[i]);
 }
 
+/* ag_linear_gelu is ag_gelu(ag_linear(...)) fused: the same bits, forward
+ * and every gradient, with and without a bias, in fp32 and (float builds,
+ * where it runs) bf16.  The loss weights the outputs by random numbers, so
+ * every gradient element is different. */
+static void test_linear_gelu_fused(void)
+{
+    enum { R = 70, IN = 23, OUT = 37 };
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *ps = ag_params_new();
+    ag_tensor *W = ag_params_add(ps, "W", 2, (int[]){OUT, IN});
+    ag_tensor *b = ag_params_add(ps, "b", 1, (int[]){OUT});
+    ag_tensor *x = ag_params_add(ps, "x", 2, (int[]){R, IN});
+    ag_params_alloc(ps);
+    for (size_t i = 0; i < ps->total; i++)
+        ps->data[i] = (ag_real)(ag_pcg32_uniform(&rng) * 4 - 2);
+    ag_real weights[R * OUT];
+    for (int i = 0; i < R * OUT; i++)
+        weights[i] = (ag_real)(ag_pcg32_uniform(&rng) - 0.5);
+    const size_t n_out = (size_t)R * OUT;
+    ag_real *out[2], *grad[2];
+    for (int precision = AG_FP32; precision <= AG_BF16; precision++) {
+        if (ag_set_precision(ctx, precision) != 0)
+            continue;                 /* bf16 cannot run here (or a double build) */
+        for (int bias = 0; bias < 2; bias++) {
+            for (int fused = 0; fused < 2; fused++) {
+                ag_reset(ctx);
+                ag_params_zero_grad(ps);
+                ag_tensor *bb = bias ? b : NULL;
+                ag_tensor *y = fused ? ag_linear_gelu(ctx, x, W, bb) : ag_gelu(ctx, ag_linear(ctx, x, W, bb));
+                ag_backward(ctx, ag_sum_all(ctx, ag_mul(ctx, y, ag_from(ctx, 2, (int[]){R, OUT}, weights))));
+                out[fused] = malloc(n_out * sizeof(ag_real));
+                grad[fused] = malloc(ps->total * sizeof(ag_real));
+                memcpy(out[fused], y->data, n_out * sizeof(ag_real));
+                memcpy(grad[fused], ps->grad, ps->total * sizeof(ag_real));
+            }
+            CHECK(memcmp(out[0], out[1], n_out * sizeof(ag_real)) == 0,
+                  "linear_gelu (%s, %s): other bits than gelu(linear)", precision == AG_BF16 ? "bf16" : "fp32",
+                  bias ? "bias" : "no bias");
+            CHECK(memcmp(grad[0], grad[1], ps->total * sizeof(ag_real)) == 0,
+                  "linear_gelu (%s, %s): gradients of x, W, b not the bits of gelu(linear)'s",
+                  precision == AG_BF16 ? "bf16" : "fp32", bias ? "bias" : "no bias");
+            double norm = 0;
+            for (int i = 0; i < OUT && bias; i++)
+                norm += fabs(b->grad[i]);
+            CHECK(!bias || norm > 0, "linear_gelu: the bias got no gradient");
+            for (int f = 0; f < 2; f++) {
+                free(out[f]);
+                free(grad[f]);
+            }
+        }
+    }
+    ag_params_free(ps);
+    ag_ctx_free(ctx);
+}
+
 static void test_cross_entropy_values(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1199,6 +1254,7 @@ int main(void)
     test_reduction_values(ctx);
     test_layer_norm_values(ctx);
     test_gelu_values(ctx);
+    test_linear_gelu_fused();
     test_cross_entropy_values(ctx);
     test_embedding_values(ctx);
 

@@ -25,6 +25,12 @@ static ag_tensor *f_gelu(ag_ctx *c, ag_tensor **x, const void *a) { (void)a; ret
 static ag_tensor *f_matmul(ag_ctx *c, ag_tensor **x, const void *a) { (void)a; return ag_matmul(c, x[0], x[1]); }
 static ag_tensor *f_linear(ag_ctx *c, ag_tensor **x, const void *a) { (void)a; return ag_linear(c, x[0], x[1], x[2]); }
 static ag_tensor *f_linear_nobias(ag_ctx *c, ag_tensor **x, const void *a) { (void)a; return ag_linear(c, x[0], x[1], NULL); }
+static ag_tensor *f_linear_gelu(ag_ctx *c, ag_tensor **x, const void *a) { (void)a; return ag_linear_gelu(c, x[0], x[1], x[2]); }
+static ag_tensor *f_linear_gelu_nobias(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_linear_gelu(c, x[0], x[1], NULL);
+}
 
 static ag_tensor *f_transpose(ag_ctx *c, ag_tensor **x, const void *a)
 {
@@ -183,6 +189,9 @@ int main(void)
     run("matmul [2,3,3,4]@[3,4,2]", f_matmul, 2, (const int[][5]){{4, 2, 3, 3, 4}, {3, 3, 4, 2}}, NULL, -1, 1, 0);
     run("linear", f_linear, 3, (const int[][5]){{3, 2, 3, 4}, {2, 5, 4}, {1, 5}}, NULL, -1, 1, 0);
     run("linear without bias", f_linear_nobias, 2, (const int[][5]){{2, 3, 4}, {2, 2, 4}}, NULL, -1, 1, 0);
+    run("linear_gelu", f_linear_gelu, 3, (const int[][5]){{3, 2, 3, 4}, {2, 5, 4}, {1, 5}}, NULL, -1, 1, 0);
+    run("linear_gelu [37,19]", f_linear_gelu, 3, (const int[][5]){{2, 37, 3}, {2, 19, 3}, {1, 19}}, NULL, -1, 1, 0);
+    run("linear_gelu without bias", f_linear_gelu_nobias, 2, (const int[][5]){{2, 3, 4}, {2, 2, 4}}, NULL, -1, 1, 0);
 
     run("transpose(1,2) 4-D", f_transpose, 1, (const int[][5]){{4, 2, 3, 4, 2}}, (const int[]){1, 2}, -1, 1, 0);
     run("transpose(0,-1) 3-D", f_transpose, 1, (const int[][5]){{3, 2, 3, 4}}, (const int[]){0, -1}, -1, 1, 0);

@@ -392,7 +392,10 @@ static void check_layer_norm(size_t rows, int D, int affine)
     /* dw and db sum over the rows: relative to (1 + |sum|) they carry the rows' rounding */
     CHECK(worst <= TOL * (1 + rows / 64.0), "layer_norm [%zu,%d]%s: fast vs reference %.3g", rows, D,
           affine ? "" : " (no weight, no bias)", worst);
-    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size) && same_bits(dw[1], dw[2], D),
+    /* one thread sums dw and db in the row pass, two in a pass of their own:
+     * the same order per column, the same bits */
+    CHECK(same_bits(y[1], y[2], size) && same_bits(dx[1], dx[2], size) && same_bits(dw[1], dw[2], D) &&
+              same_bits(db[1], db[2], D),
           "layer_norm [%zu,%d]: threads differ", rows, D);
     for (int run = 0; run < 3; run++) {
         free(y[run]);
@@ -408,26 +411,58 @@ static void check_layer_norm(size_t rows, int D, int affine)
     free(dy);
 }
 
-static void check_gelu(size_t n)
+/* GELU over rows x cols, with a bias (and its gradient) or without; the
+ * backward adds into dx, or (assign) stores */
+static void check_gelu(size_t rows, size_t cols, int bias, int assign)
 {
-    ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *y[3], *dx[3];
+    const size_t n = rows * cols;
+    ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *b = bias ? random_buf(cols, -1, 1) : NULL;
+    ag_real *db0 = random_buf(cols, -1, 1), *y[3], *dx[3], *db[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
         check_set_threads(run == 2 ? 2 : 1);
         y[run] = malloc(n * sizeof(ag_real));
         dx[run] = copy_buf(dy, n);
-        k->gelu(x, y[run], n);
-        k->gelu_backward(x, dy, dx[run], n, 0);
+        db[run] = copy_buf(db0, cols);
+        k->gelu(x, b, rows, cols, y[run]);
+        k->gelu_backward(x, b, dy, rows, cols, dx[run], assign, bias ? db[run] : NULL);
     }
-    CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu n=%zu: %.3g, backward %.3g", n,
-          rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
-    CHECK(same_bits(y[1], y[2], n) && same_bits(dx[1], dx[2], n), "gelu n=%zu: threads differ", n);
+    CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu %zux%zu: %.3g, backward %.3g",
+          rows, cols, rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
+    CHECK(rel_diff(db[1], db[0], cols) <= TOL * (1 + rows / 64.0), "gelu %zux%zu: bias gradient %.3g", rows, cols,
+          rel_diff(db[1], db[0], cols));
+    CHECK(same_bits(y[1], y[2], n) && same_bits(dx[1], dx[2], n) && same_bits(db[1], db[2], cols),
+          "gelu %zux%zu: threads differ", rows, cols);
+    if (bias) {
+        /* with the bias and its gradient in one pass, the same bits as the
+         * unfused ops: the bias added by its own pass, GELU's backward
+         * stored, then its column sums */
+        ag_real *h = copy_buf(x, n), *yu = malloc(n * sizeof(ag_real)), *dh = malloc(n * sizeof(ag_real));
+        ag_real *dbu = copy_buf(db0, cols);
+        for (size_t i = 0; i < n; i++)
+            h[i] += b[i % cols];
+        ag_kernels_fast.gelu(h, NULL, 1, n, yu);
+        ag_kernels_fast.gelu_backward(h, NULL, dy, 1, n, dh, 1, NULL);
+        ag_kernels_fast.column_sums(dh, rows, cols, dbu);
+        CHECK(same_bits(yu, y[1], n), "gelu %zux%zu: with the bias fused, other bits than bias + gelu", rows, cols);
+        for (size_t i = 0; i < n && !assign; i++)
+            dh[i] += dy[i];       /* backward above added to dx = dy */
+        CHECK(same_bits(dh, dx[1], n) && same_bits(dbu, db[1], cols),
+              "gelu %zux%zu: fused backward, other bits than gelu_backward + column_sums", rows, cols);
+        free(h);
+        free(yu);
+        free(dh);
+        free(dbu);
+    }
     for (int run = 0; run < 3; run++) {
         free(y[run]);
         free(dx[run]);
+        free(db[run]);
     }
     free(x);
     free(dy);
+    free(b);
+    free(db0);
 }
 
 /* ---- optimizer steps and reductions ------------------------------------- */
@@ -528,9 +563,15 @@ int main(void)
     check_layer_norm(33, 63, 1);
     check_layer_norm(513, 128, 1);
     check_layer_norm(40, 17, 0);
-    check_gelu(1);
-    check_gelu(1001);
-    check_gelu(40000);
+    check_gelu(1, 1, 0, 0);
+    check_gelu(1, 1001, 0, 1);
+    check_gelu(1, 40000, 0, 0);
+    for (int assign = 0; assign < 2; assign++) {
+        check_gelu(1, 1, 1, assign);
+        check_gelu(37, 19, 1, assign);
+        check_gelu(300, 200, 1, assign);
+        check_gelu(64, 1536, 1, assign);
+    }
     check_updates(7);
     check_updates(70001);
     check_attention_cases();

@@ -85,6 +85,7 @@ typedef struct {
     double *loss;
     size_t n, inner;
     int D, log_out, assign;
+    int sums_done;          /* a backward's row pass summed the parameters' gradients too */
     ag_real eps, scale;
 } rows_args;
 
@@ -235,12 +236,30 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
     ag_parallel_for(rows, rows * (size_t)D, layer_norm_rows, &r);
 }
 
-/* dx: each row on its own, so rows can go to different threads */
+/* dw_k += dy_k xhat_k and db_k += dy_k for one row: called for the rows in
+ * row order, so each column sums in the order ref_layer_norm_backward
+ * sums it, whoever calls it. */
+static inline void layer_norm_param_grads(const ag_real *restrict xr, const ag_real *restrict dyr, ag_real m,
+                                          ag_real s, int k0, int k1, ag_real *restrict dw, ag_real *restrict db)
+{
+    if (dw)
+        for (int k = k0; k < k1; k++)
+            dw[k] += dyr[k] * ((xr[k] - m) * s);
+    if (db)
+        for (int k = k0; k < k1; k++)
+            db[k] += dyr[k];
+}
+
+/* dx: each row on its own, so rows can go to different threads.  When one
+ * piece is the whole loop (one thread: ag_parallel_for did not share it),
+ * dw and db are summed here too, row by row in order, while the row is in
+ * L1: the backward is then one pass over x and dy instead of two. */
 static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
 {
-    const rows_args *a = ctx;
+    rows_args *a = ctx;
     const int D = a->D, assign = a->assign;
     const ag_real *w = a->w;
+    const int param_grads = lo == 0 && hi == a->n && (a->dw || a->db);
     for (size_t r = lo; r < hi; r++) {
         const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
         const ag_real m = a->mean[r], s = a->rstd[r];
@@ -265,30 +284,22 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
             ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
             dxr[k] = assign ? d : dxr[k] + d;
         }
+        if (param_grads)
+            layer_norm_param_grads(xr, dyr, m, s, 0, D, a->dw, a->db);
     }
+    if (param_grads)
+        a->sums_done = 1;
 }
 
-/* dw, db: each block of 16 columns summed over the rows in row order, by
- * one thread */
+/* dw, db: a run of 16-column blocks per piece, summed over the rows in row
+ * order (each piece reads its columns of every row, front to back) */
 static void layer_norm_backward_columns(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const int D = a->D;
-    const size_t rows = a->n;
-    ag_real *dw = a->dw, *db = a->db;
-    for (size_t blk = lo; blk < hi; blk++) {
-        const int k0 = (int)blk * 16, k1 = ag_min_int(k0 + 16, D);
-        for (size_t r = 0; r < rows; r++) {
-            const ag_real *xr = a->x + r * (size_t)D, *dyr = a->dy + r * (size_t)D;
-            const ag_real m = a->mean[r], s = a->rstd[r];
-            if (dw)
-                for (int k = k0; k < k1; k++)
-                    dw[k] += dyr[k] * ((xr[k] - m) * s);
-            if (db)
-                for (int k = k0; k < k1; k++)
-                    db[k] += dyr[k];
-        }
-    }
+    const int D = a->D, k0 = (int)lo * 16, k1 = ag_min_int((int)hi * 16, D);
+    for (size_t r = 0; r < a->n; r++)
+        layer_norm_param_grads(a->x + r * (size_t)D, a->dy + r * (size_t)D, a->mean[r], a->rstd[r], k0, k1, a->dw,
+                               a->db);
 }
 
 void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
@@ -300,43 +311,143 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
                     .assign = assign, .dw = dw, .db = db };
     if (dx)
         ag_parallel_for(rows, size, layer_norm_backward_rows, &r);
-    if (dw || db)
+    if ((dw || db) && !r.sums_done)
         ag_parallel_for(((size_t)D + 15) / 16, D >= 64 ? size : 0, layer_norm_backward_columns, &r);
 }
 
 /* ---- GELU --------------------------------------------------------------- */
 
+/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)) */
+static inline ag_real gelu_of(ag_real h)
+{
+    return (ag_real)0.5 * h * (1 + ag_fast_erf(h * (ag_real)0.70710678118654752440));
+}
+
+/* dy gelu'(h) = dy (Phi(h) + h phi(h)) */
+static inline ag_real gelu_grad(ag_real h, ag_real dy)
+{
+    ag_real cdf, pdf;
+    ag_fast_normal(h, &cdf, &pdf);
+    return dy * (cdf + h * pdf);
+}
+
+/* Without a bias: elements lo..hi-1 of the whole array. */
 static void gelu_range(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
     const ag_real *restrict x = a->x;
     ag_real *restrict y = a->out;
     for (size_t i = lo; i < hi; i++)
-        y[i] = (ag_real)0.5 * x[i] * (1 + ag_fast_erf(x[i] * (ag_real)0.70710678118654752440));
+        y[i] = gelu_of(x[i]);
 }
 
-void ag_fast_gelu(const ag_real *x, ag_real *y, size_t n)
-{
-    rows_args r = { .x = x, .out = y };
-    ag_parallel_for(n, n, gelu_range, &r);
-}
-
-static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
+/* With a bias: rows lo..hi-1, the bias added as each element is read (the
+ * sum rounds to the float the separate bias pass stored, so the result is
+ * the unfused one bit for bit). */
+static void gelu_bias_rows(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const ag_real *restrict x = a->x, *restrict dy = a->dy;
-    ag_real *restrict dx = a->dx;
-    const int assign = a->assign;
-    for (size_t i = lo; i < hi; i++) {
-        ag_real cdf, pdf;
-        ag_fast_normal(x[i], &cdf, &pdf);
-        ag_real g = dy[i] * (cdf + x[i] * pdf);
-        dx[i] = assign ? g : dx[i] + g;
+    const size_t cols = a->n;
+    const ag_real *restrict b = a->b;
+    for (size_t r = lo; r < hi; r++) {
+        const ag_real *restrict x = a->x + r * cols;
+        ag_real *restrict y = a->out + r * cols;
+        for (size_t c = 0; c < cols; c++)
+            y[c] = gelu_of(x[c] + b[c]);
     }
 }
 
-void ag_fast_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
 {
-    rows_args r = { .x = x, .dy = dy, .dx = dx, .assign = assign };
-    ag_parallel_for(n, n, gelu_backward_range, &r);
+    rows_args r = { .x = x, .b = b, .out = y, .n = cols };
+    if (b)
+        ag_parallel_for(rows, rows * cols, gelu_bias_rows, &r);
+    else
+        ag_parallel_for(rows * cols, rows * cols, gelu_range, &r);
+}
+
+/* dx (+)= gelu'(x + b) dy over rows r0..r1-1, columns c0..c1-1, and db +=
+ * each column's values in row order (b, db may be NULL). */
+static void gelu_backward_block(const rows_args *a, size_t r0, size_t r1, size_t c0, size_t c1)
+{
+    const size_t cols = a->n;
+    const ag_real *restrict b = a->b;
+    ag_real *restrict db = a->db;
+    for (size_t r = r0; r < r1; r++) {
+        const ag_real *restrict x = a->x + r * cols, *restrict dy = a->dy + r * cols;
+        ag_real *restrict dx = a->dx + r * cols;
+        if (db)
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(b ? x[c] + b[c] : x[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+                db[c] += g;
+            }
+        else if (b)
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(x[c] + b[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+            }
+        else
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = gelu_grad(x[c], dy[c]);
+                dx[c] = a->assign ? g : dx[c] + g;
+            }
+    }
+}
+
+/* elements lo..hi-1 (no bias, no bias gradient: the array is one row) */
+static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    rows_args flat = *a;
+    flat.n = hi - lo;
+    flat.x += lo;
+    flat.dy += lo;
+    flat.dx += lo;
+    gelu_backward_block(&flat, 0, 1, 0, hi - lo);
+}
+
+/* Rows lo..hi-1.  When this piece is the whole loop (ag_parallel_for ran it
+ * on one thread), the bias's gradient is summed here too, row by row in
+ * order, while each row is in L1: one pass instead of two. */
+static void gelu_backward_rows(void *ctx, size_t lo, size_t hi)
+{
+    rows_args *a = ctx;
+    const int whole = lo == 0 && hi == a->inner;
+    rows_args piece = *a;
+    if (!whole)
+        piece.db = NULL;
+    gelu_backward_block(&piece, lo, hi, 0, a->n);
+    if (whole && a->db)
+        a->sums_done = 1;
+}
+
+/* Adding into dx with the bias's gradient (no caller does): blocks of 16
+ * columns walked over all rows, so db sums only what this pass adds. */
+static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
+{
+    const rows_args *a = ctx;
+    const size_t c1 = hi * 16 < a->n ? hi * 16 : a->n;
+    gelu_backward_block(a, 0, a->inner, lo * 16, c1);
+}
+
+/* The bias's gradient sums each column over the rows in row order, as the
+ * separate column-sum pass did, so the bits are the unfused ops' however
+ * the rows were shared: in the row pass on one thread, else by
+ * ag_fast_column_sums over the stored dx (a thread's rows cannot start a
+ * column's sum: it would round differently). */
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                           ag_real *dx, int assign, ag_real *db)
+{
+    rows_args r = { .x = x, .b = b, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols, .inner = rows };
+    const size_t size = rows * cols;
+    if (!b && !db) {
+        ag_parallel_for(size, size, gelu_backward_range, &r);
+    } else if (db && !assign) {
+        ag_parallel_for((cols + 15) / 16, size, gelu_backward_columns, &r);
+    } else {
+        ag_parallel_for(rows, size, gelu_backward_rows, &r);
+        if (db && !r.sums_done)
+            ag_fast_column_sums(dx, rows, cols, db);
+    }
 }

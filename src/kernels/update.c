@@ -107,19 +107,19 @@ static void column_sums_range(void *ctx, size_t lo, size_t hi)
 {
     const column_args *c = ctx;
     const ag_real *x = c->x;
-    ag_real *dst = c->dst;
+    ag_real *restrict dst = c->dst;
     const size_t rows = c->rows, cols = c->cols;
-    for (size_t blk = lo; blk < hi; blk++) {
-        const size_t c0 = blk * 16, c1 = c0 + 16 < cols ? c0 + 16 : cols;
-        for (size_t r = 0; r < rows; r++) {
-            const ag_real *xr = x + r * cols;
-            for (size_t k = c0; k < c1; k++)
-                dst[k] += xr[k];
-        }
+    const size_t c0 = lo * 16, c1 = hi * 16 < cols ? hi * 16 : cols;
+    for (size_t r = 0; r < rows; r++) {
+        const ag_real *restrict xr = x + r * cols;
+        for (size_t k = c0; k < c1; k++)
+            dst[k] += xr[k];
     }
 }
 
-/* Each block of 16 columns summed over the rows in row order, by one thread. */
+/* Each column summed over the rows in row order: blocks of 16 columns
+ * shared between threads, a thread's run of blocks read row by row (a
+ * contiguous piece of each row, which the prefetchers follow). */
 void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst)
 {
     column_args c = { x, rows, cols, dst };

@@ -186,8 +186,8 @@ static ag_tensor *block_forward(ag_ctx *ctx, model *m, int i, ag_tensor *x, int 
     if (c->arch == ARCH_ATTN_ONLY)
         return ag_add(ctx, x, h);
     x = ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
-    h = nn_linear_forward(ctx, &b->fc1, nn_layer_norm_forward(ctx, &b->norm2, x));
-    h = nn_linear_forward(ctx, &b->fc2, ag_gelu(ctx, h));
+    h = nn_linear_gelu_forward(ctx, &b->fc1, nn_layer_norm_forward(ctx, &b->norm2, x));
+    h = nn_linear_forward(ctx, &b->fc2, h);
     return ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
 }
 

@@ -33,6 +33,11 @@ ag_tensor *nn_linear_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x)
     return ag_linear(ctx, x, l->weight, l->bias);
 }
 
+ag_tensor *nn_linear_gelu_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x)
+{
+    return ag_linear_gelu(ctx, x, l->weight, l->bias);
+}
+
 nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d)
 {
     nn_layer_norm n;

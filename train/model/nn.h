@@ -28,6 +28,8 @@ typedef struct nn_mha {
 /* Register "<prefix>.weight" (and "<prefix>.bias") in ps. */
 nn_linear nn_linear_new(ag_params *ps, const char *prefix, int in, int out, int bias);
 ag_tensor *nn_linear_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x);
+/* gelu(l(x)) as one op (ag_linear_gelu): the same bits, fewer passes. */
+ag_tensor *nn_linear_gelu_forward(ag_ctx *ctx, const nn_linear *l, ag_tensor *x);
 
 nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d);
 ag_tensor *nn_layer_norm_forward(ag_ctx *ctx, const nn_layer_norm *n, ag_tensor *x);
