@@ -281,12 +281,13 @@ static const double ERF_TAYLOR[11][19] = {
  * below 2^-60 of the sum); 1/2 <= |x| < 6: the Taylor polynomial about the
  * nearest c of ERF_TAYLOR; |x| >= 6: +-1 (1 - erf 6 < 2^-55).  Horner's rule
  * with no quotient: a few ulps at most. */
-double ag_math_erf(double x)
-{
-    static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
-    static const double ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
+static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
+static const double ERF_ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
                                      -1.0 / 75600, 1.0 / 685440, -1.0 / 6894720, 1.0 / 76204800,
                                      -1.0 / 918086400, 1.0 / 11975040000.0 };   /* (-1)^n / (n! (2n+1)) */
+
+double ag_math_erf(double x)
+{
     double a = x < 0 ? -x : x;
     if (a != a)
         return x;
@@ -297,11 +298,11 @@ double ag_math_erf(double x)
      * two chains of products and sums, half as long, that the processor
      * runs side by side. */
     if (a < 0.5) {
-        double z = a * a, z2 = z * z, e = ZERO[12], o = ZERO[11];
+        double z = a * a, z2 = z * z, e = ERF_ZERO[12], o = ERF_ZERO[11];
         for (int n = 10; n >= 0; n -= 2) {
-            e = e * z2 + ZERO[n];
+            e = e * z2 + ERF_ZERO[n];
             if (n > 0)
-                o = o * z2 + ZERO[n - 1];
+                o = o * z2 + ERF_ZERO[n - 1];
         }
         y = TWO_OVER_SQRT_PI * (a * (e + z * o));
     } else {
@@ -361,3 +362,173 @@ double ag_math_pow(double b, double y)
         return y > 0 ? 0 : INFINITY;
     return ag_math_exp(y * ag_math_log(b));
 }
+
+#ifdef __wasm_simd128__
+/* ---- the same exp and erf, two at a time (the browser build) ------------
+ *
+ * y[i] = ag_math_exp(x[i]) (ag_math_erf) for a whole array, bit for bit:
+ * each of WebAssembly's two f64x2 lanes performs the scalar function's
+ * operations in its order (IEEE double, no fused multiply-add), so each
+ * rounds as the scalar does.  Lanes run one path together: inputs the
+ * scalar treats specially, and an element left without a partner, go to
+ * the scalar function itself.  tests/web_simd.sh compares the two. */
+#include <wasm_simd128.h>
+
+#include "kernels/wasm.h"
+
+#define SPLAT(c) wasm_f64x2_splat(c)
+#define ADD(a, b) wasm_f64x2_add(a, b)
+#define SUB(a, b) wasm_f64x2_sub(a, b)
+#define MUL(a, b) wasm_f64x2_mul(a, b)
+
+/* Each function below works on NV (1 or 2) vectors side by side, step by
+ * step: a Horner chain waits on its last product at every step, and two
+ * chains in one instruction stream keep the processor busy while it waits.
+ * (Written as loops over v; with NV a constant they unroll.) */
+#define LANES(v) for (int v = 0; v < NV; v++)
+
+/* ag_math_exp for |x| <= 708, where no special case applies and scale2
+ * multiplies once by 2^k, -1022 <= k <= 1021. */
+static inline __attribute__((always_inline)) void exp_lanes(v128_t *x, const int NV)
+{
+    v128_t n[2], ni[2], r[2], p[2];
+    LANES(v) {
+        v128_t shifted = ADD(MUL(x[v], SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT));
+        n[v] = SUB(shifted, SPLAT(ROUND_SHIFT));
+        ni[v] = wasm_i64x2_shr(wasm_i64x2_shl(shifted, 32), 32);     /* the low 32 bits, as int32 */
+    }
+    LANES(v) r[v] = SUB(SUB(x[v], MUL(n[v], SPLAT(LN2_HI / 32))), MUL(n[v], SPLAT(LN2_LO / 32)));
+    LANES(v) p[v] = MUL(r[v], SPLAT(1.0 / 720));
+    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 120), p[v]));
+    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 24), p[v]));
+    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 6), p[v]));
+    LANES(v) p[v] = ADD(r[v], MUL(MUL(r[v], r[v]), ADD(SPLAT(1.0 / 2), p[v])));
+    LANES(v) {
+        int j0 = (int)wasm_i64x2_extract_lane(ni[v], 0) & 31, j1 = (int)wasm_i64x2_extract_lane(ni[v], 1) & 31;
+        v128_t hi = wasm_f64x2_make(EXP2_32[j0][0], EXP2_32[j1][0]);
+        v128_t lo = wasm_f64x2_make(EXP2_32[j0][1], EXP2_32[j1][1]);
+        /* 2^k from its bits, k = (n - j) / 32 = n >> 5 */
+        v128_t scale = wasm_i64x2_shl(wasm_i64x2_add(wasm_i64x2_shr(ni[v], 5), wasm_i64x2_splat(1023)), 52);
+        x[v] = MUL(ADD(hi, ADD(MUL(hi, p[v]), lo)), scale);
+    }
+}
+
+static int exp_in_range(v128_t x)
+{
+    return wasm_i64x2_all_true(wasm_f64x2_le(wasm_f64x2_abs(x), SPLAT(708)));      /* false for NaN */
+}
+
+void ag_math_exp_n(const double *x, double *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v128_t v[2] = { wasm_v128_load(x + i), wasm_v128_load(x + i + 2) };
+        if (exp_in_range(v[0]) && exp_in_range(v[1])) {
+            exp_lanes(v, 2);
+            wasm_v128_store(y + i, v[0]);
+            wasm_v128_store(y + i + 2, v[1]);
+        } else
+            for (int l = 0; l < 4; l++)
+                y[i + l] = ag_math_exp(x[i + l]);
+    }
+    for (; i < n; i++)
+        y[i] = ag_math_exp(x[i]);
+}
+
+/* ag_math_erf's two polynomials for a = |x| (as the scalar forms it: -x
+ * where x < 0, so -0 stays -0) below 1/2, and in [1/2, 6) about c = 0.75
+ * + 0.5 k, the same k in every lane. */
+static inline __attribute__((always_inline)) void erf_small_lanes(v128_t *a, const int NV)
+{
+    v128_t z[2], z2[2], e[2], o[2];
+    LANES(v) {
+        z[v] = MUL(a[v], a[v]);
+        z2[v] = MUL(z[v], z[v]);
+        e[v] = SPLAT(ERF_ZERO[12]);
+        o[v] = SPLAT(ERF_ZERO[11]);
+    }
+    for (int n = 10; n >= 0; n -= 2)
+        LANES(v) {
+            e[v] = ADD(MUL(e[v], z2[v]), SPLAT(ERF_ZERO[n]));
+            if (n > 0)
+                o[v] = ADD(MUL(o[v], z2[v]), SPLAT(ERF_ZERO[n - 1]));
+        }
+    LANES(v) a[v] = MUL(SPLAT(TWO_OVER_SQRT_PI), MUL(a[v], ADD(e[v], MUL(z[v], o[v]))));
+}
+
+static inline __attribute__((always_inline)) void erf_taylor_lanes(v128_t *a, int k, const int NV)
+{
+    const double *c = ERF_TAYLOR[k];
+    v128_t t[2], t2[2], e[2], o[2];
+    LANES(v) {
+        t[v] = SUB(a[v], SPLAT(0.75 + 0.5 * k));
+        t2[v] = MUL(t[v], t[v]);
+        e[v] = SPLAT(c[18]);
+        o[v] = SPLAT(c[17]);
+    }
+    for (int n = 16; n >= 0; n -= 2)
+        LANES(v) {
+            e[v] = ADD(MUL(e[v], t2[v]), SPLAT(c[n]));
+            if (n > 0)
+                o[v] = ADD(MUL(o[v], t2[v]), SPLAT(c[n - 1]));
+        }
+    LANES(v) a[v] = ADD(e[v], MUL(t[v], o[v]));
+}
+
+/* The scalar's paths for 64 elements at a time: each element's index goes
+ * to the list of its path (12: below 1/2, or one of the 11 Taylor centres),
+ * and each list runs four, then two at a time. */
+enum { ERF_CHUNK = 64, ERF_PATHS = 12, ERF_SMALL = ERF_PATHS - 1 };
+
+static inline __attribute__((always_inline)) void erf_group(const double *x, double *y, const unsigned char *ix,
+                                                             int path, const int NV)
+{
+    v128_t a[2], negative[2];
+    LANES(v) {
+        v128_t xv = wasm_f64x2_make(x[ix[2 * v]], x[ix[2 * v + 1]]);
+        negative[v] = wasm_f64x2_lt(xv, SPLAT(0));
+        a[v] = wasm_v128_bitselect(wasm_f64x2_neg(xv), xv, negative[v]);
+    }
+    if (path == ERF_SMALL)
+        erf_small_lanes(a, NV);
+    else
+        erf_taylor_lanes(a, path, NV);
+    LANES(v) {
+        v128_t r = wasm_v128_bitselect(wasm_f64x2_neg(a[v]), a[v], negative[v]);
+        y[ix[2 * v]] = wasm_f64x2_extract_lane(r, 0);
+        y[ix[2 * v + 1]] = wasm_f64x2_extract_lane(r, 1);
+    }
+}
+
+void ag_math_erf_n(const double *x, double *y, size_t n)
+{
+    for (size_t base = 0; base < n; base += ERF_CHUNK) {
+        size_t len = n - base < ERF_CHUNK ? n - base : ERF_CHUNK;
+        const double *xc = x + base;
+        double *yc = y + base;
+        unsigned char idx[ERF_PATHS][ERF_CHUNK];
+        int count[ERF_PATHS] = { 0 };
+        for (size_t i = 0; i < len; i++) {
+            double a = xc[i] < 0 ? -xc[i] : xc[i];
+            if (!(a < 6))                       /* NaN, or +-1 */
+                yc[i] = ag_math_erf(xc[i]);
+            else {
+                int path = a < 0.5 ? ERF_SMALL : (int)((a - 0.5) * 2);
+                idx[path][count[path]++] = (unsigned char)i;
+            }
+        }
+        for (int path = 0; path < ERF_PATHS; path++) {
+            const unsigned char *ix = idx[path];
+            int c = count[path], i = 0;
+            for (; i + 4 <= c; i += 4)
+                erf_group(xc, yc, ix + i, path, 2);
+            if (i + 2 <= c) {
+                erf_group(xc, yc, ix + i, path, 1);
+                i += 2;
+            }
+            if (i < c)
+                yc[ix[i]] = ag_math_erf(xc[ix[i]]);
+        }
+    }
+}
+#endif

@@ -1,0 +1,126 @@
+/*
+ * kernels.c - the browser build's kernels (src/kernels/wasm_*.c) against
+ * the reference's, bit for bit, compiled to WebAssembly and run under node
+ * (tests/web_kernels.sh): the two-lane exp and erf against the scalar
+ * functions over a sweep with the edges and special values, and every
+ * kernel the build's table replaces against the reference kernel on
+ * assorted shapes.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "kernels/wasm.h"
+
+static ag_pcg32 rng;
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+/* n doubles: the special values and edges first, then draws spread over
+ * [-span, span] (uniform, and e^uniform for small magnitudes). */
+static void sweep(double *x, size_t n, double span)
+{
+    static const double edge[] = { 0.0, -0.0, 0.5, -0.5, 0.49999999999999994, 6.0, -6.0, 5.999999999999999, 708.0,
+                                   -708.0, 708.0000000000001, 709.78, 709.8, -745.1, -745.3, 1e-310, -1e-310,
+                                   INFINITY, -INFINITY, NAN, 1.0, 0.75, 5.75, 2.5, 2.4999999999999996 };
+    size_t i = 0;
+    for (; i < n && i < sizeof edge / sizeof *edge; i++)
+        x[i] = edge[i];
+    for (; i < n; i++) {
+        double u = 2 * ag_pcg32_uniform(&rng) - 1;
+        x[i] = i % 3 == 0 ? u * span : i % 3 == 1 ? u * 8 : (u < 0 ? -1 : 1) * exp(-40 * ag_pcg32_uniform(&rng));
+    }
+}
+
+static void check_math(void)
+{
+    enum { N = 200003 };        /* odd: the last element has no partner */
+    double *x = malloc(3 * N * sizeof *x), *y = x + N, *z = y + N;
+    sweep(x, N, 800);
+    ag_math_exp_n(x, y, N);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < N; i++)
+        if (!same_double(y[i], ag_math_exp(x[i])) && !bad++)
+            first = i;
+    CHECK(bad == 0, "exp: %zu of %d lanes differ from the scalar, first exp(%.17g) = %.17g, not %.17g", bad, N,
+          x[first], y[first], ag_math_exp(x[first]));
+    /* every length up to 200, from every offset: the pairing and chunk ends */
+    bad = 0;
+    for (size_t len = 0; len < 200; len++) {
+        ag_math_erf_n(x + len, z, len);
+        for (size_t i = 0; i < len; i++)
+            bad += !same_double(z[i], ag_math_erf(x[len + i]));
+    }
+    CHECK(bad == 0, "erf over short arrays: %zu lanes differ from the scalar", bad);
+    sweep(x, N, 7);
+    ag_math_erf_n(x, y, N);
+    bad = 0;
+    for (size_t i = 0; i < N; i++)
+        if (!same_double(y[i], ag_math_erf(x[i])) && !bad++)
+            first = i;
+    CHECK(bad == 0, "erf: %zu of %d lanes differ from the scalar, first erf(%.17g) = %.17g, not %.17g", bad, N,
+          x[first], y[first], ag_math_erf(x[first]));
+    free(x);
+}
+
+/* n floats, N(0, scale), with a few zeros */
+static float *floats(size_t n, double scale)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = i % 17 == 5 ? 0 : (float)(scale * ag_pcg32_normal(&rng));
+    return x;
+}
+
+static void check_gelu(void)
+{
+    static const size_t sizes[] = { 1, 2, 3, 255, 256, 257, 1000, 40960 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        size_t n = sizes[s];
+        float *x = floats(n, 3), *dy = floats(n, 1), *y0 = floats(n, 1), *y1 = malloc(n * sizeof *y1);
+        x[0] = -0.0f;
+        memcpy(y1, y0, n * sizeof *y1);
+        ag_kernels_reference.gelu(x, y0, n);
+        ag_kern->gelu(x, y1, n);
+        CHECK(same_floats(y0, y1, n), "gelu, n %zu: not the reference's bits", n);
+        for (int assign = 0; assign < 2; assign++) {
+            memcpy(y1, y0, n * sizeof *y1);
+            ag_kernels_reference.gelu_backward(x, dy, y0, n, assign);
+            ag_kern->gelu_backward(x, dy, y1, n, assign);
+            CHECK(same_floats(y0, y1, n), "gelu_backward, n %zu, assign %d: not the reference's bits", n, assign);
+        }
+        free(x), free(dy), free(y0), free(y1);
+    }
+}
+
+static void check_gemm(void)
+{
+    static const int shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 4, 16, 64 }, { 33, 65, 17 }, { 64, 256, 64 },
+                                     { 640, 64, 64 }, { 64, 64, 640 }, { 7, 3, 0 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 8; t++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1 & 1;
+            float beta = t >> 2 ? 0.5f : 0;
+            float *A = floats((size_t)M * K, 1), *B = floats((size_t)K * N, 1), *C0 = floats((size_t)M * N, 1);
+            float *C1 = malloc(((size_t)M * N + 1) * sizeof *C1);
+            memcpy(C1, C0, (size_t)M * N * sizeof *C1);
+            ag_kernels_reference.gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C0, N);
+            ag_kern->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C1, N);
+            CHECK(same_floats(C0, C1, (size_t)M * N), "gemm %dx%dx%d, trans %d %d, beta %g: not the reference's bits",
+                  M, N, K, ta, tb, beta);
+            free(A), free(B), free(C0), free(C1);
+        }
+}
+
+int main(void)
+{
+    ag_pcg32_seed(&rng, 42, 7);
+    CHECK(ag_kern != &ag_kernels_reference, "the build's table is installed (%s)", ag_kern->name);
+    check_math();
+    check_gelu();
+    check_gemm();
+    return check_done();
+}
