@@ -115,6 +115,53 @@ static void check_gemm(void)
         }
 }
 
+/* Attention over q, k, v in one [B,T,3,H,hd] buffer (as the model lays
+ * them out), causal or not, with queries after a cache (q_pos0 > 0) and
+ * before any key (q_pos0 < 0), with and without the weights. */
+static void check_attention(void)
+{
+    static const int shapes[][7] = {
+        /* B, H, Tq, Tk, hd, causal, q_pos0 */
+        { 2, 4, 16, 16, 16, 1, 0 }, { 1, 2, 5, 5, 3, 1, 0 }, { 2, 3, 7, 7, 8, 0, 0 }, { 1, 2, 3, 9, 4, 1, 6 },
+        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 },
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
+                      .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6] };
+        int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
+        a.q_ld = a.k_ld = a.v_ld = 3 * D;
+        a.o_ld = D;
+        a.q_bs = a.k_bs = a.v_bs = (long)T * 3 * D;
+        a.o_bs = (long)a.Tq * D;
+        a.scale = 1 / sqrtf((float)a.hd);
+        size_t nx = (size_t)a.B * T * 3 * D, no = (size_t)a.B * a.Tq * D, nl = (size_t)a.B * a.H * a.Tq;
+        size_t nw = nl * a.Tk;
+        float *x = floats(nx, 2), *dout = floats(no, 1), *o[2], *lse[2], *w[2], *dx[2];
+        for (int r = 0; r < 2; r++)
+            o[r] = floats(no, 1), lse[r] = floats(nl, 1), w[r] = floats(nw, 1), dx[r] = floats(nx, 1);
+        memcpy(dx[1], dx[0], nx * sizeof(float));
+        for (int with_w = 0; with_w < 2; with_w++)
+            for (int r = 0; r < 2; r++) {
+                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+                kern->attention(&a, x, x + D, x + 2 * D, o[r], lse[r], with_w ? w[r] : NULL, NULL);
+            }
+        CHECK(same_floats(o[0], o[1], no) && same_floats(lse[0], lse[1], nl) && same_floats(w[0], w[1], nw),
+              "attention, shape %zu: output, lse or weights not the reference's bits", s);
+        for (int assign = 1; assign >= 0; assign--) {
+            for (int r = 0; r < 2; r++) {
+                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+                kern->attention_backward(&a, x, x + D, x + 2 * D, o[0], dout, lse[0], NULL, dx[r], dx[r] + D,
+                                         dx[r] + 2 * D, assign);
+            }
+            CHECK(same_floats(dx[0], dx[1], nx), "attention backward, shape %zu, assign %d: not the reference's bits",
+                  s, assign);
+        }
+        free(x), free(dout);
+        for (int r = 0; r < 2; r++)
+            free(o[r]), free(lse[r]), free(w[r]), free(dx[r]);
+    }
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 42, 7);
@@ -122,5 +169,6 @@ int main(void)
     check_math();
     check_gelu();
     check_gemm();
+    check_attention();
     return check_done();
 }
