@@ -381,36 +381,41 @@ double ag_math_pow(double b, double y)
 #define SUB(a, b) wasm_f64x2_sub(a, b)
 #define MUL(a, b) wasm_f64x2_mul(a, b)
 
-/* Each function below works on NV (1 or 2) vectors side by side, step by
- * step: a Horner chain waits on its last product at every step, and two
- * chains in one instruction stream keep the processor busy while it waits.
- * (Written as loops over v; with NV a constant they unroll.) */
-#define LANES(v) for (int v = 0; v < NV; v++)
+/* Each function below works on two vectors side by side, step by step: a
+ * Horner chain waits on its last product at every step, and two chains in
+ * one instruction stream keep the processor busy while it waits.  (Two
+ * named variables, not an array: an array of vectors may be left in
+ * memory, and every step would wait on a store.) */
 
 /* ag_math_exp for |x| <= 708, where no special case applies and scale2
- * multiplies once by 2^k, -1022 <= k <= 1021. */
-static inline __attribute__((always_inline)) void exp_lanes(v128_t *x, const int NV)
+ * multiplies once by 2^k, -1022 <= k <= 1021: the table's two parts for
+ * n's low five bits, and 2^k from its bits, k = (n - j) / 32 = n >> 5. */
+static v128_t exp_finish(v128_t p, v128_t ni)
 {
-    v128_t n[2], ni[2], r[2], p[2];
-    LANES(v) {
-        v128_t shifted = ADD(MUL(x[v], SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT));
-        n[v] = SUB(shifted, SPLAT(ROUND_SHIFT));
-        ni[v] = wasm_i64x2_shr(wasm_i64x2_shl(shifted, 32), 32);     /* the low 32 bits, as int32 */
-    }
-    LANES(v) r[v] = SUB(SUB(x[v], MUL(n[v], SPLAT(LN2_HI / 32))), MUL(n[v], SPLAT(LN2_LO / 32)));
-    LANES(v) p[v] = MUL(r[v], SPLAT(1.0 / 720));
-    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 120), p[v]));
-    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 24), p[v]));
-    LANES(v) p[v] = MUL(r[v], ADD(SPLAT(1.0 / 6), p[v]));
-    LANES(v) p[v] = ADD(r[v], MUL(MUL(r[v], r[v]), ADD(SPLAT(1.0 / 2), p[v])));
-    LANES(v) {
-        int j0 = (int)wasm_i64x2_extract_lane(ni[v], 0) & 31, j1 = (int)wasm_i64x2_extract_lane(ni[v], 1) & 31;
-        v128_t hi = wasm_f64x2_make(EXP2_32[j0][0], EXP2_32[j1][0]);
-        v128_t lo = wasm_f64x2_make(EXP2_32[j0][1], EXP2_32[j1][1]);
-        /* 2^k from its bits, k = (n - j) / 32 = n >> 5 */
-        v128_t scale = wasm_i64x2_shl(wasm_i64x2_add(wasm_i64x2_shr(ni[v], 5), wasm_i64x2_splat(1023)), 52);
-        x[v] = MUL(ADD(hi, ADD(MUL(hi, p[v]), lo)), scale);
-    }
+    int j0 = (int)wasm_i64x2_extract_lane(ni, 0) & 31, j1 = (int)wasm_i64x2_extract_lane(ni, 1) & 31;
+    v128_t hi = wasm_f64x2_make(EXP2_32[j0][0], EXP2_32[j1][0]), lo = wasm_f64x2_make(EXP2_32[j0][1], EXP2_32[j1][1]);
+    v128_t scale = wasm_i64x2_shl(wasm_i64x2_add(wasm_i64x2_shr(ni, 5), wasm_i64x2_splat(1023)), 52);
+    return MUL(ADD(hi, ADD(MUL(hi, p), lo)), scale);
+}
+
+static inline void exp_lanes(v128_t *x0, v128_t *x1)
+{
+    v128_t s0 = ADD(MUL(*x0, SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT)), n0 = SUB(s0, SPLAT(ROUND_SHIFT));
+    v128_t s1 = ADD(MUL(*x1, SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT)), n1 = SUB(s1, SPLAT(ROUND_SHIFT));
+    v128_t ni0 = wasm_i64x2_shr(wasm_i64x2_shl(s0, 32), 32), ni1 = wasm_i64x2_shr(wasm_i64x2_shl(s1, 32), 32);
+    v128_t r0 = SUB(SUB(*x0, MUL(n0, SPLAT(LN2_HI / 32))), MUL(n0, SPLAT(LN2_LO / 32)));
+    v128_t r1 = SUB(SUB(*x1, MUL(n1, SPLAT(LN2_HI / 32))), MUL(n1, SPLAT(LN2_LO / 32)));
+    v128_t p0 = MUL(r0, SPLAT(1.0 / 720)), p1 = MUL(r1, SPLAT(1.0 / 720));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 120), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 120), p1));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 24), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 24), p1));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 6), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 6), p1));
+    p0 = ADD(r0, MUL(MUL(r0, r0), ADD(SPLAT(1.0 / 2), p0)));
+    p1 = ADD(r1, MUL(MUL(r1, r1), ADD(SPLAT(1.0 / 2), p1)));
+    *x0 = exp_finish(p0, ni0);
+    *x1 = exp_finish(p1, ni1);
 }
 
 static int exp_in_range(v128_t x)
@@ -422,11 +427,11 @@ void ag_math_exp_n(const double *x, double *y, size_t n)
 {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        v128_t v[2] = { wasm_v128_load(x + i), wasm_v128_load(x + i + 2) };
-        if (exp_in_range(v[0]) && exp_in_range(v[1])) {
-            exp_lanes(v, 2);
-            wasm_v128_store(y + i, v[0]);
-            wasm_v128_store(y + i + 2, v[1]);
+        v128_t v0 = wasm_v128_load(x + i), v1 = wasm_v128_load(x + i + 2);
+        if (exp_in_range(v0) && exp_in_range(v1)) {
+            exp_lanes(&v0, &v1);
+            wasm_v128_store(y + i, v0);
+            wasm_v128_store(y + i + 2, v1);
         } else
             for (int l = 0; l < 4; l++)
                 y[i + l] = ag_math_exp(x[i + l]);
@@ -438,66 +443,68 @@ void ag_math_exp_n(const double *x, double *y, size_t n)
 /* ag_math_erf's two polynomials for a = |x| (as the scalar forms it: -x
  * where x < 0, so -0 stays -0) below 1/2, and in [1/2, 6) about c = 0.75
  * + 0.5 k, the same k in every lane. */
-static inline __attribute__((always_inline)) void erf_small_lanes(v128_t *a, const int NV)
+static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
 {
-    v128_t z[2], z2[2], e[2], o[2];
-    LANES(v) {
-        z[v] = MUL(a[v], a[v]);
-        z2[v] = MUL(z[v], z[v]);
-        e[v] = SPLAT(ERF_ZERO[12]);
-        o[v] = SPLAT(ERF_ZERO[11]);
-    }
-    for (int n = 10; n >= 0; n -= 2)
-        LANES(v) {
-            e[v] = ADD(MUL(e[v], z2[v]), SPLAT(ERF_ZERO[n]));
-            if (n > 0)
-                o[v] = ADD(MUL(o[v], z2[v]), SPLAT(ERF_ZERO[n - 1]));
+    v128_t z0 = MUL(*a0, *a0), z20 = MUL(z0, z0), e0 = SPLAT(ERF_ZERO[12]), o0 = SPLAT(ERF_ZERO[11]);
+    v128_t z1 = MUL(*a1, *a1), z21 = MUL(z1, z1), e1 = e0, o1 = o0;
+    for (int n = 10; n >= 0; n -= 2) {
+        v128_t ce = SPLAT(ERF_ZERO[n]);
+        e0 = ADD(MUL(e0, z20), ce);
+        e1 = ADD(MUL(e1, z21), ce);
+        if (n > 0) {
+            v128_t co = SPLAT(ERF_ZERO[n - 1]);
+            o0 = ADD(MUL(o0, z20), co);
+            o1 = ADD(MUL(o1, z21), co);
         }
-    LANES(v) a[v] = MUL(SPLAT(TWO_OVER_SQRT_PI), MUL(a[v], ADD(e[v], MUL(z[v], o[v]))));
+    }
+    *a0 = MUL(SPLAT(TWO_OVER_SQRT_PI), MUL(*a0, ADD(e0, MUL(z0, o0))));
+    *a1 = MUL(SPLAT(TWO_OVER_SQRT_PI), MUL(*a1, ADD(e1, MUL(z1, o1))));
 }
 
-static inline __attribute__((always_inline)) void erf_taylor_lanes(v128_t *a, int k, const int NV)
+static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
 {
     const double *c = ERF_TAYLOR[k];
-    v128_t t[2], t2[2], e[2], o[2];
-    LANES(v) {
-        t[v] = SUB(a[v], SPLAT(0.75 + 0.5 * k));
-        t2[v] = MUL(t[v], t[v]);
-        e[v] = SPLAT(c[18]);
-        o[v] = SPLAT(c[17]);
-    }
-    for (int n = 16; n >= 0; n -= 2)
-        LANES(v) {
-            e[v] = ADD(MUL(e[v], t2[v]), SPLAT(c[n]));
-            if (n > 0)
-                o[v] = ADD(MUL(o[v], t2[v]), SPLAT(c[n - 1]));
+    v128_t t0 = SUB(*a0, SPLAT(0.75 + 0.5 * k)), t20 = MUL(t0, t0), e0 = SPLAT(c[18]), o0 = SPLAT(c[17]);
+    v128_t t1 = SUB(*a1, SPLAT(0.75 + 0.5 * k)), t21 = MUL(t1, t1), e1 = e0, o1 = o0;
+    for (int n = 16; n >= 0; n -= 2) {
+        v128_t ce = SPLAT(c[n]);
+        e0 = ADD(MUL(e0, t20), ce);
+        e1 = ADD(MUL(e1, t21), ce);
+        if (n > 0) {
+            v128_t co = SPLAT(c[n - 1]);
+            o0 = ADD(MUL(o0, t20), co);
+            o1 = ADD(MUL(o1, t21), co);
         }
-    LANES(v) a[v] = ADD(e[v], MUL(t[v], o[v]));
+    }
+    *a0 = ADD(e0, MUL(t0, o0));
+    *a1 = ADD(e1, MUL(t1, o1));
 }
 
-/* The scalar's paths for 64 elements at a time: each element's index goes
+/* The scalar's paths for 256 elements at a time: each element's index goes
  * to the list of its path (12: below 1/2, or one of the 11 Taylor centres),
- * and each list runs four, then two at a time. */
-enum { ERF_CHUNK = 64, ERF_PATHS = 12, ERF_SMALL = ERF_PATHS - 1 };
+ * and each list runs four at a time (the last two or three with lanes
+ * repeated, their copies discarded). */
+enum { ERF_CHUNK = 256, ERF_PATHS = 12, ERF_SMALL = ERF_PATHS - 1 };
 
-static inline __attribute__((always_inline)) void erf_group(const double *x, double *y, const unsigned char *ix,
-                                                             int path, const int NV)
+static v128_t erf_sign(v128_t x) { return wasm_f64x2_lt(x, SPLAT(0)); }
+
+/* x[ix[l]] for lanes l < n of four (the last repeated), and back */
+static void erf_group(const double *x, double *y, const unsigned char *ix, int n, int path)
 {
-    v128_t a[2], negative[2];
-    LANES(v) {
-        v128_t xv = wasm_f64x2_make(x[ix[2 * v]], x[ix[2 * v + 1]]);
-        negative[v] = wasm_f64x2_lt(xv, SPLAT(0));
-        a[v] = wasm_v128_bitselect(wasm_f64x2_neg(xv), xv, negative[v]);
-    }
+    int l1 = n > 1 ? 1 : 0, l2 = n > 2 ? 2 : l1, l3 = n > 3 ? 3 : l2;
+    v128_t x0 = wasm_f64x2_make(x[ix[0]], x[ix[l1]]), x1 = wasm_f64x2_make(x[ix[l2]], x[ix[l3]]);
+    v128_t neg0 = erf_sign(x0), neg1 = erf_sign(x1);
+    v128_t a0 = wasm_v128_bitselect(wasm_f64x2_neg(x0), x0, neg0), a1 = wasm_v128_bitselect(wasm_f64x2_neg(x1), x1, neg1);
     if (path == ERF_SMALL)
-        erf_small_lanes(a, NV);
+        erf_small_lanes(&a0, &a1);
     else
-        erf_taylor_lanes(a, path, NV);
-    LANES(v) {
-        v128_t r = wasm_v128_bitselect(wasm_f64x2_neg(a[v]), a[v], negative[v]);
-        y[ix[2 * v]] = wasm_f64x2_extract_lane(r, 0);
-        y[ix[2 * v + 1]] = wasm_f64x2_extract_lane(r, 1);
-    }
+        erf_taylor_lanes(&a0, &a1, path);
+    a0 = wasm_v128_bitselect(wasm_f64x2_neg(a0), a0, neg0);
+    a1 = wasm_v128_bitselect(wasm_f64x2_neg(a1), a1, neg1);
+    y[ix[0]] = wasm_f64x2_extract_lane(a0, 0);
+    y[ix[l1]] = wasm_f64x2_extract_lane(a0, 1);
+    y[ix[l2]] = wasm_f64x2_extract_lane(a1, 0);
+    y[ix[l3]] = wasm_f64x2_extract_lane(a1, 1);
 }
 
 void ag_math_erf_n(const double *x, double *y, size_t n)
@@ -513,22 +520,13 @@ void ag_math_erf_n(const double *x, double *y, size_t n)
             if (!(a < 6))                       /* NaN, or +-1 */
                 yc[i] = ag_math_erf(xc[i]);
             else {
-                int path = a < 0.5 ? ERF_SMALL : (int)((a - 0.5) * 2);
+                int k = (int)((a - 0.5) * 2), path = a < 0.5 ? ERF_SMALL : k;  /* k is 0 there: no branch */
                 idx[path][count[path]++] = (unsigned char)i;
             }
         }
-        for (int path = 0; path < ERF_PATHS; path++) {
-            const unsigned char *ix = idx[path];
-            int c = count[path], i = 0;
-            for (; i + 4 <= c; i += 4)
-                erf_group(xc, yc, ix + i, path, 2);
-            if (i + 2 <= c) {
-                erf_group(xc, yc, ix + i, path, 1);
-                i += 2;
-            }
-            if (i < c)
-                yc[ix[i]] = ag_math_erf(xc[ix[i]]);
-        }
+        for (int path = 0; path < ERF_PATHS; path++)
+            for (int i = 0; i < count[path]; i += 4)
+                erf_group(xc, yc, idx[path] + i, count[path] - i < 4 ? count[path] - i : 4, path);
     }
 }
 #endif
