@@ -281,13 +281,12 @@ static const double ERF_TAYLOR[11][19] = {
  * below 2^-60 of the sum); 1/2 <= |x| < 6: the Taylor polynomial about the
  * nearest c of ERF_TAYLOR; |x| >= 6: +-1 (1 - erf 6 < 2^-55).  Horner's rule
  * with no quotient: a few ulps at most. */
-static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
-static const double ERF_ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
-                                     -1.0 / 75600, 1.0 / 685440, -1.0 / 6894720, 1.0 / 76204800,
-                                     -1.0 / 918086400, 1.0 / 11975040000.0 };   /* (-1)^n / (n! (2n+1)) */
-
 double ag_math_erf(double x)
 {
+    static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
+    static const double ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
+                                     -1.0 / 75600, 1.0 / 685440, -1.0 / 6894720, 1.0 / 76204800,
+                                     -1.0 / 918086400, 1.0 / 11975040000.0 };   /* (-1)^n / (n! (2n+1)) */
     double a = x < 0 ? -x : x;
     if (a != a)
         return x;
@@ -298,11 +297,11 @@ double ag_math_erf(double x)
      * two chains of products and sums, half as long, that the processor
      * runs side by side. */
     if (a < 0.5) {
-        double z = a * a, z2 = z * z, e = ERF_ZERO[12], o = ERF_ZERO[11];
+        double z = a * a, z2 = z * z, e = ZERO[12], o = ZERO[11];
         for (int n = 10; n >= 0; n -= 2) {
-            e = e * z2 + ERF_ZERO[n];
+            e = e * z2 + ZERO[n];
             if (n > 0)
-                o = o * z2 + ERF_ZERO[n - 1];
+                o = o * z2 + ZERO[n - 1];
         }
         y = TWO_OVER_SQRT_PI * (a * (e + z * o));
     } else {
@@ -369,9 +368,9 @@ double ag_math_pow(double b, double y)
  * y[i] = ag_math_exp(x[i]) (ag_math_erf) for a whole array, bit for bit:
  * each of WebAssembly's two f64x2 lanes performs the scalar function's
  * operations in its order (IEEE double, no fused multiply-add), so each
- * rounds as the scalar does.  Lanes run one path together: inputs the
- * scalar treats specially, and an element left without a partner, go to
- * the scalar function itself.  tests/web_simd.sh compares the two. */
+ * rounds as the scalar does.  Lanes run one path together; inputs the
+ * scalar treats specially (and exp's last n mod 4, erf's below 1/2) go to
+ * the scalar function itself.  tests/web_kernels.sh compares the two. */
 #include <wasm_simd128.h>
 
 #include "kernels/wasm.h"
@@ -477,7 +476,8 @@ static void erf_group(const double *x, double *y, const unsigned char *ix, int n
     int l1 = n > 1 ? 1 : 0, l2 = n > 2 ? 2 : l1, l3 = n > 3 ? 3 : l2;
     v128_t x0 = wasm_f64x2_make(x[ix[0]], x[ix[l1]]), x1 = wasm_f64x2_make(x[ix[l2]], x[ix[l3]]);
     v128_t neg0 = erf_sign(x0), neg1 = erf_sign(x1);
-    v128_t a0 = wasm_v128_bitselect(wasm_f64x2_neg(x0), x0, neg0), a1 = wasm_v128_bitselect(wasm_f64x2_neg(x1), x1, neg1);
+    v128_t a0 = wasm_v128_bitselect(wasm_f64x2_neg(x0), x0, neg0);
+    v128_t a1 = wasm_v128_bitselect(wasm_f64x2_neg(x1), x1, neg1);
     erf_taylor_lanes(&a0, &a1, path);
     a0 = wasm_v128_bitselect(wasm_f64x2_neg(a0), a0, neg0);
     a1 = wasm_v128_bitselect(wasm_f64x2_neg(a1), a1, neg1);
