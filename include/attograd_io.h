@@ -63,6 +63,11 @@ void ag_atomic_abort(ag_atomic_file *a);
  * under way and its target is left as it was, 0 when the new file is
  * already in place, -1 when no write is under way.  Async-signal-safe. */
 int ag_atomic_discard(const ag_atomic_file *a);
+/* The file ag_atomic_open would write for path: path with the symlinks of
+ * its last component followed, a relative link from the link's directory
+ * (a dangling link names the file a save creates).  malloc'd; NULL with
+ * errno set (ELOOP after 40 links). */
+char *ag_write_target(const char *path);
 
 /* ---- checkpoint files: safetensors ----------------------------------------
  * Layout: u64 little-endian header length N, N bytes of UTF-8 JSON mapping

@@ -60,7 +60,7 @@ static char *read_link(const char *path)
  * last component followed (a relative target starts from the link's
  * directory).  A path that cannot be inspected is returned as it is, and
  * creating the file then says why.  malloc'd; NULL with errno set. */
-static char *resolve_link(const char *path)
+char *ag_write_target(const char *path)
 {
     char *cur = strdup(path);
     for (int hops = 0; cur; hops++) {
@@ -164,7 +164,7 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
     struct stat given;
     if (stat(path, &given) == 0 && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
         return open_through(a, path, err, errlen);
-    a->path = resolve_link(path);
+    a->path = ag_write_target(path);
     if (!a->path) {
         ag_set_err(err, errlen, "%s: cannot follow the symbolic link: %s", path, strerror(errno));
         return -1;

@@ -2,7 +2,8 @@
 # bench_multihost.sh - `make bench-multihost`: the README's model of the
 # gradient exchange, t_c = bytes / b + 2 (N-1) alpha, against a training
 # step measured on 2 network-namespace hosts (tests/netns_hosts.sh) whose
-# links tc netem limits to a bandwidth b and a one-way delay alpha.  For
+# links tc limits to a bandwidth b and a one-way delay alpha (netem; a
+# kernel without netem gets the bandwidth alone, from a token bucket).  For
 # each model and link: the bytes each rank sends per step, the model's t_c,
 # the time measured in the exchange, and the step predicted (the step
 # measured without a limit, plus t_c) against the step measured.  Then the

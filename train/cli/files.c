@@ -97,38 +97,26 @@ static volatile int n_locks;
  * meets at one lock; malloc'd. */
 static char *real_target(const char *path)
 {
-    char cur[PATH_MAX];
-    if ((size_t)snprintf(cur, sizeof cur, "%s", path) >= sizeof cur)
-        return NULL;
-    for (int hops = 0; hops < 40; hops++) {
-        char *r = realpath(cur, NULL);
-        if (r)
-            return r;
-        struct stat st;
-        char link[PATH_MAX];
-        ssize_t n;
-        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode) || (n = readlink(cur, link, sizeof link - 1)) < 0)
-            break;
-        link[n] = '\0';
-        const char *slash = strrchr(cur, '/');
-        int keep = link[0] == '/' || !slash ? 0 : (int)(slash - cur) + 1;   /* relative: from the link's directory */
-        char next[PATH_MAX];
-        if ((size_t)snprintf(next, sizeof next, "%.*s%s", keep, cur, link) >= sizeof next)
-            return NULL;
-        memcpy(cur, next, sizeof cur);
+    char *target = ag_write_target(path);
+    char *real = target ? realpath(target, NULL) : NULL;
+    if (real || !target) {
+        free(target);
+        return real;
     }
-    const char *slash = strrchr(cur, '/');
-    char *dir = slash ? strndup(cur, slash == cur ? 1 : (size_t)(slash - cur)) : strdup(".");
+    /* not there yet: the real directory it will be created in */
+    const char *slash = strrchr(target, '/');
+    char *dir = slash ? strndup(target, slash == target ? 1 : (size_t)(slash - target)) : strdup(".");
     char *rdir = dir ? realpath(dir, NULL) : NULL;
     free(dir);
     if (!rdir)
-        return strdup(cur);
-    const char *base = slash ? slash + 1 : cur;
+        return target;
+    const char *base = slash ? slash + 1 : target;
     size_t n = strlen(rdir) + strlen(base) + 2;
     char *joined = malloc(n);
     if (joined)
         snprintf(joined, n, "%s%s%s", rdir, rdir[strlen(rdir) - 1] == '/' ? "" : "/", base);
     free(rdir);
+    free(target);
     return joined;
 }
 
