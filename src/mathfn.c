@@ -281,12 +281,13 @@ static const double ERF_TAYLOR[11][19] = {
  * below 2^-60 of the sum); 1/2 <= |x| < 6: the Taylor polynomial about the
  * nearest c of ERF_TAYLOR; |x| >= 6: +-1 (1 - erf 6 < 2^-55).  Horner's rule
  * with no quotient: a few ulps at most. */
-double ag_math_erf(double x)
-{
-    static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
-    static const double ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
+static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
+static const double ERF_ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
                                      -1.0 / 75600, 1.0 / 685440, -1.0 / 6894720, 1.0 / 76204800,
                                      -1.0 / 918086400, 1.0 / 11975040000.0 };   /* (-1)^n / (n! (2n+1)) */
+
+double ag_math_erf(double x)
+{
     double a = x < 0 ? -x : x;
     if (a != a)
         return x;
@@ -297,11 +298,11 @@ double ag_math_erf(double x)
      * two chains of products and sums, half as long, that the processor
      * runs side by side. */
     if (a < 0.5) {
-        double z = a * a, z2 = z * z, e = ZERO[12], o = ZERO[11];
+        double z = a * a, z2 = z * z, e = ERF_ZERO[12], o = ERF_ZERO[11];
         for (int n = 10; n >= 0; n -= 2) {
-            e = e * z2 + ZERO[n];
+            e = e * z2 + ERF_ZERO[n];
             if (n > 0)
-                o = o * z2 + ZERO[n - 1];
+                o = o * z2 + ERF_ZERO[n - 1];
         }
         y = TWO_OVER_SQRT_PI * (a * (e + z * o));
     } else {
@@ -439,6 +440,31 @@ void ag_math_exp_n(const double *x, double *y, size_t n)
         y[i] = ag_math_exp(x[i]);
 }
 
+/* ag_math_erf's polynomial below 1/2 for a = |x| (as the scalar forms it:
+ * -x where x < 0, so -0 stays -0).  Its coefficients are read from memory
+ * (the empty asm hides where c points): as constants, each vector would be
+ * built anew from two integer moves at every use. */
+static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
+{
+    const double *c = ERF_ZERO;
+    __asm__("" : "+r"(c));
+    v128_t z0 = MUL(*a0, *a0), z20 = MUL(z0, z0), e0 = SPLAT(c[12]), o0 = SPLAT(c[11]);
+    v128_t z1 = MUL(*a1, *a1), z21 = MUL(z1, z1), e1 = e0, o1 = o0;
+    for (int n = 10; n >= 0; n -= 2) {
+        v128_t ce = SPLAT(c[n]);
+        e0 = ADD(MUL(e0, z20), ce);
+        e1 = ADD(MUL(e1, z21), ce);
+        if (n > 0) {
+            v128_t co = SPLAT(c[n - 1]);
+            o0 = ADD(MUL(o0, z20), co);
+            o1 = ADD(MUL(o1, z21), co);
+        }
+    }
+    v128_t two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
+    *a0 = MUL(two_over_sqrt_pi, MUL(*a0, ADD(e0, MUL(z0, o0))));
+    *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e1, MUL(z1, o1))));
+}
+
 /* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
  * (a as the scalar forms it: -x where x < 0), the same k in every lane. */
 static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
@@ -478,7 +504,10 @@ static void erf_group(const double *x, double *y, const unsigned char *ix, int n
     v128_t neg0 = erf_sign(x0), neg1 = erf_sign(x1);
     v128_t a0 = wasm_v128_bitselect(wasm_f64x2_neg(x0), x0, neg0);
     v128_t a1 = wasm_v128_bitselect(wasm_f64x2_neg(x1), x1, neg1);
-    erf_taylor_lanes(&a0, &a1, path);
+    if (path == ERF_SMALL)
+        erf_small_lanes(&a0, &a1);
+    else
+        erf_taylor_lanes(&a0, &a1, path);
     a0 = wasm_v128_bitselect(wasm_f64x2_neg(a0), a0, neg0);
     a1 = wasm_v128_bitselect(wasm_f64x2_neg(a1), a1, neg1);
     y[ix[0]] = wasm_f64x2_extract_lane(a0, 0);
@@ -504,9 +533,7 @@ void ag_math_erf_n(const double *x, double *y, size_t n)
                 idx[path][count[path]++] = (unsigned char)i;
             }
         }
-        for (int i = 0; i < count[ERF_SMALL]; i++)
-            yc[idx[ERF_SMALL][i]] = ag_math_erf(xc[idx[ERF_SMALL][i]]);
-        for (int path = 0; path < ERF_SMALL; path++)
+        for (int path = 0; path < ERF_PATHS; path++)
             for (int i = 0; i < count[path]; i += 4)
                 erf_group(xc, yc, idx[path] + i, count[path] - i < 4 ? count[path] - i : 4, path);
     }
