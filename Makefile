@@ -264,8 +264,8 @@ fuzz-replay: $(FUZZERS)
 	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
 
 # The browser playground (train/web/README.md): the engine with the
-# reference kernels and the WebAssembly SIMD matrix multiply of
-# src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
+# reference kernels and the WebAssembly SIMD ones of src/kernels/wasm_*.c
+# (the same bits as build-ref/), the model library
 # and the page's entry points, compiled by emscripten into one .wasm
 # beside the page.  One thread, no OpenMP.  Debian's emcc finds its
 # optimizer's JavaScript modules only through NODE_PATH.

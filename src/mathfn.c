@@ -440,39 +440,13 @@ void ag_math_exp_n(const double *x, double *y, size_t n)
         y[i] = ag_math_exp(x[i]);
 }
 
-/* ag_math_erf's polynomial below 1/2 for a = |x| (as the scalar forms it:
- * -x where x < 0, so -0 stays -0).  Its coefficients are read from memory
- * (the empty asm hides where c points): as constants, each vector would be
- * built anew from two integer moves at every use. */
-static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
+/* ag_math_erf's two Horner chains for a polynomial of even degree `top` in
+ * t, p(t) = E(t^2) + t O(t^2): E from c[top] and O from c[top - 1], down
+ * the even and the odd coefficients, for two vectors given t^2 (t20, t21). */
+static inline void even_odd_lanes(const double *c, int top, v128_t t20, v128_t t21, v128_t e[2], v128_t o[2])
 {
-    const double *c = ERF_ZERO;
-    __asm__("" : "+r"(c));
-    v128_t z0 = MUL(*a0, *a0), z20 = MUL(z0, z0), e0 = SPLAT(c[12]), o0 = SPLAT(c[11]);
-    v128_t z1 = MUL(*a1, *a1), z21 = MUL(z1, z1), e1 = e0, o1 = o0;
-    for (int n = 10; n >= 0; n -= 2) {
-        v128_t ce = SPLAT(c[n]);
-        e0 = ADD(MUL(e0, z20), ce);
-        e1 = ADD(MUL(e1, z21), ce);
-        if (n > 0) {
-            v128_t co = SPLAT(c[n - 1]);
-            o0 = ADD(MUL(o0, z20), co);
-            o1 = ADD(MUL(o1, z21), co);
-        }
-    }
-    v128_t two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
-    *a0 = MUL(two_over_sqrt_pi, MUL(*a0, ADD(e0, MUL(z0, o0))));
-    *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e1, MUL(z1, o1))));
-}
-
-/* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
- * (a as the scalar forms it: -x where x < 0), the same k in every lane. */
-static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
-{
-    const double *c = ERF_TAYLOR[k];
-    v128_t t0 = SUB(*a0, SPLAT(0.75 + 0.5 * k)), t20 = MUL(t0, t0), e0 = SPLAT(c[18]), o0 = SPLAT(c[17]);
-    v128_t t1 = SUB(*a1, SPLAT(0.75 + 0.5 * k)), t21 = MUL(t1, t1), e1 = e0, o1 = o0;
-    for (int n = 16; n >= 0; n -= 2) {
+    v128_t e0 = SPLAT(c[top]), o0 = SPLAT(c[top - 1]), e1 = e0, o1 = o0;
+    for (int n = top - 2; n >= 0; n -= 2) {
         v128_t ce = SPLAT(c[n]);
         e0 = ADD(MUL(e0, t20), ce);
         e1 = ADD(MUL(e1, t21), ce);
@@ -482,8 +456,32 @@ static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
             o1 = ADD(MUL(o1, t21), co);
         }
     }
-    *a0 = ADD(e0, MUL(t0, o0));
-    *a1 = ADD(e1, MUL(t1, o1));
+    e[0] = e0, e[1] = e1, o[0] = o0, o[1] = o1;
+}
+
+/* ag_math_erf's polynomial below 1/2 for a = |x| (as the scalar forms it:
+ * -x where x < 0, so -0 stays -0).  Its coefficients are read from memory
+ * (the empty asm hides where c points): as constants, each vector would be
+ * built anew from two integer moves at every use. */
+static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
+{
+    const double *c = ERF_ZERO;
+    __asm__("" : "+r"(c));
+    v128_t z0 = MUL(*a0, *a0), z1 = MUL(*a1, *a1), e[2], o[2];
+    even_odd_lanes(c, 12, MUL(z0, z0), MUL(z1, z1), e, o);
+    v128_t two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
+    *a0 = MUL(two_over_sqrt_pi, MUL(*a0, ADD(e[0], MUL(z0, o[0]))));
+    *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e[1], MUL(z1, o[1]))));
+}
+
+/* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
+ * (a as the scalar forms it: -x where x < 0), the same k in every lane. */
+static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
+{
+    v128_t t0 = SUB(*a0, SPLAT(0.75 + 0.5 * k)), t1 = SUB(*a1, SPLAT(0.75 + 0.5 * k)), e[2], o[2];
+    even_odd_lanes(ERF_TAYLOR[k], 18, MUL(t0, t0), MUL(t1, t1), e, o);
+    *a0 = ADD(e[0], MUL(t0, o[0]));
+    *a1 = ADD(e[1], MUL(t1, o[1]));
 }
 
 /* The scalar's paths for 256 elements at a time: each element's index goes
