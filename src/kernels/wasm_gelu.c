@@ -1,8 +1,8 @@
 /*
- * wasm_rows.c - the browser build's elementwise and row kernels (make web):
- * GELU and its gradient with the engine's erf and exp two lanes at a time
- * (src/mathfn.c's array forms), every other operation the reference's own
- * expression (src/reference.c), so the bits are the reference's.
+ * wasm_gelu.c - the browser build's GELU and its gradient (make web): the
+ * engine's erf and exp two lanes at a time (src/mathfn.c's array forms),
+ * every other operation the reference's own expression (src/reference.c),
+ * so the bits are the reference's.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <math.h>
