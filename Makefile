@@ -274,14 +274,14 @@ fuzz-replay: $(FUZZERS)
 	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
 
 # The browser playground (train/web/README.md): the engine with the
-# reference kernels and the WebAssembly SIMD matrix multiply of
-# src/kernels/wasm_gemm.c (the same bits as build-ref/), the model library
+# reference kernels and the WebAssembly SIMD ones of src/kernels/wasm_*.c
+# (the same bits as build-ref/), the model library
 # and the page's entry points, compiled by emscripten into one .wasm
 # beside the page.  One thread, no OpenMP.  Debian's emcc finds its
 # optimizer's JavaScript modules only through NODE_PATH.
 WEBDIR     = build-web
 EMCC      ?= emcc
-WEB_SRC    = $(wildcard src/*.c) src/kernels/wasm_gemm.c $(wildcard train/model/*.c) $(wildcard train/web/*.c)
+WEB_SRC    = $(wildcard src/*.c) $(wildcard src/kernels/wasm_*.c) $(wildcard train/model/*.c) $(wildcard train/web/*.c)
 WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
 WEB_EXPORT = pg_new pg_set_steps pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_info pg_save pg_open \
              pg_walkthrough pg_graph pg_error malloc free
@@ -294,7 +294,7 @@ comma     := ,
 space     := $(subst x,,x x)
 
 web: $(WEBDIR)/playground.js $(WEB_PAGE:train/web/%=$(WEBDIR)/%)
-$(WEBDIR)/playground.js: $(WEB_SRC) $(wildcard include/*.h src/*.h train/model/*.h) Makefile
+$(WEBDIR)/playground.js: $(WEB_SRC) $(wildcard include/*.h src/*.h src/kernels/wasm.h train/model/*.h) Makefile
 	@mkdir -p $(WEBDIR)
 	@echo "  EMCC $@"
 	@NODE_PATH=/usr/share/nodejs $(EMCC) $(WEB_FLAGS) $(WEB_SRC) -o $@ $(WEB_LINK)
@@ -309,6 +309,15 @@ bench-web: web all
 	@if [ ! -d tests/web/node_modules/playwright-core ]; then \
 	    echo "bench-web: skipped: no playwright-core in tests/web/node_modules (sh tests/install-deps.sh)"; exit 0; fi; \
 	ATTOGRAD=./$(BUILD)/attograd ATTOGRAD_REF=./$(BUILDDIR)-ref/attograd WEBDIR=$(WEBDIR) node tests/web/bench.js
+
+# The browser build's kernels against the reference's, bit for bit, under
+# node (tests/web_kernels.sh); the .wasm inside the .js, which node 20
+# would otherwise try to fetch.
+$(WEBDIR)/kernels.js: tests/web/kernels.c $(filter src/%,$(WEB_SRC)) $(wildcard include/*.h src/*.h src/kernels/wasm.h tests/*.h) Makefile
+	@mkdir -p $(WEBDIR)
+	@echo "  EMCC $@"
+	@NODE_PATH=/usr/share/nodejs $(EMCC) $(WEB_FLAGS) tests/web/kernels.c $(filter src/%,$(WEB_SRC)) -o $@ \
+	    -sENVIRONMENT=node -sSINGLE_FILE=1 -sALLOW_MEMORY_GROWTH=1 -sERROR_ON_UNDEFINED_SYMBOLS=0
 
 web-serve: web
 	@echo "serving $(WEBDIR)/ at http://localhost:8000/ (Ctrl-C stops)"

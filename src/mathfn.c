@@ -281,12 +281,13 @@ static const double ERF_TAYLOR[11][19] = {
  * below 2^-60 of the sum); 1/2 <= |x| < 6: the Taylor polynomial about the
  * nearest c of ERF_TAYLOR; |x| >= 6: +-1 (1 - erf 6 < 2^-55).  Horner's rule
  * with no quotient: a few ulps at most. */
-double ag_math_erf(double x)
-{
-    static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
-    static const double ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
+static const double TWO_OVER_SQRT_PI = 1.12837916709551257390e+00;
+static const double ERF_ZERO[13] = { 1.0, -1.0 / 3, 1.0 / 10, -1.0 / 42, 1.0 / 216, -1.0 / 1320, 1.0 / 9360,
                                      -1.0 / 75600, 1.0 / 685440, -1.0 / 6894720, 1.0 / 76204800,
                                      -1.0 / 918086400, 1.0 / 11975040000.0 };   /* (-1)^n / (n! (2n+1)) */
+
+double ag_math_erf(double x)
+{
     double a = x < 0 ? -x : x;
     if (a != a)
         return x;
@@ -297,11 +298,11 @@ double ag_math_erf(double x)
      * two chains of products and sums, half as long, that the processor
      * runs side by side. */
     if (a < 0.5) {
-        double z = a * a, z2 = z * z, e = ZERO[12], o = ZERO[11];
+        double z = a * a, z2 = z * z, e = ERF_ZERO[12], o = ERF_ZERO[11];
         for (int n = 10; n >= 0; n -= 2) {
-            e = e * z2 + ZERO[n];
+            e = e * z2 + ERF_ZERO[n];
             if (n > 0)
-                o = o * z2 + ZERO[n - 1];
+                o = o * z2 + ERF_ZERO[n - 1];
         }
         y = TWO_OVER_SQRT_PI * (a * (e + z * o));
     } else {
@@ -361,3 +362,195 @@ double ag_math_pow(double b, double y)
         return y > 0 ? 0 : INFINITY;
     return ag_math_exp(y * ag_math_log(b));
 }
+
+#ifdef __wasm_simd128__
+/* ---- the same exp and erf, two at a time (the browser build) ------------
+ *
+ * y[i] = ag_math_exp(x[i]) (ag_math_erf) for a whole array, bit for bit:
+ * each of WebAssembly's two f64x2 lanes performs the scalar function's
+ * operations in its order (IEEE double, no fused multiply-add), so each
+ * rounds as the scalar does.  Lanes run one path together; inputs the
+ * scalar treats specially (and exp's last n mod 4, erf's below 1/2) go to
+ * the scalar function itself.  tests/web_kernels.sh compares the two. */
+#include <wasm_simd128.h>
+
+#include "kernels/wasm.h"
+
+#define SPLAT(c) wasm_f64x2_splat(c)
+#define ADD(a, b) wasm_f64x2_add(a, b)
+#define SUB(a, b) wasm_f64x2_sub(a, b)
+#define MUL(a, b) wasm_f64x2_mul(a, b)
+
+/* Each function below works on two vectors side by side, step by step: a
+ * Horner chain waits on its last product at every step, and two chains in
+ * one instruction stream keep the processor busy while it waits.  (Two
+ * named variables, not an array: an array of vectors may be left in
+ * memory, and every step would wait on a store.) */
+
+/* ag_math_exp for |x| <= 708, where no special case applies and scale2
+ * multiplies once by 2^k, -1022 <= k <= 1021: the table's two parts for
+ * n's low five bits, and 2^k from its bits, k = (n - j) / 32 = n >> 5. */
+static v128_t exp_finish(v128_t p, v128_t ni)
+{
+    int j0 = (int)wasm_i64x2_extract_lane(ni, 0) & 31, j1 = (int)wasm_i64x2_extract_lane(ni, 1) & 31;
+    v128_t hi = wasm_f64x2_make(EXP2_32[j0][0], EXP2_32[j1][0]), lo = wasm_f64x2_make(EXP2_32[j0][1], EXP2_32[j1][1]);
+    v128_t scale = wasm_i64x2_shl(wasm_i64x2_add(wasm_i64x2_shr(ni, 5), wasm_i64x2_splat(1023)), 52);
+    return MUL(ADD(hi, ADD(MUL(hi, p), lo)), scale);
+}
+
+static inline void exp_lanes(v128_t *x0, v128_t *x1)
+{
+    v128_t s0 = ADD(MUL(*x0, SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT)), n0 = SUB(s0, SPLAT(ROUND_SHIFT));
+    v128_t s1 = ADD(MUL(*x1, SPLAT(32 * INV_LN2)), SPLAT(ROUND_SHIFT)), n1 = SUB(s1, SPLAT(ROUND_SHIFT));
+    v128_t ni0 = wasm_i64x2_shr(wasm_i64x2_shl(s0, 32), 32), ni1 = wasm_i64x2_shr(wasm_i64x2_shl(s1, 32), 32);
+    v128_t r0 = SUB(SUB(*x0, MUL(n0, SPLAT(LN2_HI / 32))), MUL(n0, SPLAT(LN2_LO / 32)));
+    v128_t r1 = SUB(SUB(*x1, MUL(n1, SPLAT(LN2_HI / 32))), MUL(n1, SPLAT(LN2_LO / 32)));
+    v128_t p0 = MUL(r0, SPLAT(1.0 / 720)), p1 = MUL(r1, SPLAT(1.0 / 720));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 120), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 120), p1));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 24), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 24), p1));
+    p0 = MUL(r0, ADD(SPLAT(1.0 / 6), p0));
+    p1 = MUL(r1, ADD(SPLAT(1.0 / 6), p1));
+    p0 = ADD(r0, MUL(MUL(r0, r0), ADD(SPLAT(1.0 / 2), p0)));
+    p1 = ADD(r1, MUL(MUL(r1, r1), ADD(SPLAT(1.0 / 2), p1)));
+    *x0 = exp_finish(p0, ni0);
+    *x1 = exp_finish(p1, ni1);
+}
+
+static int exp_in_range(v128_t x)
+{
+    return wasm_i64x2_all_true(wasm_f64x2_le(wasm_f64x2_abs(x), SPLAT(708)));      /* false for NaN */
+}
+
+void ag_math_exp_n(const double *x, double *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v128_t v0 = wasm_v128_load(x + i), v1 = wasm_v128_load(x + i + 2);
+        if (exp_in_range(v0) && exp_in_range(v1)) {
+            exp_lanes(&v0, &v1);
+            wasm_v128_store(y + i, v0);
+            wasm_v128_store(y + i + 2, v1);
+        } else
+            for (int l = 0; l < 4; l++)
+                y[i + l] = ag_math_exp(x[i + l]);
+    }
+    for (; i < n; i++)
+        y[i] = ag_math_exp(x[i]);
+}
+
+/* ag_math_erf's two Horner chains for a polynomial of even degree `top` in
+ * t, p(t) = E(t^2) + t O(t^2): E from c[top] and O from c[top - 1], down
+ * the even and the odd coefficients, for two vectors given t^2 (t20, t21). */
+static inline void even_odd_lanes(const double *c, int top, v128_t t20, v128_t t21, v128_t e[2], v128_t o[2])
+{
+    v128_t e0 = SPLAT(c[top]), o0 = SPLAT(c[top - 1]), e1 = e0, o1 = o0;
+    for (int n = top - 2; n >= 0; n -= 2) {
+        v128_t ce = SPLAT(c[n]);
+        e0 = ADD(MUL(e0, t20), ce);
+        e1 = ADD(MUL(e1, t21), ce);
+        if (n > 0) {
+            v128_t co = SPLAT(c[n - 1]);
+            o0 = ADD(MUL(o0, t20), co);
+            o1 = ADD(MUL(o1, t21), co);
+        }
+    }
+    e[0] = e0, e[1] = e1, o[0] = o0, o[1] = o1;
+}
+
+/* ag_math_erf's polynomial below 1/2 for a = |x| (as the scalar forms it:
+ * -x where x < 0, so -0 stays -0).  Its coefficients are read from memory
+ * (the empty asm hides where c points): as constants, each vector would be
+ * built anew from two integer moves at every use. */
+static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
+{
+    const double *c = ERF_ZERO;
+    __asm__("" : "+r"(c));
+    v128_t z0 = MUL(*a0, *a0), z1 = MUL(*a1, *a1), e[2], o[2];
+    even_odd_lanes(c, 12, MUL(z0, z0), MUL(z1, z1), e, o);
+    v128_t two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
+    *a0 = MUL(two_over_sqrt_pi, MUL(*a0, ADD(e[0], MUL(z0, o[0]))));
+    *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e[1], MUL(z1, o[1]))));
+}
+
+/* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
+ * (a as the scalar forms it: -x where x < 0), the same k in every lane. */
+static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
+{
+    v128_t t0 = SUB(*a0, SPLAT(0.75 + 0.5 * k)), t1 = SUB(*a1, SPLAT(0.75 + 0.5 * k)), e[2], o[2];
+    even_odd_lanes(ERF_TAYLOR[k], 18, MUL(t0, t0), MUL(t1, t1), e, o);
+    *a0 = ADD(e[0], MUL(t0, o[0]));
+    *a1 = ADD(e[1], MUL(t1, o[1]));
+}
+
+/* The scalar's paths for 256 elements at a time: four neighbours all below
+ * 1/2 run together where they lie; otherwise each element's index goes to
+ * the list of its path (12: below 1/2, or one of the 11 Taylor centres),
+ * and each list runs four at a time (the last two or three with lanes
+ * repeated, their copies discarded). */
+enum { ERF_CHUNK = 256, ERF_PATHS = 12, ERF_SMALL = ERF_PATHS - 1 };
+
+/* erf of four lanes on one path: |x| as the scalar forms it (-x where
+ * x < 0, so -0 stays -0), the polynomial, and the sign back. */
+static inline void erf_lanes(v128_t *x0, v128_t *x1, int path)
+{
+    v128_t neg0 = wasm_f64x2_lt(*x0, SPLAT(0)), neg1 = wasm_f64x2_lt(*x1, SPLAT(0));
+    v128_t a0 = wasm_v128_bitselect(wasm_f64x2_neg(*x0), *x0, neg0);
+    v128_t a1 = wasm_v128_bitselect(wasm_f64x2_neg(*x1), *x1, neg1);
+    if (path == ERF_SMALL)
+        erf_small_lanes(&a0, &a1);
+    else
+        erf_taylor_lanes(&a0, &a1, path);
+    *x0 = wasm_v128_bitselect(wasm_f64x2_neg(a0), a0, neg0);
+    *x1 = wasm_v128_bitselect(wasm_f64x2_neg(a1), a1, neg1);
+}
+
+/* x[ix[l]] for lanes l < n of four (the last repeated), and back */
+static void erf_group(const double *x, double *y, const unsigned char *ix, int n, int path)
+{
+    int l1 = n > 1 ? 1 : 0, l2 = n > 2 ? 2 : l1, l3 = n > 3 ? 3 : l2;
+    v128_t x0 = wasm_f64x2_make(x[ix[0]], x[ix[l1]]), x1 = wasm_f64x2_make(x[ix[l2]], x[ix[l3]]);
+    erf_lanes(&x0, &x1, path);
+    y[ix[0]] = wasm_f64x2_extract_lane(x0, 0);
+    y[ix[l1]] = wasm_f64x2_extract_lane(x0, 1);
+    y[ix[l2]] = wasm_f64x2_extract_lane(x1, 0);
+    y[ix[l3]] = wasm_f64x2_extract_lane(x1, 1);
+}
+
+static int all_small(v128_t x) { return wasm_i64x2_all_true(wasm_f64x2_lt(wasm_f64x2_abs(x), SPLAT(0.5))); }
+
+void ag_math_erf_n(const double *x, double *y, size_t n)
+{
+    for (size_t base = 0; base < n; base += ERF_CHUNK) {
+        size_t len = n - base < ERF_CHUNK ? n - base : ERF_CHUNK;
+        const double *xc = x + base;
+        double *yc = y + base;
+        unsigned char idx[ERF_PATHS][ERF_CHUNK];
+        int count[ERF_PATHS] = { 0 };
+        for (size_t i = 0; i < len; i += 4) {
+            if (i + 4 <= len) {         /* four neighbours below 1/2 (the common case): no lists */
+                v128_t x0 = wasm_v128_load(xc + i), x1 = wasm_v128_load(xc + i + 2);
+                if (all_small(x0) && all_small(x1)) {
+                    erf_lanes(&x0, &x1, ERF_SMALL);
+                    wasm_v128_store(yc + i, x0);
+                    wasm_v128_store(yc + i + 2, x1);
+                    continue;
+                }
+            }
+            for (size_t l = i; l < i + 4 && l < len; l++) {
+                double a = xc[l] < 0 ? -xc[l] : xc[l];
+                if (!(a < 6))                   /* NaN, or +-1 */
+                    yc[l] = ag_math_erf(xc[l]);
+                else {
+                    int k = (int)((a - 0.5) * 2), path = a < 0.5 ? ERF_SMALL : k;   /* k is 0 there: no branch */
+                    idx[path][count[path]++] = (unsigned char)l;
+                }
+            }
+        }
+        for (int path = 0; path < ERF_PATHS; path++)
+            for (int i = 0; i < count[path]; i += 4)
+                erf_group(xc, yc, idx[path] + i, count[path] - i < 4 ? count[path] - i : 4, path);
+    }
+}
+#endif

@@ -1,7 +1,6 @@
 /*
- * wasm_gemm.c - the browser build's kernels (make web): every kernel is
- * the reference's (src/reference.c) except the matrix multiply, which runs
- * on WebAssembly SIMD128 and gives the reference's bits exactly.
+ * wasm_gemm.c - the browser build's matrix multiply (make web): on
+ * WebAssembly SIMD128, with the reference's bits exactly (src/reference.c).
  *
  * Why exactly: the reference forms each C[i][j] as sum = 0, then
  * sum += op(A)[i][k] * op(B)[k][j] for k = 0, 1, ..., K-1, each product and
@@ -14,25 +13,9 @@
  * values each.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
-#include <stdlib.h>
 #include <wasm_simd128.h>
 
-#include "../kernels.h"
-
-/* Grow-only scratch (the browser build has one thread). */
-static float *scratch(size_t n)
-{
-    static float *buf;
-    static size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = malloc(n * sizeof *buf);
-        if (!buf)
-            ag_error("out of memory for the matrix multiply's panels (%zu floats)", n);
-        cap = n;
-    }
-    return buf;
-}
+#include "wasm.h"
 
 /* Four rows of C at a time, eight columns per step (eight vector
  * accumulators: each B load serves four rows, each A value eight columns,
@@ -69,12 +52,24 @@ static void rows4(const float *ap, const float *bp, int K, int Np, float *sums)
 }
 
 /* C[M,N] = beta C + op(A)[M,K] op(B)[K,N], as ref_gemm. */
-static void wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
-                      int ldb, ag_real beta, ag_real *C, int ldc)
+/* op(B) [K,Np], four rows of op(A) [4,K], their sums [4,Np] */
+static size_t scratch_floats(int N, int K)
+{
+    const size_t Np = (size_t)(N + 15) & ~(size_t)15;
+    return (size_t)K * Np + (size_t)4 * K + 4 * Np;
+}
+
+size_t ag_wasm_gemm_scratch(int M, int N, int K)
+{
+    (void)M;
+    return scratch_floats(N, K) * sizeof(float);
+}
+
+void ag_wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
+                  int ldb, ag_real beta, ag_real *C, int ldc)
 {
     const int Np = (N + 15) & ~15;
-    /* op(B) [K,Np], four rows of op(A) [4,K], their sums [4,Np] */
-    float *bp = scratch((size_t)K * Np + (size_t)4 * K + (size_t)4 * Np);
+    float *bp = ag_wasm_scratch(AG_WASM_GEMM, scratch_floats(N, K) * sizeof(float));
     float *ap = bp + (size_t)K * Np, *sums = ap + (size_t)4 * K;
     for (int k = 0; k < K; k++) {
         float *row = bp + (size_t)k * Np;
@@ -98,25 +93,12 @@ static void wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_re
     }
 }
 
-static void wasm_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
-                              long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
-                              ag_real *C, long stride_c, int ldc)
+void ag_wasm_gemm_batched(int batch, int trans_a, int trans_b, int M, int N, int K, const ag_real *A,
+                          long stride_a, int lda, const ag_real *B, long stride_b, int ldb, ag_real beta,
+                          ag_real *C, long stride_c, int ldc)
 {
     for (int b = 0; b < batch; b++)
-        wasm_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta, C + b * stride_c,
-                  ldc);
-}
-
-static ag_kernels wasm_kernels;
-
-/* Installed before main (and before the page's first call): the
- * reference's table with the two products replaced. */
-__attribute__((constructor)) static void install(void)
-{
-    wasm_kernels = ag_kernels_reference;
-    wasm_kernels.name = "reference, matrix multiply in WebAssembly SIMD128";
-    wasm_kernels.gemm = wasm_gemm;
-    wasm_kernels.gemm_batched = wasm_gemm_batched;
-    ag_kern = &wasm_kernels;
+        ag_wasm_gemm(trans_a, trans_b, M, N, K, A + b * stride_a, lda, B + b * stride_b, ldb, beta,
+                     C + b * stride_c, ldc);
 }
 #endif

@@ -1,0 +1,182 @@
+/*
+ * kernels.c - the browser build's kernels (src/kernels/wasm_*.c) against
+ * the reference's, bit for bit, compiled to WebAssembly and run under node
+ * (tests/web_kernels.sh): the two-lane exp and erf against the scalar
+ * functions over a sweep with the edges and special values, and every
+ * kernel the build's table replaces against the reference kernel on
+ * assorted shapes.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "kernels/wasm.h"
+
+static ag_pcg32 rng;
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+/* n doubles: the special values and edges first, then draws spread over
+ * [-span, span] (uniform, and e^uniform for small magnitudes). */
+static void sweep(double *x, size_t n, double span)
+{
+    static const double edge[] = { 0.0, -0.0, 0.5, -0.5, 0.49999999999999994, 6.0, -6.0, 5.999999999999999, 708.0,
+                                   -708.0, 708.0000000000001, 709.78, 709.8, -745.1, -745.3, 1e-310, -1e-310,
+                                   INFINITY, -INFINITY, NAN, 1.0, 0.75, 5.75, 2.5, 2.4999999999999996 };
+    size_t i = 0;
+    for (; i < n && i < sizeof edge / sizeof *edge; i++)
+        x[i] = edge[i];
+    for (; i < n; i++) {
+        double u = 2 * ag_pcg32_uniform(&rng) - 1;
+        x[i] = i % 3 == 0 ? u * span : i % 3 == 1 ? u * 8 : (u < 0 ? -1 : 1) * exp(-40 * ag_pcg32_uniform(&rng));
+    }
+}
+
+static void check_math(void)
+{
+    enum { N = 200003 };        /* odd: the last element has no partner */
+    double *x = malloc(3 * N * sizeof *x), *y = x + N, *z = y + N;
+    sweep(x, N, 800);
+    ag_math_exp_n(x, y, N);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < N; i++)
+        if (!same_double(y[i], ag_math_exp(x[i])) && !bad++)
+            first = i;
+    CHECK(bad == 0, "exp: %zu of %d lanes differ from the scalar, first exp(%.17g) = %.17g, not %.17g", bad, N,
+          x[first], y[first], ag_math_exp(x[first]));
+    /* every length up to 200, from every offset: the pairing and chunk ends */
+    bad = 0;
+    for (size_t len = 0; len < 200; len++) {
+        ag_math_erf_n(x + len, z, len);
+        for (size_t i = 0; i < len; i++)
+            bad += !same_double(z[i], ag_math_erf(x[len + i]));
+    }
+    CHECK(bad == 0, "erf over short arrays: %zu lanes differ from the scalar", bad);
+    sweep(x, N, 7);
+    ag_math_erf_n(x, y, N);
+    bad = 0;
+    for (size_t i = 0; i < N; i++)
+        if (!same_double(y[i], ag_math_erf(x[i])) && !bad++)
+            first = i;
+    CHECK(bad == 0, "erf: %zu of %d lanes differ from the scalar, first erf(%.17g) = %.17g, not %.17g", bad, N,
+          x[first], y[first], ag_math_erf(x[first]));
+    /* mostly below 1/2, as GELU's inputs are: runs of four neighbours there */
+    for (size_t i = 0; i < N; i++)
+        x[i] = 0.3 * ag_pcg32_normal(&rng);
+    ag_math_erf_n(x, y, N);
+    bad = 0;
+    for (size_t i = 0; i < N; i++)
+        bad += !same_double(y[i], ag_math_erf(x[i]));
+    CHECK(bad == 0, "erf of N(0, 0.3): %zu of %d lanes differ from the scalar", bad, N);
+    free(x);
+}
+
+/* n floats, N(0, scale), with a few zeros */
+static float *floats(size_t n, double scale)
+{
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = i % 17 == 5 ? 0 : (float)(scale * ag_pcg32_normal(&rng));
+    return x;
+}
+
+static void check_gelu(void)
+{
+    static const size_t sizes[] = { 1, 2, 3, 255, 256, 257, 1000, 40960 };
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        size_t n = sizes[s];
+        float *x = floats(n, 3), *dy = floats(n, 1), *y0 = floats(n, 1), *y1 = malloc(n * sizeof *y1);
+        x[0] = -0.0f;
+        memcpy(y1, y0, n * sizeof *y1);
+        ag_kernels_reference.gelu(x, y0, n);
+        ag_kern->gelu(x, y1, n);
+        CHECK(same_floats(y0, y1, n), "gelu, n %zu: not the reference's bits", n);
+        for (int assign = 0; assign < 2; assign++) {
+            memcpy(y1, y0, n * sizeof *y1);
+            ag_kernels_reference.gelu_backward(x, dy, y0, n, assign);
+            ag_kern->gelu_backward(x, dy, y1, n, assign);
+            CHECK(same_floats(y0, y1, n), "gelu_backward, n %zu, assign %d: not the reference's bits", n, assign);
+        }
+        free(x), free(dy), free(y0), free(y1);
+    }
+}
+
+static void check_gemm(void)
+{
+    static const int shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 4, 16, 64 }, { 33, 65, 17 }, { 64, 256, 64 },
+                                     { 640, 64, 64 }, { 64, 64, 640 }, { 7, 3, 0 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int t = 0; t < 8; t++) {
+            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1 & 1;
+            float beta = t >> 2 ? 0.5f : 0;
+            float *A = floats((size_t)M * K, 1), *B = floats((size_t)K * N, 1), *C0 = floats((size_t)M * N, 1);
+            float *C1 = malloc(((size_t)M * N + 1) * sizeof *C1);
+            memcpy(C1, C0, (size_t)M * N * sizeof *C1);
+            ag_kernels_reference.gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C0, N);
+            ag_kern->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C1, N);
+            CHECK(same_floats(C0, C1, (size_t)M * N), "gemm %dx%dx%d, trans %d %d, beta %g: not the reference's bits",
+                  M, N, K, ta, tb, beta);
+            free(A), free(B), free(C0), free(C1);
+        }
+}
+
+/* Attention over q, k, v in one [B,T,3,H,hd] buffer (as the model lays
+ * them out), causal or not, with queries after a cache (q_pos0 > 0) and
+ * before any key (q_pos0 < 0), with and without the weights. */
+static void check_attention(void)
+{
+    static const int shapes[][7] = {
+        /* B, H, Tq, Tk, hd, causal, q_pos0 */
+        { 2, 4, 16, 16, 16, 1, 0 }, { 1, 2, 5, 5, 3, 1, 0 }, { 2, 3, 7, 7, 8, 0, 0 }, { 1, 2, 3, 9, 4, 1, 6 },
+        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 },
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
+                      .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6] };
+        int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
+        a.q_ld = a.k_ld = a.v_ld = 3 * D;
+        a.o_ld = D;
+        a.q_bs = a.k_bs = a.v_bs = (long)T * 3 * D;
+        a.o_bs = (long)a.Tq * D;
+        a.scale = 1 / sqrtf((float)a.hd);
+        size_t nx = (size_t)a.B * T * 3 * D, no = (size_t)a.B * a.Tq * D, nl = (size_t)a.B * a.H * a.Tq;
+        size_t nw = nl * a.Tk;
+        float *x = floats(nx, 2), *dout = floats(no, 1), *o[2], *lse[2], *w[2], *dx[2];
+        for (int r = 0; r < 2; r++)
+            o[r] = floats(no, 1), lse[r] = floats(nl, 1), w[r] = floats(nw, 1), dx[r] = floats(nx, 1);
+        memcpy(dx[1], dx[0], nx * sizeof(float));
+        for (int with_w = 0; with_w < 2; with_w++)
+            for (int r = 0; r < 2; r++) {
+                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+                kern->attention(&a, x, x + D, x + 2 * D, o[r], lse[r], with_w ? w[r] : NULL, NULL);
+            }
+        CHECK(same_floats(o[0], o[1], no) && same_floats(lse[0], lse[1], nl) && same_floats(w[0], w[1], nw),
+              "attention, shape %zu: output, lse or weights not the reference's bits", s);
+        for (int assign = 1; assign >= 0; assign--) {
+            for (int r = 0; r < 2; r++) {
+                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+                kern->attention_backward(&a, x, x + D, x + 2 * D, o[0], dout, lse[0], NULL, dx[r], dx[r] + D,
+                                         dx[r] + 2 * D, assign);
+            }
+            CHECK(same_floats(dx[0], dx[1], nx), "attention backward, shape %zu, assign %d: not the reference's bits",
+                  s, assign);
+        }
+        free(x), free(dout);
+        for (int r = 0; r < 2; r++)
+            free(o[r]), free(lse[r]), free(w[r]), free(dx[r]);
+    }
+}
+
+int main(void)
+{
+    ag_pcg32_seed(&rng, 42, 7);
+    CHECK(ag_kern != &ag_kernels_reference, "the build's table is installed (%s)", ag_kern->name);
+    check_math();
+    check_gelu();
+    check_gemm();
+    check_attention();
+    return check_done();
+}
