@@ -27,8 +27,9 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                                 ag_real *dq, ag_real *dk, ag_real *dv, int assign);
 size_t ag_wasm_attention_scratch(const ag_attn *a);
 size_t ag_wasm_gemm_scratch(int M, int N, int K);
-void ag_wasm_gelu(const ag_real *x, ag_real *y, size_t n);
-void ag_wasm_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign);
+void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y);
+void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                           ag_real *dx, int assign, ag_real *db);
 
 
 /* A kernel's grow-only buffer of at least `bytes` (the browser build runs

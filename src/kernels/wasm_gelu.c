@@ -12,39 +12,49 @@
 /* Elements per pass: the doubles below stay on the stack. */
 enum { CHUNK = 256 };
 
-/* as ref_gelu:  y = x Phi(x) = x/2 (1 + erf(x / sqrt 2)) */
-void ag_wasm_gelu(const ag_real *x, ag_real *y, size_t n)
+/* as ref_gelu:  h = x + b,  y = h Phi(h) = h/2 (1 + erf(h / sqrt 2));
+ * the chunks run along each row, so a chunk's bias is b[c0..] */
+void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
 {
     double u[CHUNK], e[CHUNK];
-    for (size_t b = 0; b < n; b += CHUNK) {
-        size_t len = n - b < CHUNK ? n - b : CHUNK;
-        const ag_real *xb = x + b;
-        for (size_t i = 0; i < len; i++)
-            u[i] = xb[i] / sqrt(2.0);
-        ag_math_erf_n(u, e, len);
-        for (size_t i = 0; i < len; i++)
-            y[b + i] = (ag_real)(0.5 * xb[i] * (1 + e[i]));
-    }
+    ag_real h[CHUNK];
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c0 = 0; c0 < cols; c0 += CHUNK) {
+            size_t len = cols - c0 < CHUNK ? cols - c0 : CHUNK, at = r * cols + c0;
+            for (size_t i = 0; i < len; i++) {
+                h[i] = b ? x[at + i] + b[c0 + i] : x[at + i];
+                u[i] = h[i] / sqrt(2.0);
+            }
+            ag_math_erf_n(u, e, len);
+            for (size_t i = 0; i < len; i++)
+                y[at + i] = (ag_real)(0.5 * h[i] * (1 + e[i]));
+        }
 }
 
-/* as ref_gelu_backward:  dx (+)= dy (Phi(x) + x phi(x)),  phi(x) = exp(-x^2/2) / sqrt(2 pi) */
-void ag_wasm_gelu_backward(const ag_real *x, const ag_real *dy, ag_real *dx, size_t n, int assign)
+/* as ref_gelu_backward:  dh = dy (Phi(h) + h phi(h)),  phi(h) = exp(-h^2/2) / sqrt(2 pi),
+ * dx (+)= dh,  db_c += dh row after row (the reference's order) */
+void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
+                           ag_real *dx, int assign, ag_real *db)
 {
     double u[CHUNK], e[CHUNK], w[CHUNK], ex[CHUNK];
-    for (size_t b = 0; b < n; b += CHUNK) {
-        size_t len = n - b < CHUNK ? n - b : CHUNK;
-        const ag_real *xb = x + b;
-        for (size_t i = 0; i < len; i++) {
-            u[i] = xb[i] / sqrt(2.0);
-            w[i] = -0.5 * xb[i] * xb[i];
+    ag_real h[CHUNK];
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c0 = 0; c0 < cols; c0 += CHUNK) {
+            size_t len = cols - c0 < CHUNK ? cols - c0 : CHUNK, at = r * cols + c0;
+            for (size_t i = 0; i < len; i++) {
+                h[i] = b ? x[at + i] + b[c0 + i] : x[at + i];
+                u[i] = h[i] / sqrt(2.0);
+                w[i] = -0.5 * h[i] * h[i];
+            }
+            ag_math_erf_n(u, e, len);
+            ag_math_exp_n(w, ex, len);
+            for (size_t i = 0; i < len; i++) {
+                double cdf = 0.5 * (1 + e[i]), pdf = ex[i] / sqrt(2 * 3.14159265358979323846);
+                ag_real dh = (ag_real)(dy[at + i] * (cdf + h[i] * pdf));
+                dx[at + i] = assign ? dh : dx[at + i] + dh;
+                if (db)
+                    db[c0 + i] += dh;
+            }
         }
-        ag_math_erf_n(u, e, len);
-        ag_math_exp_n(w, ex, len);
-        for (size_t i = 0; i < len; i++) {
-            double cdf = 0.5 * (1 + e[i]), pdf = ex[i] / sqrt(2 * 3.14159265358979323846);
-            ag_real g = (ag_real)(dy[b + i] * (cdf + xb[i] * pdf));
-            dx[b + i] = assign ? g : dx[b + i] + g;
-        }
-    }
 }
 #endif

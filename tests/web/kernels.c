@@ -85,22 +85,30 @@ static float *floats(size_t n, double scale)
 
 static void check_gelu(void)
 {
-    static const size_t sizes[] = { 1, 2, 3, 255, 256, 257, 1000, 40960 };
-    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-        size_t n = sizes[s];
+    static const size_t shapes[][2] = { { 1, 1 }, { 1, 3 }, { 2, 255 }, { 3, 256 }, { 2, 257 }, { 4, 1000 },
+                                        { 40, 1024 } };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
         float *x = floats(n, 3), *dy = floats(n, 1), *y0 = floats(n, 1), *y1 = malloc(n * sizeof *y1);
+        float *b = floats(cols, 1), *db0 = floats(cols, 1), *db1 = malloc(cols * sizeof *db1);
         x[0] = -0.0f;
-        memcpy(y1, y0, n * sizeof *y1);
-        ag_kernels_reference.gelu(x, y0, n);
-        ag_kern->gelu(x, y1, n);
-        CHECK(same_floats(y0, y1, n), "gelu, n %zu: not the reference's bits", n);
-        for (int assign = 0; assign < 2; assign++) {
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *bias = with_bias ? b : NULL;
             memcpy(y1, y0, n * sizeof *y1);
-            ag_kernels_reference.gelu_backward(x, dy, y0, n, assign);
-            ag_kern->gelu_backward(x, dy, y1, n, assign);
-            CHECK(same_floats(y0, y1, n), "gelu_backward, n %zu, assign %d: not the reference's bits", n, assign);
+            ag_kernels_reference.gelu(x, bias, rows, cols, y0);
+            ag_kern->gelu(x, bias, rows, cols, y1);
+            CHECK(same_floats(y0, y1, n), "gelu, %zux%zu, bias %d: not the reference's bits", rows, cols, with_bias);
+            for (int assign = 0; assign < 2; assign++) {
+                memcpy(y1, y0, n * sizeof *y1);
+                memcpy(db1, db0, cols * sizeof *db1);
+                ag_kernels_reference.gelu_backward(x, bias, dy, rows, cols, y0, assign, with_bias ? db0 : NULL);
+                ag_kern->gelu_backward(x, bias, dy, rows, cols, y1, assign, with_bias ? db1 : NULL);
+                CHECK(same_floats(y0, y1, n) && same_floats(db0, db1, cols),
+                      "gelu_backward, %zux%zu, bias %d, assign %d: not the reference's bits", rows, cols, with_bias,
+                      assign);
+            }
         }
-        free(x), free(dy), free(y0), free(y1);
+        free(x), free(dy), free(y0), free(y1), free(b), free(db0), free(db1);
     }
 }
 
