@@ -6,7 +6,7 @@
 // one run.  Wall time, all measured here one after the other.  The page is
 // timed in 3 browser launches as a learner's browser runs it, and in one
 // with V8's optimizing compiler for all the WebAssembly from the start
-// (--no-liftoff): a launch either reaches that speed or stays about 1.4x
+// (--no-liftoff): a launch either reaches that speed or stays up to 1.5x
 // slower over all its runs here (some functions, it seems, kept in V8's
 // baseline tier: with --no-liftoff no launch was slow).
 'use strict';
