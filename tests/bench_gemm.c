@@ -299,6 +299,11 @@ int main(int argc, char **argv)
     printf("attograd blocking: kc %d, mc %d, nc %d, from the caches cpuid reports: L1d %ld KB %d-way, L2 %ld KB, "
            "L3 %ld KB per logical CPU (0: not reported)\n", kc, mc, nc, caches.l1d / 1024, caches.l1d_ways,
            caches.l2 / 1024, caches.l3_share / 1024);
+    double wake_us, fork_us, spin_us, elem_ns;
+    size_t min_work;
+    ag_threads_measured(&wake_us, &fork_us, &spin_us, &elem_ns, &min_work);
+    printf("attograd pool, measured at start: wake %.2f us, fork %.2f us, spin %.2f us (-1: never sleeps), "
+           "element %.3f ns, multiply-add %.4f ns\n", wake_us, fork_us, spin_us, elem_ns, ag_fast_gemm_madd_ns());
     if (in_turn)
         printf("one thread: attograd and OpenBLAS timed in turn, 51 timings each, the fastest counts\n");
     else
