@@ -17,7 +17,25 @@ static ag_pcg32 rng;
 
 static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+/* The same bits, element by element, except that any NaN equals any NaN:
+ * WebAssembly leaves a NaN's sign and payload to the engine (an operation
+ * with two NaN operands may return either), so a scalar loop and a vector
+ * one can differ there and nowhere else. */
+static int same_floats(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof *a) != 0 && !(isnan(a[i]) && isnan(b[i])))
+            return 0;
+    return 1;
+}
+
+static int same_doubles(const double *a, const double *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!same_double(a[i], b[i]) && !(isnan(a[i]) && isnan(b[i])))
+            return 0;
+    return 1;
+}
 
 /* n doubles: the special values and edges first, then draws spread over
  * [-span, span] (uniform, and e^uniform for small magnitudes). */
@@ -178,6 +196,132 @@ static void check_attention(void)
     }
 }
 
+/* NaN, +-inf and -0 in a few places of x (n elements), as a diverging run
+ * or a masked class would put them */
+static void specials(float *x, size_t n)
+{
+    static const float special[] = { NAN, INFINITY, -INFINITY, -0.0f };
+    for (size_t i = 0; i < 4 && 7 * i + 3 < n; i++)
+        x[7 * i + 3] = special[i];
+}
+
+/* Layer norm over rows of D: rows past any multiple of four, D not one
+ * either, w and b each given or not; the last shape has a row with NaN,
+ * inf and -0 (its lanes' neighbours must stay right). */
+static void check_layer_norm(void)
+{
+    static const size_t shapes[][2] = { { 1, 1 }, { 1, 5 }, { 2, 3 }, { 4, 64 }, { 5, 63 }, { 7, 130 },
+                                        { 512, 64 }, { 6, 17 } };
+    const size_t nshapes = sizeof shapes / sizeof *shapes;
+    for (size_t s = 0; s < nshapes; s++) {
+        size_t rows = shapes[s][0], D = shapes[s][1], n = rows * D;
+        float *x = floats(n, 2), *dy = floats(n, 1), *w = floats(D, 1), *b = floats(D, 1), *out[2], *stat[2][2];
+        float *dx[2], *dw[2], *db[2], *dw0 = floats(D, 1), *db0 = floats(D, 1), *dx0 = floats(n, 1);
+        for (size_t i = 0; i < n; i++)
+            x[i] += (float)(i / D);         /* rows of their own means, some far from 0 */
+        if (s == nshapes - 1)
+            specials(x, n), specials(dy + D, n - D);
+        for (int r = 0; r < 2; r++)
+            out[r] = malloc(n * sizeof(float)), stat[r][0] = malloc(rows * sizeof(float)),
+            stat[r][1] = malloc(rows * sizeof(float)), dx[r] = malloc(n * sizeof(float)),
+            dw[r] = malloc(D * sizeof(float)), db[r] = malloc(D * sizeof(float));
+        for (int with = 0; with < 4; with++) {
+            const float *wp = with & 1 ? w : NULL, *bp = with & 2 ? b : NULL;
+            for (int r = 0; r < 2; r++)
+                (r ? ag_kern : &ag_kernels_reference)->layer_norm(x, wp, bp, rows, (int)D, 1e-5f, out[r],
+                                                                   stat[r][0], stat[r][1]);
+            CHECK(same_floats(out[0], out[1], n) && same_floats(stat[0][0], stat[1][0], rows) &&
+                      same_floats(stat[0][1], stat[1][1], rows),
+                  "layer_norm %zux%zu, w %d, b %d: not the reference's bits", rows, D, with & 1, with >> 1);
+            /* backward with every gradient wanted or not, adding or assigning */
+            for (int want = 0; want < 8; want++)
+                for (int assign = 0; assign < 2; assign++) {
+                    for (int r = 0; r < 2; r++) {
+                        memcpy(dx[r], dx0, n * sizeof(float));
+                        memcpy(dw[r], dw0, D * sizeof(float));
+                        memcpy(db[r], db0, D * sizeof(float));
+                        (r ? ag_kern : &ag_kernels_reference)->layer_norm_backward(
+                            x, wp, stat[0][0], stat[0][1], dy, rows, (int)D, want & 1 ? dx[r] : NULL, assign,
+                            want & 2 ? dw[r] : NULL, want & 4 ? db[r] : NULL);
+                    }
+                    CHECK(same_floats(dx[0], dx[1], n) && same_floats(dw[0], dw[1], D) &&
+                              same_floats(db[0], db[1], D),
+                          "layer_norm_backward %zux%zu, w %d, dx %d dw %d db %d, assign %d: not the reference's bits",
+                          rows, D, with & 1, want & 1, want >> 1 & 1, want >> 2, assign);
+                }
+        }
+        free(x), free(dy), free(w), free(b), free(dw0), free(db0), free(dx0);
+        for (int r = 0; r < 2; r++)
+            free(out[r]), free(stat[r][0]), free(stat[r][1]), free(dx[r]), free(dw[r]), free(db[r]);
+    }
+}
+
+/* Cross-entropy: vocabularies below, at and past four, targets ignored
+ * (-1) now and then; the last shape has a row of all -inf (every class
+ * masked), a row with NaN and rows with +-inf. */
+static void check_cross_entropy(void)
+{
+    static const size_t shapes[][2] = { { 1, 1 }, { 3, 2 }, { 5, 7 }, { 8, 16 }, { 3, 257 }, { 64, 13 }, { 6, 9 } };
+    const size_t nshapes = sizeof shapes / sizeof *shapes;
+    for (size_t s = 0; s < nshapes; s++) {
+        size_t rows = shapes[s][0], V = shapes[s][1], n = rows * V;
+        float *x = floats(n, 4), *prob[2], *d[2], *d0 = floats(n, 1);
+        double loss[2][64];
+        int32_t t[64];
+        for (size_t r = 0; r < rows; r++)
+            t[r] = r % 5 == 2 ? -1 : (int32_t)(ag_pcg32_next(&rng) % V);
+        if (s == nshapes - 1) {
+            for (size_t k = 0; k < V; k++)
+                x[k] = -INFINITY;
+            specials(x + V, n - V);
+        }
+        for (int r = 0; r < 2; r++) {
+            prob[r] = malloc(n * sizeof(float)), d[r] = malloc(n * sizeof(float));
+            (r ? ag_kern : &ag_kernels_reference)->cross_entropy(x, t, rows, (int)V, prob[r], loss[r]);
+        }
+        CHECK(same_floats(prob[0], prob[1], n) && same_doubles(loss[0], loss[1], rows),
+              "cross_entropy %zux%zu: not the reference's bits", rows, V);
+        for (int assign = 0; assign < 2; assign++) {
+            for (int r = 0; r < 2; r++) {
+                memcpy(d[r], d0, n * sizeof(float));
+                (r ? ag_kern : &ag_kernels_reference)->cross_entropy_backward(prob[0], t, rows, (int)V, 0.37f, d[r],
+                                                                              assign);
+            }
+            CHECK(same_floats(d[0], d[1], n), "cross_entropy_backward %zux%zu, assign %d: not the reference's bits",
+                  rows, V, assign);
+        }
+        free(x), free(d0);
+        for (int r = 0; r < 2; r++)
+            free(prob[r]), free(d[r]);
+    }
+}
+
+/* SGD with and without momentum and decay, at the first step and after,
+ * on lengths past any multiple of four. */
+static void check_sgd(void)
+{
+    static const size_t lengths[] = { 1, 3, 4, 5, 1001 };
+    for (size_t s = 0; s < sizeof lengths / sizeof *lengths; s++)
+        for (int mode = 0; mode < 8; mode++) {
+            size_t n = lengths[s];
+            float momentum = mode & 1 ? 0.9f : 0, decay = mode & 2 ? 0.01f : 0, *p[2], *buf[2];
+            float *p0 = floats(n, 1), *g = floats(n, 1), *buf0 = floats(n, 1);
+            for (int r = 0; r < 2; r++) {
+                p[r] = malloc(n * sizeof(float)), buf[r] = malloc(n * sizeof(float));
+                memcpy(p[r], p0, n * sizeof(float));
+                memcpy(buf[r], buf0, n * sizeof(float));
+                (r ? ag_kern : &ag_kernels_reference)->sgd(p[r], g, momentum != 0 ? buf[r] : NULL, n, 0.05f, momentum,
+                                                           decay, mode >> 2);
+            }
+            CHECK(same_floats(p[0], p[1], n) && same_floats(buf[0], buf[1], n),
+                  "sgd, %zu parameters, momentum %g, decay %g, first %d: not the reference's bits", n, momentum,
+                  decay, mode >> 2);
+            free(p0), free(g), free(buf0);
+            for (int r = 0; r < 2; r++)
+                free(p[r]), free(buf[r]);
+        }
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 42, 7);
@@ -186,5 +330,8 @@ int main(void)
     check_gelu();
     check_gemm();
     check_attention();
+    check_layer_norm();
+    check_cross_entropy();
+    check_sgd();
     return check_done();
 }
