@@ -104,19 +104,22 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
                     if (s[j] > m)
                         m = s[j];
                 }
+                /* the exps of keys 0..n-1 only: past them s is -inf, whose
+                 * exp is 0, and adding 0 changes no sum (nor p, 0 there) */
                 double sum = 0;
                 if (m != -INFINITY) {
-                    for (int j = 0; j < a->Tk; j++)
+                    for (int j = 0; j < n; j++)
                         arg[j] = (double)(s[j] - m);
-                    ag_math_exp_n(arg, ex, (size_t)a->Tk);
-                    for (int j = 0; j < a->Tk; j++)
+                    ag_math_exp_n(arg, ex, (size_t)n);
+                    for (int j = 0; j < n; j++)
                         sum += ex[j];
                 }
                 ag_real l = m == -INFINITY ? -INFINITY : (ag_real)(m + ag_math_log(sum));
                 lse[((long)b * a->H + h) * a->Tq + i] = l;
-                for (int j = 0; j < a->Tk; j++)
+                for (int j = 0; j < n; j++)
                     arg[j] = (double)(s[j] - l);
-                ag_math_exp_n(arg, ex, (size_t)a->Tk);
+                if (n > 0)
+                    ag_math_exp_n(arg, ex, (size_t)n);
                 ag_real *oi = O(a, o, b, h, i);
                 memset(oi, 0, (size_t)hd * sizeof *oi);
                 for (int j = 0; j < a->Tk; j++) {
