@@ -24,6 +24,19 @@ static inline v128_t ag_wasm_narrow(v128_t lo, v128_t hi)
 void ag_math_exp_n(const double *x, double *y, size_t n);
 void ag_math_erf_n(const double *x, double *y, size_t n);
 
+/* sum_k exp(x_k - m) for k < n in double, in order, as the reference's
+ * sum_exp forms it; ex[k] keeps each exp (arg: room for n doubles) */
+static inline double ag_wasm_sum_exp(const ag_real *x, int n, ag_real m, double *arg, double *ex)
+{
+    double sum = 0;
+    for (int k = 0; k < n; k++)
+        arg[k] = (double)(x[k] - m);
+    ag_math_exp_n(arg, ex, (size_t)n);
+    for (int k = 0; k < n; k++)
+        sum += ex[k];
+    return sum;
+}
+
 
 /* The kernels that replace the reference's in the browser build's table
  * (wasm_table.c), each with the reference kernel's bits. */

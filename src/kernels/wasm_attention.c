@@ -106,14 +106,7 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
                 }
                 /* the exps of keys 0..n-1 only: past them s is -inf, whose
                  * exp is 0, and adding 0 changes no sum (nor p, 0 there) */
-                double sum = 0;
-                if (m != -INFINITY) {
-                    for (int j = 0; j < n; j++)
-                        arg[j] = (double)(s[j] - m);
-                    ag_math_exp_n(arg, ex, (size_t)n);
-                    for (int j = 0; j < n; j++)
-                        sum += ex[j];
-                }
+                double sum = m == -INFINITY ? 0 : ag_wasm_sum_exp(s, n, m, arg, ex);
                 ag_real l = m == -INFINITY ? -INFINITY : (ag_real)(m + ag_math_log(sum));
                 lse[((long)b * a->H + h) * a->Tq + i] = l;
                 for (int j = 0; j < n; j++)

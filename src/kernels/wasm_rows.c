@@ -167,14 +167,8 @@ void ag_wasm_cross_entropy(const ag_real *logits, const int32_t *target, size_t 
         for (int k = 0; k < V; k++)
             if (xr[k] > m)
                 m = xr[k];
-        double sum = 0;             /* a row of all -inf (every class masked) has no weights: zeros */
-        if (m != -INFINITY) {
-            for (int k = 0; k < V; k++)
-                arg[k] = (double)(xr[k] - m);
-            ag_math_exp_n(arg, ex, (size_t)V);
-            for (int k = 0; k < V; k++)
-                sum += ex[k];
-        }
+        /* a row of all -inf (every class masked) has no weights: zeros */
+        double sum = m == -INFINITY ? 0 : ag_wasm_sum_exp(xr, V, m, arg, ex);
         for (int k = 0; k < V; k++)
             pr[k] = m == -INFINITY ? 0 : (ag_real)(ex[k] / sum);
         loss[r] = target[r] >= 0 ? (double)(m - xr[target[r]]) + ag_math_log(sum) : 0;
