@@ -9,56 +9,76 @@
  * multiplies and adds in the same k order (no fused multiply-add: SIMD128
  * has none), so every lane rounds as the scalar loop does.  Only the
  * memory order changes: op(B) is packed into panels of eight columns,
- * [K][8] each (N padded to a multiple of 8), so the loop over k reads
- * memory in order; four rows of op(A) at a time into [K][4] vectors, each
- * value already in all four lanes (a load, not a load and a shuffle, in
- * the loop).
+ * [K][8] each (N padded to a multiple of 8), so the loop over k reads it
+ * in order (rows of N would put every k a row apart, into the same few
+ * cache sets); op(A) is read in place and C written from the vector
+ * registers.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <wasm_simd128.h>
 
 #include "wasm.h"
 
-/* Four rows of C at a time, eight columns per step (eight vector
- * accumulators: each B load serves four rows, each A vector eight columns,
- * and the accumulators stay in registers; more of them, and the browser's
- * compiler keeps some in memory).  ap: op(A)'s rows i0..i0+3 as [K][4]
- * vectors (rows past M zero), bp: op(B) as Np/8 panels [K][8]; sums [4][Np]. */
-static void rows4(const v128_t *ap, const float *bp, int K, int Np, float *sums)
+/* C's row c[j..j+3] = beta c + s, as ref_gemm stores each sum: beta 0 ignores
+ * C (even a NaN in it); otherwise beta * c rounded, then + s rounded, lane
+ * by lane as the scalar expression. */
+static void put4(float *c, v128_t s, v128_t beta, int beta0)
 {
+    wasm_v128_store(c, beta0 ? s : wasm_f32x4_add(wasm_f32x4_mul(beta, wasm_v128_load(c)), s));
+}
+
+/* Rows i0..i0+3 of C, eight columns per step (eight vector accumulators:
+ * each B load serves four rows, each A value eight columns, and the
+ * accumulators stay in registers).  a[r]: row r of op(A), its K values
+ * `as` apart (A read in place, either way it is stored); bp: op(B) as
+ * Np/8 panels [K][8]; c[r]: row r of C, NULL past M (a[r] then repeats a
+ * row whose sums are not stored).  Columns past N go to `tail` ([4][8]),
+ * not C. */
+static void rows4(const float *const a[4], long as, const float *bp, int K, int N, int Np, float *const c[4],
+                  float beta, float *tail)
+{
+    const v128_t vb = wasm_f32x4_splat(beta);
     for (int j = 0; j < Np; j += 8) {
+        v128_t s[8];
         v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
                c31 = c00;
-        const float *b = bp + (size_t)j * K;
-        const v128_t *a = ap;
-        for (int k = 0; k < K; k++, b += 8, a += 4) {
+        const float *b = bp + (size_t)j * K, *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+        for (int k = 0; k < K; k++, b += 8, a0 += as, a1 += as, a2 += as, a3 += as) {
             v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
-            c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(a[0], b0));
-            c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(a[0], b1));
-            c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(a[1], b0));
-            c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(a[1], b1));
-            c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(a[2], b0));
-            c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(a[2], b1));
-            c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(a[3], b0));
-            c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(a[3], b1));
+            v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1);
+            v128_t x2 = wasm_v128_load32_splat(a2), x3 = wasm_v128_load32_splat(a3);
+            c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(x0, b0));
+            c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(x0, b1));
+            c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(x1, b0));
+            c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(x1, b1));
+            c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(x2, b0));
+            c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(x2, b1));
+            c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(x3, b0));
+            c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(x3, b1));
         }
-        wasm_v128_store(sums + j, c00);
-        wasm_v128_store(sums + j + 4, c01);
-        wasm_v128_store(sums + Np + j, c10);
-        wasm_v128_store(sums + Np + j + 4, c11);
-        wasm_v128_store(sums + 2 * Np + j, c20);
-        wasm_v128_store(sums + 2 * Np + j + 4, c21);
-        wasm_v128_store(sums + 3 * Np + j, c30);
-        wasm_v128_store(sums + 3 * Np + j + 4, c31);
+        s[0] = c00, s[1] = c01, s[2] = c10, s[3] = c11, s[4] = c20, s[5] = c21, s[6] = c30, s[7] = c31;
+        if (j + 8 <= N) {
+            for (int r = 0; r < 4 && c[r]; r++) {
+                put4(c[r] + j, s[2 * r], vb, beta == 0);
+                put4(c[r] + j + 4, s[2 * r + 1], vb, beta == 0);
+            }
+        } else if (j < N) {     /* the last, ragged columns, element by element as ref_gemm */
+            for (int r = 0; r < 8; r++)
+                wasm_v128_store(tail + 4 * r, s[r]);
+            for (int r = 0; r < 4 && c[r]; r++)
+                for (int jj = j; jj < N; jj++) {
+                    float sum = tail[8 * r + jj - j];
+                    c[r][jj] = beta == 0 ? sum : beta * c[r][jj] + sum;
+                }
+        }
     }
 }
 
-/* op(B)'s panels [K,Np] and four rows of op(A) [K][4] vectors (first: the
- * vectors are 16-byte aligned, as malloc's buffer is), their sums [4,Np] */
+/* op(B)'s panels [K,Np] and the ragged tail [4][8] */
 static size_t scratch_floats(int N, int K)
 {
     const size_t Np = (size_t)(N + 7) & ~(size_t)7;
-    return (size_t)16 * K + (size_t)K * Np + 4 * Np;
+    return (size_t)K * Np + 32;
 }
 
 size_t ag_wasm_gemm_scratch(int M, int N, int K)
@@ -72,26 +92,26 @@ void ag_wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *
                   int ldb, ag_real beta, ag_real *C, int ldc)
 {
     const int Np = (N + 7) & ~7;
-    v128_t *ap = ag_wasm_scratch(AG_WASM_GEMM, scratch_floats(N, K) * sizeof(float));
-    float *bp = (float *)(ap + (size_t)4 * K), *sums = bp + (size_t)K * Np;
+    float *bp = ag_wasm_scratch(AG_WASM_GEMM, scratch_floats(N, K) * sizeof(float));
+    float *tail = bp + (size_t)K * Np;
     for (int j0 = 0; j0 < Np; j0 += 8)
         for (int k = 0; k < K; k++)
             for (int j = j0; j < j0 + 8; j++)
-                bp[(size_t)j0 * K + 8 * k + j - j0] = j >= N ? 0 : trans_b ? B[(long)j * ldb + k] : B[(long)k * ldb + j];
+                bp[(size_t)j0 * K + 8 * k + j - j0] = j >= N    ? 0
+                                                      : trans_b ? B[(long)j * ldb + k]
+                                                                : B[(long)k * ldb + j];
+    /* op(A)[i][k] is A[i lda + k], or A[k lda + i] when A is stored transposed */
+    const long as = trans_a ? lda : 1;
     for (int i0 = 0; i0 < M; i0 += 4) {
-        int rows = M - i0 < 4 ? M - i0 : 4;
-        for (int k = 0; k < K; k++)
-            for (int r = 0; r < 4; r++)
-                ap[4 * k + r] = wasm_f32x4_splat(r >= rows  ? 0
-                                                 : trans_a ? A[(long)k * lda + i0 + r]
-                                                           : A[(long)(i0 + r) * lda + k]);
-        rows4(ap, bp, K, Np, sums);
-        for (int r = 0; r < rows; r++) {
-            ag_real *c = C + (long)(i0 + r) * ldc;
-            const float *sr = sums + (size_t)r * Np;
-            for (int j = 0; j < N; j++)
-                c[j] = beta == 0 ? sr[j] : beta * c[j] + sr[j];    /* beta 0 ignores C, even a NaN in it */
+        const int rows = M - i0 < 4 ? M - i0 : 4;
+        const float *a[4];
+        float *c[4];
+        for (int r = 0; r < 4; r++) {
+            const int i = i0 + (r < rows ? r : rows - 1);
+            a[r] = trans_a ? A + i : A + (long)i * lda;
+            c[r] = r < rows ? C + (long)(i0 + r) * ldc : NULL;
         }
+        rows4(a, as, bp, K, N, Np, c, beta, tail);
     }
 }
 

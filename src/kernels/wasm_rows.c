@@ -125,7 +125,8 @@ void ag_wasm_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
             const v128_t mg = wasm_f32x4_splat(mean_g[l]), mgx = wasm_f32x4_splat(mean_gx[l]);
             int k = 0;
             for (; k + 4 <= D; k += 4) {
-                v128_t dyk = wasm_v128_load(dyl + k), xhat = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(xl + k), m), s);
+                v128_t dyk = wasm_v128_load(dyl + k);
+                v128_t xhat = wasm_f32x4_mul(wasm_f32x4_sub(wasm_v128_load(xl + k), m), s);
                 if (dw)
                     wasm_v128_store(dw + k, wasm_f32x4_add(wasm_v128_load(dw + k), wasm_f32x4_mul(dyk, xhat)));
                 if (db)
@@ -187,7 +188,8 @@ void ag_wasm_cross_entropy_backward(const ag_real *prob, const int32_t *target, 
         int k = 0;
         for (; k + 4 <= V; k += 4) {
             /* [k = t] as 1.0f or 0.0f in each lane */
-            v128_t hot = wasm_v128_and(wasm_i32x4_eq(wasm_i32x4_make(k, k + 1, k + 2, k + 3), wasm_i32x4_splat(t)), one);
+            v128_t lanes = wasm_i32x4_make(k, k + 1, k + 2, k + 3);
+            v128_t hot = wasm_v128_and(wasm_i32x4_eq(lanes, wasm_i32x4_splat(t)), one);
             v128_t g = t < 0 ? wasm_f32x4_splat(0) : wasm_f32x4_mul(sv, wasm_f32x4_sub(wasm_v128_load(pr + k), hot));
             wasm_v128_store(d + k, assign ? g : wasm_f32x4_add(wasm_v128_load(d + k), g));
         }
