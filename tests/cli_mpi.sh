@@ -8,7 +8,8 @@
 # text run with dropout, equal to the plain build's, and in bf16; a run
 # saved on 2 ranks and resumed on 3 equals one that never stopped; kill -9
 # or SIGSTOP of one rank ends every rank within 30 s with the checkpoint
-# intact; bad invocations get one line from rank 0 and exit 2 on every rank.  Without
+# intact, and a save slower than the 8 s limit on ranks stuck inside MPI
+# is written whole; bad invocations get one line from rank 0 and exit 2 on every rank.  Without
 # mpirun, mpicc or the MPI binary those checks report skipped.  Run from the
 # repository root; ATTOGRAD and ATTOGRAD_MPI override the two binaries.
 # Option lists ($TINY, $COPY, ...) are split into words on purpose.
@@ -231,6 +232,29 @@ wait_ended "SIGSTOP of rank 2 with --mpi-timeout 2"
 check "SIGSTOP: the ranks that waited say so ($(grep -m1 'have not answered' long.err))" \
     grep -q "rank 0: the other ranks have not answered for 2 s" long.err
 check "SIGSTOP: the ranks that gave up exit 4, and mpirun with them (mpirun exit $last_rc)" test "$last_rc" -eq 4
+
+# A rank that gave up and saves is not cut off by the alarm that ends ranks
+# stuck inside MPI (8 s): its checkpoint goes to a pipe whose reader starts
+# reading 12 s after rank 2 stops, and arrives whole.
+rm -f slow.fifo slow.st
+mkfifo slow.fifo
+(exec 3<slow.fifo; sleep 14; cat <&3 >slow.st) &
+reader=$!
+mpirun --oversubscribe -np 3 "$M" train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 \
+    --batch 12 --optimizer adamw --steps 1000000 --save slow.fifo --save-every 0 --eval-every 0 --quiet \
+    --threads 1 --mpi-timeout 2 >slow.out 2>slow.err &
+mpid=$!
+sleep 2
+victim=$(rank_pid 2)
+kill -STOP "$victim"
+for _ in $(seq 600); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$mpid" 2>/dev/null
+wait "$mpid"
+kill -9 "$victim" 2>/dev/null
+wait "$reader"
+step=$(sed -nE 's/.*saved slow.fifo at step ([0-9]+).*/\1/p' slow.err)
+check "a save slower than 8 s after giving up is written whole ($(grep -m1 '^attograd' slow.err))" \
+    eval '[ -n "$step" ] && "$A" info slow.st | grep -q "step $step,"'
 
 # Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and
 # rank 0 saves it.  A signal that finds rank 1 waiting for rank 0 (which is

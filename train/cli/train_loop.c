@@ -133,6 +133,7 @@ static int save_after_fault(trainer *t, long completed)
         dist_await_saver();
         return status;
     }
+    dist_saving();
     const char *path = t->fault_save;
     if (!path) {
         dist_say("%s during step %ld; no --save, so the %ld steps taken are lost", dist_lost_reason(), completed + 1,

@@ -246,8 +246,8 @@ static void give_up(dist_fault why, const char *call, int rc)
     }
     /* From here on Open MPI may hang: its progress engine, reconnecting to
      * a dead rank, waits forever for mpirun to print a warning, and mpirun
-     * may be gone.  The alarm ends such a rank (the rank that saves calls
-     * no MPI after this point, and has that long to save). */
+     * may be gone.  The alarm ends such a rank; the rank that saves turns
+     * it off while it writes (dist_saving), since it calls no MPI then. */
     snprintf(stuck_msg, sizeof stuck_msg, "attograd %s: rank %d: still inside MPI %d s after giving up on the "
              "other ranks; leaving\n", command, rank, STUCK_SECONDS);
     stuck_status = why == DIST_STOPPED && stop_flag ? 128 + (int)*stop_flag : DIST_LOST;
@@ -317,9 +317,17 @@ void dist_await_saver(void)
         }
 }
 
+void dist_saving(void)
+{
+    if (lost)
+        alarm(0);
+}
+
 void dist_saver_done(void)
 {
     static int word = 1;
+    if (lost)
+        alarm(STUCK_SECONDS);   /* MPI again, which may hang (see give_up) */
     MPI_Request reqs[64];
     int n = 0;
     for (int q = rank + 1; q < size && n < (int)(sizeof reqs / sizeof reqs[0]); q++)
@@ -582,6 +590,7 @@ const char *dist_lost_reason(void) { return ""; }
 int dist_lowest_alive(void) { return 1; }
 void dist_await_saver(void) {}
 void dist_saver_done(void) {}
+void dist_saving(void) {}
 
 int dist_allgather(void *buf, const int *counts, const int *displs, dist_type type)
 {

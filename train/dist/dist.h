@@ -125,6 +125,11 @@ int dist_lowest_alive(void);
  * (written or not), at most a minute. */
 void dist_await_saver(void);
 void dist_saver_done(void);
+/* The saving rank calls no MPI between dist_saving and dist_saver_done, so
+ * the alarm that ends a rank stuck inside MPI after giving up is off while
+ * it writes: a checkpoint that takes long to write (a big model, a slow
+ * disk, a pipe) is not cut off.  dist_saver_done sets it again. */
+void dist_saving(void);
 
 /* The end of a run with exit status `status`.  together: every rank ends
  * with this status (it succeeded, or they stopped together): the ranks
