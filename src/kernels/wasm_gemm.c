@@ -9,54 +9,73 @@
  * multiplies and adds in the same k order (no fused multiply-add: SIMD128
  * has none), so every lane rounds as the scalar loop does.  Only the
  * memory order changes: op(B) is packed into rows of N (padded to a
- * multiple of 16), and four rows of op(A) at a time into K contiguous
- * values each.
+ * multiple of 16); op(A) is read in place and C written from the vector
+ * registers.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <wasm_simd128.h>
 
 #include "wasm.h"
 
-/* Four rows of C at a time, eight columns per step (eight vector
- * accumulators: each B load serves four rows, each A value eight columns,
- * and the accumulators stay in registers).  ap: op(A)'s rows i0..i0+3 as
- * [4][K] (rows past M zero), bp: op(B) [K,Np]; sums [4][Np]. */
-static void rows4(const float *ap, const float *bp, int K, int Np, float *sums)
+/* C's row c[j..j+3] = beta c + s, as ref_gemm stores each sum: beta 0 ignores
+ * C (even a NaN in it); otherwise beta * c rounded, then + s rounded, lane
+ * by lane as the scalar expression. */
+static void put4(float *c, v128_t s, v128_t beta, int beta0)
 {
+    wasm_v128_store(c, beta0 ? s : wasm_f32x4_add(wasm_f32x4_mul(beta, wasm_v128_load(c)), s));
+}
+
+/* Rows i0..i0+3 of C, eight columns per step (eight vector accumulators:
+ * each B load serves four rows, each A value eight columns, and the
+ * accumulators stay in registers).  a[r]: row r of op(A), its K values
+ * `as` apart (A read in place, either way it is stored); bp: op(B) as
+ * [K, Np]; c[r]: row r of C, NULL past M (a[r] then repeats a row whose
+ * sums are not stored).  Columns past N go to `tail` ([4][8]), not C. */
+static void rows4(const float *const a[4], long as, const float *bp, int K, int N, int Np, float *const c[4],
+                  float beta, float *tail)
+{
+    const v128_t vb = wasm_f32x4_splat(beta);
     for (int j = 0; j < Np; j += 8) {
+        v128_t s[8];
         v128_t c00 = wasm_f32x4_splat(0), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
                c31 = c00;
-        const float *b = bp + j;
-        for (int k = 0; k < K; k++, b += Np) {
+        const float *b = bp + j, *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+        for (int k = 0; k < K; k++, b += Np, a0 += as, a1 += as, a2 += as, a3 += as) {
             v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + 4);
-            v128_t a0 = wasm_f32x4_splat(ap[k]), a1 = wasm_f32x4_splat(ap[K + k]);
-            v128_t a2 = wasm_f32x4_splat(ap[2 * K + k]), a3 = wasm_f32x4_splat(ap[3 * K + k]);
-            c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(a0, b0));
-            c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(a0, b1));
-            c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(a1, b0));
-            c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(a1, b1));
-            c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(a2, b0));
-            c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(a2, b1));
-            c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(a3, b0));
-            c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(a3, b1));
+            v128_t x0 = wasm_v128_load32_splat(a0), x1 = wasm_v128_load32_splat(a1);
+            v128_t x2 = wasm_v128_load32_splat(a2), x3 = wasm_v128_load32_splat(a3);
+            c00 = wasm_f32x4_add(c00, wasm_f32x4_mul(x0, b0));
+            c01 = wasm_f32x4_add(c01, wasm_f32x4_mul(x0, b1));
+            c10 = wasm_f32x4_add(c10, wasm_f32x4_mul(x1, b0));
+            c11 = wasm_f32x4_add(c11, wasm_f32x4_mul(x1, b1));
+            c20 = wasm_f32x4_add(c20, wasm_f32x4_mul(x2, b0));
+            c21 = wasm_f32x4_add(c21, wasm_f32x4_mul(x2, b1));
+            c30 = wasm_f32x4_add(c30, wasm_f32x4_mul(x3, b0));
+            c31 = wasm_f32x4_add(c31, wasm_f32x4_mul(x3, b1));
         }
-        wasm_v128_store(sums + j, c00);
-        wasm_v128_store(sums + j + 4, c01);
-        wasm_v128_store(sums + Np + j, c10);
-        wasm_v128_store(sums + Np + j + 4, c11);
-        wasm_v128_store(sums + 2 * Np + j, c20);
-        wasm_v128_store(sums + 2 * Np + j + 4, c21);
-        wasm_v128_store(sums + 3 * Np + j, c30);
-        wasm_v128_store(sums + 3 * Np + j + 4, c31);
+        s[0] = c00, s[1] = c01, s[2] = c10, s[3] = c11, s[4] = c20, s[5] = c21, s[6] = c30, s[7] = c31;
+        if (j + 8 <= N) {
+            for (int r = 0; r < 4 && c[r]; r++) {
+                put4(c[r] + j, s[2 * r], vb, beta == 0);
+                put4(c[r] + j + 4, s[2 * r + 1], vb, beta == 0);
+            }
+        } else if (j < N) {     /* the last, ragged columns, element by element as ref_gemm */
+            for (int r = 0; r < 8; r++)
+                wasm_v128_store(tail + 4 * r, s[r]);
+            for (int r = 0; r < 4 && c[r]; r++)
+                for (int jj = j; jj < N; jj++) {
+                    float sum = tail[8 * r + jj - j];
+                    c[r][jj] = beta == 0 ? sum : beta * c[r][jj] + sum;
+                }
+        }
     }
 }
 
-/* C[M,N] = beta C + op(A)[M,K] op(B)[K,N], as ref_gemm. */
-/* op(B) [K,Np], four rows of op(A) [4,K], their sums [4,Np] */
+/* op(B) [K,Np] and the ragged tail [4][8] */
 static size_t scratch_floats(int N, int K)
 {
     const size_t Np = (size_t)(N + 15) & ~(size_t)15;
-    return (size_t)K * Np + (size_t)4 * K + 4 * Np;
+    return (size_t)K * Np + 32;
 }
 
 size_t ag_wasm_gemm_scratch(int M, int N, int K)
@@ -65,12 +84,13 @@ size_t ag_wasm_gemm_scratch(int M, int N, int K)
     return scratch_floats(N, K) * sizeof(float);
 }
 
+/* C[M,N] = beta C + op(A)[M,K] op(B)[K,N], as ref_gemm. */
 void ag_wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda, const ag_real *B,
                   int ldb, ag_real beta, ag_real *C, int ldc)
 {
     const int Np = (N + 15) & ~15;
     float *bp = ag_wasm_scratch(AG_WASM_GEMM, scratch_floats(N, K) * sizeof(float));
-    float *ap = bp + (size_t)K * Np, *sums = ap + (size_t)4 * K;
+    float *tail = bp + (size_t)K * Np;
     for (int k = 0; k < K; k++) {
         float *row = bp + (size_t)k * Np;
         for (int j = 0; j < N; j++)
@@ -78,18 +98,18 @@ void ag_wasm_gemm(int trans_a, int trans_b, int M, int N, int K, const ag_real *
         for (int j = N; j < Np; j++)
             row[j] = 0;
     }
+    /* op(A)[i][k] is A[i lda + k], or A[k lda + i] when A is stored transposed */
+    const long as = trans_a ? lda : 1;
     for (int i0 = 0; i0 < M; i0 += 4) {
-        int rows = M - i0 < 4 ? M - i0 : 4;
-        for (int r = 0; r < 4; r++)
-            for (int k = 0; k < K; k++)
-                ap[(size_t)r * K + k] = r >= rows ? 0 : trans_a ? A[(long)k * lda + i0 + r] : A[(long)(i0 + r) * lda + k];
-        rows4(ap, bp, K, Np, sums);
-        for (int r = 0; r < rows; r++) {
-            ag_real *c = C + (long)(i0 + r) * ldc;
-            const float *sr = sums + (size_t)r * Np;
-            for (int j = 0; j < N; j++)
-                c[j] = beta == 0 ? sr[j] : beta * c[j] + sr[j];    /* beta 0 ignores C, even a NaN in it */
+        const int rows = M - i0 < 4 ? M - i0 : 4;
+        const float *a[4];
+        float *c[4];
+        for (int r = 0; r < 4; r++) {
+            const int i = i0 + (r < rows ? r : rows - 1);
+            a[r] = trans_a ? A + i : A + (long)i * lda;
+            c[r] = r < rows ? C + (long)(i0 + r) * ldc : NULL;
         }
+        rows4(a, as, bp, K, N, Np, c, beta, tail);
     }
 }
 

@@ -112,23 +112,32 @@ static void check_gelu(void)
     }
 }
 
+/* Every pairing of transposes, beta 0 (over a NaN in C, which it must
+ * ignore), 1/2 and 1, ragged sizes, and leading dimensions past the
+ * matrices' widths, whose padding (and C's) must come out untouched. */
 static void check_gemm(void)
 {
     static const int shapes[][3] = { { 1, 1, 1 }, { 3, 5, 7 }, { 4, 16, 64 }, { 33, 65, 17 }, { 64, 256, 64 },
-                                     { 640, 64, 64 }, { 64, 64, 640 }, { 7, 3, 0 } };
+                                     { 640, 64, 64 }, { 64, 64, 640 }, { 7, 3, 0 }, { 6, 13, 9 } };
+    static const float betas[] = { 0, 0.5f, 1 };
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-        for (int t = 0; t < 8; t++) {
-            int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1 & 1;
-            float beta = t >> 2 ? 0.5f : 0;
-            float *A = floats((size_t)M * K, 1), *B = floats((size_t)K * N, 1), *C0 = floats((size_t)M * N, 1);
-            float *C1 = malloc(((size_t)M * N + 1) * sizeof *C1);
-            memcpy(C1, C0, (size_t)M * N * sizeof *C1);
-            ag_kernels_reference.gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C0, N);
-            ag_kern->gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, beta, C1, N);
-            CHECK(same_floats(C0, C1, (size_t)M * N), "gemm %dx%dx%d, trans %d %d, beta %g: not the reference's bits",
-                  M, N, K, ta, tb, beta);
-            free(A), free(B), free(C0), free(C1);
-        }
+        for (int t = 0; t < 12; t++)
+            for (int pad = 0; pad < 2; pad++) {
+                int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ta = t & 1, tb = t >> 1 & 1;
+                float beta = betas[t >> 2];
+                int lda = (ta ? M : K) + 3 * pad, ldb = (tb ? K : N) + 5 * pad, ldc = N + 2 * pad;
+                size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+                float *A = floats(na, 1), *B = floats(nb, 1), *C0 = floats(nc, 1);
+                float *C1 = malloc((nc + 1) * sizeof *C1);
+                if (beta == 0 && nc)
+                    C0[nc / 2] = NAN;
+                memcpy(C1, C0, nc * sizeof *C1);
+                ag_kernels_reference.gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C0, ldc);
+                ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C1, ldc);
+                CHECK(same_floats(C0, C1, nc), "gemm %dx%dx%d, trans %d %d, beta %g, padded %d: not the reference's bits",
+                      M, N, K, ta, tb, beta, pad);
+                free(A), free(B), free(C0), free(C1);
+            }
 }
 
 /* Attention over q, k, v in one [B,T,3,H,hd] buffer (as the model lays
