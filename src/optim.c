@@ -1,7 +1,7 @@
 /*
  * optim.c - SGD with momentum, AdamW and global gradient-norm clipping.
  * Parameters, gradients and moments are parallel contiguous blocks, so an
- * update is a flat loop over each parameter's stretch of them.
+ * update is one flat loop over all of them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -50,25 +50,58 @@ void ag_optim_free(ag_optim *o)
     free(o);
 }
 
-/* The updates run parameter by parameter, each a stretch of the flat
- * blocks with its own weight decay (definitions: ref_sgd and ref_adamw in
- * src/reference.c). */
-void ag_optim_step(ag_optim *o, double lr)
+/* One optimizer step over elements [lo, hi) of the flat blocks: of each
+ * parameter, the part that lies in that range, with the parameter's own
+ * weight decay (definitions: ref_sgd and ref_adamw in src/reference.c). */
+typedef struct {
+    ag_optim *o;
+    double lr;
+} step_args;
+
+static void step_range(void *ctx, size_t lo, size_t hi)
 {
+    const step_args *s = ctx;
+    ag_optim *o = s->o;
     ag_params *ps = o->ps;
     for (int k = 0; k < ps->count; k++) {
         ag_tensor *t = ps->list[k];
-        size_t off = (size_t)(t->data - ps->data);
-        double decay = t->decay ? o->weight_decay : 0;
+        const size_t off = (size_t)(t->data - ps->data), end = off + t->size;
+        if (end <= lo || off >= hi)
+            continue;
+        const size_t a = off > lo ? off : lo, b = end < hi ? end : hi;
+        const double decay = t->decay ? o->weight_decay : 0;
         if (o->kind == AG_SGD) {
-            ag_kern->sgd(t->data, t->grad, o->m + off, t->size, (ag_real)lr, (ag_real)o->momentum, (ag_real)decay,
-                         o->step == 0);
+            ag_kern->sgd(ps->data + a, ps->grad + a, o->m + a, b - a, (ag_real)s->lr, (ag_real)o->momentum,
+                         (ag_real)decay, o->step == 0);
         } else {
-            ag_adamw_args a = { lr, o->beta1, o->beta2, o->eps, decay, o->step + 1 };
-            ag_kern->adamw(t->data, t->grad, o->m + off, o->v + off, t->size, &a);
+            ag_adamw_args args = { s->lr, o->beta1, o->beta2, o->eps, decay, o->step + 1 };
+            ag_kern->adamw(ps->data + a, ps->grad + a, o->m + a, o->v + a, b - a, &args);
         }
     }
+}
+
+/* The update is element by element, so it runs as one loop over all the
+ * parameters' flat blocks, each thread taking a contiguous piece across
+ * parameter boundaries: one parallel loop a step instead of one per
+ * parameter (a small model has dozens, most too small to share alone), the
+ * same bits however it is split. */
+void ag_optim_step(ag_optim *o, double lr)
+{
+    step_args s = { o, lr };
+    ag_parallel_for(o->ps->total, o->ps->total, step_range, &s);
     o->step++;
+}
+
+typedef struct {
+    ag_real *x;
+    ag_real c;
+} scale_args;
+
+static void scale_range(void *ctx, size_t lo, size_t hi)
+{
+    const scale_args *s = ctx;
+    for (size_t i = lo; i < hi; i++)
+        s->x[i] *= s->c;
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
@@ -77,8 +110,7 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm)
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
         ag_real c = (ag_real)coef;
-        for (size_t i = 0; i < ps->total; i++)
-            ps->grad[i] *= c;
+        ag_parallel_for(ps->total, ps->total, scale_range, &(scale_args){ ps->grad, c });
     }
     return norm;
 }

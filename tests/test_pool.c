@@ -3,10 +3,13 @@
  * once for many task and thread counts (more threads than cores too),
  * repeated and nested loops, which work is shared (ag_threads_for), two
  * calling threads at once, a pool used in a forked child, the wait
- * policies, and kernels giving the same bits on 1, 2 and more threads.
+ * policies, and kernels and the optimizers giving the same bits on 1, 2
+ * and more threads.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -333,6 +336,78 @@ static void test_kernels_threads(void)
     free(w);
 }
 
+/* The optimizers update all parameters in one loop whose pieces cross
+ * parameter boundaries (src/optim.c): each element must still get its own
+ * parameter's weight decay and come out with the bits of the kernel run
+ * parameter by parameter, on any thread count.  Sizes are odd so that the
+ * pieces' edges fall inside parameters; the clip scales the gradients. */
+static void test_optimizer_threads(void)
+{
+    enum { COUNT = 7, STEPS = 3 };
+    const int sizes[COUNT] = { 1, 129, 17, 4000, 3, 650, 2048 };
+    for (int kind = 0; kind < 2; kind++) {
+        const int threads[] = { 1, 2, 3, 7 };
+        ag_real *got[4];
+        size_t total = 0;
+        for (int r = 0; r < 4; r++) {
+            check_set_threads(threads[r]);
+            ag_params *ps = ag_params_new();
+            for (int k = 0; k < COUNT; k++) {
+                char name[16];
+                snprintf(name, sizeof name, "p%d", k);
+                ag_params_add(ps, name, 1, &sizes[k])->decay = k % 2;
+            }
+            ag_params_alloc(ps);
+            total = ps->total;
+            rng = 7;
+            for (size_t i = 0; i < total; i++) ps->data[i] = uniform();
+            ag_optim *o = kind ? ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0.1) : ag_optim_sgd(ps, 0.9, 0.1);
+            for (int step = 0; step < STEPS; step++) {
+                for (size_t i = 0; i < total; i++) ps->grad[i] = uniform() * 5;
+                ag_clip_grad_norm(ps, 1.0);
+                ag_optim_step(o, 1e-2);
+            }
+            got[r] = malloc(sizeof(ag_real) * total);
+            memcpy(got[r], ps->data, sizeof(ag_real) * total);
+            ag_optim_free(o);
+            ag_params_free(ps);
+        }
+        /* the same steps, parameter by parameter on one thread */
+        ag_set_threads(1);
+        ag_real *p = malloc(sizeof(ag_real) * total), *g = malloc(sizeof(ag_real) * total);
+        ag_real *m = calloc(total, sizeof(ag_real)), *v = calloc(total, sizeof(ag_real));
+        rng = 7;
+        for (size_t i = 0; i < total; i++) p[i] = uniform();
+        for (int step = 0; step < STEPS; step++) {
+            for (size_t i = 0; i < total; i++) g[i] = uniform() * 5;
+            double ss = ag_kern->sum_squares(g, total), coef = 1.0 / (sqrt(ss) + 1e-6);
+            if (coef < 1)
+                for (size_t i = 0; i < total; i++) g[i] *= (ag_real)coef;
+            for (size_t off = 0, k = 0; k < COUNT; off += (size_t)sizes[k], k++) {
+                const double decay = k % 2 ? 0.1 : 0;
+                if (kind) {
+                    ag_adamw_args a = { 1e-2, 0.9, 0.999, 1e-8, decay, step + 1 };
+                    ag_kern->adamw(p + off, g + off, m + off, v + off, (size_t)sizes[k], &a);
+                } else {
+                    ag_kern->sgd(p + off, g + off, m + off, (size_t)sizes[k], (ag_real)1e-2, (ag_real)0.9,
+                                 (ag_real)decay, step == 0);
+                }
+            }
+        }
+        ag_threads_share_all(0);
+        for (int r = 0; r < 4; r++) {
+            CHECK(memcmp(got[r], p, sizeof(ag_real) * total) == 0,
+                  "%s on %d threads: not the bits of the update parameter by parameter", kind ? "adamw" : "sgd",
+                  threads[r]);
+            free(got[r]);
+        }
+        free(p);
+        free(g);
+        free(m);
+        free(v);
+    }
+}
+
 int main(void)
 {
     test_every_task_once();
@@ -344,5 +419,6 @@ int main(void)
     test_fork();
     test_policy();
     test_kernels_threads();
+    test_optimizer_threads();
     return check_done();
 }

@@ -31,15 +31,21 @@
  *
  * Packing absorbs both transpose flags, so one micro-kernel serves all four
  * cases.  Threads split C into rectangular units, each a block as above.
- * op(B) up to SHARED_B_MAX elements is packed once, by the whole team, and
- * then only read by every unit (one barrier between the two); each unit
- * packs its own A~.  So the units split C by rows alone whenever A is
- * packed: a unit of half the columns would pack its rows of A again.  (At
- * 1024^3 on 2 threads, 2 x 2 units each packing their own copied 16 MB
- * instead of 8; dW = dy^T x of 1536 x 384 x 4096, 4 units, packed its B
- * four times.  Sharing B was 2-14% faster on both, Zen 5 at a load of
- * 5-8, fastest of 300 calls.)  A larger op(B) is packed per unit, into the
- * thread's own buffers.  A small product gets one unit per thread, so
+ * An op(B) larger than one core's L2 (and up to SHARED_B_MAX elements) is
+ * packed once, by the whole team, and then only read by every unit (one
+ * barrier between the two); each unit packs its own A~.  So the units
+ * split C by rows alone whenever A is packed: a unit of half the columns
+ * would pack its rows of A again.  (At 1024^3 on 2 threads, 2 x 2 units
+ * each packing their own copied 16 MB instead of 8; dW = dy^T x of 1536 x
+ * 384 x 4096, 4 units, packed its B four times.  Sharing B was 2-14%
+ * faster on both, Zen 5 at a load of 5-8, fastest of 300 calls.)  An op(B)
+ * that the L2 holds -- a small model's weights -- is packed by each unit
+ * from cache, at the speed of a copy, for less than sharing costs: a
+ * second parallel loop and its join per product, and every unit reading
+ * the panels the other cores packed, whose lines they wrote last
+ * (768 x 512 x 128 and the other products of a d_model 128 model on 2
+ * threads, Zen 5: 8-25% faster with B packed per unit).  A larger op(B) is
+ * packed per unit too, into the thread's own buffers.  A small product gets one unit per thread, so
  * thread t always gets the same
  * rows of a tall product: the rows the element-wise ops and the attention
  * op also give thread t, so they stay in its cache from one op to the next
@@ -573,8 +579,9 @@ static int k_block(int K)
  * tiny or when C has few rows. */
 #define B_IN_PLACE_MAX 4096
 #define B_IN_PLACE_ROWS 128
-/* op(B) up to this many elements (16 MB in float) is packed once per
- * product and shared by the threads; a larger one, per unit. */
+/* op(B) larger than the L2 and up to this many elements (16 MB in float)
+ * is packed once per product and shared by the threads; a smaller or a
+ * larger one, per unit. */
 #define SHARED_B_MAX (4L * 1024 * 1024)
 
 #define A_PACK_PANELS 8
@@ -897,12 +904,15 @@ static gemm_job make_job(int trans_a, int trans_b, int M, int N, int K, const ag
 
 /* A product with a small C and a long K (a weight gradient, dW = dy^T x,
  * sums over every token) has too few tiles of C to share, but several K
- * blocks.  Each thread then takes whole K blocks: block b's partial product
- * P_b = op(A)[:, block b] op(B)[block b, :] goes to its own buffer, and C is
- * then C (+)= P_0 + P_1 + ... in block order.  That is the very sequence of
+ * blocks.  Each thread then takes whole K blocks.  With the partial
+ * products P_b = op(A)[:, block b] op(B)[block b, :], block 0's goes
+ * straight into C (C (+)= P_0), each later one to its own buffer, and C is
+ * then C += P_1 + P_2 + ... in block order.  That is the very sequence of
  * roundings of the serial loop, which computes each block's tile sums from
  * zero and adds them to C one block after another: the result is the same
- * bit for bit, for any thread count.  With the rows of dy and x split
+ * bit for bit, for any thread count.  (Block 0 in C rather than in a
+ * buffer of its own saves writing and rereading one partial of C's size:
+ * half of the summing pass on 2 threads.)  With the rows of dy and x split
  * between threads the way the forward pass split them, each thread also
  * reads rows it already has in cache. */
 #define KSPLIT_MAX_MN (256 * 256)   /* C at most this many elements */
@@ -920,7 +930,9 @@ typedef struct {
     int nkb, kb;
 } ksplit_call;
 
-/* K block b's partial product, into its own buffer */
+/* K block b's partial product: block 0's straight into C (added to it, or
+ * stored when C is overwritten, as the serial loop's first block is), each
+ * later block's into its own buffer */
 static void ksplit_block_task(void *ctx, int b)
 {
     const ksplit_call *c = ctx;
@@ -928,13 +940,13 @@ static void ksplit_block_task(void *ctx, int b)
     const int k0 = b * c->kb, kc = ag_min_int(c->kb, g->K - k0);
     const ag_real *A = g->trans_a ? g->A + (long)k0 * g->lda : g->A + k0;
     const ag_real *B = g->trans_b ? g->B + k0 : g->B + (long)k0 * g->ldb;
-    gemm_job sub = make_job(g->trans_a, g->trans_b, g->M, g->N, kc, A, g->lda, B, g->ldb,
-                            c->ws + c->part * (size_t)b, g->N);
-    sub.overwrite = 1;
-    gemm_block(&sub, 0, g->M, 0, g->N, c->ws + c->part * (size_t)c->nkb + c->slice * (size_t)ag_thread_id());
+    ag_real *C = b == 0 ? g->C : c->ws + c->part * (size_t)(b - 1);
+    gemm_job sub = make_job(g->trans_a, g->trans_b, g->M, g->N, kc, A, g->lda, B, g->ldb, C, b == 0 ? g->ldc : g->N);
+    sub.overwrite = b == 0 ? g->overwrite : 1;
+    gemm_block(&sub, 0, g->M, 0, g->N, c->ws + c->part * (size_t)(c->nkb - 1) + c->slice * (size_t)ag_thread_id());
 }
 
-/* rows [lo, hi) of C (+)= P_0 + P_1 + ... in block order */
+/* rows [lo, hi) of C += P_1 + P_2 + ... in block order */
 static void ksplit_sum_rows(void *ctx, size_t lo, size_t hi)
 {
     const ksplit_call *c = ctx;
@@ -942,13 +954,8 @@ static void ksplit_sum_rows(void *ctx, size_t lo, size_t hi)
     const int N = g->N;
     for (size_t i = lo; i < hi; i++) {
         ag_real *cr = g->C + (long)i * g->ldc;
-        const ag_real *p = c->ws + (long)i * N;
-        if (g->overwrite)
-            for (int j = 0; j < N; j++) cr[j] = p[j];
-        else
-            for (int j = 0; j < N; j++) cr[j] += p[j];
         for (int b = 1; b < c->nkb; b++) {
-            p = c->ws + c->part * (size_t)b + (long)i * N;
+            const ag_real *p = c->ws + c->part * (size_t)(b - 1) + (long)i * N;
             for (int j = 0; j < N; j++) cr[j] += p[j];
         }
     }
@@ -958,10 +965,10 @@ static void gemm_ksplit(const gemm_job *g, int nkb, int nth)
 {
     const int kb = k_block(g->K), M = g->M, N = g->N;
     const size_t part = round_up64((size_t)M * N), slice = block_space(M, N, kb);
-    ag_real *ws = workspace(part * (size_t)nkb + slice * (size_t)nth);
+    ag_real *ws = workspace(part * (size_t)(nkb - 1) + slice * (size_t)nth);
     ksplit_call c = { g, ws, part, slice, nkb, kb };
     ag_parallel(nkb, nth, ksplit_block_task, &c);
-    ag_parallel_for((size_t)M, (size_t)M * N * nkb, ksplit_sum_rows, &c);
+    ag_parallel_for((size_t)M, (size_t)M * N * (nkb - 1), ksplit_sum_rows, &c);
 }
 
 /* ---- a few rows of C ----------------------------------------------------- */
@@ -1128,8 +1135,10 @@ void ag_fast_gemm(int trans_a, int trans_b, int M, int N, int K,
         gemm_small(&g, workspace(block_space(M, N, K)));
         return;
     }
-    const int local = (double)M * N * K < LOCAL_MAX, share_b = (long)K * N <= SHARED_B_MAX;
-    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD, share_b && !g.in_place);
+    const long b_elems = (long)K * N;
+    const int local = (double)M * N * K < LOCAL_MAX;
+    const int share_b = b_elems * (long)sizeof(ag_real) > blocking().l2 && b_elems <= SHARED_B_MAX;
+    unit_plan u = plan_units(M, N, nth, local ? 1 : UNITS_PER_THREAD, b_elems <= SHARED_B_MAX && !g.in_place);
     if (nth == 1 || u.r * u.c == 1) {
         gemm_block(&g, 0, M, 0, N, workspace(block_space(M, N, K)));
         return;
@@ -1214,7 +1223,7 @@ size_t ag_fast_gemm_scratch(int M, int N, int K)
 {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     const int nth = ag_max_threads(), nkb = ksplit_blocks(M, N, K, nth);
-    const size_t split = nkb ? round_up64((size_t)M * N) * (size_t)nkb + block_space(M, N, k_block(K)) * (size_t)nth : 0;
+    const size_t split = nkb ? round_up64((size_t)M * N) * (size_t)(nkb - 1) + block_space(M, N, k_block(K)) * (size_t)nth : 0;
     const size_t tiled = block_space(M, N, K) * (size_t)nth + round_up64((size_t)K * padded_cols(N));
     return sizeof(ag_real) * (split > tiled ? split : tiled);
 }
