@@ -270,40 +270,59 @@ static ALWAYS_INLINE void copy_vectors(ag_real *restrict d, const ag_real *restr
 #endif
 
 /* A stored [M, K] packs each panel as a transpose: MR rows of k-contiguous
- * elements into k-major rows of MR.  Element by element that is MR*kc
- * scattered stores (5% of a 1024^3 product, whose A is packed, on Zen 5);
- * with AVX-512 in float a block of 16 k is one 16 x 16 transpose in
- * registers (the rows past MR zero), 56 shuffles and 16 stores of 12 for
- * 192 elements. */
+ * elements into k-major rows of MR, and so does a B stored [N, K] (NR
+ * columns).  Element by element that is MR*kc scattered stores (5% of a
+ * 1024^3 product, whose A is packed, on Zen 5; about as much of a small
+ * model's x W^T, whose B is W stored [N, K]); with AVX-512 in float a block
+ * of 16 k is one 16 x 16 transpose in registers, 64 shuffles and 16 stores. */
 #if defined(__AVX512F__) && !defined(AG_DOUBLE) && MR == 12
 #include <immintrin.h>
-#define PACK_A_TRANSPOSE 1
-static void pack_a_rows_16k(const float *src, long lda, float *restrict dst)
+#define PACK_TRANSPOSE 1
+/* 16 k of `rows` rows (12 or 16; the others taken as zero) src[r*ld + k]
+ * into dst[k*stride + r] for r < 16 under `keep` (the lanes stored). */
+static ALWAYS_INLINE void transpose_16k(const float *src, long ld, const int rows, float *restrict dst, long stride,
+                                        __mmask16 keep)
 {
-    __m512 t[12], u[12];
-    for (int p = 0; p < 6; p++) {   /* rows 2p, 2p+1: lane L holds their k = 4L.. interleaved */
-        const __m512 a = _mm512_loadu_ps(src + 2 * p * lda), b = _mm512_loadu_ps(src + (2 * p + 1) * lda);
+    __m512 t[16], u[16];
+    const __m512 zero = _mm512_setzero_ps();
+    for (int p = 0; p < 8; p++) {   /* rows 2p, 2p+1: lane L holds their k = 4L.. interleaved */
+        const __m512 a = 2 * p < rows ? _mm512_loadu_ps(src + 2 * p * ld) : zero;
+        const __m512 b = 2 * p + 1 < rows ? _mm512_loadu_ps(src + (2 * p + 1) * ld) : zero;
         t[2 * p] = _mm512_unpacklo_ps(a, b);
         t[2 * p + 1] = _mm512_unpackhi_ps(a, b);
     }
-    for (int g = 0; g < 3; g++) {   /* u[4g+m], lane L: rows 4g..4g+3 at k = 4L+m */
+    for (int g = 0; g < 4; g++) {   /* u[4g+m], lane L: rows 4g..4g+3 at k = 4L+m */
         u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
         u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
         u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
         u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
     }
-    const __m512 zero = _mm512_setzero_ps();
-    for (int m = 0; m < 4; m++) {   /* k = 4L+m gathers lane L of u[m], u[4+m], u[8+m] (rows 12..15: zero) */
+    for (int m = 0; m < 4; m++) {   /* k = 4L+m gathers lane L of u[m], u[4+m], u[8+m], u[12+m] */
         const __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
-        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + m], zero, 0x88), v3 = _mm512_shuffle_f32x4(u[8 + m], zero, 0xDD);
-        _mm512_mask_storeu_ps(dst + (0 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v0, v2, 0x88));
-        _mm512_mask_storeu_ps(dst + (4 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v1, v3, 0x88));
-        _mm512_mask_storeu_ps(dst + (8 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v0, v2, 0xDD));
-        _mm512_mask_storeu_ps(dst + (12 + m) * MR, 0x0fff, _mm512_shuffle_f32x4(v1, v3, 0xDD));
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+        _mm512_mask_storeu_ps(dst + (0 + m) * stride, keep, _mm512_shuffle_f32x4(v0, v2, 0x88));
+        _mm512_mask_storeu_ps(dst + (4 + m) * stride, keep, _mm512_shuffle_f32x4(v1, v3, 0x88));
+        _mm512_mask_storeu_ps(dst + (8 + m) * stride, keep, _mm512_shuffle_f32x4(v0, v2, 0xDD));
+        _mm512_mask_storeu_ps(dst + (12 + m) * stride, keep, _mm512_shuffle_f32x4(v1, v3, 0xDD));
     }
 }
+
+/* 16 k of a full A panel: MR = 12 rows */
+static void pack_a_rows_16k(const float *src, long lda, float *restrict dst)
+{
+    transpose_16k(src, lda, MR, dst, MR, 0x0fff);
+}
+
+/* 16 k of a full B panel stored [N, K]: NR = 32 columns, two transposes */
+_Static_assert(NR == 32, "a B panel is two 16-float vectors wide");
+static void pack_b_cols_16k(const float *src, long ldb, float *restrict dst)
+{
+    transpose_16k(src, ldb, 16, dst, NR, 0xffff);
+    transpose_16k(src + 16 * ldb, ldb, 16, dst + 16, NR, 0xffff);
+}
 #else
-#define PACK_A_TRANSPOSE 0
+#define PACK_TRANSPOSE 0
 #endif
 
 /* One MR-row panel of op(A): rows i0.., k = p0..p0+kc-1, into dst[k*MR + i],
@@ -333,7 +352,7 @@ static void pack_a_panel(int trans_a, const ag_real *A, long lda, int i0, int ro
     } else {
         /* A is stored [M, K]: walk each row once, scattering with stride MR. */
         int k0 = 0;
-#if PACK_A_TRANSPOSE
+#if PACK_TRANSPOSE
         if (rows == MR)
             for (; k0 + 16 <= kc; k0 += 16) pack_a_rows_16k(A + (long)i0 * lda + p0 + k0, lda, dst + (long)k0 * MR);
         if (k0 == kc) return;
@@ -376,9 +395,14 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
             for (; j < width; j++) d[j] = 0;
         }
     } else {
-        /* B is stored [N, K]: transpose in blocks of 8 k so each source row
-         * is read in short contiguous runs and each dst row is written whole. */
+        /* B is stored [N, K]: transpose in blocks of 16 k in registers for
+         * a full panel, else of 8 k so each source row is read in short
+         * contiguous runs and each dst row is written whole. */
         int k = 0;
+#if PACK_TRANSPOSE
+        if (cols == NR)
+            for (; k + 16 <= kc; k += 16) pack_b_cols_16k(B + (long)j0 * ldb + p0 + k, ldb, dst + (long)k * NR);
+#endif
         for (; k + 8 <= kc; k += 8) {
             ag_real *d = dst + (long)k * NR;
             for (int j = 0; j < cols; j++) {
