@@ -112,12 +112,17 @@ typedef struct ag_kernels {
     /* GELU with an optional bias, x [rows,cols] and b [cols] (NULL: none):
      * y = gelu(x + b) = h Phi(h) with h = x + b, exact (erf).  The bias is
      * added in the same pass, so a linear layer's product feeds GELU with no
-     * pass of its own for the bias (ag_linear_gelu). */
-    void (*gelu)(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y);
+     * pass of its own for the bias (ag_linear_gelu).  keep, if not NULL,
+     * has gelu_keep(rows * cols) bytes, where the forward leaves what its
+     * backward would otherwise compute again (the browser build: erf). */
+    void (*gelu)(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep);
     /* dx (+)= gelu'(x + b) dy, and db += the column sums of what dx
-     * received (the bias's gradient; NULL: not wanted), in the same pass. */
-    void (*gelu_backward)(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                          ag_real *dx, int assign, ag_real *db);
+     * received (the bias's gradient; NULL: not wanted), in the same pass;
+     * keep: the forward's (NULL: computed again). */
+    void (*gelu_backward)(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                          size_t cols, ag_real *dx, int assign, ag_real *db);
+    /* bytes a forward of n elements may keep for its backward (0: none) */
+    size_t (*gelu_keep)(size_t n);
 
     /* Attention forward (see ag_attn): o, and lse [B,H,Tq] = the log of each
      * query's softmax denominator (-inf for a query that sees no key).  If
@@ -186,6 +191,7 @@ typedef struct ag_kernels {
     X(layer_norm_backward, ag_fast_layer_norm_backward, ref_layer_norm_backward)          \
     X(gelu, ag_fast_gelu, ref_gelu)                                                       \
     X(gelu_backward, ag_fast_gelu_backward, ref_gelu_backward)                            \
+    X(gelu_keep, ag_fast_gelu_keep, ref_gelu_keep)                                        \
     X(attention, ag_fast_attention, ref_attention)                                        \
     X(attention_backward, ag_fast_attention_backward, ref_attention_backward)             \
     X(attention_keep, ag_fast_attention_keep, ref_attention_keep)                         \

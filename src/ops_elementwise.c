@@ -267,7 +267,7 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = ag_math_log(x[i]); break;
     case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = ag_math_tanh(x[i]); break;
     case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
-    case AG_OP_GELU: ag_kern->gelu(x, NULL, 1, n, y); break;   /* x Phi(x): ref_gelu in src/reference.c */
+    case AG_OP_GELU: ag_kern->gelu(x, NULL, 1, n, y, NULL); break;   /* x Phi(x): ref_gelu in src/reference.c */
     }
     if (ag_should_record(ctx, out, a, NULL, NULL))
         ag_record(ctx, op, out, a, NULL, NULL);
@@ -321,5 +321,5 @@ void ag_backward_gelu(ag_ctx *ctx, ag_node *n)
 {
     int assign;
     ag_real *dx = ag_grad_begin(ctx, n->in[0], &assign);
-    ag_kern->gelu_backward(n->in[0]->data, NULL, n->out->grad, 1, n->out->size, dx, assign, NULL);
+    ag_kern->gelu_backward(n->in[0]->data, NULL, NULL, n->out->grad, 1, n->out->size, dx, assign, NULL);
 }

@@ -257,6 +257,13 @@ void ag_backward_linear(ag_ctx *ctx, ag_node *n)
         ag_kern->column_sums(dy, (size_t)n->iarg[0], (size_t)n->in[1]->shape[0], ag_grad(ctx, b));
 }
 
+/* What ag_linear_gelu keeps for backward: the product without its bias,
+ * and what the kernel's forward left for its backward (NULL: nothing). */
+typedef struct {
+    const ag_real *h;
+    void *keep;
+} gelu_saved;
+
 /* gelu(x W^T + b): the product, then the bias and GELU in one pass over
  * its output (the kernel gelu with a bias), which is kept, without the
  * bias, for backward.  The same bits as ag_gelu(ag_linear(x, W, b)) with
@@ -266,13 +273,18 @@ ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     int rows;
     ag_tensor *product = linear_product(ctx, "ag_linear_gelu", x, W, b, &rows);
     ag_tensor *out = ag_empty(ctx, product->ndim, product->shape);
-    const size_t outf = (size_t)W->shape[0];
-    ag_kern->gelu(product->data, b ? b->data : NULL, (size_t)rows, outf, out->data);
+    const size_t outf = (size_t)W->shape[0], keep = ag_kern->gelu_keep((size_t)rows * outf);
+    gelu_saved *sv = NULL;
     if (ag_should_record(ctx, out, x, W, b)) {
+        sv = ag_alloc(ctx, sizeof *sv);
+        *sv = (gelu_saved){ product->data, keep ? ag_alloc(ctx, keep) : NULL };
+    }
+    ag_kern->gelu(product->data, b ? b->data : NULL, (size_t)rows, outf, out->data, sv ? sv->keep : NULL);
+    if (sv) {
         ag_node *n = ag_record(ctx, AG_OP_LINEAR_GELU, out, x, W, b);
         n->iarg[0] = rows;
         n->iarg[1] = ctx->precision;
-        n->saved = product->data;
+        n->saved = sv;
     }
     return out;
 }
@@ -284,7 +296,8 @@ void ag_backward_linear_gelu(ag_ctx *ctx, ag_node *n)
     ag_tensor *b = n->in[2];
     const size_t rows = (size_t)n->iarg[0], outf = (size_t)n->in[1]->shape[0];
     ag_real *dh = ag_alloc(ctx, rows * outf * sizeof *dh);
-    ag_kern->gelu_backward(n->saved, b ? b->data : NULL, n->out->grad, rows, outf, dh, 1,
+    const gelu_saved *sv = n->saved;
+    ag_kern->gelu_backward(sv->h, b ? b->data : NULL, sv->keep, n->out->grad, rows, outf, dh, 1,
                            b && b->requires_grad ? ag_grad(ctx, b) : NULL);
     linear_backward_products(ctx, n, dh);
 }

@@ -223,8 +223,9 @@ static void ref_layer_norm_backward(const ag_real *x, const ag_real *w, const ag
  * before its bias:
  *   h = x + b,   y = gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)),
  * Phi the standard normal cdf. */
-static void ref_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
+static void ref_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep)
 {
+    (void)keep;     /* nothing kept: the backward computes erf again */
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
             ag_real h = b ? x[r * cols + c] + b[c] : x[r * cols + c];
@@ -235,9 +236,10 @@ static void ref_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t col
 /* forward was:  y = h Phi(h),  h = x + b,  so  dy/dh = Phi(h) + h phi(h),
  * phi(h) = exp(-h^2/2) / sqrt(2 pi), and with dh = dy (Phi(h) + h phi(h)):
  *     dx (+)= dh,   db_c += sum over rows of dh_c   (dy, dx: [rows,cols]; db: [cols]) */
-static void ref_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                              ag_real *dx, int assign, ag_real *db)
+static void ref_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                              size_t cols, ag_real *dx, int assign, ag_real *db)
 {
+    (void)keep;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
             size_t i = r * cols + c;
@@ -249,6 +251,12 @@ static void ref_gelu_backward(const ag_real *x, const ag_real *b, const ag_real 
             if (db)
                 db[c] += dh;
         }
+}
+
+static size_t ref_gelu_keep(size_t n)
+{
+    (void)n;
+    return 0;
 }
 
 /* ---- attention ---------------------------------------------------------- */

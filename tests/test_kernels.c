@@ -424,8 +424,8 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
         y[run] = malloc(n * sizeof(ag_real));
         dx[run] = copy_buf(dy, n);
         db[run] = copy_buf(db0, cols);
-        k->gelu(x, b, rows, cols, y[run]);
-        k->gelu_backward(x, b, dy, rows, cols, dx[run], assign, bias ? db[run] : NULL);
+        k->gelu(x, b, rows, cols, y[run], NULL);
+        k->gelu_backward(x, b, NULL, dy, rows, cols, dx[run], assign, bias ? db[run] : NULL);
     }
     CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu %zux%zu: %.3g, backward %.3g",
           rows, cols, rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
@@ -441,8 +441,8 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
         ag_real *dbu = copy_buf(db0, cols);
         for (size_t i = 0; i < n; i++)
             h[i] += b[i % cols];
-        ag_kernels_fast.gelu(h, NULL, 1, n, yu);
-        ag_kernels_fast.gelu_backward(h, NULL, dy, 1, n, dh, 1, NULL);
+        ag_kernels_fast.gelu(h, NULL, 1, n, yu, NULL);
+        ag_kernels_fast.gelu_backward(h, NULL, NULL, dy, 1, n, dh, 1, NULL);
         ag_kernels_fast.column_sums(dh, rows, cols, dbu);
         CHECK(same_bits(yu, y[1], n), "gelu %zux%zu: with the bias fused, other bits than bias + gelu", rows, cols);
         for (size_t i = 0; i < n && !assign; i++)

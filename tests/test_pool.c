@@ -312,7 +312,7 @@ static void test_kernels_threads(void)
         ag_kern->gemm(1, 0, M, N, K, A, M, B, N, 1, C[r], N);
         ag_kern->layer_norm(x, w, w, ROWS, D, (ag_real)1e-5, Y[r], mean, rstd);
         ag_kern->softmax(x, S[r], ROWS, D, 1, 0);
-        ag_kern->gelu(x, w, ROWS, D, G[r]);
+        ag_kern->gelu(x, w, ROWS, D, G[r], NULL);
     }
     ag_threads_share_all(0);
     for (int r = 1; r < 4; r++) {

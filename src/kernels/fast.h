@@ -42,9 +42,10 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
 void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
                                  const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
                                  ag_real *db);
-void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y);
-void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                           ag_real *dx, int assign, ag_real *db);
+void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep);
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                           size_t cols, ag_real *dx, int assign, ag_real *db);
+size_t ag_fast_gelu_keep(size_t n);
 
 /* attention.c */
 void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,

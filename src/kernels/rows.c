@@ -357,8 +357,18 @@ static void gelu_bias_rows(void *ctx, size_t lo, size_t hi)
     }
 }
 
-void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
+/* Nothing kept: erf computed again in the backward costs less here than a
+ * pass over a kept buffer would (the forward's erf is a few vector
+ * operations, not the browser build's double polynomial). */
+size_t ag_fast_gelu_keep(size_t n)
 {
+    (void)n;
+    return 0;
+}
+
+void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep)
+{
+    (void)keep;
     rows_args r = { .x = x, .b = b, .out = y, .n = cols };
     if (b)
         ag_parallel_for(rows, rows * cols, gelu_bias_rows, &r);
@@ -436,9 +446,10 @@ static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
  * the rows were shared: in the row pass on one thread, else by
  * ag_fast_column_sums over the stored dx (a thread's rows cannot start a
  * column's sum: it would round differently). */
-void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                           ag_real *dx, int assign, ag_real *db)
+void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                           size_t cols, ag_real *dx, int assign, ag_real *db)
 {
+    (void)keep;
     rows_args r = { .x = x, .b = b, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols, .inner = rows };
     const size_t size = rows * cols;
     if (!b && !db) {

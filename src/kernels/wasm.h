@@ -52,9 +52,10 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                                 ag_real *dq, ag_real *dk, ag_real *dv, int assign);
 size_t ag_wasm_attention_scratch(const ag_attn *a);
 size_t ag_wasm_gemm_scratch(int M, int N, int K);
-void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y);
-void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                           ag_real *dx, int assign, ag_real *db);
+void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep);
+size_t ag_wasm_gelu_keep(size_t n);
+void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                           size_t cols, ag_real *dx, int assign, ag_real *db);
 void ag_wasm_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, size_t rows, int D, ag_real eps,
                         ag_real *y, ag_real *mean, ag_real *rstd);
 void ag_wasm_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,

@@ -3,7 +3,9 @@
  * engine's erf and exp two lanes at a time (src/mathfn.c's array forms),
  * every other operation the reference's own expression (src/reference.c)
  * in f32x4 and f64x2 lanes, its double arithmetic in double, so the bits
- * are the reference's.
+ * are the reference's.  The forward keeps its erf values (in double, as
+ * computed) for the backward, which would compute the same ones again:
+ * erf is a polynomial of up to 19 terms in double, the costliest part.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <math.h>
@@ -13,8 +15,9 @@
 /* Elements per pass: the doubles below stay on the stack. */
 enum { CHUNK = 256 };
 
-/* One chunk's h = x + b (b: NULL for none) and erf's argument h / sqrt 2,
- * each as the reference computes it (the division in double). */
+/* One chunk's h = x + b (b: NULL for none) and erf's argument h / sqrt 2
+ * (u: NULL when not wanted), each as the reference computes it (the
+ * division in double). */
 static void chunk_inputs(const ag_real *x, const ag_real *b, size_t len, ag_real *h, double *u)
 {
     const v128_t root2 = wasm_f64x2_splat(sqrt(2.0));
@@ -22,12 +25,15 @@ static void chunk_inputs(const ag_real *x, const ag_real *b, size_t len, ag_real
     for (; i + 4 <= len; i += 4) {
         v128_t hv = b ? wasm_f32x4_add(wasm_v128_load(x + i), wasm_v128_load(b + i)) : wasm_v128_load(x + i);
         wasm_v128_store(h + i, hv);
-        wasm_v128_store(u + i, wasm_f64x2_div(ag_wasm_lo(hv), root2));
-        wasm_v128_store(u + i + 2, wasm_f64x2_div(ag_wasm_hi(hv), root2));
+        if (u) {
+            wasm_v128_store(u + i, wasm_f64x2_div(ag_wasm_lo(hv), root2));
+            wasm_v128_store(u + i + 2, wasm_f64x2_div(ag_wasm_hi(hv), root2));
+        }
     }
     for (; i < len; i++) {
         h[i] = b ? x[i] + b[i] : x[i];
-        u[i] = h[i] / sqrt(2.0);
+        if (u)
+            u[i] = h[i] / sqrt(2.0);
     }
 }
 
@@ -37,15 +43,20 @@ static v128_t gelu2(v128_t h, v128_t e)
     return wasm_f64x2_mul(wasm_f64x2_mul(wasm_f64x2_splat(0.5), h), wasm_f64x2_add(wasm_f64x2_splat(1), e));
 }
 
+/* The erf values of n elements, one double each. */
+size_t ag_wasm_gelu_keep(size_t n) { return n * sizeof(double); }
+
 /* as ref_gelu:  h = x + b,  y = h Phi(h) = h/2 (1 + erf(h / sqrt 2));
- * the chunks run along each row, so a chunk's bias is b[c0..] */
-void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y)
+ * the chunks run along each row, so a chunk's bias is b[c0..]; erf's
+ * values go to keep (NULL: a buffer of the chunk's) */
+void ag_wasm_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep)
 {
-    double u[CHUNK], e[CHUNK];
+    double u[CHUNK], chunk_e[CHUNK];
     ag_real h[CHUNK];
     for (size_t r = 0; r < rows; r++)
         for (size_t c0 = 0; c0 < cols; c0 += CHUNK) {
             size_t len = cols - c0 < CHUNK ? cols - c0 : CHUNK, at = r * cols + c0, i = 0;
+            double *e = keep ? (double *)keep + at : chunk_e;
             chunk_inputs(x + at, b ? b + c0 : NULL, len, h, u);
             ag_math_erf_n(u, e, len);
             for (; i + 4 <= len; i += 4) {
@@ -68,17 +79,19 @@ static v128_t dgelu2(v128_t dy, v128_t h, v128_t e, v128_t ex)
 }
 
 /* as ref_gelu_backward:  dh = dy (Phi(h) + h phi(h)),  phi(h) = exp(-h^2/2) / sqrt(2 pi),
- * dx (+)= dh,  db_c += dh row after row (the reference's order) */
-void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy, size_t rows, size_t cols,
-                           ag_real *dx, int assign, ag_real *db)
+ * dx (+)= dh,  db_c += dh row after row (the reference's order); erf's
+ * values from the forward's keep, or computed again when it is NULL */
+void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
+                           size_t cols, ag_real *dx, int assign, ag_real *db)
 {
-    double u[CHUNK], e[CHUNK], w[CHUNK], ex[CHUNK];
+    double u[CHUNK], chunk_e[CHUNK], w[CHUNK], ex[CHUNK];
     ag_real h[CHUNK];
     const v128_t minus_half = wasm_f64x2_splat(-0.5);
     for (size_t r = 0; r < rows; r++)
         for (size_t c0 = 0; c0 < cols; c0 += CHUNK) {
             size_t len = cols - c0 < CHUNK ? cols - c0 : CHUNK, at = r * cols + c0, i = 0;
-            chunk_inputs(x + at, b ? b + c0 : NULL, len, h, u);
+            const double *e = keep ? (const double *)keep + at : chunk_e;
+            chunk_inputs(x + at, b ? b + c0 : NULL, len, h, keep ? NULL : u);
             for (; i + 4 <= len; i += 4) {      /* -h^2 / 2 as the reference's -0.5 h h */
                 v128_t hv = wasm_v128_load(h + i), h01 = ag_wasm_lo(hv), h23 = ag_wasm_hi(hv);
                 wasm_v128_store(w + i, wasm_f64x2_mul(wasm_f64x2_mul(minus_half, h01), h01));
@@ -86,7 +99,8 @@ void ag_wasm_gelu_backward(const ag_real *x, const ag_real *b, const ag_real *dy
             }
             for (; i < len; i++)
                 w[i] = -0.5 * h[i] * h[i];
-            ag_math_erf_n(u, e, len);
+            if (!keep)
+                ag_math_erf_n(u, chunk_e, len);
             ag_math_exp_n(w, ex, len);
             for (i = 0; i + 4 <= len; i += 4) {
                 v128_t hv = wasm_v128_load(h + i), dyv = wasm_v128_load(dy + at + i);

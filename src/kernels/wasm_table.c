@@ -37,6 +37,7 @@ __attribute__((constructor)) static void install(void)
     wasm_kernels.attention_scratch = ag_wasm_attention_scratch;
     wasm_kernels.gelu = ag_wasm_gelu;
     wasm_kernels.gelu_backward = ag_wasm_gelu_backward;
+    wasm_kernels.gelu_keep = ag_wasm_gelu_keep;
     wasm_kernels.layer_norm = ag_wasm_layer_norm;
     wasm_kernels.layer_norm_backward = ag_wasm_layer_norm_backward;
     wasm_kernels.cross_entropy = ag_wasm_cross_entropy;

@@ -101,6 +101,9 @@ static float *floats(size_t n, double scale)
     return x;
 }
 
+/* GELU and its gradient against the reference's, with and without a bias,
+ * the backward both from the forward's kept erf values and computing them
+ * again. */
 static void check_gelu(void)
 {
     static const size_t shapes[][2] = { { 1, 1 }, { 1, 3 }, { 2, 255 }, { 3, 256 }, { 2, 257 }, { 4, 1000 },
@@ -109,24 +112,35 @@ static void check_gelu(void)
         size_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
         float *x = floats(n, 3), *dy = floats(n, 1), *y0 = floats(n, 1), *y1 = malloc(n * sizeof *y1);
         float *b = floats(cols, 1), *db0 = floats(cols, 1), *db1 = malloc(cols * sizeof *db1);
+        const size_t keep_bytes = ag_kern->gelu_keep(n);
+        void *keep = malloc(keep_bytes);
+        CHECK(keep_bytes == n * sizeof(double), "gelu keeps %zu bytes for %zu elements, not its erf values",
+              keep_bytes, n);
         x[0] = -0.0f;
         for (int with_bias = 0; with_bias < 2; with_bias++) {
             const float *bias = with_bias ? b : NULL;
             memcpy(y1, y0, n * sizeof *y1);
-            ag_kernels_reference.gelu(x, bias, rows, cols, y0);
-            ag_kern->gelu(x, bias, rows, cols, y1);
+            ag_kernels_reference.gelu(x, bias, rows, cols, y0, NULL);
+            ag_kern->gelu(x, bias, rows, cols, y1, keep);
             CHECK(same_floats(y0, y1, n), "gelu, %zux%zu, bias %d: not the reference's bits", rows, cols, with_bias);
-            for (int assign = 0; assign < 2; assign++) {
-                memcpy(y1, y0, n * sizeof *y1);
+            for (int t = 0; t < 4; t++) {
+                int assign = t & 1, kept = t >> 1;
+                float *dx0 = floats(n, 2);
+                memcpy(y1, dx0, n * sizeof *y1);
                 memcpy(db1, db0, cols * sizeof *db1);
-                ag_kernels_reference.gelu_backward(x, bias, dy, rows, cols, y0, assign, with_bias ? db0 : NULL);
-                ag_kern->gelu_backward(x, bias, dy, rows, cols, y1, assign, with_bias ? db1 : NULL);
-                CHECK(same_floats(y0, y1, n) && same_floats(db0, db1, cols),
-                      "gelu_backward, %zux%zu, bias %d, assign %d: not the reference's bits", rows, cols, with_bias,
-                      assign);
+                float *db_ref = malloc(cols * sizeof *db_ref);
+                memcpy(db_ref, db0, cols * sizeof *db_ref);
+                ag_kernels_reference.gelu_backward(x, bias, NULL, dy, rows, cols, dx0, assign,
+                                                   with_bias ? db_ref : NULL);
+                ag_kern->gelu_backward(x, bias, kept ? keep : NULL, dy, rows, cols, y1, assign,
+                                       with_bias ? db1 : NULL);
+                CHECK(same_floats(dx0, y1, n) && same_floats(db_ref, db1, cols),
+                      "gelu_backward, %zux%zu, bias %d, assign %d, erf kept %d: not the reference's bits", rows,
+                      cols, with_bias, assign, kept);
+                free(dx0), free(db_ref);
             }
         }
-        free(x), free(dy), free(y0), free(y1), free(b), free(db0), free(db1);
+        free(x), free(dy), free(y0), free(y1), free(b), free(db0), free(db1), free(keep);
     }
 }
 
