@@ -383,19 +383,6 @@ void ag_params_alloc(ag_params *ps)
     }
 }
 
-static void zero_range(void *ctx, size_t lo, size_t hi)
-{
-    memset((ag_real *)ctx + lo, 0, (hi - lo) * sizeof(ag_real));
-}
-
-/* Split as the optimizer's loop is (the same n, so each thread clears the
- * gradients it will later update), and on one thread when that is too
- * little work to share. */
-void ag_params_zero_grad(ag_params *ps)
-{
-    ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
-}
-
 ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 {
     for (int i = 0; i < ps->count; i++)
