@@ -1,14 +1,15 @@
 /*
- * fastmath.h - for the fast kernels: exp and erf that the compiler can
- * vectorize, and sums in a fixed order of vector lanes.
+ * fastmath.h - for the fast kernels: exp, erf and a log that the compiler
+ * can vectorize, and sums in a fixed order of vector lanes.
  *
  * libm's expf/erff are function calls, so a loop calling them runs one
  * element at a time.  These are plain C with no calls and no branches, so
  * loops over softmax rows and GELU activations become SIMD code.  Accuracy
- * (float build): exp within 2 ulp; erf within 6e-7 absolute.  Special
- * values that masking relies on are exact: exp(-inf) = 0, exp(+inf) = inf,
- * NaN stays NaN.  The double build, which the gradient checks use, maps both
- * to the engine's own double functions (src/mathfn.c, within a few ulps).
+ * (float build): exp within 2 ulp; erf within 6e-7 absolute; the log, of
+ * normal positive floats only, within 2 ulp.  Special values that masking
+ * relies on are exact: exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN.  The
+ * double build, which the gradient checks use, maps them to the engine's
+ * own double functions (src/mathfn.c, within a few ulps).
  */
 #ifndef ATTOGRAD_FASTMATH_H
 #define ATTOGRAD_FASTMATH_H
