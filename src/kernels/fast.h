@@ -23,6 +23,8 @@ size_t ag_fast_gemm_scratch(int M, int N, int K);
 /* The time of one multiply-add of a small product on this machine, in ns
  * (measured on the first call): what a product's sharing is decided by. */
 double ag_fast_gemm_madd_ns(void);
+/* A monotonic clock in seconds, for the kernels that time themselves once. */
+double ag_fast_seconds(void);
 
 /* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
  * columns of the packed blocks, for the given caches, or NULL: this CPU's. */
