@@ -58,33 +58,36 @@ static void transpose(const ag_real *x, long ld, int Tk, int hd, float *xt)
     }
 }
 
-/* s[j] = dot(x, keys j) for j < n (rounded up to four), as ref's dot:
- * sum = 0, sum += x[c] kt[c][j] for c = 0, 1, ..., hd-1, in every lane;
- * sixteen keys at a time where there are that many (four chains side by
- * side, which one would leave waiting on each add). */
-static void dots(const ag_real *x, const float *kt, int T4, int hd, int n, float *s)
+/* S[i][j] = dot(x_i, keys j) for every query i < Tq (x_i = x + i ld) and
+ * j < n[i] rounded up to four, as ref's dot: sum = 0, sum += x_i[c]
+ * kt[c][j] for c = 0, 1, ..., hd-1, in every lane.  Four queries side by
+ * side (their four chains share each load of the keys, and one alone
+ * would wait on each add); rows past Tq repeat the last. */
+static void all_dots(const ag_real *x, long ld, int Tq, const int *n, const float *kt, int T4, int hd, float *S)
 {
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-        v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
-        for (int c = 0; c < hd; c++) {
-            const float *kc = kt + (size_t)c * T4 + j;
-            v128_t xc = wasm_f32x4_splat(x[c]);
-            s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(xc, wasm_v128_load(kc)));
-            s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(xc, wasm_v128_load(kc + 4)));
-            s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(xc, wasm_v128_load(kc + 8)));
-            s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(xc, wasm_v128_load(kc + 12)));
+    for (int i0 = 0; i0 < Tq; i0 += 4) {
+        int i[4], top = 0;
+        float *s[4];
+        for (int r = 0; r < 4; r++) {
+            i[r] = i0 + r < Tq ? i0 + r : Tq - 1;
+            s[r] = S + (size_t)i[r] * T4;
+            top = n[i[r]] > top ? n[i[r]] : top;
         }
-        wasm_v128_store(s + j, s0);
-        wasm_v128_store(s + j + 4, s1);
-        wasm_v128_store(s + j + 8, s2);
-        wasm_v128_store(s + j + 12, s3);
-    }
-    for (; j < n; j += 4) {
-        v128_t sum = wasm_f32x4_splat(0);
-        for (int c = 0; c < hd; c++)
-            sum = wasm_f32x4_add(sum, wasm_f32x4_mul(wasm_f32x4_splat(x[c]), wasm_v128_load(kt + (size_t)c * T4 + j)));
-        wasm_v128_store(s + j, sum);
+        const ag_real *x0 = x + i[0] * ld, *x1 = x + i[1] * ld, *x2 = x + i[2] * ld, *x3 = x + i[3] * ld;
+        for (int j = 0; j < top; j += 4) {
+            v128_t s0 = wasm_f32x4_splat(0), s1 = s0, s2 = s0, s3 = s0;
+            for (int c = 0; c < hd; c++) {
+                const v128_t kc = wasm_v128_load(kt + (size_t)c * T4 + j);
+                s0 = wasm_f32x4_add(s0, wasm_f32x4_mul(wasm_f32x4_splat(x0[c]), kc));
+                s1 = wasm_f32x4_add(s1, wasm_f32x4_mul(wasm_f32x4_splat(x1[c]), kc));
+                s2 = wasm_f32x4_add(s2, wasm_f32x4_mul(wasm_f32x4_splat(x2[c]), kc));
+                s3 = wasm_f32x4_add(s3, wasm_f32x4_mul(wasm_f32x4_splat(x3[c]), kc));
+            }
+            wasm_v128_store(s[0] + j, s0);
+            wasm_v128_store(s[1] + j, s1);
+            wasm_v128_store(s[2] + j, s2);
+            wasm_v128_store(s[3] + j, s3);
+        }
     }
 }
 
@@ -177,17 +180,20 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
     float *kt = ag_wasm_scratch(AG_WASM_ATTENTION, scratch_bytes(a)), *S = kt + (size_t)2 * hd * T4;
     float *P = S + (size_t)Tq * T4;
     double *arg = (double *)(P + 2 * (size_t)Tq * T4), *ex = arg + (size_t)Tq * T4;
-    ag_real *max = (ag_real *)(ex + (size_t)Tq * T4);     /* each query's largest score */
+    int *n_of = (int *)(ex + (size_t)Tq * T4);
+    ag_real *max = (ag_real *)(n_of + Tq);     /* each query's largest score */
+    for (int i = 0; i < Tq; i++)
+        n_of[i] = seen(a, i);   /* keys past them are -inf */
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->H; h++) {
             transpose(K(a, k, b, h, 0), a->k_ld, a->Tk, hd, kt);
+            all_dots(Q(a, q, b, h, 0), a->q_ld, Tq, n_of, kt, T4, hd, S);
             ag_real *lse_bh = lse + ((long)b * a->H + h) * Tq;
             size_t at = 0;      /* where query i's exps start */
             for (int i = 0; i < Tq; i++) {
-                int n = seen(a, i);     /* keys past them are -inf */
+                const int n = n_of[i];
                 float *s = S + (size_t)i * T4;
                 ag_real m = -INFINITY;
-                dots(Q(a, q, b, h, i), kt, T4, hd, n, s);
                 for (int j = 0; j < n; j++) {
                     s[j] = a->scale * s[j];
                     if (s[j] > m)
@@ -202,7 +208,7 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
             ag_math_exp_n(arg, ex, at);
             at = 0;
             for (int i = 0; i < Tq; i++) {
-                int n = seen(a, i);
+                const int n = n_of[i];
                 ag_real m = max[i];
                 double sum = 0;
                 if (m != -INFINITY) {
@@ -214,13 +220,13 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
             }
             at = 0;
             for (int i = 0; i < Tq; i++) {
-                exp_args(S + (size_t)i * T4, 1, lse_bh[i], seen(a, i), arg + at);
-                at += (size_t)padded(seen(a, i));
+                exp_args(S + (size_t)i * T4, 1, lse_bh[i], n_of[i], arg + at);
+                at += (size_t)padded(n_of[i]);
             }
             ag_math_exp_n(arg, ex, at);
             at = 0;
             for (int i = 0; i < Tq; i++) {
-                int n = seen(a, i);
+                const int n = n_of[i];
                 const float *s = S + (size_t)i * T4;
                 float *p = P + (size_t)i * T4;
                 for (int j = 0; j < n; j++)
@@ -271,13 +277,13 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
             transpose(V(a, v, b, h, 0), a->v_ld, a->Tk, hd, vt);
             const ag_real *lse_bh = lse + ((long)b * a->H + h) * Tq;
             size_t at = 0;
+            for (int i = 0; i < Tq; i++)
+                n_of[i] = lse_bh[i] == -INFINITY ? 0 : seen(a, i);  /* no visible key: nothing flows */
+            all_dots(Q(a, q, b, h, 0), a->q_ld, Tq, n_of, kt, T4, hd, S);
+            all_dots(O(a, do_, b, h, 0), a->o_ld, Tq, n_of, vt, T4, hd, P);
             for (int i = 0; i < Tq; i++) {
-                int n = lse_bh[i] == -INFINITY ? 0 : seen(a, i);   /* no visible key: nothing flows */
-                n_of[i] = n;
-                dots(Q(a, q, b, h, i), kt, T4, hd, n, S + (size_t)i * T4);
-                dots(O(a, do_, b, h, i), vt, T4, hd, n, P + (size_t)i * T4);
-                exp_args(S + (size_t)i * T4, a->scale, lse_bh[i], n, arg + at);
-                at += (size_t)padded(n);
+                exp_args(S + (size_t)i * T4, a->scale, lse_bh[i], n_of[i], arg + at);
+                at += (size_t)padded(n_of[i]);
             }
             ag_math_exp_n(arg, ex, at);
             at = 0;
