@@ -474,6 +474,37 @@ static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
     *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e[1], MUL(z1, o[1]))));
 }
 
+/* erf_small_lanes for four vectors side by side (eight chains: one
+ * vector's two wait on each product and sum) */
+static inline void erf_small_lanes4(v128_t a[4])
+{
+    const double *c = ERF_ZERO;
+    __asm__("" : "+r"(c));
+    v128_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+    v128_t z0 = MUL(a0, a0), z1 = MUL(a1, a1), z2 = MUL(a2, a2), z3 = MUL(a3, a3);
+    v128_t w0 = MUL(z0, z0), w1 = MUL(z1, z1), w2 = MUL(z2, z2), w3 = MUL(z3, z3);
+    v128_t e0 = SPLAT(c[12]), o0 = SPLAT(c[11]), e1 = e0, o1 = o0, e2 = e0, o2 = o0, e3 = e0, o3 = o0;
+    for (int n = 10; n >= 0; n -= 2) {
+        v128_t ce = SPLAT(c[n]);
+        e0 = ADD(MUL(e0, w0), ce);
+        e1 = ADD(MUL(e1, w1), ce);
+        e2 = ADD(MUL(e2, w2), ce);
+        e3 = ADD(MUL(e3, w3), ce);
+        if (n > 0) {
+            v128_t co = SPLAT(c[n - 1]);
+            o0 = ADD(MUL(o0, w0), co);
+            o1 = ADD(MUL(o1, w1), co);
+            o2 = ADD(MUL(o2, w2), co);
+            o3 = ADD(MUL(o3, w3), co);
+        }
+    }
+    v128_t k = SPLAT(TWO_OVER_SQRT_PI);
+    a[0] = MUL(k, MUL(a0, ADD(e0, MUL(z0, o0))));
+    a[1] = MUL(k, MUL(a1, ADD(e1, MUL(z1, o1))));
+    a[2] = MUL(k, MUL(a2, ADD(e2, MUL(z2, o2))));
+    a[3] = MUL(k, MUL(a3, ADD(e3, MUL(z3, o3))));
+}
+
 /* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
  * (a as the scalar forms it: -x where x < 0), the same k in every lane. */
 static inline void erf_taylor_lanes(v128_t *a0, v128_t *a1, int k)
@@ -529,6 +560,23 @@ void ag_math_erf_n(const double *x, double *y, size_t n)
         unsigned char idx[ERF_PATHS][ERF_CHUNK];
         int count[ERF_PATHS] = { 0 };
         for (size_t i = 0; i < len; i += 4) {
+            if (i + 8 <= len) {         /* eight neighbours below 1/2: four vectors side by side */
+                v128_t v[4];
+                for (int q = 0; q < 4; q++)
+                    v[q] = wasm_v128_load(xc + i + 2 * q);
+                if (all_small(v[0]) && all_small(v[1]) && all_small(v[2]) && all_small(v[3])) {
+                    v128_t neg[4];
+                    for (int q = 0; q < 4; q++) {
+                        neg[q] = wasm_f64x2_lt(v[q], SPLAT(0));
+                        v[q] = wasm_v128_bitselect(wasm_f64x2_neg(v[q]), v[q], neg[q]);
+                    }
+                    erf_small_lanes4(v);
+                    for (int q = 0; q < 4; q++)
+                        wasm_v128_store(yc + i + 2 * q, wasm_v128_bitselect(wasm_f64x2_neg(v[q]), v[q], neg[q]));
+                    i += 4;
+                    continue;
+                }
+            }
             if (i + 4 <= len) {         /* four neighbours below 1/2 (the common case): no lists */
                 v128_t x0 = wasm_v128_load(xc + i), x1 = wasm_v128_load(xc + i + 2);
                 if (all_small(x0) && all_small(x1)) {
