@@ -1,10 +1,12 @@
 /*
- * optim.c - SGD with momentum, AdamW and global gradient-norm clipping.
+ * optim.c - SGD with momentum, AdamW, global gradient-norm clipping and
+ * clearing the gradients.
  * Parameters, gradients and moments are parallel contiguous blocks, so an
  * update is one flat loop over all of them.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -102,6 +104,19 @@ static void scale_range(void *ctx, size_t lo, size_t hi)
     const scale_args *s = ctx;
     for (size_t i = lo; i < hi; i++)
         s->x[i] *= s->c;
+}
+
+static void zero_range(void *ctx, size_t lo, size_t hi)
+{
+    memset((ag_real *)ctx + lo, 0, (hi - lo) * sizeof(ag_real));
+}
+
+/* Split as the optimizer's loop is (the same n, so each thread clears the
+ * gradients it will later update), and on one thread when that is too
+ * little work to share. */
+void ag_params_zero_grad(ag_params *ps)
+{
+    ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm)

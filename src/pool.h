@@ -29,7 +29,8 @@ typedef void (*ag_range_fn)(void *ctx, size_t lo, size_t hi);
 
 /* fn over [0, n) in contiguous pieces on all threads, or in one piece on
  * the calling thread when `work` (about the elements the loop reads and
- * writes) is too little to pay for waking the others.  For loops whose
+ * writes; a loop whose elements cost more, as rows of exps do, weights
+ * them: kernels/rows.c) is too little to pay for waking the others.  For loops whose
  * every element or row is computed alone, so the split cannot change a
  * bit. */
 void ag_parallel_for(size_t n, size_t work, ag_range_fn fn, void *ctx);

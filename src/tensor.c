@@ -383,11 +383,6 @@ void ag_params_alloc(ag_params *ps)
     }
 }
 
-void ag_params_zero_grad(ag_params *ps)
-{
-    memset(ps->grad, 0, ps->total * sizeof(ag_real));
-}
-
 ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 {
     for (int i = 0; i < ps->count; i++)

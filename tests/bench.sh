@@ -4,11 +4,18 @@
 # Environment: BENCH_THREADS (default 2), CC, PYTHON (default /usr/bin/python3),
 # BENCH_TORCH_SETTINGS (default passive,omp1: the thread settings PyTorch is
 # tried with, see tests/bench_torch.py), BENCH_OPENBLAS_CORETYPE (skip the
-# OpenBLAS core probe of tests/bench_blas.sh and use this core type).
+# OpenBLAS core probe of tests/bench_blas.sh and use this core type),
+# BENCH_ROUNDS (default 1: how many times each config is timed).
 #
 # PyTorch runs at its best: OpenBLAS with the fastest core type on this CPU,
 # and for each config and precision the faster of the thread settings tried;
 # the table's PyTorch columns are those, and the lines above it say which.
+#
+# Each config is timed in attograd and then at once in PyTorch, config by
+# config, round after round: a shared or virtual machine's speed drifts over
+# minutes, and a ratio of two times taken minutes apart carries the drift.
+# With more than one round the table gives each column's median over the
+# rounds, and a line per config gives every round's own ratio.
 set -e
 cd "$(dirname "$0")/.."
 threads=${BENCH_THREADS:-2}
@@ -16,6 +23,10 @@ configs=${*:-toy small medium}
 cc=${CC:-cc}
 py=${PYTHON:-/usr/bin/python3}
 settings=${BENCH_TORCH_SETTINGS:-passive,omp1}
+rounds=${BENCH_ROUNDS:-1}
+case $rounds in
+'' | *[!0-9]* | 0) echo "bench.sh: BENCH_ROUNDS must be a whole number of rounds, at least 1, not '$rounds'" >&2; exit 2 ;;
+esac
 for c in $configs; do
     case $c in
     toy | small | medium) ;;
@@ -41,35 +52,54 @@ echo "threads: $threads (attograd --threads $threads; PyTorch's thread settings 
 # Each config in its own process, so peak RSS is that config's alone.
 ours=$(mktemp)
 theirs=$(mktemp)
-trap 'rm -f "$ours" "$theirs" "$ours.row" "$bf16"' EXIT
 bf16=$(mktemp)
-for c in $configs; do
-    ./build/bench_train --threads "$threads" "$c" | grep '^config' >>"$ours"
-done
+tlog=$(mktemp)
+trap 'rm -f "$ours" "$theirs" "$ours.row" "$bf16" "$tlog"' EXIT
 # attograd's bf16 mixed precision, where this CPU has a bf16 kernel
+has_bf16=0
 if ./build/bench_train --threads "$threads" --precision bf16 1x1x8x8x1x1 >/dev/null 2>&1; then
-    for c in $configs; do
-        ./build/bench_train --threads "$threads" --precision bf16 "$c" | grep '^config' >>"$bf16"
-    done
+    has_bf16=1
 else
     echo "note: no bf16 matrix multiply on this CPU: attograd's bf16 column is skipped"
 fi
-# memory must stay flat across steps: 1000 more toy steps
-soak=$(./build/bench_train --threads "$threads" --soak 1000 toy | grep '^soak' || true)
+has_torch=0
 if "$py" -c 'import torch' 2>/dev/null; then
+    has_torch=1
     echo
     echo "PyTorch $("$py" -c 'import torch; print(torch.__version__)') ($py), at its best:"
     # the OpenBLAS kernels: the fastest core type on this CPU (report on stderr)
     if core=$(CC=$cc sh tests/bench_blas.sh "$threads" 2>&1 >"$theirs"); then :; fi
     echo "$core" | sed 's/^/  /'
     core=$(cat "$theirs")
-    "$py" tests/bench_torch.py --threads "$threads" --precision both --settings "$settings" \
-        --coretype "${core:-library}" $configs >"$theirs" || echo "note: tests/bench_torch.py failed" >&2
-    grep -v -e '^config' -e '^tried' "$theirs" | sed 's/^/  /'
+    : >"$theirs"
 else
     echo
     echo "note: PyTorch not importable by $py; its columns are skipped"
 fi
+# Round r's lines carry "round r" after the config's name is read, as the
+# last two fields, so the table's code can pick them out.
+r=1
+while [ "$r" -le "$rounds" ]; do
+    [ "$rounds" -gt 1 ] && echo "round $r of $rounds ..." >&2
+    for c in $configs; do
+        ./build/bench_train --threads "$threads" "$c" | grep '^config' | sed "s/\$/ round $r/" >>"$ours"
+        if [ "$has_bf16" = 1 ]; then
+            ./build/bench_train --threads "$threads" --precision bf16 "$c" | grep '^config' | sed "s/\$/ round $r/" >>"$bf16"
+        fi
+        if [ "$has_torch" = 1 ]; then
+            "$py" tests/bench_torch.py --threads "$threads" --precision both --settings "$settings" \
+                --coretype "${core:-library}" "$c" >"$tlog" || echo "note: tests/bench_torch.py failed" >&2
+            # how PyTorch ran: the same every time, so shown once
+            if [ "$r" = 1 ] && ! grep -q '^config' "$theirs"; then
+                grep -v -e '^config' -e '^tried' "$tlog" | sed 's/^/  /'
+            fi
+            grep '^config' "$tlog" | sed "s/\$/ round $r/" >>"$theirs"
+        fi
+    done
+    r=$((r + 1))
+done
+# memory must stay flat across steps: 1000 more toy steps
+soak=$(./build/bench_train --threads "$threads" --soak 1000 toy | grep '^soak' || true)
 echo
 echo "GFLOP/s = (6 * params * B*T + 12 * n_layer * B * T^2 * d) / median step time; peak RSS of attograd's process"
 echo "memory = (peak RSS - RSS at the process's start) / (parameters + gradients + optimizer state + arena peak)"
@@ -79,11 +109,27 @@ echo
 
 # value after a key on a "config NAME key value key value ..." line
 field() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' "$1"; }
-# PyTorch's ms/step for config $1 in precision $2, or how its run ended
-torch_ms() {
-    awk -v c="$1" -v p="$2" '$1 == "config" && $2 == c && $3 == "precision" && $4 == p {
-        if ($5 == "ms/step") print $6; else if ($5 == "crashed") print "crashed (signal " $7 ")"; else print $5 " " $6 " " $7 }' "$theirs"
+# config $2's line in $1 of the median round by ms/step (of an even count of
+# rounds, the faster middle one), or of round $3 when given
+pick_row() {
+    grep "^config $2 " "$1" | awk -v r="${3:-}" 'r == "" || $NF == r' |
+        awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1), $0 }' | sort -g |
+        awk '{ l[NR] = $0 } END { if (NR) { m = l[int((NR + 1) / 2)]; sub(/^[^ ]* /, "", m); print m } }'
 }
+# PyTorch's ms/step for config $1 in precision $2 (the median round's, or
+# round $3's), or how its run ended
+torch_ms() {
+    runs=$(awk -v c="$1" -v p="$2" -v r="${3:-}" '$1 == "config" && $2 == c && $3 == "precision" && $4 == p && (r == "" || $NF == r) {
+        if ($5 == "ms/step") print "ms", $6; else if ($5 == "crashed") print "end crashed (signal " $7 ")"; else print "end", $5, $6, $7 }' "$theirs")
+    n=$(printf '%s\n' "$runs" | grep -c '^ms ' || true)
+    if [ "$n" -gt 0 ]; then
+        printf '%s\n' "$runs" | sed -n 's/^ms //p' | sort -g | sed -n "$(((n + 1) / 2))p"
+    else
+        printf '%s\n' "$runs" | sed -n 's/^end //p' | head -n 1
+    fi
+}
+# the faster of PyTorch's two columns
+torch_best() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && (b + 0 <= 0 || a + 0 <= b + 0)) print a; else if (b + 0 > 0) print b }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 
 row='%-7s | %8s | %8s | %8s | %8s | %10s | %10s | %9s | %9s | %8s | %21s | %s\n'
@@ -91,12 +137,12 @@ printf "$row" config "fp32 ms" "bf16 ms" "PyTorch" "PT bf16" "fp32/PT" "bf16/PT"
     "peak RSS (MB)" "memory"
 printf "$row" "" attograd attograd "fp32 ms" "ms" best best attograd fp32 fp32 fp32 fp32
 for c in $configs; do
-    grep "^config $c " "$ours" >"$ours.row" || true
+    pick_row "$ours" "$c" >"$ours.row"
     ms=$(field "$ours.row" ms/step)
-    bms16=$(grep "^config $c " "$bf16" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
+    bms16=$(pick_row "$bf16" "$c" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
     tms=$(torch_ms "$c" fp32)
     bms=$(torch_ms "$c" bf16)
-    best=$(awk -v a="$tms" -v b="$bms" 'BEGIN { if (a + 0 > 0 && (b + 0 <= 0 || a + 0 <= b + 0)) print a; else if (b + 0 > 0) print b }')
+    best=$(torch_best "$tms" "$bms")
     rss=$(field "$ours.row" peak_rss_MB)
     start=$(field "$ours.row" start_rss_MB)
     mem=$(awk -v r="$rss" -v z="$start" -v s="$(field "$ours.row" state_MB)" -v a="$(field "$ours.row" arena_peak_MB)" \
@@ -105,15 +151,30 @@ for c in $configs; do
         "$(ratio "$bms16" "$ms")" "$(field "$ours.row" tokens/s)" "$(field "$ours.row" GFLOP/s)" "$rss (start $start)" "$mem"
     rm -f "$ours.row"
 done
+if [ "$rounds" -gt 1 ]; then
+    echo
+    echo "each round's own ratios (attograd and PyTorch timed one after the other), rounds 1 to $rounds:"
+    for c in $configs; do
+        f="" b=""
+        r=1
+        while [ "$r" -le "$rounds" ]; do
+            best_r=$(torch_best "$(torch_ms "$c" fp32 "$r")" "$(torch_ms "$c" bf16 "$r")")
+            f="$f $(ratio "$(pick_row "$ours" "$c" "$r" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')" "$best_r")"
+            b="$b $(ratio "$(pick_row "$bf16" "$c" "$r" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')" "$best_r")"
+            r=$((r + 1))
+        done
+        printf "  %-7s fp32/PT best:%s   bf16/PT best:%s\n" "$c" "$f" "$b"
+    done
+fi
 if grep -q '^config .* setting ' "$theirs"; then
     echo
     echo "PyTorch's columns: the faster thread setting per config and precision (the others' ms/step):"
     for c in $configs; do
         for p in fp32 bf16; do
-            awk -v c="$c" -v p="$p" '$1 == "config" && $2 == c && $4 == p && $5 == "ms/step" {
+            awk -v c="$c" -v p="$p" -v many="$((rounds > 1))" '$1 == "config" && $2 == c && $4 == p && $5 == "ms/step" {
                 o = ""; for (i = 1; i < NF; i++) if ($i == "others") o = $(i + 1)
                 gsub(":", " ", o); gsub(",", ", ", o)
-                printf "  %-7s %s  %-8s (%s)\n", c, p, $8, o }' "$theirs"
+                printf "  %-7s %s  %-8s (%s)%s\n", c, p, $8, o, many ? ", round " $NF : "" }' "$theirs"
         done
     done
 fi

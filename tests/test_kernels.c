@@ -30,6 +30,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "kernels/fastmath.h"
 
 #ifndef AG_REFERENCE
 
@@ -518,6 +519,35 @@ static void check_updates(size_t n)
 }
 
 #ifndef AG_DOUBLE
+/* The fast float log (attention's log-sum-exp, of a row's sum of exps, at
+ * least 1) within its stated 2 ulp of the correctly rounded log, over
+ * [1, 2^24]: every power of two and its neighbours, a grid and PCG32 draws. */
+static void check_fast_log(void)
+{
+    float worst = 0, at = 1;
+    for (int i = 0; i <= 3 * 200000; i++) {
+        float x;
+        if (i < 3 * 25) {
+            x = ldexpf(1, i / 3);
+            x = i % 3 == 0 ? x : i % 3 == 1 ? nextafterf(x, 0) : nextafterf(x, INFINITY);
+        } else if (i <= 200000) {
+            x = 1 + (float)i / 200000 * 3;          /* [1, 4]: the mantissa's fold at sqrt 2, twice */
+        } else {
+            x = ldexpf(1 + ag_pcg32_uniform(&rng), (int)ag_pcg32_below(&rng, 24));
+        }
+        if (x < 1)
+            continue;
+        const float got = ag_fast_log_normal(x), want = (float)log((double)x);
+        const float ulp = nextafterf(fabsf(want), INFINITY) - fabsf(want), d = fabsf(got - want) / ulp;
+        if (d > worst) {
+            worst = d;
+            at = x;
+        }
+    }
+    CHECK(ag_fast_log_normal(1) == 0 && worst <= 2, "fast log: %.2f ulp from the correctly rounded log at %.9g (bound 2)",
+          worst, at);
+}
+
 /* bf16 rounding of a buffer: the fast kernel bit for bit as the plain one
  * (ties, NaN, infinities, subnormals, the largest values included) */
 static void check_round_bf16(void)
@@ -548,6 +578,7 @@ int main(void)
     ag_pcg32_seed(&rng, 2024, 1);
 #ifndef AG_DOUBLE
     check_round_bf16();
+    check_fast_log();
 #endif
     check_gemm_cases();
     for (int log_out = 0; log_out < 2; log_out++) {

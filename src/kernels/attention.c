@@ -218,7 +218,7 @@ static void forward_block(const ag_attn *a, int b, int h, int i0, int nq, const 
         else
             for (int c = 0; c < a->hd; c++)
                 oi[c] *= inv;
-        lse_b[ii] = l[ii] > 0 ? (ag_real)(m[ii] + ag_math_log((double)l[ii])) : -INFINITY;
+        lse_b[ii] = l[ii] > 0 ? m[ii] + ag_fast_log_normal(l[ii]) : -INFINITY;   /* l >= 1: the max's own exp */
         alpha[ii] = inv;
     }
     if (keep)                           /* one block: st holds all of P^T, unnormalized */

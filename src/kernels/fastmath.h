@@ -1,14 +1,15 @@
 /*
- * fastmath.h - for the fast kernels: exp and erf that the compiler can
- * vectorize, and sums in a fixed order of vector lanes.
+ * fastmath.h - for the fast kernels: exp, erf and a log that the compiler
+ * can vectorize, and sums in a fixed order of vector lanes.
  *
  * libm's expf/erff are function calls, so a loop calling them runs one
  * element at a time.  These are plain C with no calls and no branches, so
  * loops over softmax rows and GELU activations become SIMD code.  Accuracy
- * (float build): exp within 2 ulp; erf within 6e-7 absolute.  Special
- * values that masking relies on are exact: exp(-inf) = 0, exp(+inf) = inf,
- * NaN stays NaN.  The double build, which the gradient checks use, maps both
- * to the engine's own double functions (src/mathfn.c, within a few ulps).
+ * (float build): exp within 2 ulp; erf within 6e-7 absolute; the log, of
+ * normal positive floats only, within 2 ulp.  Special values that masking
+ * relies on are exact: exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN.  The
+ * double build, which the gradient checks use, maps them to the engine's
+ * own double functions (src/mathfn.c, within a few ulps).
  */
 #ifndef ATTOGRAD_FASTMATH_H
 #define ATTOGRAD_FASTMATH_H
@@ -23,6 +24,7 @@
 
 static inline ag_real ag_fast_exp(ag_real x) { return ag_math_exp(x); }
 static inline ag_real ag_fast_erf(ag_real x) { return ag_math_erf(x); }
+static inline ag_real ag_fast_log_normal(ag_real x) { return ag_math_log(x); }
 
 /* The standard normal cdf Phi(x) and density phi(x), for GELU's derivative. */
 static inline void ag_fast_normal(ag_real x, ag_real *cdf, ag_real *pdf)
@@ -59,6 +61,31 @@ static inline float ag_fast_exp(float x)
     y = x < -87.0f ? 0.0f : y;
     y = x > 88.0f ? INFINITY : y;
     return x != x ? x : y;
+}
+
+/* ln x for a normal float x > 0 (a softmax row's sum of exps, which is at
+ * least 1): x = 2^k m with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact),
+ * s = f / (2 + f), ln(1 + f) = 2 atanh s = f - f^2/2 + s (f^2/2 + R) with
+ * R = 2s^2/3 + 2s^4/5 + ... (src/mathfn.c's ag_math_log, in float, fewer
+ * terms: |s| < 0.172, so those to s^8 leave under 3e-9 relative); within 2
+ * ulp.  No branches, so a loop over rows vectorizes (ag_math_log, in
+ * double, costs several times as much). */
+static inline float ag_fast_log_normal(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    int k = (int)(bits >> 23) - 127;
+    bits = (bits & 0x007fffffu) | 0x3f800000u;             /* m in [1, 2) */
+    float m;
+    memcpy(&m, &bits, sizeof m);
+    const int big = m > 1.41421356f;
+    m = big ? 0.5f * m : m;
+    k += big;
+    const float f = m - 1, s = f / (2 + f), z = s * s, hfsq = 0.5f * f * f;
+    const float R = z * (2.0f / 3 + z * (2.0f / 5 + z * (2.0f / 7 + z * (2.0f / 9))));
+    /* ln 2 split in two so k * ln2_hi is exact; the small parts first */
+    const float kf = (float)k;
+    return kf * 0.693145751953125f - ((hfsq - (s * (hfsq + R) + kf * 1.42860682030941723212e-6f)) - f);
 }
 
 /* erf by Abramowitz & Stegun 7.1.26: for z = |x|, t = 1/(1 + p z),

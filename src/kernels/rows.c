@@ -10,7 +10,9 @@
  * count.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "fast.h"
 #include "fastmath.h"
@@ -29,6 +31,70 @@ static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t
     for (size_t k = 0; k < n; k++)
         y[k] = ag_fast_exp(x[k] - max);
     return ag_array_sum(y, n);
+}
+
+/* What a row of exps costs.  ag_parallel_for counts work in elements of
+ * pool.c's y = a y + x, and shares a loop only when that much work pays for
+ * waking the other threads.  An element of a row of exps (softmax's,
+ * cross-entropy's) costs far more: the exp is some twenty vector operations
+ * where that is two, and a short row adds the folds of its lane sums (on the
+ * Zen 5 of the README a 65-wide row of cross-entropy took 26 of the pool's
+ * elements per element, softmax's 19, so the toy model's cross-entropy ran
+ * on one thread for 45 us).  So these loops state their work as elements
+ * times that ratio, measured here once, on the first call, against the
+ * pool's own element time: exp_shifted over 64 rows of 64, the fastest of
+ * 4 runs.  Stored in 1/16ths; 0: not yet measured. */
+static atomic_int exp_weight16;
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int measure_exp_weight16(void)
+{
+    enum { N = 64 * 64, RUNS = 4 };
+    double wake_us, fork_us, spin_us, elem_ns;
+    size_t min_work;
+    ag_threads_measured(&wake_us, &fork_us, &spin_us, &elem_ns, &min_work);
+    ag_real *x = malloc(2 * N * sizeof *x);
+    if (!x || !(elem_ns > 0)) {
+        free(x);
+        return 16 * 16;   /* nothing to measure with: 16, under the Zen 5's 19-26 */
+    }
+    for (int i = 0; i < N; i++)
+        x[i] = (ag_real)(i % 29) / 7 - 2;
+    double best = 1e9, total = 0;
+    volatile size_t len = 64;   /* read at run time: a row as the kernels get it, not one specialized for 64 */
+    for (int r = 0; r < RUNS; r++) {
+        const double t0 = seconds();
+        for (int row = 0; row < 64; row++) {
+            ag_real max;
+            total += exp_shifted(x + 64 * row, x + N + 64 * row, len, &max);
+        }
+        const double t = seconds() - t0;
+        if (t > 0 && t < best) best = t;
+    }
+    free(x);
+    if (!(total >= 64 * RUNS) || best == 1e9)
+        return 16 * 16;   /* each row's sum is at least 1: anything else means no measurement */
+    const double ratio = best * 1e9 / N / elem_ns;
+    return ratio < 1 ? 16 : ratio > 1000 ? 16 * 1000 : (int)(16 * ratio);
+}
+
+/* n elements of rows of exps, as ag_parallel_for's work */
+static size_t exp_work(size_t n)
+{
+    if (ag_max_threads() <= 1)
+        return n;                   /* one thread (or inside a task): nothing to decide */
+    int w = atomic_load_explicit(&exp_weight16, memory_order_relaxed);
+    if (w == 0) {
+        w = measure_exp_weight16();
+        atomic_store_explicit(&exp_weight16, w, memory_order_relaxed);
+    }
+    return n / 16 * (size_t)w + n % 16 * (size_t)w / 16;
 }
 
 /* One contiguous row: softmax, or log_softmax when log_out is set. */
@@ -106,7 +172,7 @@ void ag_fast_softmax(const ag_real *x, ag_real *y, size_t outer, size_t n, size_
 {
     const size_t rows = outer * inner;
     rows_args r = { .x = x, .out = y, .n = n, .inner = inner, .log_out = log_out };
-    ag_parallel_for(rows, rows * n, softmax_rows, &r);
+    ag_parallel_for(rows, exp_work(rows * n), softmax_rows, &r);
 }
 
 static void softmax_backward_rows(void *ctx, size_t lo, size_t hi)
@@ -168,7 +234,7 @@ void ag_fast_cross_entropy(const ag_real *logits, const int32_t *target, size_t 
                            double *loss)
 {
     rows_args r = { .x = logits, .target = target, .out = prob, .loss = loss, .n = (size_t)V };
-    ag_parallel_for(rows, rows * (size_t)V, cross_entropy_rows, &r);
+    ag_parallel_for(rows, exp_work(rows * (size_t)V), cross_entropy_rows, &r);
 }
 
 static void cross_entropy_backward_rows(void *ctx, size_t lo, size_t hi)
