@@ -98,6 +98,28 @@ static int last_key(const ag_attn *a, int i)
     return last < a->Tk - 1 ? last : a->Tk - 1;
 }
 
+/* s[j] = scale s[j] for j < n (rounded up to four), and the largest of
+ * those j < n, as the reference's `if (s_j > m) m = s_j` from m = -inf
+ * finds it: pmax(m, s) is s only where m < s, so a NaN never wins, and
+ * which of +0 and -0 wins changes neither s - m nor m + log(sum). */
+static ag_real scale_max(float *s, ag_real scale, int n)
+{
+    const v128_t vs = wasm_f32x4_splat(scale), lane = wasm_i32x4_make(0, 1, 2, 3);
+    v128_t m = wasm_f32x4_splat(-INFINITY);
+    for (int j = 0; j < n; j += 4) {
+        v128_t x = wasm_f32x4_mul(vs, wasm_v128_load(s + j));
+        wasm_v128_store(s + j, x);
+        v128_t in = wasm_i32x4_lt(wasm_i32x4_add(lane, wasm_i32x4_splat(j)), wasm_i32x4_splat(n));
+        m = wasm_f32x4_pmax(m, wasm_v128_bitselect(x, wasm_f32x4_splat(-INFINITY), in));
+    }
+    ag_real lanes[4], best = -INFINITY;
+    wasm_v128_store(lanes, m);
+    for (int l = 0; l < 4; l++)
+        if (lanes[l] > best)
+            best = lanes[l];
+    return best;
+}
+
 /* How many keys query i sees (0 .. Tk). */
 static int seen(const ag_attn *a, int i) { return last_key(a, i) + 1 > 0 ? last_key(a, i) + 1 : 0; }
 
@@ -193,12 +215,7 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
             for (int i = 0; i < Tq; i++) {
                 const int n = n_of[i];
                 float *s = S + (size_t)i * T4;
-                ag_real m = -INFINITY;
-                for (int j = 0; j < n; j++) {
-                    s[j] = a->scale * s[j];
-                    if (s[j] > m)
-                        m = s[j];
-                }
+                const ag_real m = scale_max(s, a->scale, n);
                 /* the exps of keys 0..n-1 only: past them s is -inf, whose
                  * exp is 0, and adding 0 changes no sum (nor p, 0 there) */
                 max[i] = m;
@@ -229,8 +246,11 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
                 const int n = n_of[i];
                 const float *s = S + (size_t)i * T4;
                 float *p = P + (size_t)i * T4;
-                for (int j = 0; j < n; j++)
-                    p[j] = s[j] == -INFINITY ? 0 : (ag_real)ex[at + (size_t)j];
+                for (int j = 0; j < n; j += 4) {     /* p_j = 0 where s_j = -inf, else exp rounded */
+                    v128_t sj = wasm_v128_load(s + j);
+                    v128_t pj = ag_wasm_narrow(wasm_v128_load(ex + at + j), wasm_v128_load(ex + at + j + 2));
+                    wasm_v128_store(p + j, wasm_v128_andnot(pj, wasm_f32x4_eq(sj, wasm_f32x4_splat(-INFINITY))));
+                }
                 at += (size_t)padded(n);
                 if (weights) {
                     ag_real *w = weights + (((long)b * a->H + h) * Tq + i) * a->Tk;
@@ -296,10 +316,13 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                 for (int c = 0; c < hd; c++)
                     D += doi[c] * oi[c];
                 float *p = P + (size_t)i * T4, *ds = DS + (size_t)i * T4;
-                for (int j = 0; j < n; j++) {
-                    ag_real pj = (ag_real)ex[at + (size_t)j], dp = 1.0f * p[j];   /* z_j dot(do_i, v_j), z_j = 1 */
-                    ds[j] = pj * (dp - D) * a->scale;
-                    p[j] = pj * 1.0f;
+                /* dp_j = z_j dot(do_i, v_j) (z_j = 1), ds_j = p_j (dp_j - D) scale, p_j z_j */
+                const v128_t Dv = wasm_f32x4_splat(D), scale = wasm_f32x4_splat(a->scale);
+                for (int j = 0; j < n; j += 4) {
+                    v128_t pj = ag_wasm_narrow(wasm_v128_load(ex + at + j), wasm_v128_load(ex + at + j + 2));
+                    v128_t dp = wasm_v128_load(p + j);
+                    wasm_v128_store(ds + j, wasm_f32x4_mul(wasm_f32x4_mul(pj, wasm_f32x4_sub(dp, Dv)), scale));
+                    wasm_v128_store(p + j, pj);
                 }
                 at += (size_t)padded(n);
                 gather(Q(a, dq, b, h, i), 0, ds, 1, K(a, k, b, h, 0), a->k_ld, n, hd, 0, NULL, 0);
