@@ -100,8 +100,9 @@ static int last_key(const ag_attn *a, int i)
 
 /* s[j] = scale s[j] for j < n (rounded up to four), and the largest of
  * those j < n, as the reference's `if (s_j > m) m = s_j` from m = -inf
- * finds it: pmax(m, s) is s only where m < s, so a NaN never wins, and
- * which of +0 and -0 wins changes neither s - m nor m + log(sum). */
+ * finds it: pmax(m, s) is s only where m < s, so a NaN never wins (a
+ * row with one has NaN weights either way), and which of +0 and -0 wins
+ * changes neither s - m nor m + log(sum). */
 static ag_real scale_max(float *s, ag_real scale, int n)
 {
     const v128_t vs = wasm_f32x4_splat(scale), lane = wasm_i32x4_make(0, 1, 2, 3);
