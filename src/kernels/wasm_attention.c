@@ -189,6 +189,42 @@ static void gather(ag_real *y, int fresh, const float *w, long ws, const ag_real
     }
 }
 
+/* Key j's dv_j += sum_i p_ij do_i and dk_j += sum_i ds_ij q_i over the
+ * queries i that see it (seen[i] > j), in i's order: two gathers, their
+ * eight chains of sixteen c side by side where hd allows (p_ij = p[i ws],
+ * ds_ij = ds[i ws]). */
+static void key_sums(ag_real *dv, ag_real *dk, const float *p, const float *ds, long ws, const ag_real *do_,
+                     long do_ld, const ag_real *q, long q_ld, int Tq, int hd, const int *seen, int j)
+{
+    int c = 0;
+    for (; c + 16 <= hd; c += 16) {
+        v128_t v0 = wasm_v128_load(dv + c), v1 = wasm_v128_load(dv + c + 4), v2 = wasm_v128_load(dv + c + 8);
+        v128_t v3 = wasm_v128_load(dv + c + 12), k0 = wasm_v128_load(dk + c), k1 = wasm_v128_load(dk + c + 4);
+        v128_t k2 = wasm_v128_load(dk + c + 8), k3 = wasm_v128_load(dk + c + 12);
+        for (int i = 0; i < Tq; i++) {
+            if (seen[i] <= j)
+                continue;
+            const v128_t pv = wasm_f32x4_splat(p[i * ws]), dsv = wasm_f32x4_splat(ds[i * ws]);
+            const ag_real *doi = do_ + i * do_ld + c, *qi = q + i * q_ld + c;
+            v0 = wasm_f32x4_add(v0, wasm_f32x4_mul(pv, wasm_v128_load(doi)));
+            v1 = wasm_f32x4_add(v1, wasm_f32x4_mul(pv, wasm_v128_load(doi + 4)));
+            v2 = wasm_f32x4_add(v2, wasm_f32x4_mul(pv, wasm_v128_load(doi + 8)));
+            v3 = wasm_f32x4_add(v3, wasm_f32x4_mul(pv, wasm_v128_load(doi + 12)));
+            k0 = wasm_f32x4_add(k0, wasm_f32x4_mul(dsv, wasm_v128_load(qi)));
+            k1 = wasm_f32x4_add(k1, wasm_f32x4_mul(dsv, wasm_v128_load(qi + 4)));
+            k2 = wasm_f32x4_add(k2, wasm_f32x4_mul(dsv, wasm_v128_load(qi + 8)));
+            k3 = wasm_f32x4_add(k3, wasm_f32x4_mul(dsv, wasm_v128_load(qi + 12)));
+        }
+        wasm_v128_store(dv + c, v0), wasm_v128_store(dv + c + 4, v1), wasm_v128_store(dv + c + 8, v2);
+        wasm_v128_store(dv + c + 12, v3), wasm_v128_store(dk + c, k0), wasm_v128_store(dk + c + 4, k1);
+        wasm_v128_store(dk + c + 8, k2), wasm_v128_store(dk + c + 12, k3);
+    }
+    if (c < hd) {
+        gather(dv + c, 0, p, ws, do_ + c, do_ld, Tq, hd - c, 0, seen, j);
+        gather(dk + c, 0, ds, ws, q + c, q_ld, Tq, hd - c, 0, seen, j);
+    }
+}
+
 /* as ref_attention (see there for the math), one head of one item at a
  * time: every query's scores first, then one call of exp for all their
  * sums, the logs, one more for all the weights, then the outputs */
@@ -328,10 +364,9 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                 at += (size_t)padded(n);
                 gather(Q(a, dq, b, h, i), 0, ds, 1, K(a, k, b, h, 0), a->k_ld, n, hd, 0, NULL, 0);
             }
-            for (int j = 0; j < a->Tk; j++) {
-                gather(V(a, dv, b, h, j), 0, P + j, T4, O(a, do_, b, h, 0), a->o_ld, Tq, hd, 0, n_of, j);
-                gather(K(a, dk, b, h, j), 0, DS + j, T4, Q(a, q, b, h, 0), a->q_ld, Tq, hd, 0, n_of, j);
-            }
+            for (int j = 0; j < a->Tk; j++)
+                key_sums(V(a, dv, b, h, j), K(a, dk, b, h, j), P + j, DS + j, T4, O(a, do_, b, h, 0), a->o_ld,
+                         Q(a, q, b, h, 0), a->q_ld, Tq, hd, n_of, j);
         }
 }
 #endif
