@@ -112,17 +112,23 @@ typedef struct ag_kernels {
     /* GELU with an optional bias, x [rows,cols] and b [cols] (NULL: none):
      * y = gelu(x + b) = h Phi(h) with h = x + b, exact (erf).  The bias is
      * added in the same pass, so a linear layer's product feeds GELU with no
-     * pass of its own for the bias (ag_linear_gelu).  keep, if not NULL,
-     * has gelu_keep(rows * cols) bytes, where the forward leaves what its
-     * backward would otherwise compute again (the browser build: erf). */
+     * pass of its own for the bias (ag_linear_gelu).  keep, if not NULL, is
+     * where the forward leaves what its backward would otherwise compute
+     * again: gelu_keep(rows * cols) bytes of its own (the browser build:
+     * erf), or, where gelu_keep_in_x says so, x itself, over which the
+     * forward writes gelu'(x + b) (the fast build; x is then lost). */
     void (*gelu)(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep);
     /* dx (+)= gelu'(x + b) dy, and db += the column sums of what dx
      * received (the bias's gradient; NULL: not wanted), in the same pass;
-     * keep: the forward's (NULL: computed again). */
+     * keep: the forward's (NULL: computed again from x). */
     void (*gelu_backward)(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
                           size_t cols, ag_real *dx, int assign, ag_real *db);
-    /* bytes a forward of n elements may keep for its backward (0: none) */
+    /* bytes of its own a forward of n elements may keep for its backward
+     * (0: none) */
     size_t (*gelu_keep)(size_t n);
+    /* 1: the forward keeps gelu' over x when given keep = x, and needs no
+     * bytes of its own (a caller whose x nothing else reads passes it) */
+    int (*gelu_keep_in_x)(void);
 
     /* Attention forward (see ag_attn): o, and lse [B,H,Tq] = the log of each
      * query's softmax denominator (-inf for a query that sees no key).  If
@@ -192,6 +198,7 @@ typedef struct ag_kernels {
     X(gelu, ag_fast_gelu, ref_gelu)                                                       \
     X(gelu_backward, ag_fast_gelu_backward, ref_gelu_backward)                            \
     X(gelu_keep, ag_fast_gelu_keep, ref_gelu_keep)                                        \
+    X(gelu_keep_in_x, ag_fast_gelu_keep_in_x, ref_gelu_keep_in_x)                         \
     X(attention, ag_fast_attention, ref_attention)                                        \
     X(attention_backward, ag_fast_attention_backward, ref_attention_backward)             \
     X(attention_keep, ag_fast_attention_keep, ref_attention_keep)                         \

@@ -258,7 +258,9 @@ void ag_backward_linear(ag_ctx *ctx, ag_node *n)
 }
 
 /* What ag_linear_gelu keeps for backward: the product without its bias,
- * and what the kernel's forward left for its backward (NULL: nothing). */
+ * and what the kernel's forward left for its backward (NULL: nothing; the
+ * product itself where the kernel keeps gelu' over it: nothing else reads
+ * the product). */
 typedef struct {
     const ag_real *h;
     void *keep;
@@ -266,7 +268,8 @@ typedef struct {
 
 /* gelu(x W^T + b): the product, then the bias and GELU in one pass over
  * its output (the kernel gelu with a bias), which is kept, without the
- * bias, for backward.  The same bits as ag_gelu(ag_linear(x, W, b)) with
+ * bias, for backward (or replaced by GELU's derivative where the kernel
+ * keeps that over it).  The same bits as ag_gelu(ag_linear(x, W, b)) with
  * one pass over the [rows, out] activations fewer each way. */
 ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
@@ -277,7 +280,8 @@ ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
     gelu_saved *sv = NULL;
     if (ag_should_record(ctx, out, x, W, b)) {
         sv = ag_alloc(ctx, sizeof *sv);
-        *sv = (gelu_saved){ product->data, keep ? ag_alloc(ctx, keep) : NULL };
+        *sv = (gelu_saved){ product->data, ag_kern->gelu_keep_in_x() ? (void *)product->data
+                                           : keep ? ag_alloc(ctx, keep) : NULL };
     }
     ag_kern->gelu(product->data, b ? b->data : NULL, (size_t)rows, outf, out->data, sv ? sv->keep : NULL);
     if (sv) {

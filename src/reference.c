@@ -259,6 +259,8 @@ static size_t ref_gelu_keep(size_t n)
     return 0;
 }
 
+static int ref_gelu_keep_in_x(void) { return 0; }
+
 /* ---- attention ---------------------------------------------------------- */
 
 /* Where query i, key j, value j and output i of item b, head h live. */

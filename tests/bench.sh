@@ -54,7 +54,8 @@ ours=$(mktemp)
 theirs=$(mktemp)
 bf16=$(mktemp)
 tlog=$(mktemp)
-trap 'rm -f "$ours" "$theirs" "$ours.row" "$bf16" "$tlog"' EXIT
+pool=$(mktemp)
+trap 'rm -f "$ours" "$theirs" "$ours.row" "$ours.run" "$bf16" "$tlog" "$pool"' EXIT
 # attograd's bf16 mixed precision, where this CPU has a bf16 kernel
 has_bf16=0
 if ./build/bench_train --threads "$threads" --precision bf16 1x1x8x8x1x1 >/dev/null 2>&1; then
@@ -82,7 +83,11 @@ r=1
 while [ "$r" -le "$rounds" ]; do
     [ "$rounds" -gt 1 ] && echo "round $r of $rounds ..." >&2
     for c in $configs; do
-        ./build/bench_train --threads "$threads" "$c" | grep '^config' | sed "s/\$/ round $r/" >>"$ours"
+        ./build/bench_train --threads "$threads" "$c" >"$ours.run"
+        grep '^config' "$ours.run" | sed "s/\$/ round $r/" >>"$ours"
+        # what this process's pool measured: the machine's state when it ran
+        sed -n "s/^threads measured (src\/pool.c): wake-up \([0-9.]*\) us, fork \([0-9.]*\) us.*/  $c round $r: fork \2 us, wake-up \1 us/p" \
+            "$ours.run" >>"$pool"
         if [ "$has_bf16" = 1 ]; then
             ./build/bench_train --threads "$threads" --precision bf16 "$c" | grep '^config' | sed "s/\$/ round $r/" >>"$bf16"
         fi
@@ -177,6 +182,13 @@ if grep -q '^config .* setting ' "$theirs"; then
                 printf "  %-7s %s  %-8s (%s)%s\n", c, p, $8, o, many ? ", round " $NF : "" }' "$theirs"
         done
     done
+fi
+if [ -s "$pool" ]; then
+    echo
+    echo "attograd's threads as each fp32 process measured them at its start (src/pool.c; README, Speed):"
+    echo "on the Zen 5 of the README a fork of about 0.1 us where its 2 CPUs hand work over fast, 0.4-0.5 us"
+    echo "in its slow state (the toy step 1.5-1.7x slower), several us where another process holds a core:"
+    cat "$pool"
 fi
 echo
 echo "${soak:-soak: not measured}"

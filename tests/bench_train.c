@@ -1,7 +1,8 @@
 /*
- * bench_train.c - speed of one full training step (forward, cross-entropy,
- * backward, clip, optimizer) on the configurations tests/bench_torch.py runs
- * in PyTorch.  Usage:
+ * bench_train.c - speed of one full training step (train/model/step.c's
+ * step_take, as the command runs it: forward, cross-entropy, backward, the
+ * finiteness checks, clip, optimizer) on the configurations
+ * tests/bench_torch.py runs in PyTorch.  Usage:
  *   bench_train [--threads N] [--soak N] [--precision fp32|bf16] [--explicit]
  *               [toy|small|medium|LxHxDxTxB[xSTEPS]]...
  * --soak N runs N more steps after the timed ones and reports peak RSS
@@ -20,6 +21,7 @@
 #include "model.h"
 #include "pool.h"
 #include "run.h"
+#include "step.h"
 
 typedef struct bench_config {
     const char *name;
@@ -104,15 +106,16 @@ static void run_config(const bench_config *c)
             rss_before = max_rss_mb();
         random_batch(&rng, c->vocab, n, x, y);
         double t0 = now_seconds();
-        ag_reset(ctx);
-        ag_tensor *logits = model_forward(ctx, &m, x, c->batch, c->context, 1, NULL);
-        ag_tensor *l = ag_cross_entropy(ctx, logits, y);
-        ag_params_zero_grad(m.params);
-        ag_backward(ctx, l);
-        ag_clip_grad_norm(m.params, 1.0);
-        ag_optim_step(opt, lr);
+        /* the step every trainer takes (train/model/step.c): forward,
+         * cross-entropy, backward, the finiteness checks, clipping, update */
+        const step_rows batch = { x, y, c->batch, c->context, 1.0, NULL };
+        step_result r = step_take(ctx, &m, opt, &batch, 1.0, lr);
         double t1 = now_seconds();
-        loss = l->data[0];
+        if (r.status != STEP_OK) {
+            fprintf(stderr, "bench_train: step %ld of %s: the loss or a gradient is not finite\n", s + 1, c->name);
+            exit(1);
+        }
+        loss = r.loss;
         if (s >= c->warmup && s < c->warmup + c->steps)
             ms[s - c->warmup] = 1e3 * (t1 - t0);
     }

@@ -434,6 +434,27 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
           rel_diff(db[1], db[0], cols));
     CHECK(same_bits(y[1], y[2], n) && same_bits(dx[1], dx[2], n) && same_bits(db[1], db[2], cols),
           "gelu %zux%zu: threads differ", rows, cols);
+    if (ag_kernels_fast.gelu_keep_in_x()) {
+        /* gelu' kept over x (as ag_linear_gelu passes it), and in a buffer
+         * of its own: the same y, and the backward from the kept values
+         * the same bits as the one that computes them again */
+        for (int own = 0; own < 2; own++) {
+            ag_real *xk = copy_buf(x, n), *other = own ? malloc(n * sizeof(ag_real)) : NULL;
+            ag_real *yk = malloc(n * sizeof(ag_real)), *dxk = copy_buf(dy, n), *dbk = copy_buf(db0, cols);
+            ag_real *keep = own ? other : xk;
+            check_set_threads(own ? 1 : 2);
+            ag_kernels_fast.gelu(xk, b, rows, cols, yk, keep);
+            ag_kernels_fast.gelu_backward(own ? xk : NULL, b, keep, dy, rows, cols, dxk, assign, bias ? dbk : NULL);
+            CHECK(same_bits(yk, y[1], n) && same_bits(dxk, dx[1], n) && same_bits(dbk, db[1], cols),
+                  "gelu %zux%zu: with gelu' kept %s, other bits", rows, cols, own ? "in its own buffer" : "over x");
+            CHECK(own || !same_bits(xk, x, n), "gelu %zux%zu: nothing was kept over x", rows, cols);
+            free(xk);
+            free(other);
+            free(yk);
+            free(dxk);
+            free(dbk);
+        }
+    }
     if (bias) {
         /* with the bias and its gradient in one pass, the same bits as the
          * unfused ops: the bias added by its own pass, GELU's backward

@@ -4,13 +4,16 @@
  * bias on and off, cross-attention, dropout with a fixed seed; the GPT and
  * attn-only models end to end through cross-entropy; parameter names and
  * counts as the checkpoint contract states them; the run settings a
- * checkpoint records, through a file and back.
+ * checkpoint records, through a file and back; the step's refusal of
+ * gradients and weights that are not finite.
  */
+#include <float.h>
 #include <unistd.h>
 
 #include "gradcheck.h"
 #include "model.h"
 #include "run.h"
+#include "step.h"
 
 typedef struct mha_case {
     int heads, qkv_bias, causal, cross;
@@ -542,9 +545,64 @@ static void check_recorded_settings(void)
     rmdir(dir);
 }
 
+/* step_update refuses what is not finite: a NaN, +inf or -inf anywhere in
+ * any parameter's gradient (first, inner and last elements, the ragged
+ * tail a vector loop leaves) stops the step before any update and names
+ * that parameter; finite extremes (the largest float, subnormals, -0) pass;
+ * a weight the update leaves infinite is named after it. */
+static void check_step_guards(void)
+{
+    model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, 0, 0 };
+    model m;
+    model_build(&m, &cfg);
+    ag_pcg32 init;
+    ag_pcg32_seed(&init, 4, 1);
+    model_init(&m, &init);
+    ag_params *ps = m.params;
+    ag_optim *sgd = ag_optim_sgd(ps, 0, 0);
+    ag_real *before = malloc(ps->total * sizeof(ag_real));
+    const ag_real bad[3] = { NAN, INFINITY, -INFINITY };
+    int caught = 0, named = 0, untouched = 0, cases = 0;
+    for (int p = 0; p < ps->count; p += ps->count / 3 > 0 ? ps->count / 3 : 1) {
+        const ag_tensor *t = ps->list[p];
+        const size_t where[4] = { 0, t->size / 2, t->size - 1, t->size > 17 ? t->size - 17 : 0 };
+        for (int w = 0; w < 4; w++)
+            for (int b = 0; b < 3; b++) {
+                ag_params_zero_grad(ps);
+                t->grad[where[w]] = bad[b];
+                memcpy(before, ps->data, ps->total * sizeof(ag_real));
+                step_result r = step_update(ps, sgd, 1.0, 1.0, 0.1);
+                cases++;
+                caught += r.status == STEP_BAD_GRAD;
+                named += r.bad == t;
+                untouched += memcmp(before, ps->data, ps->total * sizeof(ag_real)) == 0;
+            }
+    }
+    CHECK(caught == cases && named == cases && untouched == cases,
+          "a NaN or infinity in a gradient: refused %d, named %d, no update %d of %d", caught, named, untouched, cases);
+    ag_params_zero_grad(ps);
+    ag_tensor *last = ps->list[ps->count - 1];
+    last->grad[0] = FLT_MAX;
+    last->grad[last->size - 1] = -0.0f;
+    ps->list[0]->grad[0] = FLT_MIN / 8;                      /* subnormal */
+    step_result ok = step_update(ps, sgd, 1.0, 0, 0);      /* lr 0: the weights stay finite */
+    CHECK(ok.status == STEP_OK, "finite extremes in the gradients pass (status %d)", (int)ok.status);
+    CHECK(step_update(ps, sgd, NAN, 0, 0.1).status == STEP_BAD_LOSS, "a NaN loss is refused");
+    ag_params_zero_grad(ps);
+    ag_tensor *mid = ps->list[ps->count / 2];
+    mid->data[mid->size - 1] = INFINITY;
+    step_result up = step_update(ps, sgd, 1.0, 0, 0.1);
+    CHECK(up.status == STEP_BAD_UPDATE && up.bad == mid, "an infinite weight after the update is named (status %d)",
+          (int)up.status);
+    free(before);
+    ag_optim_free(sgd);
+    model_free(&m);
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 99, 1);
+    check_step_guards();
     printf("model gradient checks in %s precision\n", AG_PRECISION_NAME);
     check_mha("mha causal, 1 head", (mha_case){ 1, 0, 1, 0, 0 });
     check_mha("mha causal, 3 heads, qkv bias", (mha_case){ 3, 1, 1, 0, 0 });

@@ -23,6 +23,8 @@ size_t ag_fast_gemm_scratch(int M, int N, int K);
 /* The time of one multiply-add of a small product on this machine, in ns
  * (measured on the first call): what a product's sharing is decided by. */
 double ag_fast_gemm_madd_ns(void);
+/* A monotonic clock in seconds, for the kernels that time themselves once. */
+double ag_fast_seconds(void);
 
 /* The matrix multiply's cache blocking (gemm.c's model): K block, rows and
  * columns of the packed blocks, for the given caches, or NULL: this CPU's. */
@@ -46,6 +48,7 @@ void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, 
 void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
                            size_t cols, ag_real *dx, int assign, ag_real *db);
 size_t ag_fast_gelu_keep(size_t n);
+int ag_fast_gelu_keep_in_x(void);
 
 /* attention.c */
 void ag_fast_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,

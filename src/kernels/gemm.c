@@ -1099,7 +1099,7 @@ static void gemm_few_rows_threads(const gemm_job *g, int nth)
  * on the calling thread.  Stored in femtoseconds; 0: not yet measured. */
 static atomic_long madd_fs;
 
-static double seconds(void)
+double ag_fast_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -1117,10 +1117,10 @@ static double measure_madd_ns(void)
     ag_real *ws = workspace(block_space(S, S, S));
     double best = 1e9;
     for (int r = 0; r < RUNS; r++) {
-        const double t0 = seconds();
+        const double t0 = ag_fast_seconds();
         if (small_product(&g)) gemm_small(&g, ws);
         else gemm_block(&g, 0, S, 0, S, ws);
-        const double t = seconds() - t0;
+        const double t = ag_fast_seconds() - t0;
         if (t > 0 && t < best) best = t;
     }
     free(x);

@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "fast.h"
 #include "fastmath.h"
@@ -46,13 +45,6 @@ static double exp_shifted(const ag_real *restrict x, ag_real *restrict y, size_t
  * 4 runs.  Stored in 1/16ths; 0: not yet measured. */
 static atomic_int exp_weight16;
 
-static double seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static int measure_exp_weight16(void)
 {
     enum { N = 64 * 64, RUNS = 4 };
@@ -69,12 +61,12 @@ static int measure_exp_weight16(void)
     double best = 1e9, total = 0;
     volatile size_t len = 64;   /* read at run time: a row as the kernels get it, not one specialized for 64 */
     for (int r = 0; r < RUNS; r++) {
-        const double t0 = seconds();
+        const double t0 = ag_fast_seconds();
         for (int row = 0; row < 64; row++) {
             ag_real max;
             total += exp_shifted(x + 64 * row, x + N + 64 * row, len, &max);
         }
-        const double t = seconds() - t0;
+        const double t = ag_fast_seconds() - t0;
         if (t > 0 && t < best) best = t;
     }
     free(x);
@@ -147,6 +139,8 @@ static void softmax_strided(const ag_real *x, ag_real *y, size_t n, size_t s, in
 typedef struct {
     const ag_real *x, *y, *w, *b, *dy, *mean, *rstd, *prob;
     ag_real *out, *dx, *dw, *db, *meanw, *rstdw;
+    ag_real *keep;                  /* GELU's forward: where it keeps gelu' (x itself) */
+    const ag_real *kept;            /* GELU's backward: what the forward kept, or NULL */
     const int32_t *target;
     double *loss;
     size_t n, inner;
@@ -383,59 +377,83 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
 
 /* ---- GELU --------------------------------------------------------------- */
 
-/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)) */
-static inline ag_real gelu_of(ag_real h)
-{
-    return (ag_real)0.5 * h * (1 + ag_fast_erf(h * (ag_real)0.70710678118654752440));
-}
-
-/* dy gelu'(h) = dy (Phi(h) + h phi(h)) */
-static inline ag_real gelu_grad(ag_real h, ag_real dy)
+/* gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)), and its derivative
+ * gelu'(h) = Phi(h) + h phi(h) into *d: one exp serves Phi and phi
+ * (ag_fast_normal), and the backward's recomputation gives the same bits. */
+static inline ag_real gelu_of(ag_real h, ag_real *d)
 {
     ag_real cdf, pdf;
     ag_fast_normal(h, &cdf, &pdf);
-    return dy * (cdf + h * pdf);
+    *d = cdf + h * pdf;
+    return h * cdf;
 }
 
-/* Without a bias: elements lo..hi-1 of the whole array. */
+/* dy gelu'(h) */
+static inline ag_real gelu_grad(ag_real h, ag_real dy)
+{
+    ag_real d;
+    (void)gelu_of(h, &d);
+    return dy * d;
+}
+
+/* Without a bias: elements lo..hi-1 of the whole array; with keep (which
+ * is x, see ag_fast_gelu), gelu' written over each x once read. */
 static void gelu_range(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const ag_real *restrict x = a->x;
-    ag_real *restrict y = a->out;
-    for (size_t i = lo; i < hi; i++)
-        y[i] = gelu_of(x[i]);
+    ag_real *restrict y = a->out, *restrict xk = a->keep, d;
+    if (xk)
+        for (size_t i = lo; i < hi; i++) {
+            y[i] = gelu_of(xk[i], &d);
+            xk[i] = d;
+        }
+    else
+        for (size_t i = lo; i < hi; i++)
+            y[i] = gelu_of(a->x[i], &d);
 }
 
 /* With a bias: rows lo..hi-1, the bias added as each element is read (the
  * sum rounds to the float the separate bias pass stored, so the result is
- * the unfused one bit for bit). */
+ * the unfused one bit for bit); with keep, as gelu_range. */
 static void gelu_bias_rows(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
     const size_t cols = a->n;
     const ag_real *restrict b = a->b;
+    ag_real d;
     for (size_t r = lo; r < hi; r++) {
-        const ag_real *restrict x = a->x + r * cols;
         ag_real *restrict y = a->out + r * cols;
-        for (size_t c = 0; c < cols; c++)
-            y[c] = gelu_of(x[c] + b[c]);
+        if (a->keep) {
+            ag_real *restrict xk = a->keep + r * cols;
+            for (size_t c = 0; c < cols; c++) {
+                y[c] = gelu_of(xk[c] + b[c], &d);
+                xk[c] = d;
+            }
+        } else {
+            const ag_real *restrict x = a->x + r * cols;
+            for (size_t c = 0; c < cols; c++)
+                y[c] = gelu_of(x[c] + b[c], &d);
+        }
     }
 }
 
-/* Nothing kept: erf computed again in the backward costs less here than a
- * pass over a kept buffer would (the forward's erf is a few vector
- * operations, not the browser build's double polynomial). */
+/* The forward keeps gelu'(x + b) for the backward, over x itself: x is the
+ * linear layer's product, which nothing else reads, so this costs no
+ * memory, and the backward becomes a multiply where it computed erf and exp
+ * again (a third of the step's GELU time on `make run`'s model). */
 size_t ag_fast_gelu_keep(size_t n)
 {
     (void)n;
-    return 0;
+    return 0;                       /* nothing beside x */
 }
+
+int ag_fast_gelu_keep_in_x(void) { return 1; }
 
 void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep)
 {
-    (void)keep;
-    rows_args r = { .x = x, .b = b, .out = y, .n = cols };
+    rows_args r = { .x = x, .b = b, .out = y, .n = cols, .keep = keep };
+    if (keep && keep != x)          /* kept elsewhere than over x: the pass runs over a copy */
+        memcpy(keep, x, rows * cols * sizeof(ag_real));
     if (b)
         ag_parallel_for(rows, rows * cols, gelu_bias_rows, &r);
     else
@@ -443,7 +461,8 @@ void ag_fast_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, 
 }
 
 /* dx (+)= gelu'(x + b) dy over rows r0..r1-1, columns c0..c1-1, and db +=
- * each column's values in row order (b, db may be NULL). */
+ * each column's values in row order (b, db may be NULL); gelu' from the
+ * forward's keep when there is one. */
 static void gelu_backward_block(const rows_args *a, size_t r0, size_t r1, size_t c0, size_t c1)
 {
     const size_t cols = a->n;
@@ -452,7 +471,15 @@ static void gelu_backward_block(const rows_args *a, size_t r0, size_t r1, size_t
     for (size_t r = r0; r < r1; r++) {
         const ag_real *restrict x = a->x + r * cols, *restrict dy = a->dy + r * cols;
         ag_real *restrict dx = a->dx + r * cols;
-        if (db)
+        if (a->kept) {
+            const ag_real *restrict d = a->kept + r * cols;
+            for (size_t c = c0; c < c1; c++) {
+                ag_real g = dy[c] * d[c];
+                dx[c] = a->assign ? g : dx[c] + g;
+                if (db)
+                    db[c] += g;
+            }
+        } else if (db)
             for (size_t c = c0; c < c1; c++) {
                 ag_real g = gelu_grad(b ? x[c] + b[c] : x[c], dy[c]);
                 dx[c] = a->assign ? g : dx[c] + g;
@@ -480,6 +507,8 @@ static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
     flat.x += lo;
     flat.dy += lo;
     flat.dx += lo;
+    if (flat.kept)
+        flat.kept += lo;
     gelu_backward_block(&flat, 0, 1, 0, hi - lo);
 }
 
@@ -515,8 +544,8 @@ static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
 void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
                            size_t cols, ag_real *dx, int assign, ag_real *db)
 {
-    (void)keep;
-    rows_args r = { .x = x, .b = b, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols, .inner = rows };
+    rows_args r = { .x = x, .b = b, .kept = keep, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols,
+                    .inner = rows };
     const size_t size = rows * cols;
     if (!b && !db) {
         ag_parallel_for(size, size, gelu_backward_range, &r);
