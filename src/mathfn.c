@@ -442,21 +442,35 @@ void ag_math_exp_n(const double *x, double *y, size_t n)
 
 /* ag_math_erf's two Horner chains for a polynomial of even degree `top` in
  * t, p(t) = E(t^2) + t O(t^2): E from c[top] and O from c[top - 1], down
- * the even and the odd coefficients, for two vectors given t^2 (t20, t21). */
-static inline void even_odd_lanes(const double *c, int top, v128_t t20, v128_t t21, v128_t e[2], v128_t o[2])
+ * the even and the odd coefficients, for four vectors given t^2 (t2[v]),
+ * side by side (one vector's two chains wait on each product and sum). */
+static inline void even_odd_lanes4(const double *c, int top, const v128_t t2[4], v128_t e[4], v128_t o[4])
 {
-    v128_t e0 = SPLAT(c[top]), o0 = SPLAT(c[top - 1]), e1 = e0, o1 = o0;
+    v128_t e0 = SPLAT(c[top]), o0 = SPLAT(c[top - 1]), e1 = e0, o1 = o0, e2 = e0, o2 = o0, e3 = e0, o3 = o0;
     for (int n = top - 2; n >= 0; n -= 2) {
         v128_t ce = SPLAT(c[n]);
-        e0 = ADD(MUL(e0, t20), ce);
-        e1 = ADD(MUL(e1, t21), ce);
+        e0 = ADD(MUL(e0, t2[0]), ce);
+        e1 = ADD(MUL(e1, t2[1]), ce);
+        e2 = ADD(MUL(e2, t2[2]), ce);
+        e3 = ADD(MUL(e3, t2[3]), ce);
         if (n > 0) {
             v128_t co = SPLAT(c[n - 1]);
-            o0 = ADD(MUL(o0, t20), co);
-            o1 = ADD(MUL(o1, t21), co);
+            o0 = ADD(MUL(o0, t2[0]), co);
+            o1 = ADD(MUL(o1, t2[1]), co);
+            o2 = ADD(MUL(o2, t2[2]), co);
+            o3 = ADD(MUL(o3, t2[3]), co);
         }
     }
-    e[0] = e0, e[1] = e1, o[0] = o0, o[1] = o1;
+    e[0] = e0, e[1] = e1, e[2] = e2, e[3] = e3, o[0] = o0, o[1] = o1, o[2] = o2, o[3] = o3;
+}
+
+/* the same for two vectors (the compiler drops the repeated pair) */
+static inline void even_odd_lanes(const double *c, int top, v128_t t20, v128_t t21, v128_t e[2], v128_t o[2])
+{
+    const v128_t t2[4] = { t20, t21, t20, t21 };
+    v128_t e4[4], o4[4];
+    even_odd_lanes4(c, top, t2, e4, o4);
+    e[0] = e4[0], e[1] = e4[1], o[0] = o4[0], o[1] = o4[1];
 }
 
 /* ag_math_erf's polynomial below 1/2 for a = |x| (as the scalar forms it:
@@ -472,6 +486,20 @@ static inline void erf_small_lanes(v128_t *a0, v128_t *a1)
     v128_t two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
     *a0 = MUL(two_over_sqrt_pi, MUL(*a0, ADD(e[0], MUL(z0, o[0]))));
     *a1 = MUL(two_over_sqrt_pi, MUL(*a1, ADD(e[1], MUL(z1, o[1]))));
+}
+
+/* erf_small_lanes for four vectors side by side (eight chains: one
+ * vector's two wait on each product and sum) */
+static inline void erf_small_lanes4(v128_t a[4])
+{
+    const double *c = ERF_ZERO;
+    __asm__("" : "+r"(c));
+    const v128_t z[4] = { MUL(a[0], a[0]), MUL(a[1], a[1]), MUL(a[2], a[2]), MUL(a[3], a[3]) };
+    const v128_t z2[4] = { MUL(z[0], z[0]), MUL(z[1], z[1]), MUL(z[2], z[2]), MUL(z[3], z[3]) };
+    v128_t e[4], o[4], two_over_sqrt_pi = SPLAT(TWO_OVER_SQRT_PI);
+    even_odd_lanes4(c, 12, z2, e, o);
+    for (int v = 0; v < 4; v++)
+        a[v] = MUL(two_over_sqrt_pi, MUL(a[v], ADD(e[v], MUL(z[v], o[v]))));
 }
 
 /* ag_math_erf's polynomial about c = 0.75 + 0.5 k for a = |x| in [1/2, 6)
@@ -529,6 +557,23 @@ void ag_math_erf_n(const double *x, double *y, size_t n)
         unsigned char idx[ERF_PATHS][ERF_CHUNK];
         int count[ERF_PATHS] = { 0 };
         for (size_t i = 0; i < len; i += 4) {
+            if (i + 8 <= len) {         /* eight neighbours below 1/2: four vectors side by side */
+                v128_t v[4];
+                for (int q = 0; q < 4; q++)
+                    v[q] = wasm_v128_load(xc + i + 2 * q);
+                if (all_small(v[0]) && all_small(v[1]) && all_small(v[2]) && all_small(v[3])) {
+                    v128_t neg[4];
+                    for (int q = 0; q < 4; q++) {
+                        neg[q] = wasm_f64x2_lt(v[q], SPLAT(0));
+                        v[q] = wasm_v128_bitselect(wasm_f64x2_neg(v[q]), v[q], neg[q]);
+                    }
+                    erf_small_lanes4(v);
+                    for (int q = 0; q < 4; q++)
+                        wasm_v128_store(yc + i + 2 * q, wasm_v128_bitselect(wasm_f64x2_neg(v[q]), v[q], neg[q]));
+                    i += 4;
+                    continue;
+                }
+            }
             if (i + 4 <= len) {         /* four neighbours below 1/2 (the common case): no lists */
                 v128_t x0 = wasm_v128_load(xc + i), x1 = wasm_v128_load(xc + i + 2);
                 if (all_small(x0) && all_small(x1)) {

@@ -172,17 +172,29 @@ static void check_gemm(void)
             }
 }
 
+/* NaN, +-inf and -0 in a few places of x (n elements), as a diverging run
+ * or a masked class would put them */
+static void specials(float *x, size_t n)
+{
+    static const float special[] = { NAN, INFINITY, -INFINITY, -0.0f };
+    for (size_t i = 0; i < 4 && 7 * i + 3 < n; i++)
+        x[7 * i + 3] = special[i];
+}
+
 /* Attention over q, k, v in one [B,T,3,H,hd] buffer (as the model lays
  * them out), causal or not, with queries after a cache (q_pos0 > 0) and
- * before any key (q_pos0 < 0), with and without the weights. */
+ * before any key (q_pos0 < 0), with and without the weights; the last
+ * shape with NaN, +-inf and -0 among q, k and v (a diverging run's),
+ * whose queries must spoil no other query's lanes. */
 static void check_attention(void)
 {
     static const int shapes[][7] = {
         /* B, H, Tq, Tk, hd, causal, q_pos0 */
         { 2, 4, 16, 16, 16, 1, 0 }, { 1, 2, 5, 5, 3, 1, 0 }, { 2, 3, 7, 7, 8, 0, 0 }, { 1, 2, 3, 9, 4, 1, 6 },
-        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 },
+        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 }, { 2, 2, 9, 9, 16, 1, 0 },
     };
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    const size_t nshapes = sizeof shapes / sizeof *shapes;
+    for (size_t s = 0; s < nshapes; s++) {
         ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
                       .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6] };
         int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
@@ -194,6 +206,11 @@ static void check_attention(void)
         size_t nx = (size_t)a.B * T * 3 * D, no = (size_t)a.B * a.Tq * D, nl = (size_t)a.B * a.H * a.Tq;
         size_t nw = nl * a.Tk;
         float *x = floats(nx, 2), *dout = floats(no, 1), *o[2], *lse[2], *w[2], *dx[2];
+        /* item 1: token 0's q, token 2's k and v (a key of score -inf
+         * and value inf: the forward must skip it, not add 0 inf) */
+        if (s == nshapes - 1)
+            for (int part = 0; part < 3; part++)
+                specials(x + nx / 2 + (size_t)(part == 0 ? 0 : part == 1 ? 2 * 3 * D + D : 2 * 3 * D + 2 * D), 32);
         for (int r = 0; r < 2; r++)
             o[r] = floats(no, 1), lse[r] = floats(nl, 1), w[r] = floats(nw, 1), dx[r] = floats(nx, 1);
         memcpy(dx[1], dx[0], nx * sizeof(float));
@@ -217,15 +234,6 @@ static void check_attention(void)
         for (int r = 0; r < 2; r++)
             free(o[r]), free(lse[r]), free(w[r]), free(dx[r]);
     }
-}
-
-/* NaN, +-inf and -0 in a few places of x (n elements), as a diverging run
- * or a masked class would put them */
-static void specials(float *x, size_t n)
-{
-    static const float special[] = { NAN, INFINITY, -INFINITY, -0.0f };
-    for (size_t i = 0; i < 4 && 7 * i + 3 < n; i++)
-        x[7 * i + 3] = special[i];
 }
 
 /* Layer norm over rows of D: rows past any multiple of four, D not one
