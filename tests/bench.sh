@@ -160,26 +160,29 @@ if [ "$rounds" -gt 1 ]; then
     echo
     echo "each round's own ratios (attograd and PyTorch timed one after the other), rounds 1 to $rounds:"
     for c in $configs; do
-        f="" b=""
+        f="" f32="" b=""
         r=1
         while [ "$r" -le "$rounds" ]; do
-            best_r=$(torch_best "$(torch_ms "$c" fp32 "$r")" "$(torch_ms "$c" bf16 "$r")")
-            f="$f $(ratio "$(pick_row "$ours" "$c" "$r" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')" "$best_r")"
+            t32=$(torch_ms "$c" fp32 "$r")
+            best_r=$(torch_best "$t32" "$(torch_ms "$c" bf16 "$r")")
+            ours_r=$(pick_row "$ours" "$c" "$r" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')
+            f="$f $(ratio "$ours_r" "$best_r")"
+            f32="$f32 $(ratio "$ours_r" "$t32")"
             b="$b $(ratio "$(pick_row "$bf16" "$c" "$r" | awk '{ for (i = 1; i < NF; i++) if ($i == "ms/step") print $(i + 1) }')" "$best_r")"
             r=$((r + 1))
         done
-        printf "  %-7s fp32/PT best:%s   bf16/PT best:%s\n" "$c" "$f" "$b"
+        printf "  %-7s fp32/PT best:%s   fp32/PT fp32:%s   bf16/PT best:%s\n" "$c" "$f" "$f32" "$b"
     done
 fi
 if grep -q '^config .* setting ' "$theirs"; then
     echo
-    echo "PyTorch's columns: the faster thread setting per config and precision (the others' ms/step):"
+    echo "PyTorch's columns: the faster thread setting per config and precision, its ms/step (the others'):"
     for c in $configs; do
         for p in fp32 bf16; do
             awk -v c="$c" -v p="$p" -v many="$((rounds > 1))" '$1 == "config" && $2 == c && $4 == p && $5 == "ms/step" {
                 o = ""; for (i = 1; i < NF; i++) if ($i == "others") o = $(i + 1)
                 gsub(":", " ", o); gsub(",", ", ", o)
-                printf "  %-7s %s  %-8s (%s)%s\n", c, p, $8, o, many ? ", round " $NF : "" }' "$theirs"
+                printf "  %-7s %s  %-8s %9.3f (%s)%s\n", c, p, $8, $6, o, many ? ", round " $NF : "" }' "$theirs"
         done
     done
 fi
