@@ -22,6 +22,15 @@ typedef struct mha_case {
 
 /* Inputs: x [2,5,6] (and kv [2,3,6] for cross-attention) plus the layer's
  * parameters, all registered in one ag_params so every gradient is checked. */
+/* m built from cfg and initialized from PCG32 stream (seed, 1). */
+static void build_model(model *m, const model_config *cfg, uint64_t seed)
+{
+    model_build(m, cfg);
+    ag_pcg32 init;
+    ag_pcg32_seed(&init, seed, 1);
+    model_init(m, &init);
+}
+
 static ag_tensor *f_mha(ag_ctx *c, ag_tensor **in, const void *arg)
 {
     const nn_mha *a = arg;
@@ -187,10 +196,7 @@ static void check_cache(int arch)
     enum { T = 12, B = 2, V = 9 };
     model_config cfg = { arch, V, 2, 3, 12, T, 1, 0 };
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 8, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 8);
     for (size_t i = 0; i < m.params->total; i++)
         m.params->data[i] += (ag_real)(0.5 * ag_pcg32_normal(&rng));
     ag_ctx *ctx = ag_ctx_new();
@@ -248,10 +254,7 @@ static void check_inference_memory(void)
 {
     model_config cfg = { ARCH_GPT, 11, 4, 2, 16, 32, 0, 0 };
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 9, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 9);
     int32_t ids[4 * 32];
     for (int i = 0; i < 4 * 32; i++)
         ids[i] = (int32_t)ag_pcg32_below(&rng, 11);
@@ -286,10 +289,7 @@ static void check_model(const char *label, int arch, int qkv_bias, double dropou
 {
     model_config cfg = { arch, 9, 2, 3, 6, 8, qkv_bias, dropout };   /* odd sizes: 3 heads of 2 */
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 3, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 3);
     /* larger weights than the 0.02 init so every path carries signal */
     for (size_t i = 0; i < m.params->total; i++)
         m.params->data[i] += (ag_real)(0.3 * ag_pcg32_normal(&rng));
@@ -348,10 +348,7 @@ static void check_grad_ready(const char *label, int qkv_bias, double dropout)
 {
     model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, qkv_bias, dropout };
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 5, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 5);
     const ag_params *ps = m.params;
     ready_count rc = { ps, calloc((size_t)ps->count, sizeof(int)), calloc((size_t)ps->count, sizeof(int)), 0,
                        malloc(ps->total * sizeof(ag_real)), 0 };
@@ -554,10 +551,7 @@ static void check_step_guards(void)
 {
     model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, 0, 0 };
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 4, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 4);
     ag_params *ps = m.params;
     ag_optim *sgd = ag_optim_sgd(ps, 0, 0);
     ag_real *before = malloc(ps->total * sizeof(ag_real));
@@ -631,10 +625,7 @@ int main(void)
      * token must leave the logits of every earlier position unchanged. */
     model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, 0, 0 };
     model m;
-    model_build(&m, &cfg);
-    ag_pcg32 init;
-    ag_pcg32_seed(&init, 4, 1);
-    model_init(&m, &init);
+    build_model(&m, &cfg, 4);
     for (size_t i = 0; i < m.params->total; i++)
         m.params->data[i] += (ag_real)(0.3 * ag_pcg32_normal(&rng));
     ag_ctx *ctx = ag_ctx_new();
