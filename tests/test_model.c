@@ -20,8 +20,6 @@ typedef struct mha_case {
     double dropout;
 } mha_case;
 
-/* Inputs: x [2,5,6] (and kv [2,3,6] for cross-attention) plus the layer's
- * parameters, all registered in one ag_params so every gradient is checked. */
 /* m built from cfg and initialized from PCG32 stream (seed, 1). */
 static void build_model(model *m, const model_config *cfg, uint64_t seed)
 {
@@ -31,6 +29,8 @@ static void build_model(model *m, const model_config *cfg, uint64_t seed)
     model_init(m, &init);
 }
 
+/* Inputs: x [2,5,6] (and kv [2,3,6] for cross-attention) plus the layer's
+ * parameters, all registered in one ag_params so every gradient is checked. */
 static ag_tensor *f_mha(ag_ctx *c, ag_tensor **in, const void *arg)
 {
     const nn_mha *a = arg;
