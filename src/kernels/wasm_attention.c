@@ -9,8 +9,10 @@
  * p_j v_j (and the backward's dq, dk, dv) is independent per c: four c at
  * a time, each held in a register over j (or i) in the reference's order.
  * exp goes through ag_math_exp_n, once for all of a head's queries (its
- * four-lane groups then run full).  Dropout and bf16 products take the
- * reference kernel.
+ * four-lane groups then run full).  Dropout's multipliers z_ij are the
+ * reference's draws: the call's draws run (b, h, i, j) in order, so one
+ * generator walks them, jumping over the keys a query does not see.
+ * bf16 products take the reference kernel.
  */
 #if defined(__wasm_simd128__) && !defined(AG_DOUBLE)
 #include <math.h>
@@ -32,18 +34,50 @@ static int padded(int Tk) { return (Tk + 3) & ~3; }
  * do_i . v_j first) and the backward's ds, [Tq][Tk4] floats each, exp's
  * arguments and results, [Tq][Tk4] doubles each (query i's n keys take
  * n rounded up to four of them, the queries' one after another), and how
- * many keys each query sees (backward), Tq ints, and its largest score
- * (forward), Tq floats. */
+ * many keys each query sees (backward), Tq ints, its largest score
+ * (forward), Tq floats, and one query's dropout multipliers, Tk4 floats. */
 static size_t scratch_bytes(const ag_attn *a)
 {
     size_t T4 = (size_t)padded(a->Tk), Tq = (size_t)(a->Tq > 0 ? a->Tq : 0);
     return 2 * (size_t)a->hd * T4 * sizeof(float) + 3 * Tq * T4 * sizeof(float) + 2 * Tq * T4 * sizeof(double) +
-           Tq * sizeof(int) + Tq * sizeof(float);
+           Tq * sizeof(int) + Tq * sizeof(float) + T4 * sizeof(float);
 }
 
 size_t ag_wasm_attention_scratch(const ag_attn *a) { return scratch_bytes(a); }
 
-static int reference_only(const ag_attn *a) { return a->dropout != 0 || a->bf16; }
+static int reference_only(const ag_attn *a) { return a->bf16; }
+
+/* Dropout's generator on its way through a call's draws: the weight
+ * (b, h, i, j) takes draw ((b H + h) Tq + i) Tk + j of a->rng (ag_attn),
+ * and the queries come in that order, so each row's draws follow the
+ * last ones taken; `at` counts the draws behind g. */
+typedef struct mask_walk {
+    ag_pcg32 g;
+    uint64_t at;
+    uint32_t threshold;
+    ag_real scale;
+} mask_walk;
+
+static mask_walk mask_start(const ag_attn *a)
+{
+    return (mask_walk){ a->rng, 0, ag_dropout_threshold(a->dropout), ag_dropout_scale(a->dropout) };
+}
+
+/* z[j] = the dropout multiplier of key j of query i of item b, head h
+ * (0 with probability p, else 1/(1-p): ag_dropout_multiplier) for the
+ * j < n the query sees, then 0 up to n rounded to four.  The draws the
+ * walk passes over (the previous query's hidden keys, a query with none
+ * to see) cost one jump, ag_pcg32_advance's few steps, not a draw each. */
+static void mask_row(mask_walk *w, const ag_attn *a, int b, int h, int i, int n, float *z)
+{
+    const uint64_t first = (((uint64_t)b * a->H + h) * a->Tq + (uint64_t)i) * (uint64_t)a->Tk;
+    ag_pcg32_advance(&w->g, first - w->at);
+    for (int j = 0; j < n; j++)
+        z[j] = ag_dropout_multiplier(ag_pcg32_next(&w->g), w->threshold, w->scale);
+    for (int j = n; j < padded(n); j++)
+        z[j] = 0;
+    w->at = first + (uint64_t)n;
+}
 
 /* x [Tk rows, ld apart][hd] -> xt [hd][T4], zero past Tk */
 static void transpose(const ag_real *x, long ld, int Tk, int hd, float *xt)
@@ -140,13 +174,14 @@ static void exp_args(const float *s, float mul, float sub, int n, double *arg)
 }
 
 /* y[c] = sum_j w_j x_j[c] in j's order from y[c] (from 0 when fresh),
- * over the j < n (and, with skip_zero, only those with w_j != 0, as the
- * forward skips a hidden key), for c < hd four at a time: the
- * reference's y[c] += w_j x_j[c], each sum kept in a register.  w_j is
- * w[j ws], x_j is x + j ld; with `seen` given, j runs over all n and
- * counts only where seen[j] > col (the queries that see key col). */
+ * over the j < n (and, with `live` given, only those with live[j] != 0:
+ * the forward skips a key whose weight p_j is 0, a hidden one, even
+ * where dropout has made w_j = p_j z_j 0 as well), for c < hd four at a
+ * time: the reference's y[c] += w_j x_j[c], each sum kept in a register.
+ * w_j is w[j ws], x_j is x + j ld; with `seen` given, j runs over all n
+ * and counts only where seen[j] > col (the queries that see key col). */
 static void gather(ag_real *y, int fresh, const float *w, long ws, const ag_real *x, long ld, int n, int hd,
-                   int skip_zero, const int *seen, int col)
+                   const float *live, const int *seen, int col)
 {
     int c = 0;
     for (; c + 16 <= hd; c += 16) {     /* four chains side by side, as in dots */
@@ -156,7 +191,7 @@ static void gather(ag_real *y, int fresh, const float *w, long ws, const ag_real
             a3 = wasm_v128_load(y + c + 12);
         for (int j = 0; j < n; j++) {
             ag_real wj = w[j * ws];
-            if ((skip_zero && wj == 0) || (seen && seen[j] <= col))
+            if ((live && live[j] == 0) || (seen && seen[j] <= col))
                 continue;
             const v128_t wv = wasm_f32x4_splat(wj);
             const ag_real *xj = x + j * ld + c;
@@ -174,7 +209,7 @@ static void gather(ag_real *y, int fresh, const float *w, long ws, const ag_real
         v128_t acc = fresh ? wasm_f32x4_splat(0) : wasm_v128_load(y + c);
         for (int j = 0; j < n; j++) {
             ag_real wj = w[j * ws];
-            if ((skip_zero && wj == 0) || (seen && seen[j] <= col))
+            if ((live && live[j] == 0) || (seen && seen[j] <= col))
                 continue;
             acc = wasm_f32x4_add(acc, wasm_f32x4_mul(wasm_f32x4_splat(wj), wasm_v128_load(x + j * ld + c)));
         }
@@ -183,7 +218,7 @@ static void gather(ag_real *y, int fresh, const float *w, long ws, const ag_real
     for (; c < hd; c++) {
         ag_real acc = fresh ? 0 : y[c];
         for (int j = 0; j < n; j++)
-            if (!(skip_zero && w[j * ws] == 0) && !(seen && seen[j] <= col))
+            if (!(live && live[j] == 0) && !(seen && seen[j] <= col))
                 acc += w[j * ws] * x[j * ld + c];
         y[c] = acc;
     }
@@ -220,8 +255,8 @@ static void key_sums(ag_real *dv, ag_real *dk, const float *p, const float *ds, 
         wasm_v128_store(dk + c + 8, k2), wasm_v128_store(dk + c + 12, k3);
     }
     if (c < hd) {
-        gather(dv + c, 0, p, ws, do_ + c, do_ld, Tq, hd - c, 0, seen, j);
-        gather(dk + c, 0, ds, ws, q + c, q_ld, Tq, hd - c, 0, seen, j);
+        gather(dv + c, 0, p, ws, do_ + c, do_ld, Tq, hd - c, NULL, seen, j);
+        gather(dk + c, 0, ds, ws, q + c, q_ld, Tq, hd - c, NULL, seen, j);
     }
 }
 
@@ -241,6 +276,8 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
     double *arg = (double *)(P + 2 * (size_t)Tq * T4), *ex = arg + (size_t)Tq * T4;
     int *n_of = (int *)(ex + (size_t)Tq * T4);
     ag_real *max = (ag_real *)(n_of + Tq);     /* each query's largest score */
+    float *pz = max + Tq;                      /* one query's p_j z_j */
+    mask_walk mask = mask_start(a);
     for (int i = 0; i < Tq; i++)
         n_of[i] = seen(a, i);   /* keys past them are -inf */
     for (int b = 0; b < a->B; b++)
@@ -295,7 +332,12 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
                         w[j] = j < n ? p[j] : 0;
                 }
                 /* o_i = sum_j p_j z_j v_j, z_j = 1 without dropout (p 1 = p) */
-                gather(O(a, o, b, h, i), 1, p, 1, V(a, v, b, h, 0), a->v_ld, n, hd, 1, NULL, 0);
+                if (a->dropout != 0) {
+                    mask_row(&mask, a, b, h, i, n, pz);
+                    for (int j = 0; j < n; j += 4)
+                        wasm_v128_store(pz + j, wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(pz + j)));
+                }
+                gather(O(a, o, b, h, i), 1, a->dropout != 0 ? pz : p, 1, V(a, v, b, h, 0), a->v_ld, n, hd, p, NULL, 0);
             }
         }
 }
@@ -318,6 +360,8 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
     float *DS = P + (size_t)Tq * T4;
     double *arg = (double *)(DS + (size_t)Tq * T4), *ex = arg + (size_t)Tq * T4;
     int *n_of = (int *)(ex + (size_t)Tq * T4);
+    float *z = (float *)(n_of + Tq) + Tq;       /* one query's dropout multipliers (past the forward's maxima) */
+    mask_walk mask = mask_start(a);
     if (assign)
         for (int b = 0; b < a->B; b++)
             for (int h = 0; h < a->H; h++) {
@@ -353,16 +397,24 @@ void ag_wasm_attention_backward(const ag_attn *a, const ag_real *q, const ag_rea
                 for (int c = 0; c < hd; c++)
                     D += doi[c] * oi[c];
                 float *p = P + (size_t)i * T4, *ds = DS + (size_t)i * T4;
-                /* dp_j = z_j dot(do_i, v_j) (z_j = 1), ds_j = p_j (dp_j - D) scale, p_j z_j */
+                /* dp_j = z_j dot(do_i, v_j), ds_j = p_j (dp_j - D) scale, and p_j z_j for dv;
+                 * without dropout z_j = 1, and z_j x = x */
                 const v128_t Dv = wasm_f32x4_splat(D), scale = wasm_f32x4_splat(a->scale);
+                if (a->dropout != 0)
+                    mask_row(&mask, a, b, h, i, n, z);
                 for (int j = 0; j < n; j += 4) {
                     v128_t pj = ag_wasm_narrow(wasm_v128_load(ex + at + j), wasm_v128_load(ex + at + j + 2));
                     v128_t dp = wasm_v128_load(p + j);
+                    if (a->dropout != 0) {
+                        const v128_t zj = wasm_v128_load(z + j);
+                        dp = wasm_f32x4_mul(zj, dp);
+                        wasm_v128_store(p + j, wasm_f32x4_mul(pj, zj));
+                    } else
+                        wasm_v128_store(p + j, pj);
                     wasm_v128_store(ds + j, wasm_f32x4_mul(wasm_f32x4_mul(pj, wasm_f32x4_sub(dp, Dv)), scale));
-                    wasm_v128_store(p + j, pj);
                 }
                 at += (size_t)padded(n);
-                gather(Q(a, dq, b, h, i), 0, ds, 1, K(a, k, b, h, 0), a->k_ld, n, hd, 0, NULL, 0);
+                gather(Q(a, dq, b, h, i), 0, ds, 1, K(a, k, b, h, 0), a->k_ld, n, hd, NULL, NULL, 0);
             }
             for (int j = 0; j < a->Tk; j++)
                 key_sums(V(a, dv, b, h, j), K(a, dk, b, h, j), P + j, DS + j, T4, O(a, do_, b, h, 0), a->o_ld,

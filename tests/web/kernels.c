@@ -182,58 +182,80 @@ static void specials(float *x, size_t n)
 }
 
 /* Attention over q, k, v in one [B,T,3,H,hd] buffer (as the model lays
- * them out), causal or not, with queries after a cache (q_pos0 > 0) and
- * before any key (q_pos0 < 0), with and without the weights; the last
- * shape with NaN, +-inf and -0 among q, k and v (a diverging run's),
- * whose queries must spoil no other query's lanes. */
+ * them out) for one geometry `a` (its strides set here) against the
+ * reference, forward with and without the weights, backward assigning
+ * and adding.  With `special`, NaN, +-inf and -0 among item 1's q, k and
+ * v (a diverging run's), whose queries must spoil no other query's lanes,
+ * and in item 0 an inf in the value of a key whose scores are finite,
+ * which dropout's 0 must turn into NaN as the reference's 0 inf does (a
+ * kernel that skipped the keys dropout zeroes would leave it out). */
+static void check_attention_case(ag_attn a, int special, const char *what)
+{
+    int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
+    a.q_ld = a.k_ld = a.v_ld = 3 * D;
+    a.o_ld = D;
+    a.q_bs = a.k_bs = a.v_bs = (long)T * 3 * D;
+    a.o_bs = (long)a.Tq * D;
+    a.scale = 1 / sqrtf((float)a.hd);
+    size_t nx = (size_t)a.B * T * 3 * D, no = (size_t)a.B * a.Tq * D, nl = (size_t)a.B * a.H * a.Tq;
+    size_t nw = nl * a.Tk;
+    float *x = floats(nx, 2), *dout = floats(no, 1), *o[2], *lse[2], *w[2], *dx[2];
+    /* item 1: token 0's q, token 2's k and v (a key of score -inf and
+     * value inf: the forward must skip it, not add 0 inf); item 0, whose
+     * scores stay finite: an inf in token 4's value (head 0) */
+    if (special) {
+        for (int part = 0; part < 3; part++)
+            specials(x + nx / 2 + (size_t)(part == 0 ? 0 : part == 1 ? 2 * 3 * D + D : 2 * 3 * D + 2 * D), 32);
+        x[4 * 3 * D + 2 * D + 1] = INFINITY;
+    }
+    for (int r = 0; r < 2; r++)
+        o[r] = floats(no, 1), lse[r] = floats(nl, 1), w[r] = floats(nw, 1), dx[r] = floats(nx, 1);
+    memcpy(dx[1], dx[0], nx * sizeof(float));
+    for (int with_w = 0; with_w < 2; with_w++)
+        for (int r = 0; r < 2; r++) {
+            const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+            kern->attention(&a, x, x + D, x + 2 * D, o[r], lse[r], with_w ? w[r] : NULL, NULL);
+        }
+    CHECK(same_floats(o[0], o[1], no) && same_floats(lse[0], lse[1], nl) && same_floats(w[0], w[1], nw),
+          "attention, %s: output, lse or weights not the reference's bits", what);
+    for (int assign = 1; assign >= 0; assign--) {
+        for (int r = 0; r < 2; r++) {
+            const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
+            kern->attention_backward(&a, x, x + D, x + 2 * D, o[0], dout, lse[0], NULL, dx[r], dx[r] + D,
+                                     dx[r] + 2 * D, assign);
+        }
+        CHECK(same_floats(dx[0], dx[1], nx), "attention backward, %s, assign %d: not the reference's bits", what,
+              assign);
+    }
+    free(x), free(dout);
+    for (int r = 0; r < 2; r++)
+        free(o[r]), free(lse[r]), free(w[r]), free(dx[r]);
+}
+
+/* Every shape causal or not, with queries after a cache (q_pos0 > 0) and
+ * before any key (q_pos0 < 0), key counts and head widths past multiples
+ * of four and of sixteen; without dropout and with it at four rates, each
+ * from a generator of its own (a row's draws for a key count not a
+ * multiple of four, the jumps over the causal mask's hidden keys and over
+ * queries that see none); the last shape with non-finite values. */
 static void check_attention(void)
 {
     static const int shapes[][7] = {
         /* B, H, Tq, Tk, hd, causal, q_pos0 */
         { 2, 4, 16, 16, 16, 1, 0 }, { 1, 2, 5, 5, 3, 1, 0 }, { 2, 3, 7, 7, 8, 0, 0 }, { 1, 2, 3, 9, 4, 1, 6 },
-        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 }, { 2, 2, 9, 9, 16, 1, 0 },
+        { 1, 1, 6, 6, 5, 1, -2 }, { 3, 2, 33, 33, 12, 1, 0 }, { 2, 2, 13, 13, 20, 0, 0 }, { 2, 2, 9, 9, 16, 1, 0 },
     };
+    static const float rates[] = { 0, 0.1f, 0.25f, 0.5f, 0.9f };
     const size_t nshapes = sizeof shapes / sizeof *shapes;
-    for (size_t s = 0; s < nshapes; s++) {
-        ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
-                      .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6] };
-        int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
-        a.q_ld = a.k_ld = a.v_ld = 3 * D;
-        a.o_ld = D;
-        a.q_bs = a.k_bs = a.v_bs = (long)T * 3 * D;
-        a.o_bs = (long)a.Tq * D;
-        a.scale = 1 / sqrtf((float)a.hd);
-        size_t nx = (size_t)a.B * T * 3 * D, no = (size_t)a.B * a.Tq * D, nl = (size_t)a.B * a.H * a.Tq;
-        size_t nw = nl * a.Tk;
-        float *x = floats(nx, 2), *dout = floats(no, 1), *o[2], *lse[2], *w[2], *dx[2];
-        /* item 1: token 0's q, token 2's k and v (a key of score -inf
-         * and value inf: the forward must skip it, not add 0 inf) */
-        if (s == nshapes - 1)
-            for (int part = 0; part < 3; part++)
-                specials(x + nx / 2 + (size_t)(part == 0 ? 0 : part == 1 ? 2 * 3 * D + D : 2 * 3 * D + 2 * D), 32);
-        for (int r = 0; r < 2; r++)
-            o[r] = floats(no, 1), lse[r] = floats(nl, 1), w[r] = floats(nw, 1), dx[r] = floats(nx, 1);
-        memcpy(dx[1], dx[0], nx * sizeof(float));
-        for (int with_w = 0; with_w < 2; with_w++)
-            for (int r = 0; r < 2; r++) {
-                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
-                kern->attention(&a, x, x + D, x + 2 * D, o[r], lse[r], with_w ? w[r] : NULL, NULL);
-            }
-        CHECK(same_floats(o[0], o[1], no) && same_floats(lse[0], lse[1], nl) && same_floats(w[0], w[1], nw),
-              "attention, shape %zu: output, lse or weights not the reference's bits", s);
-        for (int assign = 1; assign >= 0; assign--) {
-            for (int r = 0; r < 2; r++) {
-                const ag_kernels *kern = r ? ag_kern : &ag_kernels_reference;
-                kern->attention_backward(&a, x, x + D, x + 2 * D, o[0], dout, lse[0], NULL, dx[r], dx[r] + D,
-                                         dx[r] + 2 * D, assign);
-            }
-            CHECK(same_floats(dx[0], dx[1], nx), "attention backward, shape %zu, assign %d: not the reference's bits",
-                  s, assign);
+    for (size_t s = 0; s < nshapes; s++)
+        for (size_t r = 0; r < sizeof rates / sizeof *rates; r++) {
+            ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
+                          .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6], .dropout = rates[r] };
+            ag_pcg32_seed(&a.rng, 1000 * s + r, 5);
+            char what[64];
+            snprintf(what, sizeof what, "shape %zu, dropout %g", s, (double)rates[r]);
+            check_attention_case(a, s == nshapes - 1, what);
         }
-        free(x), free(dout);
-        for (int r = 0; r < 2; r++)
-            free(o[r]), free(lse[r]), free(w[r]), free(dx[r]);
-    }
 }
 
 /* Layer norm over rows of D: rows past any multiple of four, D not one
