@@ -302,7 +302,7 @@ $(WEBDIR)/%: train/web/%
 	@mkdir -p $(WEBDIR)
 	@cp $< $@
 
-# The page's time per step against the native command's (tests/web/bench.js;
+# The page's time per step against the native command's, Dropout 0 and 0.1 (tests/web/bench.js;
 # needs Chromium and tests/web's npm package, sh tests/install-deps.sh).
 bench-web: web all
 	@$(MAKE) -s --no-print-directory REFERENCE=1 all
