@@ -88,6 +88,12 @@ struct ag_ctx {
 
 #define AG_ALIGN 64
 
+/* Zeroed memory for the large buffers (arena blocks, parameters, optimizer
+ * moments): AG_ALIGN-aligned, and on 2 MB huge pages where the system
+ * offers them (tensor.c).  NULL when out of memory; freed by ag_big_free. */
+void *ag_big_alloc(size_t bytes);
+void ag_big_free(void *p);
+
 /* The matrix multiply of the given precision (AG_FP32 or AG_BF16). */
 typedef void (*ag_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,
                            const ag_real *B, int ldb, ag_real beta, ag_real *C, int ldc);

@@ -18,8 +18,9 @@ static ag_optim *optim_new(ag_params *ps, int kind, int moments)
     o->kind = kind;
     o->ps = ps;
     size_t n = ps->total ? ps->total : 1;
-    o->m = calloc(n, sizeof(ag_real));
-    o->v = moments == 2 ? calloc(n, sizeof(ag_real)) : NULL;
+    const int fits = n <= SIZE_MAX / sizeof(ag_real);
+    o->m = fits ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
+    o->v = fits && moments == 2 ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
     if (!o->m || (moments == 2 && !o->v))
         ag_error("out of memory: optimizer state for %zu parameters", ps->total);
     return o;
@@ -47,8 +48,8 @@ void ag_optim_free(ag_optim *o)
 {
     if (!o)
         return;
-    free(o->m);
-    free(o->v);
+    ag_big_free(o->m);
+    ag_big_free(o->v);
     free(o);
 }
 

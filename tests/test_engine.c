@@ -12,11 +12,14 @@
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attograd.h"
 #include "check.h"
+#include "internal.h"
 #include "kernels.h"
 
 #ifdef AG_DOUBLE
@@ -815,6 +818,108 @@ static void test_arena_steady(void)
     ag_ctx_free(ctx);
 }
 
+/* Whether the mapping that holds p carries `flag` in /proc/self/smaps's
+ * VmFlags ("hg": advised MADV_HUGEPAGE); -1 where that cannot be read. */
+static int vm_flag(const void *p, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int inside = 0, found = -1;
+    const uintptr_t a = (uintptr_t)p;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char dash;
+        if (sscanf(line, "%lx%c%lx ", &lo, &dash, &hi) == 3 && dash == '-') {
+            inside = a >= lo && a < hi;
+            continue;
+        }
+        if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            found = 0;
+            for (char *t = strtok(line + 8, " \n"); t; t = strtok(NULL, " \n"))
+                found |= strcmp(t, flag) == 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Whether this kernel offers transparent huge pages to a process that asks
+ * (its setting is "always" or "madvise"). */
+static int huge_pages_offered(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char s[128] = "";
+    if (f) {
+        if (!fgets(s, sizeof s, f))
+            s[0] = 0;
+        fclose(f);
+    }
+    return strstr(s, "[always]") || strstr(s, "[madvise]");
+}
+
+/* The large buffers (arena blocks, parameters, optimizer moments; see
+ * ag_big_alloc in src/tensor.c): zeroed, aligned, writable to their last
+ * byte; from 4 MB up, where the kernel offers huge pages, on a 2 MB
+ * boundary of a mapping advised MADV_HUGEPAGE, so that a large model's
+ * first step does not take a page fault every 4 KB. */
+static void check_big(const char *what, const void *p, size_t bytes)
+{
+    CHECK(p && (uintptr_t)p % 64 == 0, "%s (%zu bytes): %p is not 64-byte aligned", what, bytes, p);
+    if (!p || bytes < ((size_t)4 << 20))
+        return;
+    if (!huge_pages_offered()) {
+        CHECK_SKIP("%s: this kernel offers no transparent huge pages", what);
+        return;
+    }
+    CHECK((uintptr_t)p % ((size_t)2 << 20) == 0, "%s (%zu bytes): %p is not on a 2 MB boundary", what, bytes, p);
+    const int hg = vm_flag(p, "hg");
+    if (hg < 0)
+        CHECK_SKIP("%s: /proc/self/smaps has no VmFlags here", what);
+    else
+        CHECK(hg == 1, "%s (%zu bytes): its mapping is not advised MADV_HUGEPAGE (no \"hg\" in VmFlags)", what, bytes);
+}
+
+static void test_big_buffers(void)
+{
+    const size_t sizes[] = { 1, 4096, ((size_t)4 << 20) - 64, (size_t)4 << 20, ((size_t)9 << 20) + 123 };
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const size_t n = sizes[s];
+        unsigned char *p = ag_big_alloc(n);
+        int zero = p != NULL;
+        for (size_t i = 0; p && i < n; i++)
+            zero &= p[i] == 0;
+        CHECK(zero, "ag_big_alloc(%zu) is not zeroed", n);
+        if (p) {
+            p[0] = 1;
+            p[n - 1] = 1;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "ag_big_alloc(%zu)", n);
+        check_big(what, p, n);
+        ag_big_free(p);
+    }
+    ag_big_free(NULL);
+
+    ag_ctx *ctx = ag_ctx_new();
+    const size_t block = (size_t)16 << 20;   /* past the first 1 MB block: a block of its own */
+    check_big("an arena block", ag_alloc(ctx, block), block);
+    ag_ctx_free(ctx);
+
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "W", 2, (int[]){1024, 2048});
+    ag_params_alloc(ps);
+    check_big("the parameters", ps->data, ps->total * sizeof(ag_real));
+    check_big("their gradients", ps->grad, ps->total * sizeof(ag_real));
+    ag_optim *o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0.0);
+    check_big("the first moments", o->m, ps->total * sizeof(ag_real));
+    check_big("the second moments", o->v, ps->total * sizeof(ag_real));
+    ag_optim_free(o);
+    ag_params_free(ps);
+}
+
 /* ======================================================================= */
 /* forward values                                                          */
 /* ======================================================================= */
@@ -1246,6 +1351,7 @@ int main(void)
     test_deep_graph();
     test_arena_steady();
     test_arena_rewind();
+    test_big_buffers();
     test_bf16_precision();
 
     test_matmul_values(ctx);
