@@ -116,7 +116,7 @@ void *ag_big_alloc(size_t bytes)
 {
     if (bytes > SIZE_MAX / 2 - HUGE_PAGE)
         return NULL;
-    unsigned char *raw = NULL, *p;
+    unsigned char *raw = NULL, *p = NULL;   /* NULL: without the mmap branch (make web) clang cannot tell p is set */
     size_t mapped = 0;
 #if defined(__linux__) && defined(MAP_ANONYMOUS) && defined(MADV_HUGEPAGE)
     if (bytes >= BIG_BYTES) {
