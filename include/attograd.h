@@ -95,6 +95,9 @@ uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), 
 /* Skip n draws in O(log n) steps: afterwards the generator gives what it
  * would have given after n calls of ag_pcg32_next. */
 void ag_pcg32_advance(ag_pcg32 *g, uint64_t n);
+/* The next n draws into out, as n calls of ag_pcg32_next give them (and
+ * leave the generator), computed several at a time. */
+void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n);
 
 /* ---- the engine's own elementary functions ----------------------------- */
 

@@ -21,8 +21,13 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
     ag_real *mask = ag_alloc(ctx, a->size * sizeof(ag_real));
     const uint32_t threshold = ag_dropout_threshold(p);
     const ag_real scale = ag_dropout_scale(p);
-    for (size_t i = 0; i < a->size; i++)
-        mask[i] = ag_dropout_multiplier(ag_pcg32_next(&ctx->dropout_rng), threshold, scale);
+    uint32_t draws[256];                /* the draws, a run at a time (ag_pcg32_fill: as many calls of next) */
+    for (size_t i0 = 0; i0 < a->size; i0 += 256) {
+        const size_t n = a->size - i0 < 256 ? a->size - i0 : 256;
+        ag_pcg32_fill(&ctx->dropout_rng, draws, n);
+        for (size_t k = 0; k < n; k++)
+            mask[i0 + k] = ag_dropout_multiplier(draws[k], threshold, scale);
+    }
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     for (size_t i = 0; i < a->size; i++)
         out->data[i] = a->data[i] * mask[i];

@@ -10,14 +10,55 @@
 
 #define PCG_MULT 6364136223846793005ULL
 
+/* XSH-RR, the draw a state gives: xorshift the high bits down, then
+ * rotate by the top 5 bits. */
+static inline uint32_t output(uint64_t state)
+{
+    uint32_t xorshifted = (uint32_t)(((state >> 18u) ^ state) >> 27u);
+    uint32_t rot = (uint32_t)(state >> 59u);
+    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u));
+}
+
 uint32_t ag_pcg32_next(ag_pcg32 *g)
 {
     uint64_t old = g->state;
     g->state = old * PCG_MULT + g->inc;
-    /* XSH-RR: xorshift the high bits down, then rotate by the top 5 bits. */
-    uint32_t xorshifted = (uint32_t)(((old >> 18u) ^ old) >> 27u);
-    uint32_t rot = (uint32_t)(old >> 59u);
-    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u));
+    return output(old);
+}
+
+/* The draws of n calls of ag_pcg32_next, for dropout's masks.  One call
+ * after another is a chain: each state waits for the last multiply.  So
+ * FILL_LANES states run side by side, lane l at draw l, and each steps by
+ * FILL_LANES draws at once, with the affine map of that many steps (see
+ * ag_pcg32_advance): the same states in another order, so the same draws,
+ * in lanes a compiler puts in vector registers (the lane loop is kept
+ * rolled for it: unrolled, gcc does not vectorize it).  The few left over
+ * are drawn one by one. */
+#define FILL_LANES 16
+
+void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n)
+{
+    size_t i = 0;
+    if (n >= 2 * FILL_LANES) {
+        uint64_t s[FILL_LANES], mult = PCG_MULT, plus = g->inc;   /* mult, plus: FILL_LANES steps */
+        s[0] = g->state;
+        for (int l = 1; l < FILL_LANES; l++) {
+            s[l] = s[l - 1] * PCG_MULT + g->inc;
+            plus = plus * PCG_MULT + g->inc;
+            mult *= PCG_MULT;
+        }
+        for (; i + FILL_LANES <= n; i += FILL_LANES) {
+            uint32_t *restrict o = out + i;
+#pragma GCC unroll 1
+            for (int l = 0; l < FILL_LANES; l++) {
+                o[l] = output(s[l]);
+                s[l] = s[l] * mult + plus;
+            }
+        }
+        g->state = s[0];            /* lane 0 is at draw i */
+    }
+    for (; i < n; i++)
+        out[i] = ag_pcg32_next(g);
 }
 
 /* n steps of state = state * MULT + inc at once: the composition of n such

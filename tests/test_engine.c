@@ -108,6 +108,29 @@ static void test_pcg32_reference(void)
     ag_pcg32_advance(&c, 700);
     ag_pcg32_advance(&d, 1000);
     CHECK(c.state == d.state, "advancing 300 then 700 equals advancing 1000");
+    /* Filling n draws at once gives the n draws of n calls of next, and
+     * leaves the generator where they leave it: n of every size about the
+     * fill's lanes (none, fewer than two rounds of lanes, whole rounds,
+     * ragged ends), several streams and seeds. */
+    static const size_t fills[] = { 0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 255, 256, 1000, 4099 };
+    static uint32_t drawn[4099], filled[4099];
+    int fill_ok = 1;
+    for (uint64_t stream = 1; stream <= 3; stream++)
+        for (size_t f = 0; f < sizeof fills / sizeof fills[0]; f++) {
+            ag_pcg32 a, b;
+            ag_pcg32_seed(&a, 1000 + stream * 17 + f, stream);
+            b = a;
+            for (size_t i = 0; i < fills[f]; i++)
+                drawn[i] = ag_pcg32_next(&a);
+            ag_pcg32_fill(&b, filled, fills[f]);
+            const int equal = a.state == b.state && a.inc == b.inc &&
+                              (fills[f] == 0 || memcmp(filled, drawn, fills[f] * sizeof *filled) == 0);
+            if (!equal && fill_ok)
+                CHECK(0, "ag_pcg32_fill of %zu draws (stream %llu) differs from as many calls of next", fills[f],
+                      (unsigned long long)stream);
+            fill_ok &= equal;
+        }
+    CHECK(fill_ok, "ag_pcg32_fill equals calls of next");
 }
 
 /* Sample mean and variance of n draws; each must lie within 4 sigma of the
@@ -418,6 +441,23 @@ static void test_dropout_seeding(ag_ctx *ctx)
     /* Without reseeding, the next call continues the stream: a new mask. */
     ag_tensor *d = ag_dropout(ctx, x, 0.5f, 1);
     CHECK(memcmp(c->data, d->data, x->size * sizeof(ag_real)) != 0, "two consecutive dropout calls gave the same mask");
+    /* Element i's multiplier comes from draw i of the context's generator,
+     * in order, across the runs of draws the op takes at a time, and the
+     * generator is left past the last: sizes about those runs. */
+    static const int sizes[] = { 1, 31, 255, 256, 257, 1000 };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        ag_tensor *ones = ag_full(ctx, 1, (int[]){sizes[k]}, 1);
+        ag_pcg32 g = *ag_dropout_rng(ctx);
+        ag_tensor *y = ag_dropout(ctx, ones, 0.3f, 1);
+        const uint32_t threshold = ag_dropout_threshold(0.3f);
+        const ag_real scale = ag_dropout_scale(0.3f);
+        int in_order = 1;
+        for (int i = 0; i < sizes[k]; i++)
+            in_order &= y->data[i] == ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
+        CHECK(in_order, "dropout of %d elements: not the generator's draws in order", sizes[k]);
+        CHECK(g.state == ag_dropout_rng(ctx)->state, "dropout of %d elements left the generator elsewhere than %d draws on",
+              sizes[k], sizes[k]);
+    }
 }
 
 /* ======================================================================= */

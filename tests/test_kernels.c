@@ -230,6 +230,9 @@ static void check_attention_cases(void)
         { "first 2 queries see no key", 2, 2, 7, 7, 8, 1, -2, 0, 0 },
         { "no query sees a key", 1, 1, 4, 6, 8, 1, -5, 0, 0 },
         { "many items, parallel", 4, 6, 40, 40, 16, 1, 0, 0.2, 0 },
+        { "non-causal T=9 dropout 0.3", 2, 3, 9, 9, 5, 0, 0, 0.3, 0 },
+        { "causal T=64 dropout 0.25", 1, 3, 64, 64, 16, 1, 0, 0.25, 0 },
+        { "cache: 3 queries after 90 keys, dropout 0.1", 2, 2, 3, 93, 16, 1, 90, 0.1, 0 },
 #ifndef AG_DOUBLE
         { "bf16, causal T=70 dropout 0.1", 3, 2, 70, 70, 16, 1, 0, 0.1, 1 },
         { "bf16, T=20", 2, 2, 20, 20, 8, 1, 0, 0, 1 },

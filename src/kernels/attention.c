@@ -73,12 +73,25 @@ static void dropout_block(const ag_attn *a, int b, int h, int i0, int nq, int j0
 {
     const uint32_t threshold = ag_dropout_threshold(a->dropout);
     const ag_real scale = ag_dropout_scale(a->dropout);
-    for (int ii = 0; ii < nq; ii++) {
-        ag_pcg32 g = a->rng;
-        ag_pcg32_advance(&g, (((uint64_t)b * a->H + h) * a->Tq + (uint64_t)(i0 + ii)) * a->Tk + (uint64_t)j0);
+    const long n = (long)nq * nk;
+    uint32_t draws[BQ * BK];            /* [nq][nk], query by query */
+    ag_real m[BQ * BK];
+    ag_pcg32 g = a->rng;                /* one jump to the block's first draw */
+    ag_pcg32_advance(&g, (((uint64_t)b * a->H + h) * a->Tq + (uint64_t)i0) * a->Tk + (uint64_t)j0);
+    if (nk == a->Tk)                    /* every key: the block's rows are one run of draws */
+        ag_pcg32_fill(&g, draws, (size_t)n);
+    else
+        for (int ii = 0; ii < nq; ii++) {   /* a run per row, the Tk - nk keys between skipped */
+            ag_pcg32_fill(&g, draws + (long)ii * nk, (size_t)nk);
+            ag_pcg32_advance(&g, (uint64_t)(a->Tk - nk));
+        }
+    /* the multipliers as a vector select, then transposed: a branch per
+     * draw would be mispredicted at every dropped weight */
+    for (long e = 0; e < n; e++)
+        m[e] = ag_dropout_multiplier(draws[e], threshold, scale);
+    for (int ii = 0; ii < nq; ii++)
         for (int jj = 0; jj < nk; jj++)
-            z[(long)jj * nq + ii] = ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
-    }
+            z[(long)jj * nq + ii] = m[(long)ii * nk + jj];
 }
 
 /* dst = bf16(src) (mixed precision: a product's input); src may be dst */
