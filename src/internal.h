@@ -88,10 +88,11 @@ struct ag_ctx {
 
 #define AG_ALIGN 64
 
-/* Zeroed memory for the large buffers (arena blocks, parameters, optimizer
- * moments): AG_ALIGN-aligned, and on 2 MB huge pages where the system
- * offers them (tensor.c).  NULL when out of memory; freed by ag_big_free. */
-void *ag_big_alloc(size_t bytes);
+/* Zeroed memory for count elements of size bytes, as calloc, for the large
+ * buffers (arena blocks, parameters, optimizer moments): AG_ALIGN-aligned,
+ * and on 2 MB huge pages where the system offers them (tensor.c).  NULL
+ * when out of memory or too large; freed by ag_big_free. */
+void *ag_big_alloc(size_t count, size_t size);
 void ag_big_free(void *p);
 
 /* The matrix multiply of the given precision (AG_FP32 or AG_BF16). */

@@ -18,9 +18,8 @@ static ag_optim *optim_new(ag_params *ps, int kind, int moments)
     o->kind = kind;
     o->ps = ps;
     size_t n = ps->total ? ps->total : 1;
-    const int fits = n <= SIZE_MAX / sizeof(ag_real);
-    o->m = fits ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
-    o->v = fits && moments == 2 ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
+    o->m = ag_big_alloc(n, sizeof(ag_real));
+    o->v = moments == 2 ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
     if (!o->m || (moments == 2 && !o->v))
         ag_error("out of memory: optimizer state for %zu parameters", ps->total);
     return o;

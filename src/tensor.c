@@ -97,8 +97,8 @@ static void *xmalloc(size_t n)
  * So on Linux a buffer of at least BIG_BYTES is its own mapping, starts on
  * a 2 MB boundary and is offered to the kernel's transparent huge pages
  * (madvise MADV_HUGEPAGE, which counts where the system's setting is
- * "madvise", its usual default, or "always"): a 2 MB page is one fault and
- * one TLB entry.  Where huge pages are off, it is plain memory; elsewhere
+ * "madvise", as on the machines here, or "always"): a 2 MB page is one
+ * fault and one TLB entry.  Where huge pages are off, it is plain memory; elsewhere
  * (and below BIG_BYTES) it is calloc's.  Either way it starts zeroed.  The
  * start and length of what was obtained are kept just before the pointer.
  */
@@ -112,10 +112,11 @@ typedef struct {
 
 #define BIG_HEAD ((sizeof(big_header) + AG_ALIGN - 1) / AG_ALIGN * AG_ALIGN)
 
-void *ag_big_alloc(size_t bytes)
+void *ag_big_alloc(size_t count, size_t size)
 {
-    if (bytes > SIZE_MAX / 2 - HUGE_PAGE)
+    if (size != 0 && count > (SIZE_MAX / 2 - HUGE_PAGE) / size)
         return NULL;
+    const size_t bytes = count * size;
     unsigned char *raw = NULL, *p = NULL;   /* NULL: without the mmap branch (make web) clang cannot tell p is set */
     size_t mapped = 0;
 #if defined(__linux__) && defined(MAP_ANONYMOUS) && defined(MADV_HUGEPAGE)
@@ -192,7 +193,7 @@ void ag_reset(ag_ctx *ctx)
 static ag_block *block_new(size_t size)
 {
     ag_block *b = malloc(sizeof *b);
-    unsigned char *mem = ag_big_alloc(size);
+    unsigned char *mem = ag_big_alloc(size, 1);
     if (!b || !mem) {
         free(b);
         ag_big_free(mem);
@@ -450,8 +451,8 @@ void ag_params_alloc(ag_params *ps)
     if (ps->data)
         ag_error("ag_params_alloc: called twice");
     const size_t n = ps->total ? ps->total : 1;
-    ps->data = n <= SIZE_MAX / sizeof(ag_real) ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
-    ps->grad = ps->data ? ag_big_alloc(n * sizeof(ag_real)) : NULL;
+    ps->data = ag_big_alloc(n, sizeof(ag_real));
+    ps->grad = ag_big_alloc(n, sizeof(ag_real));
     if (!ps->data || !ps->grad)
         ag_error("out of memory: %zu parameters need %zu bytes", ps->total,
                  2 * ps->total * sizeof(ag_real));

@@ -927,7 +927,7 @@ static void test_big_buffers(void)
     const size_t sizes[] = { 1, 4096, ((size_t)4 << 20) - 64, (size_t)4 << 20, ((size_t)9 << 20) + 123 };
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         const size_t n = sizes[s];
-        unsigned char *p = ag_big_alloc(n);
+        unsigned char *p = ag_big_alloc(n, 1);
         int zero = p != NULL;
         for (size_t i = 0; p && i < n; i++)
             zero &= p[i] == 0;
@@ -942,6 +942,11 @@ static void test_big_buffers(void)
         ag_big_free(p);
     }
     ag_big_free(NULL);
+    /* count * size past size_t wraps to 4 bytes: refused, not 4 bytes */
+    void *wrapped = ag_big_alloc(SIZE_MAX / 4 + 2, 4);
+    CHECK(wrapped == NULL && ag_big_alloc(SIZE_MAX / 2, 1) == NULL,
+          "ag_big_alloc of more bytes than size_t holds (or than can be mapped) did not fail");
+    ag_big_free(wrapped);
 
     ag_ctx *ctx = ag_ctx_new();
     const size_t block = (size_t)16 << 20;   /* past the first 1 MB block: a block of its own */
