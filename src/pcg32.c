@@ -33,7 +33,10 @@ uint32_t ag_pcg32_next(ag_pcg32 *g)
  * ag_pcg32_advance): the same states in another order, so the same draws,
  * in lanes a compiler puts in vector registers (the lane loop is kept
  * rolled for it: unrolled, gcc does not vectorize it).  The few left over
- * are drawn one by one. */
+ * are drawn one by one.  Sixteen lanes are two vectors of 64-bit states,
+ * two chains to hide the multiply's latency; the states before them are a
+ * serial chain of as many steps.  Zen 5, a million draws: 8 lanes 0.22 ns
+ * a draw, 16 0.11, 32 0.09 (with twice the chain before), next 1.1. */
 #define FILL_LANES 16
 
 void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n)

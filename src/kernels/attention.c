@@ -78,7 +78,8 @@ static void dropout_block(const ag_attn *a, int b, int h, int i0, int nq, int j0
     ag_real m[BQ * BK];
     ag_pcg32 g = a->rng;                /* one jump to the block's first draw */
     ag_pcg32_advance(&g, (((uint64_t)b * a->H + h) * a->Tq + (uint64_t)i0) * a->Tk + (uint64_t)j0);
-    if (nk == a->Tk)                    /* every key: the block's rows are one run of draws */
+    if (nk == a->Tk)                    /* every key: the block's rows are one run of draws (short rows, */
+                                        /* as make run's, then fill in lanes: 4% of its step with dropout) */
         ag_pcg32_fill(&g, draws, (size_t)n);
     else
         for (int ii = 0; ii < nq; ii++) {   /* a run per row, the Tk - nk keys between skipped */
