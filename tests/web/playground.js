@@ -135,6 +135,16 @@ async function main() {
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
+  // the trained model completes the prompt shown (checked against attograd
+  // sample once the checkpoint is saved, below), and the screenshot shows it
+  const copyPrompt = await page.getByLabel('Prompt').inputValue();
+  await page.getByLabel('Temperature').fill('0');
+  await page.getByRole('button', { name: 'Complete' }).click();
+  let copyCompletion = '';
+  for (let i = 0; i < 50 && !copyCompletion; i++) {
+    await page.waitForTimeout(100);
+    copyCompletion = (await page.getByLabel('Completion').textContent()).trim();
+  }
   await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Graph: the ops attograd graph draws, with shapes and gradients -------
@@ -171,6 +181,10 @@ async function main() {
   const ref = fs.readFileSync(refFile);
   check(`Save checkpoint gives the reference build's checkpoint byte for byte (${saved.length} vs ${ref.length} bytes)`,
         saved.equals(ref));
+  const copyWant = execFileSync(REF, ['sample', '--model', savedFile, '--prompt', copyPrompt, '--temperature', '0'])
+    .toString().trim();
+  check(`Complete of the trained copy model is attograd sample's (${copyPrompt}: ${copyCompletion} vs ${copyWant})`,
+        copyCompletion !== '' && copyCompletion === copyWant);
 
   // ---- Text from a file, with dropout: the reference build's bytes too ------
   const textFile = path.join(TMP, 'tiny.txt');
