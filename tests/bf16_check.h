@@ -247,8 +247,9 @@ static void test_shapes(int kernel)
                     }
 }
 
-/* 1000 in each position (several K blocks, row chunks, units), the other
- * dims odd; beta 0.5 (C scaled first); K == 0. */
+/* 1000 in each position (row chunks, units, and several K blocks of the
+ * AMX kernel), the other dims odd; K 2101, AVX512-BF16's K blocks (at most
+ * 1024) of unequal pairs (351, 351, 349); beta 0.5 (C scaled first); K == 0. */
 static void test_large(int kernel)
 {
     for (int ta = 0; ta < 2; ta++)
@@ -258,6 +259,7 @@ static void test_large(int kernel)
             one_case(kernel, ta, tb, 15, 1000, 33, 2, 1, 1);
             one_case(kernel, ta, tb, 1, 1, 1000, 0, 0, 1);
             one_case(kernel, ta, tb, 100, 100, 1000, 0, 1, 1);
+            one_case(kernel, ta, tb, 200, 33, 2101, 1, 1, 0);
         }
     if (!bf16_light) one_case(kernel, 0, 1, 1000, 100, 1000, 0, 0, 0);
     one_case(kernel, 1, 0, 100, 17, 33, 1, 0.5f, 0);
