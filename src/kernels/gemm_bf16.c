@@ -374,7 +374,7 @@ AVX512_TARGET NOINLINE static void avx_pack_a(const avx_job *g, int pc, int kc, 
      * floats) lda apart, which the hardware prefetchers follow poorly
      * from one row to the next: the rows A_AHEAD pairs on are fetched
      * while these are packed.  The weight gradients dy^T x on the 2-core
-     * Zen 5, alternating runs: 1536 x 384 x 4096 565-611 GFLOP/s without,
+     * Zen 5, alternating runs: 1536 x 384 x 4096 565-639 GFLOP/s without,
      * 658-687 with 2, 4 or 8 pairs ahead alike; 384 x 1536 x 4096 563-569
      * without, 584-594 with; 128 x 128 x 4096 (rows 512 bytes apart, one
      * stream) within 3% either way. */
