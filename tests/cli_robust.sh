@@ -39,6 +39,7 @@ head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all insi
 printf '%s\n' 'some text with a tab	and {braces} ~' >"$F/foreign.txt"
 mkdir -p "$F/dir"
 cp "$F/text.st" "$F/secret.st"; cp "$TEXT" "$F/secret.txt"
+cp "$TEXT" "$F/new"$'\n'"line.st"                  # a name with a newline in it
 chmod 600 "$F/secret.st" "$F/secret.txt"
 CHANGING=/proc/version      # fstat says 0 bytes, a read returns more: a file changing under the reader
 
@@ -82,6 +83,12 @@ for cmd in $COMMANDS; do
 done
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
+# a newline inside a value or a path is still one line (written as a space)
+bad "unknown command 'tr ain'" $'tr\nain'
+bad "unknown option '--no such'" train $'--no\nsuch'
+bad "--lr expects a number, got '0.1 2'" train --lr $'0.1\n2'
+bad "--save $F/new line.st is the same file as --text $F/new line.st" \
+    train --text "$F/new"$'\n'"line.st" --save "$F/new"$'\n'"line.st" --steps 1
 
 # ---- train: values -------------------------------------------------------------
 bad "--lr expects a number, got 'nan'" train --lr nan

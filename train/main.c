@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "attograd.h"
 #include "cli.h"
 
@@ -67,6 +68,5 @@ int main(int argc, char **argv)
             int status = commands[i].fn(argc - 2, argv + 2);
             return strcmp(argv[1], "train") == 0 ? status : stdout_written(argv[1], status);
         }
-    fprintf(stderr, "attograd: unknown command '%s' (see attograd --help)\n", argv[1]);
-    return 2;
+    die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);
 }

@@ -29,9 +29,14 @@ __attribute__((noreturn, format(printf, 2, 0)))
 #endif
 static void vdie(const char *cmd, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "attograd %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    /* one line, whatever the values hold: a path or a flag's value may
+     * carry a newline ("--lr $'1\n2'"), written as a space */
+    static char msg[4 * 4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
     leave(2);
 }
 

@@ -43,7 +43,8 @@ void args_format(const opt *o, char *buf, size_t len);
  * installs a hook that does not return (it longjmps). */
 extern void (*args_exit_hook)(int status);
 
-/* "attograd <cmd>: <message>" on stderr, exit 2. */
+/* "attograd <cmd>: <message>" (cmd NULL: "attograd: <message>") on stderr, in one line (a newline in
+ * the message is written as a space), exit 2. */
 void die(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3), noreturn))
