@@ -184,6 +184,14 @@ if [ -w /dev/full ]; then
         check "$run >/dev/full: one line saying so ($(cat err.txt))" \
             eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
     done
+    # the CSV log is an output too: a write that fails is said, the run trains on, saves, and exits 1
+    one_line "$A" train $TINY --steps 3 --log-every 1 --quiet --log /dev/full --save full.st
+    check "train --log /dev/full: exit 1, one line saying the log cannot be written ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && grep -q "cannot write log /dev/full: No space left on device" err.txt'
+    check "train --log /dev/full: the run still trained and saved" eval '"$A" info full.st | grep -q "step 3,"'
+    one_line "$A" train --resume full.st --steps 3 --quiet --log /dev/full
+    check "train --resume with no steps left, --log /dev/full: exit 1 ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && grep -q "cannot write log /dev/full" err.txt'
 else
     skip "no /dev/full here"
 fi
