@@ -367,6 +367,10 @@ int cmd_train(int argc, char **argv)
     data_source(&t);
     check_values(&t);
     check_schedule(&t, opts, nopts);
+    /* from the outputs' locks until training starts (train_loop.c installs
+     * its own handler), a signal removes what the run has made: the lock
+     * files, and a log being rewritten by log_drop_after */
+    outputs_discard_on_signals();
     check_files(o);
     if (o->log_path)
         absolute_path(o->log_path, t.log_abs);
