@@ -184,6 +184,13 @@ if [ -w /dev/full ]; then
         check "$run >/dev/full: one line saying so ($(cat err.txt))" \
             eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
     done
+    # a picture that cannot be written: the message names the file, and the other output is not written
+    for run in "attn --model m.st --prompt The --out /dev/full --csv w.csv" "plot --log log.csv --out /dev/full"; do
+        one_line "$A" $run
+        check "$run: exit 2, one line naming /dev/full ($rc: $(cat err.txt))" \
+            eval '[ $rc -eq 2 ] && grep -q "/dev/full: write failed: No space left on device" err.txt'
+    done
+    check "attn --out /dev/full --csv w.csv: no CSV written" test ! -e w.csv
     # the CSV log is an output too: a write that fails is said, the run trains on, saves, and exits 1
     one_line "$A" train $TINY --steps 3 --log-every 1 --quiet --log /dev/full --save full.st
     check "train --log /dev/full: exit 1, one line saying the log cannot be written ($rc: $(cat err.txt))" \
