@@ -203,6 +203,18 @@ else
     skip "no /dev/full here"
 fi
 
+# a standard output the caller closed is not the first file opened: graph's
+# line (which went into its output's lock file) is reported as unwritten, and
+# a training run's progress lines as closed
+"$A" graph --model m.st --out closed.dot >&- 2>err.txt
+rc=$?
+check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
+"$A" train $TINY --steps 2 --save closed.st --log closed.csv >&- 2>err.txt
+rc=$?
+check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+
 # ---- 8. --resume accepts flags equal to the checkpoint's, refuses others ----------------------
 "$A" train --steps 2 --quiet --save eq.st >/dev/null 2>&1
 "$A" train --resume eq.st --lr 0.1 --batch 32 --seed 1 --optimizer sgd --layers 2 --heads 4 --task copy \

@@ -2,6 +2,7 @@
  * main.c - the attograd command: one binary, a subcommand per job.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,21 @@ static int stdout_written(const char *cmd, int status)
     return status ? status : 1;
 }
 
+/* A standard stream the caller closed (`attograd graph ... >&-`) would be
+ * the number of the first file the command opens, and what it prints would
+ * go into that file (an output's lock file).  Each closed one is held on
+ * /dev/null, opened the other way round, so that using it fails as using a
+ * closed stream does, and is reported. */
+static void hold_standard_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
+}
+
 int main(int argc, char **argv)
 {
+    hold_standard_fds();
     if (argc < 2) {
         usage(stderr);
         return 2;
