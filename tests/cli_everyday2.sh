@@ -144,6 +144,14 @@ rc=$?
 check "... and the new checkpoint knows the text as it is now ($(cat err.txt))" test $rc -eq 0
 one_line "$A" train $TINY --steps 1 --accept-changed-data
 check "--accept-changed-data without --resume is refused ($(cat err.txt))" test $rc -eq 2
+# the text moved since: the refusal says how to name it, and naming it resumes
+mv run/t.txt moved.txt
+one_line "$A" train --resume run/r.st --steps 16 --quiet
+check "resume whose text moved away: exit 2, one line saying to give it with --text ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "t.txt, the text the checkpoint was trained on: No such file or directory; give it with --text FILE" err.txt'
+"$A" train --resume run/r.st --text moved.txt --steps 16 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and --text with its new name resumes ($(cat err.txt))" test $rc -eq 0
 
 # ---- 4. a resumed run continues the run's log, no step twice -----------------------------
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1
