@@ -253,6 +253,7 @@ bad "$TEXT" info "$TEXT"
 # ---- the picture commands, when this build has them --------------------------------
 if has attn; then
     bad "--layer expects an integer, got '1x'" attn --model "$F/copy.st" --prompt abc --layer 1x --out "$O/a.svg"
+    bad "--head ' 1' is not 'all' or a head index" attn --model "$F/copy.st" --prompt abc --head " 1" --out "$O/a.svg"
     bad "shorter than the 8-byte header" attn --model "$F/empty" --prompt abc --out "$O/a.svg"
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"

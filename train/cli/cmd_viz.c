@@ -4,6 +4,7 @@
  * one training step, in Graphviz DOT).  Every file is written atomically
  * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it).
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,14 +89,16 @@ static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int
     return n;
 }
 
-/* Which heads: "all" = -1, one index in [0, H), or -2 when neither. */
+/* Which heads: "all" = -1, one index in [0, H), or -2 when neither.  The
+ * index is the whole token, as for every number (args.c): strtol would
+ * skip leading white space. */
 static int parse_head(const char *s, int H)
 {
     if (strcmp(s, "all") == 0)
         return -1;
     char *end;
     long h = strtol(s, &end, 10);
-    return end == s || *end || h < 0 || h >= H ? -2 : (int)h;
+    return isspace((unsigned char)s[0]) || end == s || *end || h < 0 || h >= H ? -2 : (int)h;
 }
 
 /* Long format, one weight per line, for checking a picture by its numbers. */
