@@ -234,6 +234,11 @@ for f in "--lr 0.2" "--batch 16" "--optimizer adamw" "--heads 2" "--dropout 0.1"
     check "--resume $f (another value): exit 2, both values named ($(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q -- "${f%% *} cannot be" err.txt'
 done
+# -0 is 0: a run given --momentum -0 resumes with --momentum 0
+"$A" train --steps 2 --quiet --momentum -0 --save zero.st >/dev/null 2>&1
+"$A" train --resume zero.st --momentum 0 --steps 3 --quiet >/dev/null 2>err.txt
+rc=$?
+check "--momentum -0 then --resume --momentum 0: the same value, accepted ($(cat err.txt))" test $rc -eq 0
 "$A" train --init eq.st --heads 4 --layers 2 --steps 1 --quiet >/dev/null 2>err.txt
 rc=$?
 check "--init with the checkpoint's own architecture flags is accepted ($(cat err.txt))" test $rc -eq 0

@@ -121,7 +121,9 @@ static int parse_value(const char *cmd, opt *o, const char *text)
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
         if (range_check(cmd, o, v, text))
             return -1;
-        *(double *)o->dst = v;
+        /* -0 is 0: a value is recorded and compared as text ("%.17g"
+         * writes -0), and --momentum 0 must match a run given -0 */
+        *(double *)o->dst = v == 0 ? 0.0 : v;
         break;
     }
     case OPT_STRING:
