@@ -36,20 +36,6 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
-/* A command whose output could not be written did not do its job, however
- * it ended: a script reading `attograd eval >result` must learn that the
- * disk was full.  train is the exception: its work is the checkpoint, and
- * it says itself when its progress lines stop (train_loop.c). */
-static int stdout_written(const char *cmd, int status)
-{
-    if (fflush(stdout) == 0 && !ferror(stdout))
-        return status;
-    int e = errno;
-    fprintf(stderr, "attograd%s%s: cannot write standard output%s%s\n", cmd ? " " : "", cmd ? cmd : "",
-            e ? ": " : "", e ? strerror(e) : "");
-    return status ? status : 1;
-}
-
 /* A standard stream the caller closed (`attograd graph ... >&-`) would be
  * the number of the first file the command opens, and what it prints would
  * go into that file (an output's lock file).  Each closed one is held on
@@ -80,6 +66,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             int status = commands[i].fn(argc - 2, argv + 2);
+            /* train's work is the checkpoint: it says itself when its
+             * progress lines stop (train_loop.c) */
             return strcmp(argv[1], "train") == 0 ? status : stdout_written(argv[1], status);
         }
     die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);

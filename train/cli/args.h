@@ -43,6 +43,13 @@ void args_format(const opt *o, char *buf, size_t len);
  * installs a hook that does not return (it longjmps). */
 extern void (*args_exit_hook)(int status);
 
+/* A command whose output could not be written did not do its job, however
+ * it ended: a script reading `attograd eval >result` must learn that the
+ * disk was full.  status when stdout is written whole; else one line
+ * ("attograd <cmd>: cannot write standard output: ...", cmd may be NULL)
+ * and status, or 1 when status was 0. */
+int stdout_written(const char *cmd, int status);
+
 /* "attograd <cmd>: <message>" (cmd NULL: "attograd: <message>") on stderr, in one line (a newline in
  * the message is written as a space), exit 2. */
 void die(const char *cmd, const char *fmt, ...)
