@@ -309,6 +309,16 @@ if runas "$A" --version >/dev/null 2>&1 && ! runas cat "$F/secret.txt" >/dev/nul
         eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$tmp/ro/m.st" "$tmp/stderr"'
     check "unwritable directory: the old checkpoint is intact" cmp -s "$tmp/ro/m.st" "$F/text.st"
     check "unwritable directory: nothing else in it" test "$(ls -A "$tmp/ro")" = m.st
+
+    # a checkpoint made read-only (chmod a-w) in a writable directory is not replaced
+    mkdir -p "$tmp/rof" && cp "$F/text.st" "$tmp/rof/m.st" && chmod 777 "$tmp/rof" && chmod 444 "$tmp/rof/m.st"
+    [ "$(id -u)" -eq 0 ] && chown 65534 "$tmp/rof/m.st"
+    (cd "$O" && runas "$A" train --steps 2 --quiet --eval-every 0 --save "$tmp/rof/m.st") >/dev/null 2>"$tmp/stderr"
+    rc=$?
+    check "read-only checkpoint: exit 2, one line saying so ($rc: $(cat "$tmp/stderr"))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$tmp/rof/m.st: Permission denied: the file is read-only" "$tmp/stderr"'
+    check "read-only checkpoint: kept byte for byte, nothing beside it" \
+        eval 'cmp -s "$tmp/rof/m.st" "$F/text.st" && [ "$(ls -A "$tmp/rof")" = m.st ]'
 else
     skip "unreadable files and an unwritable directory (no way to drop root here)"
 fi
