@@ -177,7 +177,7 @@ check "... and the next resume continues it ($(cat err.txt))" \
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then
     for run in "eval --model m.st --text $TEXT" "info m.st" "sample --model m.st --prompt The --tokens 5 --seed 1" \
-               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help"; do
+               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help" "train --help" "attn --help"; do
         "$A" $run >/dev/full 2>err.txt
         rc=$?
         check "$run >/dev/full: a non-zero exit (got $rc)" test $rc -ne 0
