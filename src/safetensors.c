@@ -4,6 +4,7 @@
  * is used, and every problem becomes a one-line message, never a crash.
  */
 #include "attograd_io.h"
+#include "bigbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 static const char *const dtype_names[NDTYPES] = {"F32", "F64", "I32", "I64", "U64", "U8", "F16", "BF16"};
 static const size_t dtype_sizes[NDTYPES] = {4, 8, 4, 8, 8, 1, 2, 2};
 #define METADATA_KEY "__metadata__"
-#define ALIGN 64   /* each tensor's copy starts on a cache line */
+#define ALIGN AG_ALIGN   /* each tensor's copy starts on a cache line */
 
 size_t ag_st_dtype_size(int dtype)
 {
@@ -86,26 +87,40 @@ static size_t utf8_bad_at(const unsigned char *s, size_t len)
 
 /* NaN and Inf are the values whose exponent bits are all ones; looking at
  * the little-endian bytes directly needs no alignment and no type punning.
+ * The exponent lies in the element's top byte `hi` under mask mh and the
+ * byte below it under mask ml:
  * F32:  exponent = bits 30..23, i.e. byte 3 & 0x7F and byte 2 & 0x80.
  * F64:  exponent = bits 62..52, i.e. byte 7 & 0x7F and byte 6 & 0xF0.
- * F16:  exponent = bits 14..10, i.e. byte 1 & 0x7C.
- * BF16: exponent = bits 14..7 (F32's upper half), byte 1 & 0x7F and byte 0 & 0x80. */
-static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
+ * F16:  exponent = bits 14..10, i.e. byte 1 & 0x7C (and byte 0 & 0).
+ * BF16: exponent = bits 14..7 (F32's upper half), byte 1 & 0x7F and byte 0 & 0x80.
+ * The test runs over blocks without a branch per element, so the compiler
+ * can vectorize it: a model's checkpoint is tens of millions of values. */
+static inline int any_all_ones(const unsigned char *p, size_t nbytes, const size_t es, const unsigned mh,
+                               const unsigned ml)
 {
-    if (dtype == AG_ST_F32) {
-        for (size_t i = 0; i + 4 <= nbytes; i += 4)
-            if ((p[i + 3] & 0x7F) == 0x7F && (p[i + 2] & 0x80) == 0x80) return 1;
-    } else if (dtype == AG_ST_F64) {
-        for (size_t i = 0; i + 8 <= nbytes; i += 8)
-            if ((p[i + 7] & 0x7F) == 0x7F && (p[i + 6] & 0xF0) == 0xF0) return 1;
-    } else if (dtype == AG_ST_F16) {
-        for (size_t i = 0; i + 2 <= nbytes; i += 2)
-            if ((p[i + 1] & 0x7C) == 0x7C) return 1;
-    } else if (dtype == AG_ST_BF16) {
-        for (size_t i = 0; i + 2 <= nbytes; i += 2)
-            if ((p[i + 1] & 0x7F) == 0x7F && (p[i] & 0x80) == 0x80) return 1;
+    enum { BLOCK = 4096 };   /* elements between the early exits */
+    const size_t n = nbytes / es;
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        const size_t i1 = n - i0 < BLOCK ? n : i0 + BLOCK;
+        unsigned bad = 0;
+        for (size_t i = i0; i < i1; i++) {
+            const unsigned char *e = p + i * es;
+            bad |= ((e[es - 1] & mh) == mh) & ((e[es - 2] & ml) == ml);
+        }
+        if (bad) return 1;
     }
     return 0;
+}
+
+static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
+{
+    switch (dtype) {
+    case AG_ST_F32:  return any_all_ones(p, nbytes, 4, 0x7F, 0x80);
+    case AG_ST_F64:  return any_all_ones(p, nbytes, 8, 0x7F, 0xF0);
+    case AG_ST_F16:  return any_all_ones(p, nbytes, 2, 0x7C, 0x00);
+    case AG_ST_BF16: return any_all_ones(p, nbytes, 2, 0x7F, 0x80);
+    default:         return 0;
+    }
 }
 
 /* product(shape) * elsize, or -1 on overflow of 64 bits or of size_t. */
@@ -574,7 +589,7 @@ static int copy_data(parser *p, ag_st_file *f, const unsigned char *dbuf)
         if (padded < p->ents[i].t.nbytes || total > SIZE_MAX - padded) return fail(p, "out of memory");
         total += padded;
     }
-    f->data = aligned_alloc(ALIGN, total);
+    f->data = ag_big_alloc(total, 1);   /* ALIGN-aligned; large: on 2 MB pages */
     f->tensors = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->tensors);
     if (!f->data || !f->tensors) return fail(p, "out of memory");
     size_t at = 0;
@@ -680,7 +695,7 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     size_t size = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(size + 1);
+    unsigned char *buf = ag_big_alloc(size + 1, 1);   /* see bigbuf.c: faults are most of the time */
     if (!buf) {
         ag_set_err(err, errlen, "%s: out of memory reading %zu bytes", path, size);
         close(fd);
@@ -707,11 +722,11 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     if (problem) {
         if (saved) ag_set_err(err, errlen, "%s: %s: %s", path, problem, strerror(saved));
         else ag_set_err(err, errlen, "%s: %s (expected %zu bytes)", path, problem, size);
-        free(buf);
+        ag_big_free(buf);
         return NULL;
     }
     ag_st_file *f = ag_st_parse(buf, size, path, err, errlen);
-    free(buf);
+    ag_big_free(buf);
     return f;
 }
 
@@ -823,7 +838,7 @@ void ag_st_free(ag_st_file *f)
     free(f->meta);
     free(f->meta_by_key);
     free(f->strings);
-    free(f->data);
+    ag_big_free(f->data);
     free(f);
 }
 
