@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
@@ -57,18 +56,18 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return stdout_written(NULL, 0);
+        return args_stdout_written(NULL, 0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("attograd 0.1 (%s, %s kernels)\n", AG_PRECISION_NAME, ag_kernels_name());
-        return stdout_written(NULL, 0);
+        return args_stdout_written(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             int status = commands[i].fn(argc - 2, argv + 2);
             /* train's work is the checkpoint: it says itself when its
              * progress lines stop (train_loop.c) */
-            return strcmp(argv[1], "train") == 0 ? status : stdout_written(argv[1], status);
+            return strcmp(argv[1], "train") == 0 ? status : args_stdout_written(argv[1], status);
         }
     die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);
 }

@@ -28,10 +28,15 @@ typedef struct opt_list {
     int n;
 } opt_list;
 
-/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help;
+/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help
+ * (1 when standard output cannot be written);
  * exits 2 with one line naming the problem on anything else wrong (also a
  * required option not given: "--model FILE is required"). */
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
+/* status when standard output was written whole; otherwise one line
+ * "attograd <cmd>: cannot write standard output: <reason>" on stderr and
+ * status, or 1 when status is 0.  cmd may be NULL (the command itself). */
+int args_stdout_written(const char *cmd, int status);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);
 /* Set o from text exactly as the command line would (type and range
@@ -42,13 +47,6 @@ void args_format(const opt *o, char *buf, size_t len);
 /* Where die() and --help end: exit(status) unless a program (the fuzzer)
  * installs a hook that does not return (it longjmps). */
 extern void (*args_exit_hook)(int status);
-
-/* A command whose output could not be written did not do its job, however
- * it ended: a script reading `attograd eval >result` must learn that the
- * disk was full.  status when stdout is written whole; else one line
- * ("attograd <cmd>: cannot write standard output: ...", cmd may be NULL)
- * and status, or 1 when status was 0. */
-int stdout_written(const char *cmd, int status);
 
 /* "attograd <cmd>: <message>" (cmd NULL: "attograd: <message>") on stderr, in one line (a newline in
  * the message is written as a space), exit 2. */
