@@ -71,6 +71,20 @@ for run in "train $TINY --steps 3 --quiet --log pipe" "train $TINY --steps 3 --q
     check "$run, nothing reading: one line naming the pipe ($(cat err.txt))" grep -q "pipe that nothing reads" err.txt
 done
 
+# a log into a pipe whose reader leaves early: one line (its name holds a
+# newline, written as a space), the run trains on and exits 1
+nl_pipe="nl"$'\n'"pipe.csv"
+mkfifo "$nl_pipe"
+timeout 30 head -c 10 <"$nl_pipe" >/dev/null &
+for _ in $(seq 100); do
+    one_line timeout 30 "$A" train $TINY --steps 200 --log-every 1 --quiet --log "$nl_pipe"
+    grep -q "nothing reads" err.txt || break
+    sleep 0.1
+done
+check "a log whose reader left: exit 1, one line naming it ($rc: $(tr '\n' '|' <err.txt))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write log nl pipe.csv: Broken pipe" err.txt'
+rm -f "$nl_pipe"
+
 # ---- 2. two runs writing the same file ---------------------------------------------------
 "$A" train $TINY --steps 100000000 --threads 1 --quiet --save same.st --log same.csv >first.txt 2>&1 &
 first=$!

@@ -25,9 +25,9 @@ static void leave(int status)
 }
 
 #if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 2, 0)))
+__attribute__((format(printf, 2, 0)))
 #endif
-static void vdie(const char *cmd, const char *fmt, va_list ap)
+static void vwarn(const char *cmd, const char *fmt, va_list ap)
 {
     /* one line, whatever the values hold: a path or a flag's value may
      * carry a newline ("--lr $'1\n2'"), written as a space */
@@ -37,6 +37,22 @@ static void vdie(const char *cmd, const char *fmt, va_list ap)
         if (*c == '\n' || *c == '\r')
             *c = ' ';
     fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
+}
+
+void warn(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(cmd, fmt, ap);
+    va_end(ap);
+}
+
+#if defined(__GNUC__)
+__attribute__((noreturn, format(printf, 2, 0)))
+#endif
+static void vdie(const char *cmd, const char *fmt, va_list ap)
+{
+    vwarn(cmd, fmt, ap);
     leave(2);
 }
 

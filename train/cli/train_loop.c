@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "dist.h"
 #include "files.h"
 #include "meter.h"
@@ -74,8 +75,7 @@ static void log_flush(trainer *t)
 {
     if (!t->log || (fflush(t->log) == 0 && !ferror(t->log)))
         return;
-    fprintf(stderr, "attograd train: cannot write log %s: %s; training goes on without it\n", t->o.log_path,
-            strerror(errno ? errno : EIO));
+    warn("train", "cannot write log %s: %s; training goes on without it", t->o.log_path, strerror(errno ? errno : EIO));
     fclose(t->log);
     t->log = NULL;
     t->log_failed = 1;
@@ -127,7 +127,7 @@ static int save(trainer *t, long step, int announce)
     const char *data_name = t->data.is_task ? t->data.task.name : "text";
     if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
                   sizeof err)) {
-        fprintf(stderr, "attograd train: %s\n", err);
+        warn("train", "%s", err);
         return -1;
     }
     if (announce && stdout_open()) {
