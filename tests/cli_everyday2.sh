@@ -72,12 +72,13 @@ for run in "train $TINY --steps 3 --quiet --log pipe" "train $TINY --steps 3 --q
 done
 
 # a log into a pipe whose reader leaves early: one line (its name holds a
-# newline, written as a space), the run trains on and exits 1
+# newline, written as a space), the run trains on and exits 1.  3000 rows
+# (~120 KB) cannot all wait in the pipe's buffer for a reader that is gone.
 nl_pipe="nl"$'\n'"pipe.csv"
 mkfifo "$nl_pipe"
 timeout 30 head -c 10 <"$nl_pipe" >/dev/null &
 for _ in $(seq 100); do
-    one_line timeout 30 "$A" train $TINY --steps 200 --log-every 1 --quiet --log "$nl_pipe"
+    one_line timeout 60 "$A" train $TINY --steps 3000 --log-every 1 --quiet --log "$nl_pipe"
     grep -q "nothing reads" err.txt || break
     sleep 0.1
 done
@@ -280,6 +281,20 @@ for run in "info notes.txt" "eval --model notes.txt" "sample --model notes.txt";
     check "$run: exit 2, 'not a safetensors file' ($rc: $(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q "notes.txt: not a safetensors file" err.txt'
 done
+# a metadata value with a newline and a terminal escape is listed on one line, bytes shown as \xNN
+python3 - m.st esc.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['note'] = 'one\ntwo\x1b[31m'
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+"$A" info esc.st >out.txt 2>err.txt
+check "info lists a metadata value with control bytes on one line, escaped ($(grep note out.txt))" \
+    eval 'grep -qxF "    note             one\\x0atwo\\x1b[31m" out.txt && ! grep -q "$(printf "\033")" out.txt'
 head -c 20 m.st >cut.st
 one_line "$A" info cut.st
 check "a cut checkpoint is not called 'not a safetensors file' ($(cat err.txt))" \
