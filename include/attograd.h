@@ -143,7 +143,9 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);
 ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
 /* Threads used by the kernels (the engine's own, src/pool.c); n <= 0
  * means every core the process may run on.  Without a call: OMP_NUM_THREADS
- * if set, else every core.  Results do not depend on the thread count. */
+ * if set, else every core.  Results do not depend on the thread count.
+ * Threads the system will not give (a cap on memory or processes) leave the
+ * work on the calling thread, and ag_get_threads() then says 1. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
 /* The precision of the matrix multiplies the ops record from now on

@@ -513,8 +513,12 @@ static void measure(int nth)
     pool.min_work = (size_t)(2.0 * (double)f / (pool.elem_ns * (1.0 - 1.0 / nth)));
 }
 
-/* Starts the threads for ag_get_threads() (with `use` held); 0 if none could
- * be started and loops must run on the caller alone. */
+/* Starts the threads for ag_get_threads() (with `use` held); 0 if they
+ * could not all be started and loops must run on the caller alone.  Then
+ * the pool asks for one thread from now on (until ag_set_threads): trying
+ * again at every loop created and joined threads each time, and under a
+ * cap on memory (`ulimit -v`) a program asking for 100 threads made no
+ * progress. */
 static int start_threads(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -545,6 +549,7 @@ static int start_threads(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pool.started != nth - 1) {
         stop_threads();
+        pool.want = 1;
         return 0;
     }
     measure(nth);

@@ -2,8 +2,8 @@
  * test_pool.c - the engine's threads (src/pool.c): every task runs exactly
  * once for many task and thread counts (more threads than cores too),
  * repeated and nested loops, which work is shared (ag_threads_for), two
- * calling threads at once, a pool used in a forked child, the wait
- * policies, and kernels and the optimizers giving the same bits on 1, 2
+ * calling threads at once, a pool used in a forked child, threads the
+ * system will not give, the wait policies, and kernels and the optimizers giving the same bits on 1, 2
  * and more threads.
  */
 #include <math.h>
@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,6 +256,69 @@ static void test_fork(void)
     CHECK(wrong_runs(100, 3) == 0, "after fork, in the parent: a task ran other than once");
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+
+/* The process's mapped bytes (/proc/self/statm), 0 where unknown. */
+static size_t vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Threads the system will not give: in a child whose address space is
+ * capped a little above what it maps (room for a few threads' stacks), 64
+ * threads are asked for.  The loops run on the caller, every task once,
+ * and the pool stops asking: it had tried to start the threads again at
+ * every loop, creating and joining them each time, so that `attograd eval
+ * --threads 100` under `ulimit -v 400000` made no progress in 20 s. */
+static void test_denied_threads(void)
+{
+#if defined(UNDER_TSAN) || defined(UNDER_ASAN)
+    CHECK_SKIP("threads denied: the sanitizers' own mappings do not survive a cap on the address space");
+    return;
+#endif
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit cap;
+        const size_t vm = vm_bytes();
+        if (!vm || getrlimit(RLIMIT_AS, &cap) != 0)
+            _exit(77);
+        cap.rlim_cur = (rlim_t)(vm + ((size_t)48 << 20));
+        if (cap.rlim_max != RLIM_INFINITY && cap.rlim_cur > cap.rlim_max)
+            _exit(77);
+        if (setrlimit(RLIMIT_AS, &cap) != 0)
+            _exit(77);
+        ag_set_threads(64);
+        int wrong = wrong_runs(1000, 64) != 0;
+        const int now = ag_get_threads();
+        for (int rep = 0; rep < 50; rep++)
+            wrong += wrong_runs(1 + rep, 64) != 0;
+        _exit(wrong ? 1 : now == 1 ? 0 : 2);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        CHECK_SKIP("threads denied: the address space cannot be capped here");
+        return;
+    }
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 1, "threads denied: a task ran other than once");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 2,
+          "threads denied: the pool still asks for 64 threads (it will try to start them at every loop)");
+}
+
 /* OMP_WAIT_POLICY sets the poll (read when the threads start). */
 static void test_policy(void)
 {
@@ -417,6 +481,7 @@ int main(void)
     test_threads_for();
     test_two_callers();
     test_fork();
+    test_denied_threads();
     test_policy();
     test_kernels_threads();
     test_optimizer_threads();
