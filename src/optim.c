@@ -10,24 +10,32 @@
 
 #include "internal.h"
 
-static ag_optim *optim_new(ag_params *ps, int kind, int moments)
+/* Everything is allocated first and checked after, and a failure frees it
+ * all before ag_error: a program whose error handler longjmps out (one that
+ * survives running out of memory) must not be left holding the struct or
+ * the one moment block that was granted. */
+static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
 {
+    const size_t n = ps->total ? ps->total : 1;
     ag_optim *o = calloc(1, sizeof *o);
-    if (!o)
-        ag_error("out of memory creating the optimizer");
+    ag_real *m = ag_big_alloc(n, sizeof(ag_real));
+    ag_real *v = moments == 2 ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
+    if (!o || !m || (moments == 2 && !v)) {
+        free(o);
+        ag_big_free(m);
+        ag_big_free(v);
+        ag_error("%s: out of memory: optimizer state for %zu parameters", fn, ps->total);
+    }
     o->kind = kind;
     o->ps = ps;
-    size_t n = ps->total ? ps->total : 1;
-    o->m = ag_big_alloc(n, sizeof(ag_real));
-    o->v = moments == 2 ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
-    if (!o->m || (moments == 2 && !o->v))
-        ag_error("out of memory: optimizer state for %zu parameters", ps->total);
+    o->m = m;
+    o->v = v;
     return o;
 }
 
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 {
-    ag_optim *o = optim_new(ps, AG_SGD, 1);
+    ag_optim *o = optim_new("ag_optim_sgd", ps, AG_SGD, 1);
     o->momentum = momentum;
     o->weight_decay = weight_decay;
     return o;
@@ -35,7 +43,7 @@ ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay)
 {
-    ag_optim *o = optim_new(ps, AG_ADAMW, 2);
+    ag_optim *o = optim_new("ag_optim_adamw", ps, AG_ADAMW, 2);
     o->beta1 = beta1;
     o->beta2 = beta2;
     o->eps = eps;

@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
 
 #include "attograd.h"
 #include "check.h"
@@ -30,6 +34,20 @@
 #define REL_SUM 2e-5
 #endif
 #define REL_TIGHT (8 * REAL_EPS)
+
+/* Under AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__, clang with
+ * __has_feature), LeakSanitizer can be asked mid-run whether anything
+ * allocated is no longer reachable. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_LSAN 1
+#endif
+#endif
+#ifdef HAVE_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
 
 static ag_pcg32 rng;
 
@@ -613,6 +631,85 @@ static void test_usage_errors(ag_ctx *ctx)
     CHECK(ps->count == 1 && ps->total == 3, "failed ag_params_add calls changed the set: %d params, %zu elements",
           ps->count, ps->total);
     ag_params_free(ps);
+}
+
+#if defined(__linux__) && !defined(HAVE_LSAN)
+/* The process's virtual size in bytes, or 0 where it cannot be read. */
+static size_t vm_bytes(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Run `stmt` with the address space capped `room` bytes above what is
+ * mapped now (RLIMIT_AS, which mmap respects), so an allocation that fits
+ * in room succeeds and the next one fails.  grew gets how much the
+ * virtual size grew over stmt, or SIZE_MAX when it cannot be capped or
+ * measured here (then stmt does not run). */
+#define WITH_ROOM(room, stmt, grew)                                                  \
+    do {                                                                             \
+        struct rlimit old_, cap_;                                                    \
+        const size_t before_ = vm_bytes();                                           \
+        grew = SIZE_MAX;                                                             \
+        if (before_ && getrlimit(RLIMIT_AS, &old_) == 0) {                           \
+            cap_ = old_;                                                             \
+            cap_.rlim_cur = (rlim_t)(before_ + (room));                              \
+            if (setrlimit(RLIMIT_AS, &cap_) == 0) {                                  \
+                stmt;                                                                \
+                setrlimit(RLIMIT_AS, &old_);                                         \
+                const size_t after_ = vm_bytes();                                    \
+                grew = after_ > before_ ? after_ - before_ : 0;                      \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+#endif
+
+/* Running out of memory under an error handler that longjmps out (a program
+ * that survives it) must leave nothing allocated and the objects as they
+ * were.  First sizes no allocation can satisfy (2^60 values: more than any
+ * address space), then, outside the sanitizers (whose own mappings a cap on
+ * the address space would break), a cap that lets the first of two blocks
+ * through and stops the second: the first must be given back. */
+static void test_alloc_failures(void)
+{
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "w", 1, (int[]){3});
+    ag_params_alloc(ps);
+    const size_t total = ps->total;
+    ps->total = (size_t)1 << 60;   /* as if that many were registered */
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "out of memory");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory");
+    ps->total = total;
+    ag_params_free(ps);
+
+#if defined(__linux__) && !defined(HAVE_LSAN)
+    /* 64 MB blocks: each its own mapping (ag_big_alloc), so the address
+     * space shows whether one was kept */
+    const int n = (int)(((size_t)64 << 20) / sizeof(ag_real));
+    const size_t room = ((size_t)64 + 34) << 20;   /* one block, its alignment, and slack */
+    size_t grew;
+    ps = ag_params_new();
+    ag_params_add(ps, "big", 1, &n);
+    ag_params_alloc(ps);
+    ag_optim *volatile o = NULL;
+    WITH_ROOM(room, EXPECT_ERROR(o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory"),
+              grew);
+    if (grew == SIZE_MAX)
+        CHECK_SKIP("the address space cannot be capped or measured here");
+    else
+        CHECK(o == NULL && grew < ((size_t)8 << 20), "a failed ag_optim_adamw kept %zu bytes mapped", grew);
+    ag_params_free(ps);
+#endif
+#ifdef HAVE_LSAN
+    CHECK(__lsan_do_recoverable_leak_check() == 0,
+          "memory leaked by failed allocations (LeakSanitizer's report above)");
+#endif
 }
 
 /* ======================================================================= */
@@ -1386,6 +1483,7 @@ int main(void)
     test_shape_errors(ctx);
     test_usage_errors(ctx);
     test_params_join(ctx);
+    test_alloc_failures();
     ag_set_error_handler(NULL, NULL);
     CHECK(error_count > 0, "the error handler was never called");
 
