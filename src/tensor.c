@@ -450,12 +450,22 @@ void ag_params_alloc(ag_params *ps)
 {
     if (ps->data)
         ag_error("ag_params_alloc: called twice");
+    /* The gradients are asked for only once the weights are granted, and a
+     * failure gives back what was granted: under a handler that longjmps
+     * out, the set stays unallocated, as it was, and can be tried again. */
     const size_t n = ps->total ? ps->total : 1;
-    ps->data = ag_big_alloc(n, sizeof(ag_real));
-    ps->grad = ag_big_alloc(n, sizeof(ag_real));
-    if (!ps->data || !ps->grad)
-        ag_error("out of memory: %zu parameters need %zu bytes", ps->total,
-                 2 * ps->total * sizeof(ag_real));
+    ag_real *data = ag_big_alloc(n, sizeof(ag_real));
+    if (!data)
+        ag_error("ag_params_alloc: out of memory: the weights of %zu parameters need %zu bytes", ps->total,
+                 n * sizeof(ag_real));
+    ag_real *grad = ag_big_alloc(n, sizeof(ag_real));
+    if (!grad) {
+        ag_big_free(data);
+        ag_error("ag_params_alloc: out of memory: the gradients of %zu parameters need %zu bytes", ps->total,
+                 n * sizeof(ag_real));
+    }
+    ps->data = data;
+    ps->grad = grad;
     size_t off = 0;
     for (int i = 0; i < ps->count; i++) {
         ps->list[i]->data = ps->data + off;

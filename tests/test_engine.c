@@ -687,6 +687,11 @@ static void test_alloc_failures(void)
     EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory");
     ps->total = total;
     ag_params_free(ps);
+    ps = ag_params_new();
+    ag_params_add(ps, "huge", 2, (int[]){1 << 30, 1 << 29});
+    EXPECT_ERROR(ag_params_alloc(ps), "ag_params_alloc", "out of memory", "weights");
+    CHECK(ps->data == NULL && ps->grad == NULL, "a failed ag_params_alloc left blocks behind");
+    ag_params_free(ps);
 
 #if defined(__linux__) && !defined(HAVE_LSAN)
     /* 64 MB blocks: each its own mapping (ag_big_alloc), so the address
@@ -696,13 +701,20 @@ static void test_alloc_failures(void)
     size_t grew;
     ps = ag_params_new();
     ag_params_add(ps, "big", 1, &n);
-    ag_params_alloc(ps);
+    WITH_ROOM(room, EXPECT_ERROR(ag_params_alloc(ps), "ag_params_alloc", "out of memory", "gradients"), grew);
+    if (grew == SIZE_MAX) {
+        CHECK_SKIP("the address space cannot be capped or measured here");
+    } else {
+        CHECK(ps->data == NULL && ps->grad == NULL && grew < ((size_t)8 << 20),
+              "a failed ag_params_alloc kept its weights (%zu bytes mapped)", grew);
+    }
+    if (!ps->data)
+        ag_params_alloc(ps);   /* it can be tried again */
+    CHECK(ps->data && ps->grad, "ag_params_alloc after a failed one");
     ag_optim *volatile o = NULL;
     WITH_ROOM(room, EXPECT_ERROR(o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory"),
               grew);
-    if (grew == SIZE_MAX)
-        CHECK_SKIP("the address space cannot be capped or measured here");
-    else
+    if (grew != SIZE_MAX)
         CHECK(o == NULL && grew < ((size_t)8 << 20), "a failed ag_optim_adamw kept %zu bytes mapped", grew);
     ag_params_free(ps);
 #endif
