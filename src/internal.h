@@ -136,6 +136,14 @@ typedef struct {
 } ag_bcast;
 ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b);
 
+/* A NULL where a function needs a tensor (or an array) is misuse, reported
+ * like a bad shape ("ag_add: b is NULL") instead of crashing inside it. */
+static inline void ag_need(const char *fn, const char *what, const void *p)
+{
+    if (!p)
+        ag_error("%s: %s is NULL", fn, what);
+}
+
 /* Normalize a possibly negative dim for an op's error messages. */
 int ag_norm_dim(const char *op, const ag_tensor *t, int dim);
 /* Product of shape[from..to). */

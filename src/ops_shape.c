@@ -13,6 +13,8 @@
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
 {
     char sa[64];
+    ag_need("ag_reshape", "a", a);
+    ag_need("ag_reshape", "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("ag_reshape: %d dimensions (1 to %d supported)", ndim, AG_MAX_DIMS);
     int s[AG_MAX_DIMS], infer = -1;
@@ -84,6 +86,7 @@ static void transpose_copy(const ag_real *src, ag_real *dst, const int *shape4, 
 
 ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
 {
+    ag_need("ag_transpose", "a", a);
     int d0 = ag_norm_dim("ag_transpose", a, dim0), d1 = ag_norm_dim("ag_transpose", a, dim1);
     int shape[AG_MAX_DIMS], shape4[4], off = 4 - a->ndim;
     memcpy(shape, a->shape, sizeof shape);
@@ -116,6 +119,10 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
 {
     if (n < 1)
         ag_error("ag_concat: no tensors given");
+    ag_need("ag_concat", "ts", ts);
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            ag_error("ag_concat: ts[%d] is NULL", i);
     int d = ag_norm_dim("ag_concat", ts[0], dim);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
@@ -174,6 +181,7 @@ void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
 {
+    ag_need("ag_slice", "a", a);
     int d = ag_norm_dim("ag_slice", a, dim);
     if (start < 0 || len < 1 || start > a->shape[d] - len) {
         char s[64];
@@ -215,6 +223,7 @@ void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_sum", "a", a);
     int d = ag_norm_dim("ag_sum", a, dim);
     int shape[AG_MAX_DIMS], ndim = 0;
     for (int i = 0; i < a->ndim; i++) {
@@ -257,12 +266,14 @@ void ag_backward_sum(ag_ctx *ctx, ag_node *node)
 
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_mean", "a", a);
     int d = ag_norm_dim("ag_mean", a, dim);
     return ag_scale(ctx, ag_sum(ctx, a, d, keepdim), (ag_real)(1.0 / a->shape[d]));
 }
 
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_sum_all", "a", a);
     ag_tensor *out = ag_empty(ctx, 1, (int[]){1});
     double s = 0;                   /* accumulate in double: sums of many floats */
     for (size_t i = 0; i < a->size; i++)
@@ -282,5 +293,6 @@ void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_mean_all", "a", a);
     return ag_scale(ctx, ag_sum_all(ctx, a), (ag_real)(1.0 / (double)a->size));
 }

@@ -16,6 +16,7 @@
  * the one moment block that was granted. */
 static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
 {
+    ag_need(fn, "ps", ps);
     const size_t n = ps->total ? ps->total : 1;
     ag_optim *o = calloc(1, sizeof *o);
     ag_real *m = ag_big_alloc(n, sizeof(ag_real));
@@ -97,6 +98,7 @@ static void step_range(void *ctx, size_t lo, size_t hi)
  * same bits however it is split. */
 void ag_optim_step(ag_optim *o, double lr)
 {
+    ag_need("ag_optim_step", "opt", o);
     step_args s = { o, lr };
     ag_parallel_for(o->ps->total, o->ps->total, step_range, &s);
     o->step++;
@@ -124,11 +126,13 @@ static void zero_range(void *ctx, size_t lo, size_t hi)
  * little work to share. */
 void ag_params_zero_grad(ag_params *ps)
 {
+    ag_need("ag_params_zero_grad", "ps", ps);
     ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
 {
+    ag_need("ag_clip_grad_norm", "ps", ps);
     double norm = sqrt(ag_kern->sum_squares(ps->grad, ps->total));
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {

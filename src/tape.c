@@ -86,6 +86,7 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
+    ag_need("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
         ag_error("ag_backward: loss must have one element, got shape %s", ag_shape_str(loss, s, sizeof s));
@@ -131,6 +132,9 @@ int ag_op_id(const ag_tensor *t)
 
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user)
 {
+    ag_need("ag_graph_walk", "root", root);
+    if (!fn)
+        ag_error("ag_graph_walk: fn is NULL");
     /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
     for (ag_node *n = ctx->tail; n; n = n->prev)
         n->mark = 0;
@@ -189,6 +193,8 @@ static void dot_op(const ag_graph_op *op, void *user)
 
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
 {
+    ag_need("ag_graph_dot", "root", root);
+    ag_need("ag_graph_dot", "out", out);
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     ag_graph_walk(ctx, root, dot_op, out);
     fprintf(out, "}\n");

@@ -275,6 +275,7 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
     if (ctx->n_nodes != mark.tape_length)
         ag_error("ag_arena_rewind: %d ops were recorded since the mark (rewinding is for forward passes "
                  "without gradients)", ctx->n_nodes - mark.tape_length);
+    ag_need("ag_arena_rewind", "keep", keep);
     ag_tensor saved = *keep;
     /* Back to the mark: its block keeps what came before, later blocks are empty. */
     ag_block *b = mark.block ? mark.block : ctx->first;
@@ -302,6 +303,7 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 
 static size_t shape_size(const char *op, int ndim, const int *shape)
 {
+    ag_need(op, "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("%s: %d dimensions (1 to %d supported)", op, ndim, AG_MAX_DIMS);
     size_t n = 1;
@@ -350,6 +352,7 @@ ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
 
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values)
 {
+    ag_need("ag_from", "values", values);
     ag_tensor *t = ag_empty(ctx, ndim, shape);
     memcpy(t->data, values, t->size * sizeof(ag_real));
     return t;
@@ -363,7 +366,11 @@ ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
     return t;
 }
 
-void ag_requires_grad(ag_tensor *t) { t->requires_grad = 1; }
+void ag_requires_grad(ag_tensor *t)
+{
+    ag_need("ag_requires_grad", "t", t);
+    t->requires_grad = 1;
+}
 
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
 {
@@ -420,6 +427,8 @@ ag_params *ag_params_new(void)
 
 ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape)
 {
+    ag_need("ag_params_add", "ps", ps);
+    ag_need("ag_params_add", "name", name);
     if (ps->data)
         ag_error("ag_params_add: '%s' added after ag_params_alloc", name);
     if (ag_params_find(ps, name))
@@ -448,6 +457,7 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
 
 void ag_params_alloc(ag_params *ps)
 {
+    ag_need("ag_params_alloc", "ps", ps);
     if (ps->data)
         ag_error("ag_params_alloc: called twice");
     /* The gradients are asked for only once the weights are granted, and a
@@ -487,8 +497,9 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
     char s0[64], si[64];
     if (n < 1)
         ag_error("ag_params_join: %d parameters (need at least one)", n);
+    ag_need("ag_params_join", "ts", ts);
     for (int i = 0; i < n; i++) {
-        if (!ts[i]->is_param || !ts[i]->data)
+        if (!ts[i] || !ts[i]->is_param || !ts[i]->data)
             ag_error("ag_params_join: tensor %d is not an allocated parameter", i);
         if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, (size_t)ts[0]->ndim * sizeof(int)))
             ag_error("ag_params_join: %s is %s but %s is %s", ts[i]->name, ag_shape_str(ts[i], si, sizeof si),

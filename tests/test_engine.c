@@ -576,6 +576,55 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
 }
 
+/* A NULL where a tensor (or an array) is needed is named, never followed. */
+static void test_null_arguments(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = Z(2, 3), *none = NULL;
+    const int32_t ids[2] = { 0, 1 };
+    EXPECT_ERROR((void)ag_add(ctx, x, none), "ag_add", "b is NULL");
+    EXPECT_ERROR((void)ag_mul(ctx, none, x), "ag_mul", "a is NULL");
+    EXPECT_ERROR((void)ag_scale(ctx, none, 2), "ag_scale", "a is NULL");
+    EXPECT_ERROR((void)ag_add_scalar(ctx, none, 2), "ag_add_scalar", "a is NULL");
+    EXPECT_ERROR((void)ag_exp(ctx, none), "ag_exp", "a is NULL");
+    EXPECT_ERROR((void)ag_gelu(ctx, none), "ag_gelu", "a is NULL");
+    EXPECT_ERROR((void)ag_matmul(ctx, none, x), "ag_matmul", "a is NULL");
+    EXPECT_ERROR((void)ag_linear(ctx, x, none, NULL), "ag_linear", "W is NULL");
+    EXPECT_ERROR((void)ag_linear_gelu(ctx, none, x, NULL), "ag_linear_gelu", "x is NULL");
+    EXPECT_ERROR((void)ag_reshape(ctx, x, 1, NULL), "ag_reshape", "shape is NULL");
+    EXPECT_ERROR((void)ag_transpose(ctx, none, 0, 1), "ag_transpose", "a is NULL");
+    EXPECT_ERROR((void)ag_concat(ctx, NULL, 2, 0), "ag_concat", "ts is NULL");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ x, NULL }, 2, 0), "ag_concat", "ts[1] is NULL");
+    EXPECT_ERROR((void)ag_slice(ctx, none, 0, 0, 1), "ag_slice", "a is NULL");
+    EXPECT_ERROR((void)ag_sum(ctx, none, 0, 0), "ag_sum", "a is NULL");
+    EXPECT_ERROR((void)ag_mean_all(ctx, none), "ag_mean_all", "a is NULL");
+    EXPECT_ERROR((void)ag_log_softmax(ctx, none, -1), "ag_log_softmax", "a is NULL");
+    EXPECT_ERROR((void)ag_masked_fill(ctx, x, none, 0), "ag_masked_fill", "mask is NULL");
+    EXPECT_ERROR((void)ag_dropout(ctx, none, 0.5f, 1), "ag_dropout", "a is NULL");
+    EXPECT_ERROR((void)ag_embedding(ctx, x, NULL, 1, (int[]){2}), "ag_embedding", "ids is NULL");
+    EXPECT_ERROR((void)ag_embedding(ctx, none, ids, 1, (int[]){2}), "ag_embedding", "W is NULL");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, none, NULL, NULL, 1e-5f), "ag_layer_norm", "x is NULL");
+    EXPECT_ERROR((void)ag_cross_entropy(ctx, x, NULL), "ag_cross_entropy", "targets is NULL");
+    EXPECT_ERROR((void)ag_attention(ctx, none, 1, 1, 0, 0, NULL), "ag_attention", "qkv is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, NULL, Z(1, 4, 2), 0), "ag_attention_cached",
+                 "k_cache is NULL");
+    EXPECT_ERROR(ag_backward(ctx, none), "ag_backward", "loss is NULL");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, none, NULL, NULL), "ag_graph_walk", "root is NULL");
+    EXPECT_ERROR((void)ag_new(ctx, 2, NULL), "shape is NULL");
+    EXPECT_ERROR((void)ag_from(ctx, 1, (int[]){3}, NULL), "ag_from", "values is NULL");
+    EXPECT_ERROR(ag_requires_grad(none), "ag_requires_grad", "t is NULL");
+    EXPECT_ERROR((void)ag_arena_rewind(ctx, ag_arena_mark(ctx), NULL), "ag_arena_rewind", "keep is NULL");
+    ag_params *ps = ag_params_new();
+    EXPECT_ERROR((void)ag_params_add(ps, NULL, 1, (int[]){2}), "ag_params_add", "name is NULL");
+    EXPECT_ERROR(ag_params_alloc(NULL), "ag_params_alloc", "ps is NULL");
+    EXPECT_ERROR(ag_params_zero_grad(NULL), "ag_params_zero_grad", "ps is NULL");
+    EXPECT_ERROR((void)ag_clip_grad_norm(NULL, 1), "ag_clip_grad_norm", "ps is NULL");
+    EXPECT_ERROR((void)ag_optim_adamw(NULL, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "ps is NULL");
+    EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
+    ag_params_free(ps);
+}
+
 /* ag_params_join views parameters stored back to back as one tensor whose
  * gradient is theirs; anything else is refused. */
 static void test_params_join(ag_ctx *ctx)
@@ -1493,6 +1542,7 @@ int main(void)
 
     ag_set_error_handler(record_error, NULL);
     test_shape_errors(ctx);
+    test_null_arguments(ctx);
     test_usage_errors(ctx);
     test_params_join(ctx);
     test_alloc_failures();
