@@ -56,6 +56,7 @@ enum {
 struct ag_node {
     int op;
     int id;                         /* position on the tape, from 0 */
+    const ag_ctx *ctx;              /* the context whose tape holds it */
     ag_tensor *out;
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
@@ -117,6 +118,9 @@ ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape);
 int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
 /* Append a tape entry producing `out`; returns it for the op to fill. */
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
+/* Refuses an input of op that was recorded on another context's tape
+ * (ag_record asks it of a, b and c; concat of each of its inputs). */
+void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in);
 /* The gradient buffer of t, created zeroed in the arena on first use. */
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
 /* The same for a backward that writes every element of t's gradient: when

@@ -150,6 +150,8 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     }
     out->requires_grad = ctx->grad_enabled && any;
     if (out->requires_grad) {
+        for (int i = 0; i < n; i++)
+            ag_same_tape(ctx, AG_OP_CONCAT, ts[i]);
         ag_node *node = ag_record(ctx, AG_OP_CONCAT, out, NULL, NULL, NULL);
         node->in_list = ag_alloc(ctx, (size_t)n * sizeof(ag_tensor *));
         memcpy(node->in_list, ts, (size_t)n * sizeof(ag_tensor *));

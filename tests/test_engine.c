@@ -679,6 +679,23 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_params_add(ps, "late", 1, (int[]){2}), "ag_params_add", "'late'");
     CHECK(ps->count == 1 && ps->total == 3, "failed ag_params_add calls changed the set: %d params, %zu elements",
           ps->count, ps->total);
+
+    /* A tensor recorded in another context has its history on that tape:
+     * an op or a backward here would stop at it and leave w without its
+     * gradient, so both are refused. */
+    ag_ctx *other = ag_ctx_new();
+    ag_tensor *w = ps->list[0];
+    ag_tensor *there = ag_scale(other, w, 2);
+    EXPECT_ERROR((void)ag_sum_all(ctx, there), "ag_sum_all", "another context");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ there, w }, 2, 0), "ag_concat", "another context");
+    EXPECT_ERROR(ag_backward(ctx, ag_sum_all(other, there)), "ag_backward", "another context");
+    EXPECT_ERROR(ag_graph_dot(ctx, there, stdout), "ag_graph_walk", "another context");
+    const int recorded = ag_tape_length(ctx);
+    int was_on = ag_set_grad_enabled(ctx, 0);
+    ag_tensor *value = ag_sum_all(ctx, there);   /* without gradients it is a plain value */
+    ag_set_grad_enabled(ctx, was_on);
+    CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
+    ag_ctx_free(other);
     ag_params_free(ps);
 }
 
