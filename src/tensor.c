@@ -434,6 +434,10 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
     if (ag_params_find(ps, name))
         ag_error("ag_params_add: duplicate parameter name '%s'", name);
     size_t n = shape_size("ag_params_add", ndim, shape);
+    /* Each parameter alone fits size_t's bytes; their sum must too, or the
+     * blocks ag_params_alloc sizes from it would be short by a wrapped amount. */
+    if (n > SIZE_MAX / sizeof(ag_real) - ps->total)
+        ag_error("ag_params_add: '%s' makes the parameters too large (%zu elements before it)", name, ps->total);
     if (ps->count == ps->capacity) {
         int cap = ps->capacity ? 2 * ps->capacity : 16;
         ag_tensor **list = realloc(ps->list, (size_t)cap * sizeof *list);

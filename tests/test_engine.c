@@ -706,6 +706,49 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_params_free(ps);
 }
 
+/* The parameter set and the optimizers refuse what would make them read or
+ * write outside their blocks, or compute NaN or the wrong sign silently. */
+static void test_params_optim_misuse(void)
+{
+    /* 2^60 elements each: as many as fit in size_t's bytes are accepted,
+     * the next would wrap the total */
+    ag_params *big = ag_params_new();
+    const int huge[4] = { 1 << 15, 1 << 15, 1 << 15, 1 << 15 };
+    const size_t fit = (SIZE_MAX / sizeof(ag_real)) >> 60;
+    for (size_t i = 0; i < fit; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%zu", i);
+        ag_params_add(big, name, 4, huge);
+    }
+    EXPECT_ERROR((void)ag_params_add(big, "one_more", 4, huge), "ag_params_add", "'one_more'", "too large");
+    CHECK(big->count == (int)fit && big->total == fit << 60, "a refused parameter changed the set: %d, %zu",
+          big->count, big->total);
+    ag_params_free(big);
+
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "w", 1, (int[]){3});
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "not allocated");
+    EXPECT_ERROR(ag_params_zero_grad(ps), "ag_params_zero_grad", "not allocated");
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, 1), "ag_clip_grad_norm", "not allocated");
+    ag_params_alloc(ps);
+    EXPECT_ERROR((void)ag_optim_sgd(ps, -0.5, 0), "ag_optim_sgd", "momentum -0.5");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, NAN), "ag_optim_sgd", "weight decay nan");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 1, 0.999, 1e-8, 0), "ag_optim_adamw", "betas (1, 0.999)");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, -0.1, 1e-8, 0), "ag_optim_adamw", "betas (0.9, -0.1)");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, -1, 0), "ag_optim_adamw", "eps -1");
+    ag_optim *o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0);
+    EXPECT_ERROR(ag_optim_step(o, -0.1), "ag_optim_step", "lr = -0.1");
+    EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");
+    EXPECT_ERROR(ag_optim_step(o, INFINITY), "ag_optim_step", "lr = inf");
+    CHECK(o->step == 0, "a refused step counted: %ld", o->step);
+    ps->grad[0] = 3;
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, -1), "ag_clip_grad_norm", "max_norm = -1");
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
+    CHECK(ps->grad[0] == 3, "a refused clip changed the gradient to %g", (double)ps->grad[0]);
+    ag_optim_free(o);
+    ag_params_free(ps);
+}
+
 #if defined(__linux__) && !defined(HAVE_LSAN)
 /* The process's virtual size in bytes, or 0 where it cannot be read. */
 static size_t vm_bytes(void)
@@ -1569,6 +1612,7 @@ int main(void)
     test_null_arguments(ctx);
     test_usage_errors(ctx);
     test_params_join(ctx);
+    test_params_optim_misuse();
     test_alloc_failures();
     ag_set_error_handler(NULL, NULL);
     CHECK(error_count > 0, "the error handler was never called");
