@@ -145,10 +145,22 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
     return out;
 }
 
+/* The sizes asked about must be ones ag_attention accepts: a head count of
+ * 0 divided by zero below, and a negative size wrapped to a huge one. */
+static void check_geometry(const char *fn, int B, int T, int d, int n_head)
+{
+    if (B < 1 || T < 1 || d < 1 || n_head < 1 || d % n_head != 0)
+        ag_error("%s: B %d, T %d, d %d and %d heads (each at least 1, d divisible by the heads)", fn, B, T, d,
+                 n_head);
+}
+
 /* What ag_attention and its backward allocate above: lse, keep, and at
  * bf16 the rounded qkv and output gradient. */
 size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision)
 {
+    check_geometry("ag_attention_arena_bytes", B, T, d, n_head);
+    if (precision != AG_FP32 && precision != AG_BF16)
+        ag_error("ag_attention_arena_bytes: precision %d is not AG_FP32 or AG_BF16", precision);
     const ag_attn a = self_attention(B, T, d, n_head);
     size_t n = (size_t)B * n_head * T + ag_kern->attention_keep(&a);
     if (precision == AG_BF16)
@@ -158,6 +170,7 @@ size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision)
 
 size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
 {
+    check_geometry("ag_attention_scratch_bytes", B, T, d, n_head);
     const ag_attn a = self_attention(B, T, d, n_head);
     return ag_kern->attention_scratch(&a);
 }

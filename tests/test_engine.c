@@ -574,6 +574,13 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 0, 1, 0, 0, NULL), "ag_attention", "0 heads");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 1 << 30, 1, 0, 0, NULL), "ag_attention", "[2,3,12]");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
+
+    /* the memory questions take the sizes ag_attention takes (0 heads divided by zero) */
+    EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 0, AG_FP32), "ag_attention_arena_bytes", "0 heads");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(-2, 3, 4, 2, AG_FP32), "ag_attention_arena_bytes", "B -2");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 2, 7), "ag_attention_arena_bytes", "precision 7");
+    EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 3, 6, 4), "ag_attention_scratch_bytes", "d 6", "4 heads");
+    EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 0, 4, 0), "ag_attention_scratch_bytes", "T 0");
 }
 
 /* A NULL where a tensor (or an array) is needed is named, never followed. */
