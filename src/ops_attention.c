@@ -115,7 +115,7 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
                  ag_shape_str(v_cache, sv, sizeof sv));
     const int S = k_cache->shape[1];
     if (pos < 0 || pos > S - T)
-        ag_error("ag_attention_cached: positions %d..%d do not fit a cache of %d", pos, pos + T - 1, S);
+        ag_error("ag_attention_cached: positions %d..%lld do not fit a cache of %d", pos, (long long)pos + T - 1, S);
     /* the new positions' keys and values into the cache (rounded in bf16:
      * they are the products' inputs) */
     const int bf16 = ctx->precision == AG_BF16;

@@ -4,6 +4,7 @@
  * mean reductions.  Many of them view a tensor as [outer, n, inner] around
  * one dim, which turns any-dim logic into three plain loops.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -126,7 +127,7 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     int d = ag_norm_dim("ag_concat", ts[0], dim);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
-    shape[d] = 0;
+    long long joined = 0;           /* in a wider type: a sum past INT_MAX is refused, not wrapped */
     for (int i = 0; i < n; i++) {
         char s0[64], si[64];
         int same = ts[i]->ndim == ts[0]->ndim;
@@ -135,8 +136,11 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
         if (!same)
             ag_error("ag_concat: shapes differ outside dim %d: %s and %s", d, ag_shape_str(ts[0], s0, sizeof s0),
                      ag_shape_str(ts[i], si, sizeof si));
-        shape[d] += ts[i]->shape[d];
+        joined += ts[i]->shape[d];
     }
+    if (joined > INT_MAX)
+        ag_error("ag_concat: dim %d would have %lld entries (at most %d)", d, joined, INT_MAX);
+    shape[d] = (int)joined;
     ag_tensor *out = ag_empty(ctx, ts[0]->ndim, shape);
     size_t outer = ag_span(out, 0, d), inner = ag_span(out, d + 1, out->ndim);
     size_t row = (size_t)shape[d] * inner, at = 0;
@@ -187,7 +191,8 @@ ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
     int d = ag_norm_dim("ag_slice", a, dim);
     if (start < 0 || len < 1 || start > a->shape[d] - len) {
         char s[64];
-        ag_error("ag_slice: [%d, %d) is outside dim %d of %s", start, start + len, d, ag_shape_str(a, s, sizeof s));
+        ag_error("ag_slice: [%d, %lld) is outside dim %d of %s", start, (long long)start + len, d,
+                 ag_shape_str(a, s, sizeof s));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);

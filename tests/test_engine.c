@@ -10,6 +10,7 @@
  * value is a sum of up to ~100 products, REL_SUM (float 2e-5, double 1e-12).
  */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -574,6 +575,16 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 0, 1, 0, 0, NULL), "ag_attention", "0 heads");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 1 << 30, 1, 0, 0, NULL), "ag_attention", "[2,3,12]");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
+
+    /* sizes past INT_MAX: refused in words, not wrapped (the tensors are
+     * only looked at, so their data can be a few bytes) */
+    ag_real few[4] = { 0 };
+    ag_tensor wide = { .ndim = 1, .shape = { 1 << 30 }, .size = (size_t)1 << 30, .data = few };
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ &wide, &wide, &wide }, 3, 0), "ag_concat",
+                 "3221225472 entries");
+    EXPECT_ERROR((void)ag_slice(ctx, Z(4), 0, 2, INT_MAX), "ag_slice", "[2, 2147483649)");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), INT_MAX),
+                 "ag_attention_cached", "2147483647..2147483648");
 
     /* the memory questions take the sizes ag_attention takes (0 heads divided by zero) */
     EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 0, AG_FP32), "ag_attention_arena_bytes", "0 heads");
