@@ -272,10 +272,21 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size);
 
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 {
+    ag_need("ag_arena_rewind", "keep", keep);
+    /* A mark of another context would hand this arena that one's block to
+     * allocate from; one taken before an ag_reset may lie past everything
+     * allocated since, and rewinding "forward" would count memory nothing
+     * holds. */
+    int ours = mark.block == NULL;
+    for (const ag_block *b = ctx->first; b && !ours; b = b->next)
+        ours = b == mark.block;
+    if (!ours)
+        ag_error("ag_arena_rewind: the mark was taken in another context");
+    if (mark.used > ctx->used)
+        ag_error("ag_arena_rewind: the mark is past the arena's position (was it taken before ag_reset?)");
     if (ctx->n_nodes != mark.tape_length)
         ag_error("ag_arena_rewind: %d ops were recorded since the mark (rewinding is for forward passes "
                  "without gradients)", ctx->n_nodes - mark.tape_length);
-    ag_need("ag_arena_rewind", "keep", keep);
     ag_tensor saved = *keep;
     /* Back to the mark: its block keeps what came before, later blocks are empty. */
     ag_block *b = mark.block ? mark.block : ctx->first;

@@ -1556,6 +1556,17 @@ static void test_arena_rewind(void)
     mark = ag_arena_mark(ctx);
     ag_tensor *y = ag_scale(ctx, x, 3);
     EXPECT_ERROR(ag_arena_rewind(ctx, mark, y), "ag_arena_rewind", "recorded");
+    /* a mark of another context, or from before a reset, is no position here */
+    ag_ctx *other = ag_ctx_new();
+    ag_tensor *elsewhere = ag_full(other, 1, (int[]){3}, 1);
+    const size_t used = ag_arena_used(ctx);
+    EXPECT_ERROR(ag_arena_rewind(ctx, ag_arena_mark(other), x), "ag_arena_rewind", "another context");
+    EXPECT_ERROR(ag_arena_rewind(other, ag_arena_mark(ctx), elsewhere), "ag_arena_rewind", "another context");
+    CHECK(ag_arena_used(ctx) == used, "a refused rewind moved the arena");
+    ag_reset(ctx);
+    ag_tensor *small = ag_full(ctx, 1, (int[]){3}, 1);
+    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before ag_reset");
+    ag_ctx_free(other);
     ag_set_error_handler(NULL, NULL);
     ag_ctx_free(ctx);
 }
