@@ -108,6 +108,9 @@ static inline ag_gemm_fn ag_gemm_of(int precision)
 void *ag_alloc(ag_ctx *ctx, size_t bytes);
 void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);
 
+/* Elements of a tensor of this shape; shapes with a dim below 1, more than
+ * AG_MAX_DIMS dims or more bytes than size_t holds are an error naming op. */
+size_t ag_shape_size(const char *op, int ndim, const int *shape);
 /* A new arena tensor with the given shape, data uninitialized. */
 ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape);
 /* A new tensor sharing `data` (for views). */

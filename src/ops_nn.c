@@ -62,6 +62,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim,
     for (int i = 0; i < ndim; i++)
         shape[i] = ids_shape[i];
     shape[ndim] = d;
+    (void)ag_shape_size("ag_embedding", ndim + 1, shape);   /* ids_shape's errors named as this op's */
     ag_tensor *out = ag_empty(ctx, ndim + 1, shape);
     size_t n = out->size / (size_t)d;
     int32_t *saved = ag_alloc(ctx, n * sizeof(int32_t));

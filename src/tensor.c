@@ -312,7 +312,7 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 
 /* ---- tensors ----------------------------------------------------------- */
 
-static size_t shape_size(const char *op, int ndim, const int *shape)
+size_t ag_shape_size(const char *op, int ndim, const int *shape)
 {
     ag_need(op, "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
@@ -337,14 +337,18 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size)
     t->size = size;
 }
 
-ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape)
+/* An uninitialized tensor whose shape errors name fn, the function the
+ * caller called. */
+static ag_tensor *empty_for(ag_ctx *ctx, const char *fn, int ndim, const int *shape)
 {
-    size_t n = shape_size("ag_new", ndim, shape);
+    size_t n = ag_shape_size(fn, ndim, shape);
     ag_tensor *t = ag_alloc(ctx, sizeof *t);
     tensor_init(t, ndim, shape, n);
     t->data = ag_alloc(ctx, n * sizeof(ag_real));
     return t;
 }
+
+ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape) { return empty_for(ctx, "ag_new", ndim, shape); }
 
 ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape)
 {
@@ -364,14 +368,14 @@ ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values)
 {
     ag_need("ag_from", "values", values);
-    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    ag_tensor *t = empty_for(ctx, "ag_from", ndim, shape);
     memcpy(t->data, values, t->size * sizeof(ag_real));
     return t;
 }
 
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
 {
-    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    ag_tensor *t = empty_for(ctx, "ag_full", ndim, shape);
     for (size_t i = 0; i < t->size; i++)
         t->data[i] = value;
     return t;
@@ -400,6 +404,8 @@ ag_real *ag_grad_begin(ag_ctx *ctx, ag_tensor *t, int *assign)
 
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len)
 {
+    if (len == 0)
+        return buf;                 /* not even room for the terminating NUL */
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < t->ndim && used < len; i++)
@@ -444,7 +450,7 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
         ag_error("ag_params_add: '%s' added after ag_params_alloc", name);
     if (ag_params_find(ps, name))
         ag_error("ag_params_add: duplicate parameter name '%s'", name);
-    size_t n = shape_size("ag_params_add", ndim, shape);
+    size_t n = ag_shape_size("ag_params_add", ndim, shape);
     /* Each parameter alone fits size_t's bytes; their sum must too, or the
      * blocks ag_params_alloc sizes from it would be short by a wrapped amount. */
     if (n > SIZE_MAX / sizeof(ag_real) - ps->total)

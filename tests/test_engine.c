@@ -576,9 +576,17 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 1 << 30, 1, 0, 0, NULL), "ag_attention", "[2,3,12]");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
 
+    ag_real few[4] = { 0 };
+    /* a bad shape is named as the function the caller called */
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(5, 3), (const int32_t[]){ 1 }, 2, (int[]){ 1, 0 }), "ag_embedding",
+                 "dimension 1 has size 0");
+    EXPECT_ERROR((void)ag_from(ctx, 1, (int[]){ -1 }, few), "ag_from", "size -1");
+    EXPECT_ERROR((void)ag_full(ctx, 5, (int[]){ 1, 1, 1, 1, 1 }, 0), "ag_full", "5 dimensions");
+    char one[1] = { 'x' };
+    CHECK(ag_shape_str(Z(2, 3), one, 0) == one && one[0] == 'x', "ag_shape_str wrote into a buffer of length 0");
+
     /* sizes past INT_MAX: refused in words, not wrapped (the tensors are
      * only looked at, so their data can be a few bytes) */
-    ag_real few[4] = { 0 };
     ag_tensor wide = { .ndim = 1, .shape = { 1 << 30 }, .size = (size_t)1 << 30, .data = few };
     EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ &wide, &wide, &wide }, 3, 0), "ag_concat",
                  "3221225472 entries");
