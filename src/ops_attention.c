@@ -110,6 +110,9 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
             ag_error("ag_attention_cached: cache %s does not fit input %s (need [%d,S,%d])",
                      ag_shape_str(t, sk, sizeof sk), ag_shape_str(qkv, s, sizeof s), B, d);
     }
+    /* one buffer for both would have the values written over the keys */
+    if (k_cache->data == v_cache->data)
+        ag_error("ag_attention_cached: k_cache and v_cache share their data (each needs its own)");
     if (v_cache->shape[1] != k_cache->shape[1])
         ag_error("ag_attention_cached: key cache %s and value cache %s differ", ag_shape_str(k_cache, sk, sizeof sk),
                  ag_shape_str(v_cache, sv, sizeof sv));

@@ -103,6 +103,9 @@ typedef struct {
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps)
 {
     ag_need("ag_layer_norm", "x", x);
+    /* 1/sqrt(var + eps) of a constant row is NaN for eps < 0 (and eps NaN is NaN everywhere) */
+    if (!(eps >= 0))
+        ag_error("ag_layer_norm: eps = %g must be >= 0", (double)eps);
     int D = x->shape[x->ndim - 1];
     char sx[64], sp[64];
     if (weight && (weight->ndim != 1 || weight->shape[0] != D))

@@ -542,6 +542,11 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_linear(ctx, Z(2, 3), Z(4, 3), Z(5)), "ag_linear", "[4,3]", "[5]");
     EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(4), NULL, 1e-5f), "ag_layer_norm", "[2,3]", "[4]");
     EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(3), Z(2), 1e-5f), "ag_layer_norm", "[2,3]", "[2]");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), NULL, NULL, -1e-5f), "ag_layer_norm", "eps = -1e-05");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), NULL, NULL, NAN), "ag_layer_norm", "eps = nan");
+    ag_tensor *cache = Z(1, 4, 2);
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, cache, cache, 0), "ag_attention_cached",
+                 "share their data");
 
     EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(3, 3), 0), "ag_masked_fill", "[2,3]", "[3,3]");
     EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(2, 2, 3), 0), "ag_masked_fill", "[2,3]", "[2,2,3]");
