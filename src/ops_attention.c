@@ -149,12 +149,17 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
 }
 
 /* The sizes asked about must be ones ag_attention accepts: a head count of
- * 0 divided by zero below, and a negative size wrapped to a huge one. */
+ * 0 divided by zero below, and a negative size wrapped to a huge one.  The
+ * answers count at most ~70 values per element of [B,T,d] (a log-sum-exp
+ * and up to 64 kept weights per query and head, at most d heads, the bf16
+ * copies), so below 2^64 / 128 such bytes no size_t sum wraps. */
 static void check_geometry(const char *fn, int B, int T, int d, int n_head)
 {
     if (B < 1 || T < 1 || d < 1 || n_head < 1 || d % n_head != 0)
         ag_error("%s: B %d, T %d, d %d and %d heads (each at least 1, d divisible by the heads)", fn, B, T, d,
                  n_head);
+    if ((double)B * T * d * sizeof(ag_real) > (double)SIZE_MAX / 128)
+        ag_error("%s: [%d,%d,%d] is too large to count its bytes", fn, B, T, d);
 }
 
 /* What ag_attention and its backward allocate above: lse, keep, and at

@@ -605,6 +605,8 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 2, 7), "ag_attention_arena_bytes", "precision 7");
     EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 3, 6, 4), "ag_attention_scratch_bytes", "d 6", "4 heads");
     EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 0, 4, 0), "ag_attention_scratch_bytes", "T 0");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(1 << 30, 1 << 30, 1 << 30, 1, AG_FP32), "ag_attention_arena_bytes",
+                 "too large");
 }
 
 /* A NULL where a tensor (or an array) is needed is named, never followed. */
