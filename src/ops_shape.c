@@ -20,18 +20,21 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
         ag_error("ag_reshape: %d dimensions (1 to %d supported)", ndim, AG_MAX_DIMS);
     int s[AG_MAX_DIMS], infer = -1;
     size_t known = 1;
+    ag_tensor want = { .ndim = ndim };
+    memcpy(want.shape, shape, (size_t)ndim * sizeof(int));
+    char sw[64];
     for (int i = 0; i < ndim; i++) {
         s[i] = shape[i];
         if (s[i] == -1 && infer < 0)
             infer = i;
         else if (s[i] < 1)
             ag_error("ag_reshape: bad size %d at dim %d for %s", s[i], i, ag_shape_str(a, sa, sizeof sa));
+        else if (known > a->size / (size_t)s[i])   /* more than a has, before the product could wrap */
+            ag_error("ag_reshape: cannot view %s (%zu elements) as %s (more elements)",
+                     ag_shape_str(a, sa, sizeof sa), a->size, ag_shape_str(&want, sw, sizeof sw));
         else
             known *= (size_t)s[i];
     }
-    ag_tensor want = { .ndim = ndim };
-    memcpy(want.shape, shape, (size_t)ndim * sizeof(int));
-    char sw[64];
     if (infer >= 0) {
         if (known == 0 || a->size % known)
             ag_error("ag_reshape: cannot view %s (%zu elements) as %s", ag_shape_str(a, sa, sizeof sa), a->size,

@@ -507,6 +507,8 @@ void ag_params_alloc(ag_params *ps)
 
 ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 {
+    ag_need("ag_params_find", "ps", ps);
+    ag_need("ag_params_find", "name", name);
     for (int i = 0; i < ps->count; i++)
         if (strcmp(ps->list[i]->name, name) == 0)
             return ps->list[i];

@@ -553,6 +553,9 @@ static void test_shape_errors(ag_ctx *ctx)
 
     EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){4, 2}), "ag_reshape", "[2,3]", "[4,2]");
     EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){-1, 4}), "ag_reshape", "[2,3]", "[-1,4]");
+    /* a product that would wrap size_t (2^21 2^21 2^22 = 2^64) is more than a has, not 0 */
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 4, (int[]){1 << 21, 1 << 21, 1 << 22, 6}), "ag_reshape",
+                 "[2097152,2097152,4194304,6]", "more elements");
 
     EXPECT_ERROR((void)ag_transpose(ctx, Z(2, 3), 0, 2), "ag_transpose", "dim 2", "[2,3]");
     EXPECT_ERROR((void)ag_softmax(ctx, Z(2, 3), -3), "ag_softmax", "dim -3", "[2,3]");
@@ -649,6 +652,7 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_arena_rewind(ctx, ag_arena_mark(ctx), NULL), "ag_arena_rewind", "keep is NULL");
     ag_params *ps = ag_params_new();
     EXPECT_ERROR((void)ag_params_add(ps, NULL, 1, (int[]){2}), "ag_params_add", "name is NULL");
+    EXPECT_ERROR((void)ag_params_find(ps, NULL), "ag_params_find", "name is NULL");
     EXPECT_ERROR(ag_params_alloc(NULL), "ag_params_alloc", "ps is NULL");
     EXPECT_ERROR(ag_params_zero_grad(NULL), "ag_params_zero_grad", "ps is NULL");
     EXPECT_ERROR((void)ag_clip_grad_norm(NULL, 1), "ag_clip_grad_norm", "ps is NULL");
