@@ -250,9 +250,9 @@ FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
 FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
-build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/fileio.c include/attograd.h include/attograd_io.h
+build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/bigbuf.c src/fileio.c src/bigbuf.h include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/fileio.c -o $@
+	$(FUZZ_CC) tests/fuzz_safetensors.c src/safetensors.c src/bigbuf.c src/fileio.c -o $@
 build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h src/pcg32.c src/mathfn.c \
                       src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz

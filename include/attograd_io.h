@@ -125,9 +125,10 @@ int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
                 const char *const *meta, int nmeta, char *err, size_t errlen);
 
 /*
- * Read the whole file into memory and validate it completely (see
- * ag_st_parse).  NULL with err filled ("<path>: <problem>", one line) on any
- * problem, including a file that changes size while it is being read.
+ * Read the file and validate it completely (see ag_st_parse): the header,
+ * then each tensor's bytes straight into its aligned place, so memory holds
+ * one copy of the data.  NULL with err filled ("<path>: <problem>", one line)
+ * on any problem, including a file that changes size while it is being read.
  */
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
 

@@ -7,6 +7,7 @@
 #define ATTOGRAD_INTERNAL_H
 
 #include "attograd.h"
+#include "bigbuf.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -87,14 +88,6 @@ struct ag_ctx {
     ag_pcg32 dropout_rng;
 };
 
-#define AG_ALIGN 64
-
-/* Zeroed memory for count elements of size bytes, as calloc, for the large
- * buffers (arena blocks, parameters, optimizer moments): AG_ALIGN-aligned,
- * and on 2 MB huge pages where the system offers them (tensor.c).  NULL
- * when out of memory or too large; freed by ag_big_free. */
-void *ag_big_alloc(size_t count, size_t size);
-void ag_big_free(void *p);
 
 /* The matrix multiply of the given precision (AG_FP32 or AG_BF16). */
 typedef void (*ag_gemm_fn)(int trans_a, int trans_b, int M, int N, int K, const ag_real *A, int lda,

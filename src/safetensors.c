@@ -4,6 +4,7 @@
  * is used, and every problem becomes a one-line message, never a crash.
  */
 #include "attograd_io.h"
+#include "bigbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 static const char *const dtype_names[NDTYPES] = {"F32", "F64", "I32", "I64", "U64", "U8", "F16", "BF16"};
 static const size_t dtype_sizes[NDTYPES] = {4, 8, 4, 8, 8, 1, 2, 2};
 #define METADATA_KEY "__metadata__"
-#define ALIGN 64   /* each tensor's copy starts on a cache line */
+#define ALIGN AG_ALIGN   /* each tensor's copy starts on a cache line */
 
 size_t ag_st_dtype_size(int dtype)
 {
@@ -86,26 +87,40 @@ static size_t utf8_bad_at(const unsigned char *s, size_t len)
 
 /* NaN and Inf are the values whose exponent bits are all ones; looking at
  * the little-endian bytes directly needs no alignment and no type punning.
+ * The exponent lies in the element's top byte `hi` under mask mh and the
+ * byte below it under mask ml:
  * F32:  exponent = bits 30..23, i.e. byte 3 & 0x7F and byte 2 & 0x80.
  * F64:  exponent = bits 62..52, i.e. byte 7 & 0x7F and byte 6 & 0xF0.
- * F16:  exponent = bits 14..10, i.e. byte 1 & 0x7C.
- * BF16: exponent = bits 14..7 (F32's upper half), byte 1 & 0x7F and byte 0 & 0x80. */
-static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
+ * F16:  exponent = bits 14..10, i.e. byte 1 & 0x7C (and byte 0 & 0).
+ * BF16: exponent = bits 14..7 (F32's upper half), byte 1 & 0x7F and byte 0 & 0x80.
+ * The test runs over blocks without a branch per element, so the compiler
+ * can vectorize it: a model's checkpoint is tens of millions of values. */
+static inline int any_all_ones(const unsigned char *p, size_t nbytes, const size_t es, const unsigned mh,
+                               const unsigned ml)
 {
-    if (dtype == AG_ST_F32) {
-        for (size_t i = 0; i + 4 <= nbytes; i += 4)
-            if ((p[i + 3] & 0x7F) == 0x7F && (p[i + 2] & 0x80) == 0x80) return 1;
-    } else if (dtype == AG_ST_F64) {
-        for (size_t i = 0; i + 8 <= nbytes; i += 8)
-            if ((p[i + 7] & 0x7F) == 0x7F && (p[i + 6] & 0xF0) == 0xF0) return 1;
-    } else if (dtype == AG_ST_F16) {
-        for (size_t i = 0; i + 2 <= nbytes; i += 2)
-            if ((p[i + 1] & 0x7C) == 0x7C) return 1;
-    } else if (dtype == AG_ST_BF16) {
-        for (size_t i = 0; i + 2 <= nbytes; i += 2)
-            if ((p[i + 1] & 0x7F) == 0x7F && (p[i] & 0x80) == 0x80) return 1;
+    enum { BLOCK = 4096 };   /* elements between the early exits */
+    const size_t n = nbytes / es;
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        const size_t i1 = n - i0 < BLOCK ? n : i0 + BLOCK;
+        unsigned bad = 0;
+        for (size_t i = i0; i < i1; i++) {
+            const unsigned char *e = p + i * es;
+            bad |= ((e[es - 1] & mh) == mh) & ((e[es - 2] & ml) == ml);
+        }
+        if (bad) return 1;
     }
     return 0;
+}
+
+static int has_nonfinite(const unsigned char *p, size_t nbytes, int dtype)
+{
+    switch (dtype) {
+    case AG_ST_F32:  return any_all_ones(p, nbytes, 4, 0x7F, 0x80);
+    case AG_ST_F64:  return any_all_ones(p, nbytes, 8, 0x7F, 0xF0);
+    case AG_ST_F16:  return any_all_ones(p, nbytes, 2, 0x7C, 0x00);
+    case AG_ST_BF16: return any_all_ones(p, nbytes, 2, 0x7F, 0x80);
+    default:         return 0;
+    }
 }
 
 /* product(shape) * elsize, or -1 on overflow of 64 bits or of size_t. */
@@ -565,8 +580,37 @@ static int check_layout(parser *p, uint64_t dlen)
     return 0;
 }
 
-/* Copies every tensor to its own ALIGN-aligned place and checks floats. */
-static int copy_data(parser *p, ag_st_file *f, const unsigned char *dbuf)
+/* Where the tensors' bytes come from: the file's bytes in memory
+ * (ag_st_parse), or the file itself, read front to back from just after
+ * its header (ag_st_load): straight into their places, with no copy of
+ * the whole file in between. */
+typedef struct {
+    const unsigned char *mem;   /* the whole file, or NULL: read fd */
+    int fd;
+    size_t len;                 /* the file's length, for messages */
+} source;
+
+/* n bytes of fd into dst.  0, or -1 with *err_no = errno after a read
+ * error, 0 when the file ended first. */
+static int read_full(int fd, void *dst, size_t n, int *err_no)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (unsigned char *)dst + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            *err_no = r < 0 ? errno : 0;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Places every tensor's bytes in its own ALIGN-aligned place and checks
+ * floats.  check_layout has made the entries, in offset order, tile the
+ * data buffer, so a file is read once, in order. */
+static int copy_data(parser *p, ag_st_file *f, const source *src)
 {
     size_t total = ALIGN;
     for (int i = 0; i < p->nents; i++) {
@@ -574,18 +618,23 @@ static int copy_data(parser *p, ag_st_file *f, const unsigned char *dbuf)
         if (padded < p->ents[i].t.nbytes || total > SIZE_MAX - padded) return fail(p, "out of memory");
         total += padded;
     }
-    f->data = aligned_alloc(ALIGN, total);
+    f->data = ag_big_alloc(total, 1);   /* ALIGN-aligned; large: on 2 MB pages (see bigbuf.c) */
     f->tensors = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->tensors);
     if (!f->data || !f->tensors) return fail(p, "out of memory");
     size_t at = 0;
     for (int i = 0; i < p->nents; i++) {
         ag_st_tensor *t = &f->tensors[i];
         *t = p->ents[i].t;
-        const unsigned char *src = dbuf + p->ents[i].begin;
-        if (has_nonfinite(src, t->nbytes, t->dtype))
+        unsigned char *dst = f->data + at;
+        int err_no = 0;
+        if (src->mem && t->nbytes)
+            memcpy(dst, src->mem + 8 + p->n + p->ents[i].begin, t->nbytes);
+        else if (!src->mem && read_full(src->fd, dst, t->nbytes, &err_no))
+            return err_no ? fail(p, "read error: %s", strerror(err_no))
+                          : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
+        if (has_nonfinite(dst, t->nbytes, t->dtype))
             return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
-        if (t->nbytes) memcpy(f->data + at, src, t->nbytes);
-        t->data = f->data + at;
+        t->data = dst;
         at += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
     f->n = p->nents;
@@ -608,11 +657,13 @@ static int looks_like_pickle(const unsigned char *b, size_t len)
     return len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
 }
 
-ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *err, size_t errlen)
+/* A file of len bytes, given its first bytes b -- at least 8 plus its
+ * header length of them, or all of a file whose header length is wrong --
+ * and the source of the rest. */
+static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *src, const char *label, char *err,
+                              size_t errlen)
 {
-    const unsigned char *b = buf;
-    parser p = {.label = label ? label : "(buffer)", .err = err, .errlen = errlen};
-    if (!b && len) { fail(&p, "no data"); return NULL; }
+    parser p = {.label = label, .err = err, .errlen = errlen};
     if (len < 8) {
         fail(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
         return NULL;
@@ -652,11 +703,21 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
     int rc = parse_header(&p);
     if (!rc && p.nents > 1) qsort(p.ents, (size_t)p.nents, sizeof *p.ents, cmp_offsets);
     rc = rc || build_indexes(&p, f) || check_layout(&p, len - 8 - p.n)
-         || copy_data(&p, f, b + 8 + p.n);
+         || copy_data(&p, f, src);
     f->meta = p.meta;
     free(p.ents);
     if (rc) { ag_st_free(f); return NULL; }
     return f;
+}
+
+ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *err, size_t errlen)
+{
+    if (!buf && len) {
+        ag_set_err(err, errlen, "%s: no data", label ? label : "(buffer)");
+        return NULL;
+    }
+    const source src = {buf, -1, len};
+    return parse_file(buf, len, &src, label ? label : "(buffer)", err, errlen);
 }
 
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
@@ -680,39 +741,50 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
         close(fd);
         return NULL;
     }
-    size_t size = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(size + 1);
-    if (!buf) {
-        ag_set_err(err, errlen, "%s: out of memory reading %zu bytes", path, size);
-        close(fd);
-        return NULL;
+    /* The first bytes, and the whole header when its length is plausible
+     * (else parse_file stops at the length, never reading past b[8]); then
+     * the tensors, read by copy_data into their places; and last a check
+     * that nothing follows the size fstat promised. */
+    const size_t size = (size_t)st.st_size;
+    unsigned char first[9], *head = first;
+    int err_no = 0, bad = read_full(fd, first, size < sizeof first ? size : sizeof first, &err_no);
+    const uint64_t hlen = size >= 8 ? read_u64le(first) : 0;
+    if (!bad && hlen > 0 && hlen <= AG_ST_MAX_HEADER && hlen <= size - 8) {
+        head = malloc((size_t)hlen + 8);
+        if (!head) {
+            ag_set_err(err, errlen, "%s: out of memory reading a header of %llu bytes", path, (unsigned long long)hlen);
+            close(fd);
+            return NULL;
+        }
+        memcpy(head, first, sizeof first);
+        bad = read_full(fd, head + sizeof first, (size_t)hlen + 8 - sizeof first, &err_no);
     }
-    /* Read exactly the size fstat promised, then make sure nothing follows:
-     * a file being rewritten under us is reported instead of half-parsed. */
-    const char *problem = NULL;
-    int saved = 0;
-    while (got < size && !problem) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { problem = "read error"; saved = errno; }
-        else if (r == 0) problem = "file shrank while being read";
-        else got += (size_t)r;
+    ag_st_file *f = NULL;
+    if (!bad) {
+        const source src = {NULL, fd, size};
+        f = parse_file(head, size, &src, path, err, errlen);
     }
-    if (!problem) {
-        ssize_t r;
-        do r = read(fd, buf + size, 1); while (r < 0 && errno == EINTR);
-        if (r < 0) { problem = "read error"; saved = errno; }
-        else if (r > 0) problem = "file grew while being read";
+    /* Past the end fstat gave, whatever was parsed: a file that grew (or
+     * one of /proc's, whose size reads as 0) is named as such. */
+    unsigned char extra;
+    ssize_t r;
+    do r = pread(fd, &extra, 1, (off_t)size); while (r < 0 && errno == EINTR);
+    if (!bad && r > 0) {
+        ag_set_err(err, errlen, "%s: file grew while being read (expected %zu bytes)", path, size);
+        ag_st_free(f);
+        f = NULL;
+    } else if (!bad && r < 0 && f) {
+        err_no = errno;
+        bad = 1;
     }
+    if (bad) {
+        if (err_no) ag_set_err(err, errlen, "%s: read error: %s", path, strerror(err_no));
+        else ag_set_err(err, errlen, "%s: file shrank while being read (expected %zu bytes)", path, size);
+        ag_st_free(f);
+        f = NULL;
+    }
+    if (head != first) free(head);
     close(fd);
-    if (problem) {
-        if (saved) ag_set_err(err, errlen, "%s: %s: %s", path, problem, strerror(saved));
-        else ag_set_err(err, errlen, "%s: %s (expected %zu bytes)", path, problem, size);
-        free(buf);
-        return NULL;
-    }
-    ag_st_file *f = ag_st_parse(buf, size, path, err, errlen);
-    free(buf);
     return f;
 }
 
@@ -828,7 +900,7 @@ void ag_st_free(ag_st_file *f)
     free(f->meta);
     free(f->meta_by_key);
     free(f->strings);
-    free(f->data);
+    ag_big_free(f->data);
     free(f);
 }
 

@@ -893,6 +893,49 @@ static void test_half_dtypes(void)
     unlink(path);
 }
 
+/* The reader scans for NaN and Inf in blocks of elements: one bad value is
+ * found wherever it lies, at a block's first or last element or in the
+ * ragged tail, in every dtype; the largest finite values pass. */
+static void test_nonfinite_anywhere(void)
+{
+    enum { N = 2 * 4096 + 3 };   /* two whole blocks of the scan and a tail */
+    static const struct {
+        int dtype;
+        size_t es;
+        unsigned char big[8], inf[8], nan[8];   /* little-endian bytes */
+    } kinds[] = {
+        {AG_ST_F32, 4, {0xFF, 0xFF, 0x7F, 0x7F}, {0, 0, 0x80, 0xFF}, {1, 0, 0xC0, 0x7F}},
+        {AG_ST_F64, 8, {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xEF, 0x7F}, {0, 0, 0, 0, 0, 0, 0xF0, 0x7F},
+         {0, 0, 0, 0, 0, 0, 0xF8, 0xFF}},
+        {AG_ST_F16, 2, {0xFF, 0x7B}, {0x00, 0xFC}, {0x01, 0x7E}},
+        {AG_ST_BF16, 2, {0x7F, 0x7F}, {0x80, 0x7F}, {0xC1, 0xFF}},
+    };
+    static const size_t at[] = {0, 1, 4095, 4096, 8191, 8192, N - 1};
+    unsigned char *data = malloc((size_t)N * 8);
+    char err[256], json[160], want[64];
+    for (size_t d = 0; d < sizeof kinds / sizeof kinds[0]; d++) {
+        const size_t es = kinds[d].es, bytes = (size_t)N * es;
+        const char *name = ag_st_dtype_name(kinds[d].dtype);
+        snprintf(json, sizeof json, "{\"x\":{\"dtype\":\"%s\",\"shape\":[%d],\"data_offsets\":[0,%zu]}}", name, N,
+                 bytes);
+        for (size_t i = 0; i < N; i++) memcpy(data + i * es, kinds[d].big, es);
+        size_t len;
+        unsigned char *b = mk(json, data, bytes, &len);
+        ag_st_file *f = ag_st_parse(b, len, "finite", err, sizeof err);
+        CHECK(f != NULL, "%s: %d largest finite values refused: %s", name, N, err);
+        ag_st_free(f);
+        free(b);
+        snprintf(want, sizeof want, "tensor \"x\": %s data contains NaN or Inf", name);
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+            for (int which = 0; which < 2; which++) {
+                memcpy(data + at[k] * es, which ? kinds[d].nan : kinds[d].inf, es);
+                reject_json(json, data, bytes, want);
+                memcpy(data + at[k] * es, kinds[d].big, es);
+            }
+    }
+    free(data);
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1011,6 +1054,7 @@ int main(void)
     test_bad_json();
     test_bad_entries();
     test_half_dtypes();
+    test_nonfinite_anywhere();
     test_pickle();
     test_bit_flips();
     test_corpus();
