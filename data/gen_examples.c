@@ -3,8 +3,8 @@
  * form task_format gives them: training problems drawn from a seed, or the
  * held-out evaluation set.  It writes data/copy.txt ... data/add.txt:
  *
- *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Iinclude -Itrain \
- *       data/gen_examples.c train/tasks.c src/pcg32.c src/fileio.c -lm -o gen_examples
+ *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Iinclude -Itrain/model data/gen_examples.c \
+ *       train/model/tasks.c src/pcg32.c src/mathfn.c src/fileio.c -lm -o gen_examples
  *   for t in copy reverse sort add; do ./gen_examples $t 300 1 > data/$t.txt; done
  *   ./gen_examples sort heldout 1        (the held-out set instead)
  */

@@ -3,7 +3,7 @@
  * --text`: short stories from a small template grammar (one sentence per
  * line, a blank line between stories), deterministic from a fixed seed.
  *
- *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Iinclude data/gen_tiny.c src/pcg32.c -lm -o gen_tiny
+ *   gcc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -Iinclude data/gen_tiny.c src/pcg32.c src/mathfn.c -lm -o gen_tiny
  *   ./gen_tiny > data/tiny.txt          (optional argument: bytes, default 45000)
  *
  * A few hundred words in a few dozen sentence shapes: varied enough that

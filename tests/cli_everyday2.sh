@@ -177,7 +177,7 @@ check "... and the next resume continues it ($(cat err.txt))" \
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then
     for run in "eval --model m.st --text $TEXT" "info m.st" "sample --model m.st --prompt The --tokens 5 --seed 1" \
-               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help"; do
+               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help" "train --help" "attn --help"; do
         "$A" $run >/dev/full 2>err.txt
         rc=$?
         check "$run >/dev/full: a non-zero exit (got $rc)" test $rc -ne 0
@@ -309,6 +309,30 @@ else
         eval 'grep -qx "libdir=/opt/ag/lib" stage/opt/ag/lib/pkgconfig/attograd.pc'
     mk uninstall DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make uninstall DESTDIR=... removes the staged files" test -z "$(find stage -type f -o -type l)"
+fi
+
+# ---- 16. a long evaluation shows its progress on a terminal, and only there ------------
+# `script` gives the command a terminal; the meter redraws in place and
+# erases itself, so what is left is the same result a pipe gets
+if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1; then
+    big=$tmp/big.txt
+    for i in 1 2 3 4 5 6 7 8; do cat "$TEXT"; done >"$big"
+    ev="$A eval --model m.st --text $big --batch 4"
+    script -qec "$ev" /dev/null >tty.txt 2>&1
+    "$A" eval --model m.st --text "$big" --batch 4 >pipe.txt 2>pipe_err.txt
+    check "eval on a terminal draws its progress (evaluating N/M windows)" \
+        grep -qa "evaluating [0-9]*/[0-9]* windows" tty.txt
+    check "... and erases it: the lines left are what a pipe gets" \
+        eval 'tr "\r" "\n" <tty.txt | grep -v "^ *$" | grep -v "^evaluating" | diff - pipe.txt'
+    check "... and a pipe gets no progress, on either stream" \
+        eval '! grep -qa evaluating pipe.txt pipe_err.txt'
+    script -qec "$A train --text $big $SMALL --steps 2" /dev/null >tty.txt 2>&1
+    check "train draws the final evaluation's progress on a terminal" \
+        grep -qa "evaluating [0-9]*/[0-9]* windows" tty.txt
+    script -qec "$A train --text $big $SMALL --steps 2 --quiet" /dev/null >tty.txt 2>&1
+    check "... but not with --quiet" eval '! grep -qa evaluating tty.txt'
+else
+    skip "the progress of a long evaluation (no script(1) to give it a terminal)"
 fi
 
 # ---- 14. a change of compiler or flags rebuilds -------------------------------------------

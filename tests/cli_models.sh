@@ -1,7 +1,8 @@
 #!/bin/sh
 # cli_models.sh - the commands that read a saved model, as a user watches
 # them: a task model whose vocabulary or context does not fit its task is
-# refused by eval, sample, attn and info (one line, exit 2, nothing written);
+# refused by eval, sample, attn and info (one line, exit 2, nothing written),
+# and each task's own model is read back by every command that reads one;
 # sample prints tokens as they are drawn, keeps them on Ctrl-C (exit 130,
 # closing newline) and draws and names a seed when none is given; eval scores
 # the file the model was trained on by its last tenth and any other file
@@ -38,8 +39,8 @@ check $? "train the fixture models"
 # ---- 14: a task model that does not fit its task --------------------------------
 # Rewritten with the standard library (tests/ckpt_corpus.py's reader and writer):
 # a sort model (3 tokens) labeled copy (11), the same without metadata, a copy
-# model whose vocabulary lists other bytes, and a copy model cut to a context
-# of 10 (copy reads 16).
+# model whose vocabulary lists other bytes or one byte twice, and a copy model
+# cut to a context of 10 (copy reads 16).
 if ! $PY - "$W" <<'EOF'
 import sys
 sys.dont_write_bytecode = True
@@ -61,6 +62,7 @@ write("sort_as_copy", with_meta(meta, data="copy"), ents)
 write("sort_bare", {}, ents)
 meta, ents = weights(f"{w}/copy.st")
 write("copy_other_bytes", with_meta(meta, vocab="[33,98,99,100,101,102,103,104,105,106,124]"), ents)
+write("copy_repeated_byte", with_meta(meta, vocab="[97,98,99,100,101,102,103,104,105,97,124]"), ents)
 d = dict((e[0], e[2]) for e in ents)["pos_emb.weight"][1]
 cut = [[n, t, [10, d], b[:10 * d * 4]] if n == "pos_emb.weight" else [n, t, s, b] for n, t, s, b in ents]
 write("copy_context_10", with_meta(meta, context_length="10"), cut)
@@ -85,11 +87,33 @@ misfit() {  # misfit NAME WANT: every command that reads a model refuses W/NAME.
 }
 misfit sort_as_copy "its vocabulary (3 tokens) does not match task copy (11 tokens"
 misfit copy_other_bytes "its vocabulary (11 tokens) does not match task copy"
+misfit copy_repeated_byte "metadata vocab entry 9 (97) repeats an earlier entry"
 misfit copy_context_10 "task copy needs a context of at least 16 tokens (got 10)"
 # a file without metadata takes its task from --task, and must fit it as well
 refuse sort_bare "its vocabulary (3 tokens) does not match task copy" eval --model "$W/sort_bare.st" --task copy --heads 2
 refuse sort_bare "its vocabulary (3 tokens) does not match task copy" sample --model "$W/sort_bare.st" --task copy \
     --heads 2 --prompt 'abcdefgh|'
+
+# ---- every task's own model is read back by every command ------------------------------
+# add's tokens are 0-9, '+' and '=': its vocabulary, token id -> byte, does not
+# increase as a text's does, and must load as it was saved.
+for t in copy reverse sort add; do
+    case $t in
+        sort) prompt=210120 ;;
+        add) prompt=37+13= ;;
+        *) prompt='abcdefgh|' ;;
+    esac
+    $AG train --task $t $SMALL --steps 2 --quiet --save "$W/own_$t.st" >/dev/null 2>"$W/err"
+    check $? "train --task $t --save: $(head -c 300 "$W/err")"
+    for run in "eval --model $W/own_$t.st" "info $W/own_$t.st" \
+               "sample --model $W/own_$t.st --prompt $prompt --temperature 0" \
+               "attn --model $W/own_$t.st --prompt $prompt --out $W/own.svg" \
+               "graph --model $W/own_$t.st --out $W/own.dot" \
+               "train --resume $W/own_$t.st --steps 3 --quiet"; do
+        $AG $run >/dev/null 2>"$W/err"
+        check $? "$t: $run reads the model train saved: $(head -c 300 "$W/err")"
+    done
+done
 
 # ---- 15: sample prints as it goes, stops cleanly, names its seed ---------------------
 # A million tokens would take many minutes: the text must appear while the

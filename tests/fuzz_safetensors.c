@@ -3,13 +3,19 @@
  * Any input must either be refused with a one-line message or give a file
  * whose tensors are consistent and tile the input's data buffer exactly, and
  * whose floating-point tensors convert to finite floats (ag_st_to_f32).
+ * The same bytes as a file (ag_st_load, which reads the tensors from the
+ * file straight into place) must give the same result, or the same message.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
- *       tests/fuzz_safetensors.c src/safetensors.c -o fuzz_st
+ *       tests/fuzz_safetensors.c src/safetensors.c src/bigbuf.c src/fileio.c -o fuzz_st
  *   mkdir -p corpus && ./fuzz_st corpus tests/corpus/safetensors -max_total_time=120
  */
+#define _GNU_SOURCE   /* memfd_create: the input as a file, in memory */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +66,24 @@ static void walk(const ag_st_file *f, const uint8_t *data, size_t size)
     }
 }
 
+/* The input as a file read by ag_st_load: the same file, or the same
+ * message, as ag_st_parse gave (labelled with the same path). */
+static void as_file(const uint8_t *data, size_t size)
+{
+    static int fd = -2;
+    if (fd == -2) fd = memfd_create("fuzz_st", 0);
+    if (fd < 0) return;   /* no memfd here: the parse alone is checked */
+    MUST(ftruncate(fd, 0) == 0 && pwrite(fd, data, size, 0) == (ssize_t)size);
+    char path[64], err_mem[256] = "", err_file[256] = "";
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ag_st_file *m = ag_st_parse(data, size, path, err_mem, sizeof err_mem);
+    ag_st_file *f = ag_st_load(path, err_file, sizeof err_file);
+    MUST(!m == !f && strcmp(err_mem, err_file) == 0);
+    if (f) walk(f, data, size);
+    ag_st_free(m);
+    ag_st_free(f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[256];
@@ -68,5 +92,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (f) walk(f, data, size);
     else MUST(strncmp(err, "fuzz: ", 6) == 0 && !strchr(err, '\n'));
     ag_st_free(f);
+    as_file(data, size);
     return 0;
 }

@@ -1,11 +1,10 @@
 /*
  * main.c - the attograd command: one binary, a subcommand per job.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
+#include "args.h"
 #include "attograd.h"
 #include "cli.h"
 
@@ -34,20 +33,6 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
-/* A command whose output could not be written did not do its job, however
- * it ended: a script reading `attograd eval >result` must learn that the
- * disk was full.  train is the exception: its work is the checkpoint, and
- * it says itself when its progress lines stop (train_loop.c). */
-static int stdout_written(const char *cmd, int status)
-{
-    if (fflush(stdout) == 0 && !ferror(stdout))
-        return status;
-    int e = errno;
-    fprintf(stderr, "attograd%s%s: cannot write standard output%s%s\n", cmd ? " " : "", cmd ? cmd : "",
-            e ? ": " : "", e ? strerror(e) : "");
-    return status ? status : 1;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -56,16 +41,18 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return stdout_written(NULL, 0);
+        return args_stdout_written(NULL, 0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("attograd 0.1 (%s, %s kernels)\n", AG_PRECISION_NAME, ag_kernels_name());
-        return stdout_written(NULL, 0);
+        return args_stdout_written(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             int status = commands[i].fn(argc - 2, argv + 2);
-            return strcmp(argv[1], "train") == 0 ? status : stdout_written(argv[1], status);
+            /* train's work is the checkpoint: it says itself when its
+             * progress lines stop (train_loop.c) */
+            return strcmp(argv[1], "train") == 0 ? status : args_stdout_written(argv[1], status);
         }
     fprintf(stderr, "attograd: unknown command '%s' (see attograd --help)\n", argv[1]);
     return 2;

@@ -55,6 +55,20 @@ static int refuse(const char *cmd, const char *fmt, ...)
     vdie(cmd, fmt, ap);
 }
 
+/* A command whose output could not be written did not do its job, however
+ * it ended: a script reading `attograd eval >result` must learn that the
+ * disk was full (main.c asks for every command but train, which says itself
+ * when its progress lines stop; --help asks below). */
+int args_stdout_written(const char *cmd, int status)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return status;
+    int e = errno;
+    fprintf(stderr, "attograd%s%s: cannot write standard output%s%s\n", cmd ? " " : "", cmd ? cmd : "",
+            e ? ": " : "", e ? strerror(e) : "");
+    return status ? status : 1;
+}
+
 opt *args_find(opt *opts, int nopts, const char *name)
 {
     for (int i = 0; i < nopts; i++)
@@ -173,7 +187,7 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(cmd, summary, opts, nopts);
-            leave(0);
+            leave(args_stdout_written(cmd, 0));
         }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];

@@ -28,10 +28,15 @@ typedef struct opt_list {
     int n;
 } opt_list;
 
-/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help;
+/* Parse argv[0..argc) (the words after the subcommand) against opts.  Prints usage and exits 0 on --help
+ * (1 when standard output cannot be written);
  * exits 2 with one line naming the problem on anything else wrong (also a
  * required option not given: "--model FILE is required"). */
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts);
+/* status when standard output was written whole; otherwise one line
+ * "attograd <cmd>: cannot write standard output: <reason>" on stderr and
+ * status, or 1 when status is 0.  cmd may be NULL (the command itself). */
+int args_stdout_written(const char *cmd, int status);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);
 /* Set o from text exactly as the command line would (type and range

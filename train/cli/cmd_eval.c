@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "files.h"
+#include "meter.h"
 #include "open.h"
 
 /* Whether path is the file the model was trained on, which a checkpoint
@@ -121,7 +122,11 @@ int cmd_eval(int argc, char **argv)
     size_t windows = d.is_task ? 0 : count_windows(CMD, &d, a.text, split, T);
     ag_ctx *ctx = ag_ctx_new();
     ag_set_precision(ctx, prec);
-    eval_result r = evaluate(ctx, &m, &d, split, 0, batch);
+    meter mt;
+    meter_start(&mt, stderr, 1, "evaluating", d.is_task ? "problems" : "windows");
+    const eval_progress progress = { meter_tick, &mt };
+    eval_result r = evaluate(ctx, &m, &d, split, 0, batch, &progress);
+    meter_end(&mt);
     /* a token is a byte of text; the loss is in nats per token */
     printf("loss %.6f (%.4f bits per %s, perplexity %.4g)\n", r.loss, r.loss / log(2.0), d.is_task ? "token" : "byte",
            exp(r.loss));

@@ -70,8 +70,9 @@ void train_dist_setup(trainer *t);
 /* Draw the batch of `step` and leave its gradient in the parameters' (every
  * rank the same); returns the loss. */
 double train_dist_gradient(trainer *t, long step);
-/* The validation loss (and a task's held-out accuracy) as the run scores it. */
-eval_result train_evaluate(trainer *t, long max_windows);
+/* The validation loss (and a task's held-out accuracy) as the run scores
+ * it; progress (NULL: none) is told how far it is. */
+eval_result train_evaluate(trainer *t, long max_windows, const eval_progress *progress);
 /* The stop signal any rank has received (0: none), the same on every rank. */
 int train_dist_stop(int sig);
 /* The process's exit status, after leaving the run. */

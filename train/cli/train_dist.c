@@ -133,11 +133,11 @@ double train_dist_gradient(trainer *t, long step)
     return loss;
 }
 
-eval_result train_evaluate(trainer *t, long max_windows)
+eval_result train_evaluate(trainer *t, long max_windows, const eval_progress *progress)
 {
     if (t->mb)
-        return mb_evaluate(t->ctx, &t->m, &t->data, max_windows, t->B);
-    return evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, max_windows, t->B);
+        return mb_evaluate(t->ctx, &t->m, &t->data, max_windows, t->B, progress);
+    return evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, max_windows, t->B, progress);
 }
 
 int train_dist_stop(int sig)

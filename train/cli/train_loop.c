@@ -13,6 +13,7 @@
 
 #include "dist.h"
 #include "files.h"
+#include "meter.h"
 #include "train.h"
 
 /* SIGINT, SIGTERM, SIGHUP (a closed terminal): the first one lets the
@@ -164,6 +165,20 @@ static void progress_bar(long step, long total, double loss, double elapsed, lon
     fflush(stdout);
 }
 
+/* An evaluation of the run.  One that scores everything (max_windows 0,
+ * the last: every window of the validation split, or every held-out
+ * problem) draws its progress on a terminal: on a large text it is long. */
+static eval_result evaluate_run(trainer *t, long max_windows)
+{
+    meter mt;
+    meter_start(&mt, stderr, max_windows == 0 && !t->o.quiet, "evaluating",
+                t->data.is_task ? "problems" : "windows");
+    const eval_progress progress = { meter_tick, &mt };
+    eval_result ev = train_evaluate(t, max_windows, &progress);
+    meter_end(&mt);
+    return ev;
+}
+
 /* Progress between log lines: time and steps since the last one. */
 typedef struct progress {
     double t_start, t_mark;
@@ -189,7 +204,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     double tps = (double)t->B * t->S / (ms / 1e3);
     eval_result ev = { NAN, 0, 0 };
     if (eval_now)
-        ev = train_evaluate(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
+        ev = evaluate_run(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
     if (dist_lost())
         return;                                 /* the evaluation could not be finished */
     if (done == o->steps) {
@@ -253,7 +268,7 @@ static void show_examples(trainer *t, int n)
 
 static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
-    eval_result ev = p->have_final ? p->final : train_evaluate(t, 0);   /* every rank takes part */
+    eval_result ev = p->have_final ? p->final : evaluate_run(t, 0);   /* every rank takes part */
     if (!stdout_open())
         return;
     int is_task = t->data.is_task;

@@ -397,7 +397,8 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
 
 /* ---- evaluation --------------------------------------------------------- */
 
-eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows)
+eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows,
+                        const eval_progress *progress)
 {
     int old = ag_set_grad_enabled(ctx, 0);
     long items = eval_items(d, m, TEXT_VAL, max_windows);
@@ -412,8 +413,12 @@ eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int
         counts[q] = 3 * (last - first);
         counts[N + q] = 3 * first;
     }
-    for (int c = counts[N + rank] / 3; c < (counts[N + rank] + counts[rank]) / 3; c++)
+    const int mine = counts[N + rank] / 3, n_mine = counts[rank] / 3;
+    for (int c = mine; c < mine + n_mine; c++) {
         eval_group(ctx, m, d, TEXT_VAL, items, (long)c * rows, rows, v + 3 * c);
+        if (progress && progress->fn)   /* this rank's share: the others' run alongside */
+            progress->fn(progress->user, (long)(c - mine + 1) * rows, (long)n_mine * rows);
+    }
     dist_allgather(v, counts, counts + N, DIST_DOUBLE);
     double total[3] = { 0, 0, 0 };
     for (int c = 0; c < groups; c++)

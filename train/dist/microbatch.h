@@ -79,7 +79,8 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
  * windows when > 0, a task's held-out problems), its groups of `rows` items
  * split between the ranks and added up in order: the number evaluate()
  * gives in one process with the same rows, on any number of ranks. */
-eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows);
+eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows,
+                        const eval_progress *progress);
 
 /* The default micro-batch of the MPI build: the largest that lets every N
  * from 1 to 4 that divides B split the batch (B / 4 for B = 32, B / 12 for

@@ -272,10 +272,13 @@ static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long
     return 0;
 }
 
-/* "[10, 32, 33]": a JSON list of strictly increasing byte values.  0, or -1
- * with the reason in why. */
-static int parse_vocab(const char *s, uint8_t *vocab, int *n, char *why, size_t whylen)
+/* "[10, 32, 33]": a JSON list of distinct byte values, token id -> byte;
+ * strictly increasing when `increasing` (a text's vocabulary is its sorted
+ * distinct bytes; a task's is in its own order: add's is 0-9, '+', '=').
+ * 0, or -1 with the reason in why. */
+static int parse_vocab(const char *s, int increasing, uint8_t *vocab, int *n, char *why, size_t whylen)
 {
+    unsigned char seen[256] = { 0 };
     *n = 0;
     s = skip_ws(s);
     if (*s++ != '[') {
@@ -290,9 +293,13 @@ static int parse_vocab(const char *s, uint8_t *vocab, int *n, char *why, size_t 
             snprintf(why, whylen, "entry %d is not a byte value 0..255", *n);
             return -1;
         }
-        if (*n > 0 && x <= vocab[*n - 1]) {
-            snprintf(why, whylen, "entry %d (%.0f) is not above the one before (%d): the list must increase", *n,
-                     x, vocab[*n - 1]);
+        if (increasing && *n > 0 && x <= vocab[*n - 1]) {
+            snprintf(why, whylen, "entry %d (%.0f) is not above the one before (%d): a text's list must increase",
+                     *n, x, vocab[*n - 1]);
+            return -1;
+        }
+        if (seen[(int)x]++) {
+            snprintf(why, whylen, "entry %d (%.0f) repeats an earlier entry", *n, x);
             return -1;
         }
         vocab[(*n)++] = (uint8_t)x;
@@ -514,7 +521,7 @@ static int read_vocab(reading *r)
     const char *path = r->path, *vj = ag_st_meta(r->f, "vocab");
     char e[400];
     if (vj) {
-        if (parse_vocab(vj, c->vocab, &c->vocab_size, e, sizeof e))
+        if (parse_vocab(vj, r->is_text, c->vocab, &c->vocab_size, e, sizeof e))
             FAIL("%s: metadata vocab %s", path, e);
         if (c->vocab_size != c->cfg.vocab_size)
             FAIL("%s: metadata vocab lists %d bytes but the model has %d tokens", path, c->vocab_size,

@@ -351,7 +351,8 @@ eval_result eval_result_of(const dataset *d, const double total[3])
     return r;
 }
 
-eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch)
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch,
+                     const eval_progress *progress)
 {
     int old = ag_set_grad_enabled(ctx, 0);
     int splits[2] = { split, split }, ns = 1;
@@ -361,6 +362,9 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
         ns = 2;
     }
     double total[3] = { 0, 0, 0 };
+    long all = 0, done = 0;
+    for (int s = 0; s < ns; s++)
+        all += eval_items(d, m, splits[s], max_windows);
     for (int s = 0; s < ns; s++) {
         long items = eval_items(d, m, splits[s], max_windows);
         for (long first = 0; first < items; first += batch) {
@@ -368,6 +372,9 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
             eval_group(ctx, m, d, splits[s], items, first, batch, v);
             for (int i = 0; i < 3; i++)
                 total[i] += v[i];
+            done += items - first < batch ? items - first : batch;
+            if (progress && progress->fn)
+                progress->fn(progress->user, done, all);
         }
     }
     ag_set_grad_enabled(ctx, old);

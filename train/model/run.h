@@ -40,11 +40,20 @@ typedef struct eval_result {
  * (the last one scores them all). */
 #define TRAIN_EVAL_WINDOWS 100
 
+/* Told after each group an evaluation scores how many of its items are
+ * done, of how many: a program shows progress on a long one (every window
+ * of a large text).  A NULL eval_progress, or fn, tells nobody. */
+typedef struct eval_progress {
+    void (*fn)(void *user, long done, long total);
+    void *user;
+} eval_progress;
+
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
  * non-overlapping window, or at most max_windows of them when > 0.
  * Task: the held-out problems.  Scored `batch` items at a time (eval_group),
  * the groups added up in order. */
-eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch);
+eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_windows, int batch,
+                     const eval_progress *progress);
 /* What evaluate is made of, for whoever splits the groups between ranks:
  * the items (windows of one split, or held-out problems) it scores; one
  * group, items [first, first + rows), into v = its summed loss, counted

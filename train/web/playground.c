@@ -234,7 +234,7 @@ int pg_evaluate(int max_windows, double *out)
         snprintf(error_text, sizeof error_text, "nothing to evaluate on");
         return -1;
     }
-    eval_result r = evaluate(pg.look, &pg.m, &pg.data, TEXT_VAL, max_windows, pg.o.batch);
+    eval_result r = evaluate(pg.look, &pg.m, &pg.data, TEXT_VAL, max_windows, pg.o.batch, NULL);
     out[0] = r.loss;
     out[1] = (double)r.correct;
     out[2] = (double)r.total;
