@@ -39,8 +39,9 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * it points to is replaced; a dangling link's target is created).  When that
  * name is longer than the directory allows, the target's name is cut short
  * in it.  The new file gets the permissions of the file it replaces, else
- * 0666 less the umask.  Refused: a target that is a directory or whose name
- * is too long.  Write to f, then ag_atomic_commit: flush, fsync, close,
+ * 0666 less the umask.  Refused: a target that is a directory, a file this
+ * process may not write (read-only: replacing it would bypass that), or
+ * whose name is too long.  Write to f, then ag_atomic_commit: flush, fsync, close,
  * rename over the target, fsync the directory.  ag_atomic_abort removes the
  * temporary file.  A target that exists and is not a regular file (a
  * device such as /dev/null, a pipe) is opened and written through, never

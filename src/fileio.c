@@ -177,6 +177,13 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
         release(a);
         return -1;
     }
+    /* a file its owner made read-only (chmod a-w) is not replaced behind
+     * its back: opening it for writing would be refused, and so is this */
+    if (exists && access(a->path, W_OK) != 0 && errno == EACCES) {
+        ag_set_err(err, errlen, "%s: %s: the file is read-only", a->path, strerror(EACCES));
+        release(a);
+        return -1;
+    }
     /* O_EXCL: a name someone else holds is never truncated or renamed
      * away from them; the next try's name is used instead */
     int fd = -1;

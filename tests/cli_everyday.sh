@@ -150,6 +150,34 @@ if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>
     check "SIGINT while plot writes: exit 130 (got $rc)" test $rc -eq 130
     check "SIGINT while plot writes: no picture, no temporary file ($(ls plot.svg* 2>&1 | tr '\n' ' '))" \
         eval '! ls plot.svg* >/dev/null 2>&1'
+    # SIGTERM before training starts: nothing the run made is left behind.
+    # held_on CALL FILE ARGS...: attograd ARGS, each CALL on FILE held 3 s;
+    # term_holder LOCK: SIGTERM to the process LOCK names, its status in rc
+    held_on() {
+        local call=$1 file=$2; shift 2
+        ASAN_OPTIONS=detect_leaks=0 strace -f -o trace.txt -e trace="$call" -P "$file" \
+            -e inject="$call":delay_enter=3000000 "$A" "$@" >out.txt 2>err.txt &
+        spid=$!
+    }
+    term_holder() { kill -TERM "$(awk '{ print $2 }' "$1")"; wait $spid; rc=$?; }
+    # after the outputs are locked, while the text is opened
+    cp "$TEXT" held.txt
+    held_on openat held.txt train --text held.txt $SMALL --steps 1 --quiet --save early.st --log early.csv
+    until_true '[ -s early.csv.lock ]'
+    term_holder early.st.lock
+    check "SIGTERM while the text is opened: exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
+    check "SIGTERM while the text is opened: no lock or other file left ($(ls early.* 2>&1 | tr '\n' ' '))" \
+        eval '! ls early.* >/dev/null 2>&1'
+    # ... and while a resumed run rewrites its log (its reads held): no temporary file
+    "$A" train $TINY --steps 4 --log-every 1 --quiet --save lg.st --log lg.csv >/dev/null 2>&1
+    cp lg.csv lg.bak
+    held_on read lg.csv train --resume lg.st --steps 6 --quiet
+    until_true 'ls lg.csv.tmp.* >/dev/null 2>&1'
+    term_holder lg.st.lock
+    check "SIGTERM while the log is rewritten: exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
+    check "SIGTERM while the log is rewritten: the log is as it was" cmp -s lg.csv lg.bak
+    check "SIGTERM while the log is rewritten: no temporary or lock file left ($(ls lg.* | tr '\n' ' '))" \
+        test "$(ls lg.* | tr '\n' ' ')" = "lg.bak lg.csv lg.st "
 else
     skip "a second SIGINT while saving (strace cannot trace here)"
 fi

@@ -71,6 +71,21 @@ for run in "train $TINY --steps 3 --quiet --log pipe" "train $TINY --steps 3 --q
     check "$run, nothing reading: one line naming the pipe ($(cat err.txt))" grep -q "pipe that nothing reads" err.txt
 done
 
+# a log into a pipe whose reader leaves early: one line (its name holds a
+# newline, written as a space), the run trains on and exits 1.  3000 rows
+# (~120 KB) cannot all wait in the pipe's buffer for a reader that is gone.
+nl_pipe="nl"$'\n'"pipe.csv"
+mkfifo "$nl_pipe"
+timeout 30 head -c 10 <"$nl_pipe" >/dev/null &
+for _ in $(seq 100); do
+    one_line timeout 60 "$A" train $TINY --steps 3000 --log-every 1 --quiet --log "$nl_pipe"
+    grep -q "nothing reads" err.txt || break
+    sleep 0.1
+done
+check "a log whose reader left: exit 1, one line naming it ($rc: $(tr '\n' '|' <err.txt))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write log nl pipe.csv: Broken pipe" err.txt'
+rm -f "$nl_pipe"
+
 # ---- 2. two runs writing the same file ---------------------------------------------------
 "$A" train $TINY --steps 100000000 --threads 1 --quiet --save same.st --log same.csv >first.txt 2>&1 &
 first=$!
@@ -144,6 +159,14 @@ rc=$?
 check "... and the new checkpoint knows the text as it is now ($(cat err.txt))" test $rc -eq 0
 one_line "$A" train $TINY --steps 1 --accept-changed-data
 check "--accept-changed-data without --resume is refused ($(cat err.txt))" test $rc -eq 2
+# the text moved since: the refusal says how to name it, and naming it resumes
+mv run/t.txt moved.txt
+one_line "$A" train --resume run/r.st --steps 16 --quiet
+check "resume whose text moved away: exit 2, one line saying to give it with --text ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "t.txt, the text the checkpoint was trained on: No such file or directory; give it with --text FILE" err.txt'
+"$A" train --resume run/r.st --text moved.txt --steps 16 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and --text with its new name resumes ($(cat err.txt))" test $rc -eq 0
 
 # ---- 4. a resumed run continues the run's log, no step twice -----------------------------
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1
@@ -177,16 +200,44 @@ check "... and the next resume continues it ($(cat err.txt))" \
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then
     for run in "eval --model m.st --text $TEXT" "info m.st" "sample --model m.st --prompt The --tokens 5 --seed 1" \
-               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help" "train --help" "attn --help"; do
+               "walkthrough" "graph --model m.st --out g.dot" "--version" "--help" "train --help" "eval --help" \
+               "attn --help"; do
         "$A" $run >/dev/full 2>err.txt
         rc=$?
         check "$run >/dev/full: a non-zero exit (got $rc)" test $rc -ne 0
         check "$run >/dev/full: one line saying so ($(cat err.txt))" \
             eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
     done
+    # a picture that cannot be written: the message names the file, and the other output is not written
+    for run in "attn --model m.st --prompt The --out /dev/full --csv w.csv" "plot --log log.csv --out /dev/full"; do
+        one_line "$A" $run
+        check "$run: exit 2, one line naming /dev/full ($rc: $(cat err.txt))" \
+            eval '[ $rc -eq 2 ] && grep -q "/dev/full: write failed: No space left on device" err.txt'
+    done
+    check "attn --out /dev/full --csv w.csv: no CSV written" test ! -e w.csv
+    # the CSV log is an output too: a write that fails is said, the run trains on, saves, and exits 1
+    one_line "$A" train $TINY --steps 3 --log-every 1 --quiet --log /dev/full --save full.st
+    check "train --log /dev/full: exit 1, one line saying the log cannot be written ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && grep -q "cannot write log /dev/full: No space left on device" err.txt'
+    check "train --log /dev/full: the run still trained and saved" eval '"$A" info full.st | grep -q "step 3,"'
+    one_line "$A" train --resume full.st --steps 3 --quiet --log /dev/full
+    check "train --resume with no steps left, --log /dev/full: exit 1 ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && grep -q "cannot write log /dev/full" err.txt'
 else
     skip "no /dev/full here"
 fi
+
+# a standard output the caller closed is not the first file opened: graph's
+# line (which went into its output's lock file) is reported as unwritten, and
+# a training run's progress lines as closed
+"$A" graph --model m.st --out closed.dot >&- 2>err.txt
+rc=$?
+check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
+"$A" train $TINY --steps 2 --save closed.st --log closed.csv >&- 2>err.txt
+rc=$?
+check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
 
 # ---- 8. --resume accepts flags equal to the checkpoint's, refuses others ----------------------
 "$A" train --steps 2 --quiet --save eq.st >/dev/null 2>&1
@@ -199,6 +250,11 @@ for f in "--lr 0.2" "--batch 16" "--optimizer adamw" "--heads 2" "--dropout 0.1"
     check "--resume $f (another value): exit 2, both values named ($(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q -- "${f%% *} cannot be" err.txt'
 done
+# -0 is 0: a run given --momentum -0 resumes with --momentum 0
+"$A" train --steps 2 --quiet --momentum -0 --save zero.st >/dev/null 2>&1
+"$A" train --resume zero.st --momentum 0 --steps 3 --quiet >/dev/null 2>err.txt
+rc=$?
+check "--momentum -0 then --resume --momentum 0: the same value, accepted ($(cat err.txt))" test $rc -eq 0
 "$A" train --init eq.st --heads 4 --layers 2 --steps 1 --quiet >/dev/null 2>err.txt
 rc=$?
 check "--init with the checkpoint's own architecture flags is accepted ($(cat err.txt))" test $rc -eq 0
@@ -225,6 +281,20 @@ for run in "info notes.txt" "eval --model notes.txt" "sample --model notes.txt";
     check "$run: exit 2, 'not a safetensors file' ($rc: $(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q "notes.txt: not a safetensors file" err.txt'
 done
+# a metadata value with a newline and a terminal escape is listed on one line, bytes shown as \xNN
+python3 - m.st esc.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['note'] = 'one\ntwo\x1b[31m'
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+"$A" info esc.st >out.txt 2>err.txt
+check "info lists a metadata value with control bytes on one line, escaped ($(grep note out.txt))" \
+    eval 'grep -qxF "    note             one\\x0atwo\\x1b[31m" out.txt && ! grep -q "$(printf "\033")" out.txt'
 head -c 20 m.st >cut.st
 one_line "$A" info cut.st
 check "a cut checkpoint is not called 'not a safetensors file' ($(cat err.txt))" \

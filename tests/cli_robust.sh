@@ -39,6 +39,7 @@ head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all insi
 printf '%s\n' 'some text with a tab	and {braces} ~' >"$F/foreign.txt"
 mkdir -p "$F/dir"
 cp "$F/text.st" "$F/secret.st"; cp "$TEXT" "$F/secret.txt"
+cp "$TEXT" "$F/new"$'\n'"line.st"                  # a name with a newline in it
 chmod 600 "$F/secret.st" "$F/secret.txt"
 CHANGING=/proc/version      # fstat says 0 bytes, a read returns more: a file changing under the reader
 
@@ -82,6 +83,12 @@ for cmd in $COMMANDS; do
 done
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
+# a newline inside a value or a path is still one line (written as a space)
+bad "unknown command 'tr ain'" $'tr\nain'
+bad "unknown option '--no such'" train $'--no\nsuch'
+bad "--lr expects a number, got '0.1 2'" train --lr $'0.1\n2'
+bad "--save $F/new line.st is the same file as --text $F/new line.st" \
+    train --text "$F/new"$'\n'"line.st" --save "$F/new"$'\n'"line.st" --steps 1
 
 # ---- train: values -------------------------------------------------------------
 bad "--lr expects a number, got 'nan'" train --lr nan
@@ -263,6 +270,7 @@ fi
 # ---- the picture commands, when this build has them --------------------------------
 if has attn; then
     bad "--layer expects an integer, got '1x'" attn --model "$F/copy.st" --prompt abc --layer 1x --out "$O/a.svg"
+    bad "--head ' 1' is not 'all' or a head index" attn --model "$F/copy.st" --prompt abc --head " 1" --out "$O/a.svg"
     bad "shorter than the 8-byte header" attn --model "$F/empty" --prompt abc --out "$O/a.svg"
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
@@ -318,6 +326,16 @@ if runas "$A" --version >/dev/null 2>&1 && ! runas cat "$F/secret.txt" >/dev/nul
         eval '[ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$tmp/ro/m.st" "$tmp/stderr"'
     check "unwritable directory: the old checkpoint is intact" cmp -s "$tmp/ro/m.st" "$F/text.st"
     check "unwritable directory: nothing else in it" test "$(ls -A "$tmp/ro")" = m.st
+
+    # a checkpoint made read-only (chmod a-w) in a writable directory is not replaced
+    mkdir -p "$tmp/rof" && cp "$F/text.st" "$tmp/rof/m.st" && chmod 777 "$tmp/rof" && chmod 444 "$tmp/rof/m.st"
+    [ "$(id -u)" -eq 0 ] && chown 65534 "$tmp/rof/m.st"
+    (cd "$O" && runas "$A" train --steps 2 --quiet --eval-every 0 --save "$tmp/rof/m.st") >/dev/null 2>"$tmp/stderr"
+    rc=$?
+    check "read-only checkpoint: exit 2, one line saying so ($rc: $(cat "$tmp/stderr"))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -qF "$tmp/rof/m.st: Permission denied: the file is read-only" "$tmp/stderr"'
+    check "read-only checkpoint: kept byte for byte, nothing beside it" \
+        eval 'cmp -s "$tmp/rof/m.st" "$F/text.st" && [ "$(ls -A "$tmp/rof")" = m.st ]'
 else
     skip "unreadable files and an unwritable directory (no way to drop root here)"
 fi

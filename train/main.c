@@ -1,6 +1,8 @@
 /*
  * main.c - the attograd command: one binary, a subcommand per job.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,8 +35,21 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
+/* A standard stream the caller closed (`attograd graph ... >&-`) would be
+ * the number of the first file the command opens, and what it prints would
+ * go into that file (an output's lock file).  Each closed one is held on
+ * /dev/null, opened the other way round, so that using it fails as using a
+ * closed stream does, and is reported. */
+static void hold_standard_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
+            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
+}
+
 int main(int argc, char **argv)
 {
+    hold_standard_fds();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -54,6 +69,5 @@ int main(int argc, char **argv)
              * progress lines stop (train_loop.c) */
             return strcmp(argv[1], "train") == 0 ? status : args_stdout_written(argv[1], status);
         }
-    fprintf(stderr, "attograd: unknown command '%s' (see attograd --help)\n", argv[1]);
-    return 2;
+    die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);
 }

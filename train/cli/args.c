@@ -25,13 +25,34 @@ static void leave(int status)
 }
 
 #if defined(__GNUC__)
+__attribute__((format(printf, 2, 0)))
+#endif
+static void vwarn(const char *cmd, const char *fmt, va_list ap)
+{
+    /* one line, whatever the values hold: a path or a flag's value may
+     * carry a newline ("--lr $'1\n2'"), written as a space */
+    static char msg[4 * 4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
+}
+
+void warn(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(cmd, fmt, ap);
+    va_end(ap);
+}
+
+#if defined(__GNUC__)
 __attribute__((noreturn, format(printf, 2, 0)))
 #endif
 static void vdie(const char *cmd, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "attograd %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vwarn(cmd, fmt, ap);
     leave(2);
 }
 
@@ -130,7 +151,9 @@ static int parse_value(const char *cmd, opt *o, const char *text)
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
         if (range_check(cmd, o, v, text))
             return -1;
-        *(double *)o->dst = v;
+        /* -0 is 0: a value is recorded and compared as text ("%.17g"
+         * writes -0), and --momentum 0 must match a run given -0 */
+        *(double *)o->dst = v == 0 ? 0.0 : v;
         break;
     }
     case OPT_STRING:

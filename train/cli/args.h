@@ -48,7 +48,13 @@ void args_format(const opt *o, char *buf, size_t len);
  * installs a hook that does not return (it longjmps). */
 extern void (*args_exit_hook)(int status);
 
-/* "attograd <cmd>: <message>" on stderr, exit 2. */
+/* "attograd <cmd>: <message>" (cmd NULL: "attograd: <message>") on stderr, in one line (a newline in
+ * the message, from a path say, is written as a space); die then exits 2. */
+void warn(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 void die(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3), noreturn))

@@ -300,6 +300,22 @@ int cmd_sample(int argc, char **argv)
     return status;
 }
 
+/* A name or value from the file, padded to width: a control byte (a
+ * newline, a terminal's escape) is shown as \xNN, so a crafted file
+ * cannot add lines to the listing or drive the terminal. */
+static void print_visible(const char *s, int width)
+{
+    int n = 0;
+    for (; *s; s++, n++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            n += printf("\\x%02x", c) - 1;
+        else
+            putchar(c);
+    }
+    printf("%*s", n < width ? width - n : 0, "");
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *CMD = "info", *path = NULL;
@@ -340,7 +356,11 @@ int cmd_info(int argc, char **argv)
     printf("  metadata:\n");
     for (int i = 0; i < ag_st_meta_count(ck.file); i++) {
         const char *k = ag_st_meta_key(ck.file, i);
-        printf("    %-16s %s\n", k, ag_st_meta(ck.file, k));
+        printf("    ");
+        print_visible(k, 16);
+        printf(" ");
+        print_visible(ag_st_meta(ck.file, k), 0);
+        printf("\n");
     }
     printf("  tensors:\n");
     for (int i = 0; i < ag_st_count(ck.file); i++) {
@@ -350,7 +370,9 @@ int cmd_info(int argc, char **argv)
         for (int k = 0; k < t->ndim; k++)
             u += (size_t)snprintf(shape + u, sizeof shape - u, "%s%lld", k ? "," : "", (long long)t->shape[k]);
         snprintf(shape + u, sizeof shape - u, "]");
-        printf("    %-40s %-4s %s\n", t->name, ag_st_dtype_name(t->dtype), shape);
+        printf("    ");
+        print_visible(t->name, 40);
+        printf(" %-4s %s\n", ag_st_dtype_name(t->dtype), shape);
     }
     model_free(&m);
     ckpt_close(&ck);

@@ -6,10 +6,12 @@
  * dropout and data -- so a run is reproducible bit for bit.
  */
 #define _XOPEN_SOURCE 700   /* realpath */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "cli.h"
@@ -104,6 +106,10 @@ static void restore_options(trainer *t, opt *opts, int nopts)
             die(CMD, "%s: metadata %s = '%.40s' is not a valid value, so the run cannot be resumed", ck->path,
                 s->key, v ? v : "");
     }
+    /* the text by the path it was saved with, moved since (its directory perhaps) */
+    if (t->o.text && !args_find(opts, nopts, "--text")->given && access(t->o.text, F_OK) != 0)
+        die(CMD, "cannot open %s, the text the checkpoint was trained on: %s; give it with --text FILE", t->o.text,
+            strerror(errno));
 }
 
 /* The learning-rate schedule is fixed by the --steps of the run that set
@@ -367,6 +373,10 @@ int cmd_train(int argc, char **argv)
     data_source(&t);
     check_values(&t);
     check_schedule(&t, opts, nopts);
+    /* from the outputs' locks until training starts (train_loop.c installs
+     * its own handler), a signal removes what the run has made: the lock
+     * files, and a log being rewritten by log_drop_after */
+    outputs_discard_on_signals();
     check_files(o);
     if (o->log_path)
         absolute_path(o->log_path, t.log_abs);

@@ -4,6 +4,7 @@
  * one training step, in Graphviz DOT).  Every file is written atomically
  * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it).
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,14 +89,16 @@ static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int
     return n;
 }
 
-/* Which heads: "all" = -1, one index in [0, H), or -2 when neither. */
+/* Which heads: "all" = -1, one index in [0, H), or -2 when neither.  The
+ * index is the whole token, as for every number (args.c): strtol would
+ * skip leading white space. */
 static int parse_head(const char *s, int H)
 {
     if (strcmp(s, "all") == 0)
         return -1;
     char *end;
     long h = strtol(s, &end, 10);
-    return end == s || *end || h < 0 || h >= H ? -2 : (int)h;
+    return isspace((unsigned char)s[0]) || end == s || *end || h < 0 || h >= H ? -2 : (int)h;
 }
 
 /* Long format, one weight per line, for checking a picture by its numbers. */
@@ -172,6 +175,17 @@ static void attn_picture_free(attn_picture *p)
     free(p->ptitles);
 }
 
+/* An SVG writer that failed: when the file could not be written (a full
+ * disk, /dev/full), the commit says so naming the file, and removes the
+ * temporary file; otherwise (bad arguments) the writer's message stands. */
+static void abandon_output(ag_atomic_file *a, char *err, size_t errlen)
+{
+    if (a->f && ferror(a->f))
+        ag_atomic_commit(a, err, errlen);       /* fails: the stream is in error */
+    else
+        ag_atomic_abort(a);
+}
+
 /* The CSV (when asked for) first, then the SVG, each committed only when
  * whole. */
 static int write_attention(const attn_picture *p, const char *out, const char *csv, const char *title, char *err,
@@ -190,10 +204,14 @@ static int write_attention(const attn_picture *p, const char *out, const char *c
         return -1;
     }
     if (svg_attention(svg->f, title ? title : p->title, p->nh, p->ptitles, p->w, p->n, p->n, p->labels, p->labels,
-                      err, errlen) || (csv && ag_atomic_commit(tab, err, errlen))) {
-        ag_atomic_abort(svg);
-        if (csv && tab->f)
+                      err, errlen)) {
+        abandon_output(svg, err, errlen);
+        if (csv)
             ag_atomic_abort(tab);
+        return -1;
+    }
+    if (csv && ag_atomic_commit(tab, err, errlen)) {
+        ag_atomic_abort(svg);
         return -1;
     }
     return ag_atomic_commit(svg, err, errlen);
@@ -293,7 +311,7 @@ int cmd_plot(int argc, char **argv)
     if (ag_atomic_open(&out_file, out, err, sizeof err))
         die(CMD, "%s", err);
     if (svg_plot_logs(out_file.f, title, logs.n, logs.items, err, sizeof err)) {
-        ag_atomic_abort(&out_file);
+        abandon_output(&out_file, err, sizeof err);
         die(CMD, "%s", err);
     }
     if (ag_atomic_commit(&out_file, err, sizeof err))

@@ -50,7 +50,7 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
         die(cmd, "%s", err);
     }
     if (ck->note[0])
-        fprintf(stderr, "attograd %s: note: %s\n", cmd, ck->note);
+        warn(cmd, "note: %s", ck->note);
     if (hints && (hints->task || hints->text))
         check_data_flags(cmd, ck, hints->task, hints->text);
 }

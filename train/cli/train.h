@@ -47,6 +47,7 @@ typedef struct trainer {
     char text_path[PATH_MAX];   /* --text, absolute, as saved: found from any directory */
     char log_abs[PATH_MAX];     /* --log, absolute, as saved: --resume continues it */
     FILE *log;                  /* --log, or NULL */
+    int log_failed;             /* a write to the log failed: it was closed, and the run exits 1 */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
     const char *fault_save;     /* --save on every rank: where the rank that saves after a fault writes */
 } trainer;
@@ -55,7 +56,7 @@ typedef struct trainer {
  * exits 2 with one line on anything that does not fit. */
 void train_setup(trainer *t);
 /* The steps from t->start to t->o.steps, then the final save and summary;
- * returns the exit status (0, 1 save failed, 3 diverged, 128 + signal). */
+ * returns the exit status (0, 1 save or log failed, 3 diverged, 128 + signal). */
 int train_loop(trainer *t);
 void train_free(trainer *t);
 

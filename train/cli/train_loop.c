@@ -3,6 +3,7 @@
  * and around it the learning-rate schedule, progress lines, the CSV log,
  * evaluations, checkpoints, divergence and signals.
  */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "dist.h"
 #include "files.h"
 #include "meter.h"
@@ -66,6 +68,19 @@ static int stdout_open(void)
     return !closed;
 }
 
+/* Push the log's rows to its file.  A write that fails (a full disk, a
+ * device like /dev/full) is said once, in one line; the run goes on without
+ * the log, saves as before, and exits 1: the log asked for is incomplete. */
+static void log_flush(trainer *t)
+{
+    if (!t->log || (fflush(t->log) == 0 && !ferror(t->log)))
+        return;
+    warn("train", "cannot write log %s: %s; training goes on without it", t->o.log_path, strerror(errno ? errno : EIO));
+    fclose(t->log);
+    t->log = NULL;
+    t->log_failed = 1;
+}
+
 /* The process's peak resident memory so far. */
 static double peak_rss_bytes(void)
 {
@@ -112,7 +127,7 @@ static int save(trainer *t, long step, int announce)
     const char *data_name = t->data.is_task ? t->data.task.name : "text";
     if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
                   sizeof err)) {
-        fprintf(stderr, "attograd train: %s\n", err);
+        warn("train", "%s", err);
         return -1;
     }
     if (announce && stdout_open()) {
@@ -233,7 +248,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
         if (eval_now && t->data.is_task)
             fprintf(t->log, "%.6f", (double)ev.correct / (double)ev.total);
         fprintf(t->log, ",%.6g,%.3f,%.0f\n", lr, ms, tps);
-        fflush(t->log);
+        log_flush(t);
     }
     p->t_mark = now_seconds();          /* evaluation time is not training time */
     p->mark_step = done;
@@ -351,5 +366,6 @@ int train_loop(trainer *t)
         status = 1;
     if (status == 0)
         summary(t, &p, step, loss, elapsed);
-    return status;
+    log_flush(t);                       /* the header of a run with no steps to take */
+    return status == 0 && t->log_failed ? 1 : status;
 }

@@ -51,7 +51,8 @@ static void log_drop_after(const char *path, long step)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    ag_atomic_file out;
+    static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
+    output_track(&out);
     char err[ERR_MAX], line[4096];
     int dropped = 0, failed = ag_atomic_open(&out, path, err, sizeof err);
     while (!failed && fgets(line, sizeof line, in)) {
