@@ -25,8 +25,11 @@
  * allocated in the context's arena; the tensor lives until the next
  * ag_reset().  Ops record themselves on the tape when gradients are enabled
  * and an input requires a gradient.  Tensors are contiguous and row-major,
- * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims) goes to the
- * error handler, which by default prints one line and exits with status 2.
+ * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims, a NULL
+ * tensor, a tensor recorded in another context, sizes past what int or
+ * size_t holds) goes to the error handler, which by default prints one line
+ * naming the function and exits with status 2.  A handler that longjmps out
+ * of an allocation failure leaves nothing allocated by the failed call.
  */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -203,7 +206,8 @@ typedef struct ag_graph_op {
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user);
 /* The tape position of the op that produced t, or -1 for a leaf. */
 int ag_op_id(const ag_tensor *t);
-/* Write the recorded graph that produced `root` in Graphviz DOT. */
+/* Write the recorded graph that produced `root` in Graphviz DOT.  Write
+ * errors stay on out, for the caller's ferror/fclose. */
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out);
 /* Number of tape entries recorded since the last reset. */
 int ag_tape_length(const ag_ctx *ctx);
@@ -234,7 +238,7 @@ typedef struct ag_params {
 ag_params *ag_params_new(void);
 /* Register a parameter; its storage is assigned by ag_params_alloc. */
 ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape);
-void ag_params_alloc(ag_params *ps);          /* data and grads zeroed */
+void ag_params_alloc(ag_params *ps);          /* data and grads zeroed; on failure, still unallocated */
 void ag_params_zero_grad(ag_params *ps);
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 void ag_params_free(ag_params *ps);
@@ -404,7 +408,9 @@ typedef struct ag_optim {
 
 /* Weight decay applies to the parameters whose `decay` flag is set (the model
  * decides: typically matrices, not biases or norm gains); both optimizers
- * honor the flag the same way. */
+ * honor the flag the same way.  Both need ps allocated (ag_params_alloc)
+ * and take torch.optim's ranges: momentum, weight decay and eps >= 0,
+ * betas in [0, 1); ag_optim_step a finite lr >= 0. */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
@@ -415,7 +421,7 @@ ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, 
 void ag_optim_step(ag_optim *opt, double lr);
 void ag_optim_free(ag_optim *opt);
 /* Scale all gradients so their global L2 norm is at most max_norm (as
- * torch.nn.utils.clip_grad_norm_); returns the norm before clipping.
+ * torch.nn.utils.clip_grad_norm_; max_norm >= 0); returns the norm before clipping.
  * Math: ag_clip_grad_norm (src/optim.c), the squares summed by
  * ref_sum_squares (src/reference.c). */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);

@@ -48,7 +48,8 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * replaced; a pipe that nothing reads is refused at once.  On any failure
  * the temporary file is removed, the target is left as it was, err gets one
  * line naming the file and the cause, and -1 is returned; 0 on success.
- * Either call frees what open allocated. */
+ * Either call frees what open allocated; a commit with no write under way
+ * (after a commit or an abort) is -1 with a line saying so. */
 typedef struct ag_atomic_file {
     FILE *f;                /* open for writing between open and commit/abort */
     char *path;             /* the target */

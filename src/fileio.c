@@ -62,6 +62,7 @@ static char *read_link(const char *path)
  * creating the file then says why.  malloc'd; NULL with errno set. */
 char *ag_write_target(const char *path)
 {
+    if (!path) { errno = EINVAL; return NULL; }
     char *cur = strdup(path);
     for (int hops = 0; cur; hops++) {
         struct stat st;
@@ -251,6 +252,13 @@ static int commit_through(ag_atomic_file *a, char *err, size_t errlen)
 
 int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
 {
+    /* After a commit, an abort or a failed open there is no stream: fflush
+     * would flush every stream of the program and ferror dereference NULL. */
+    if (a->state == CLOSED || !a->f) {
+        ag_set_err(err, errlen, "%s: no write under way (committed or aborted already, or never opened)",
+                   a->path ? a->path : "(no file)");
+        return -1;
+    }
     if (a->state == THROUGH) return commit_through(a, err, errlen);
     const char *step = "write failed";
     int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;

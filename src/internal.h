@@ -57,6 +57,7 @@ enum {
 struct ag_node {
     int op;
     int id;                         /* position on the tape, from 0 */
+    const ag_ctx *ctx;              /* the context whose tape holds it */
     ag_tensor *out;
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
@@ -100,6 +101,9 @@ static inline ag_gemm_fn ag_gemm_of(int precision)
 void *ag_alloc(ag_ctx *ctx, size_t bytes);
 void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);
 
+/* Elements of a tensor of this shape; shapes with a dim below 1, more than
+ * AG_MAX_DIMS dims or more bytes than size_t holds are an error naming op. */
+size_t ag_shape_size(const char *op, int ndim, const int *shape);
 /* A new arena tensor with the given shape, data uninitialized. */
 ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape);
 /* A new tensor sharing `data` (for views). */
@@ -110,6 +114,9 @@ ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape);
 int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
 /* Append a tape entry producing `out`; returns it for the op to fill. */
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
+/* Refuses an input of op that was recorded on another context's tape
+ * (ag_record asks it of a, b and c; concat of each of its inputs). */
+void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in);
 /* The gradient buffer of t, created zeroed in the arena on first use. */
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
 /* The same for a backward that writes every element of t's gradient: when
@@ -128,6 +135,14 @@ typedef struct {
     int out_shape[AG_MAX_DIMS];
 } ag_bcast;
 ag_bcast ag_broadcast(const char *op, const ag_tensor *a, const ag_tensor *b);
+
+/* A NULL where a function needs a tensor (or an array) is misuse, reported
+ * like a bad shape ("ag_add: b is NULL") instead of crashing inside it. */
+static inline void ag_need(const char *fn, const char *what, const void *p)
+{
+    if (!p)
+        ag_error("%s: %s is NULL", fn, what);
+}
 
 /* Normalize a possibly negative dim for an op's error messages. */
 int ag_norm_dim(const char *op, const ag_tensor *t, int dim);

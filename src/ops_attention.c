@@ -54,6 +54,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
                         ag_tensor **weights)
 {
     char s[64];
+    ag_need("ag_attention", "qkv", qkv);
     if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
         ag_error("ag_attention: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);
@@ -96,6 +97,9 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
                                int pos)
 {
     char s[64], sk[64], sv[64];
+    ag_need("ag_attention_cached", "qkv", qkv);
+    ag_need("ag_attention_cached", "k_cache", k_cache);
+    ag_need("ag_attention_cached", "v_cache", v_cache);
     if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
         ag_error("ag_attention_cached: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);
@@ -106,12 +110,15 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
             ag_error("ag_attention_cached: cache %s does not fit input %s (need [%d,S,%d])",
                      ag_shape_str(t, sk, sizeof sk), ag_shape_str(qkv, s, sizeof s), B, d);
     }
+    /* one buffer for both would have the values written over the keys */
+    if (k_cache->data == v_cache->data)
+        ag_error("ag_attention_cached: k_cache and v_cache share their data (each needs its own)");
     if (v_cache->shape[1] != k_cache->shape[1])
         ag_error("ag_attention_cached: key cache %s and value cache %s differ", ag_shape_str(k_cache, sk, sizeof sk),
                  ag_shape_str(v_cache, sv, sizeof sv));
     const int S = k_cache->shape[1];
     if (pos < 0 || pos > S - T)
-        ag_error("ag_attention_cached: positions %d..%d do not fit a cache of %d", pos, pos + T - 1, S);
+        ag_error("ag_attention_cached: positions %d..%lld do not fit a cache of %d", pos, (long long)pos + T - 1, S);
     /* the new positions' keys and values into the cache (rounded in bf16:
      * they are the products' inputs) */
     const int bf16 = ctx->precision == AG_BF16;
@@ -141,10 +148,27 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
     return out;
 }
 
+/* The sizes asked about must be ones ag_attention accepts: a head count of
+ * 0 divided by zero below, and a negative size wrapped to a huge one.  The
+ * answers count at most ~70 values per element of [B,T,d] (a log-sum-exp
+ * and up to 64 kept weights per query and head, at most d heads, the bf16
+ * copies), so below 2^64 / 128 such bytes no size_t sum wraps. */
+static void check_geometry(const char *fn, int B, int T, int d, int n_head)
+{
+    if (B < 1 || T < 1 || d < 1 || n_head < 1 || d % n_head != 0)
+        ag_error("%s: B %d, T %d, d %d and %d heads (each at least 1, d divisible by the heads)", fn, B, T, d,
+                 n_head);
+    if ((double)B * T * d * sizeof(ag_real) > (double)SIZE_MAX / 128)
+        ag_error("%s: [%d,%d,%d] is too large to count its bytes", fn, B, T, d);
+}
+
 /* What ag_attention and its backward allocate above: lse, keep, and at
  * bf16 the rounded qkv and output gradient. */
 size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision)
 {
+    check_geometry("ag_attention_arena_bytes", B, T, d, n_head);
+    if (precision != AG_FP32 && precision != AG_BF16)
+        ag_error("ag_attention_arena_bytes: precision %d is not AG_FP32 or AG_BF16", precision);
     const ag_attn a = self_attention(B, T, d, n_head);
     size_t n = (size_t)B * n_head * T + ag_kern->attention_keep(&a);
     if (precision == AG_BF16)
@@ -154,6 +178,7 @@ size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision)
 
 size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
 {
+    check_geometry("ag_attention_scratch_bytes", B, T, d, n_head);
     const ag_attn a = self_attention(B, T, d, n_head);
     return ag_kern->attention_scratch(&a);
 }

@@ -14,6 +14,7 @@
  * is kept for backward. */
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
 {
+    ag_need("ag_dropout", "a", a);
     if (!(p >= 0 && p < 1))
         ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
     if (p == 0 || !training)
@@ -50,6 +51,9 @@ void ag_backward_dropout(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape)
 {
     char sw[64];
+    ag_need("ag_embedding", "W", W);
+    ag_need("ag_embedding", "ids", ids);
+    ag_need("ag_embedding", "ids_shape", ids_shape);
     if (W->ndim != 2)
         ag_error("ag_embedding: weight must be [V,d], got %s", ag_shape_str(W, sw, sizeof sw));
     if (ndim < 1 || ndim >= AG_MAX_DIMS)
@@ -58,6 +62,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim,
     for (int i = 0; i < ndim; i++)
         shape[i] = ids_shape[i];
     shape[ndim] = d;
+    (void)ag_shape_size("ag_embedding", ndim + 1, shape);   /* ids_shape's errors named as this op's */
     ag_tensor *out = ag_empty(ctx, ndim + 1, shape);
     size_t n = out->size / (size_t)d;
     int32_t *saved = ag_alloc(ctx, n * sizeof(int32_t));
@@ -97,6 +102,10 @@ typedef struct {
  * (definition: ref_layer_norm in src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps)
 {
+    ag_need("ag_layer_norm", "x", x);
+    /* 1/sqrt(var + eps) of a constant row is NaN for eps < 0 (and eps NaN is NaN everywhere) */
+    if (!(eps >= 0))
+        ag_error("ag_layer_norm: eps = %g must be >= 0", (double)eps);
     int D = x->shape[x->ndim - 1];
     char sx[64], sp[64];
     if (weight && (weight->ndim != 1 || weight->shape[0] != D))

@@ -4,6 +4,7 @@
  * mean reductions.  Many of them view a tensor as [outer, n, inner] around
  * one dim, which turns any-dim logic into three plain loops.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -13,22 +14,27 @@
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
 {
     char sa[64];
+    ag_need("ag_reshape", "a", a);
+    ag_need("ag_reshape", "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("ag_reshape: %d dimensions (1 to %d supported)", ndim, AG_MAX_DIMS);
     int s[AG_MAX_DIMS], infer = -1;
     size_t known = 1;
+    ag_tensor want = { .ndim = ndim };
+    memcpy(want.shape, shape, (size_t)ndim * sizeof(int));
+    char sw[64];
     for (int i = 0; i < ndim; i++) {
         s[i] = shape[i];
         if (s[i] == -1 && infer < 0)
             infer = i;
         else if (s[i] < 1)
             ag_error("ag_reshape: bad size %d at dim %d for %s", s[i], i, ag_shape_str(a, sa, sizeof sa));
+        else if (known > a->size / (size_t)s[i])   /* more than a has, before the product could wrap */
+            ag_error("ag_reshape: cannot view %s (%zu elements) as %s (more elements)",
+                     ag_shape_str(a, sa, sizeof sa), a->size, ag_shape_str(&want, sw, sizeof sw));
         else
             known *= (size_t)s[i];
     }
-    ag_tensor want = { .ndim = ndim };
-    memcpy(want.shape, shape, (size_t)ndim * sizeof(int));
-    char sw[64];
     if (infer >= 0) {
         if (known == 0 || a->size % known)
             ag_error("ag_reshape: cannot view %s (%zu elements) as %s", ag_shape_str(a, sa, sizeof sa), a->size,
@@ -84,6 +90,7 @@ static void transpose_copy(const ag_real *src, ag_real *dst, const int *shape4, 
 
 ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
 {
+    ag_need("ag_transpose", "a", a);
     int d0 = ag_norm_dim("ag_transpose", a, dim0), d1 = ag_norm_dim("ag_transpose", a, dim1);
     int shape[AG_MAX_DIMS], shape4[4], off = 4 - a->ndim;
     memcpy(shape, a->shape, sizeof shape);
@@ -116,10 +123,14 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
 {
     if (n < 1)
         ag_error("ag_concat: no tensors given");
+    ag_need("ag_concat", "ts", ts);
+    for (int i = 0; i < n; i++)
+        if (!ts[i])
+            ag_error("ag_concat: ts[%d] is NULL", i);
     int d = ag_norm_dim("ag_concat", ts[0], dim);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
-    shape[d] = 0;
+    long long joined = 0;           /* in a wider type: a sum past INT_MAX is refused, not wrapped */
     for (int i = 0; i < n; i++) {
         char s0[64], si[64];
         int same = ts[i]->ndim == ts[0]->ndim;
@@ -128,8 +139,11 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
         if (!same)
             ag_error("ag_concat: shapes differ outside dim %d: %s and %s", d, ag_shape_str(ts[0], s0, sizeof s0),
                      ag_shape_str(ts[i], si, sizeof si));
-        shape[d] += ts[i]->shape[d];
+        joined += ts[i]->shape[d];
     }
+    if (joined > INT_MAX)
+        ag_error("ag_concat: dim %d would have %lld entries (at most %d)", d, joined, INT_MAX);
+    shape[d] = (int)joined;
     ag_tensor *out = ag_empty(ctx, ts[0]->ndim, shape);
     size_t outer = ag_span(out, 0, d), inner = ag_span(out, d + 1, out->ndim);
     size_t row = (size_t)shape[d] * inner, at = 0;
@@ -143,6 +157,8 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     }
     out->requires_grad = ctx->grad_enabled && any;
     if (out->requires_grad) {
+        for (int i = 0; i < n; i++)
+            ag_same_tape(ctx, AG_OP_CONCAT, ts[i]);
         ag_node *node = ag_record(ctx, AG_OP_CONCAT, out, NULL, NULL, NULL);
         node->in_list = ag_alloc(ctx, (size_t)n * sizeof(ag_tensor *));
         memcpy(node->in_list, ts, (size_t)n * sizeof(ag_tensor *));
@@ -174,10 +190,12 @@ void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
 {
+    ag_need("ag_slice", "a", a);
     int d = ag_norm_dim("ag_slice", a, dim);
     if (start < 0 || len < 1 || start > a->shape[d] - len) {
         char s[64];
-        ag_error("ag_slice: [%d, %d) is outside dim %d of %s", start, start + len, d, ag_shape_str(a, s, sizeof s));
+        ag_error("ag_slice: [%d, %lld) is outside dim %d of %s", start, (long long)start + len, d,
+                 ag_shape_str(a, s, sizeof s));
     }
     int shape[AG_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
@@ -215,6 +233,7 @@ void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_sum", "a", a);
     int d = ag_norm_dim("ag_sum", a, dim);
     int shape[AG_MAX_DIMS], ndim = 0;
     for (int i = 0; i < a->ndim; i++) {
@@ -257,12 +276,14 @@ void ag_backward_sum(ag_ctx *ctx, ag_node *node)
 
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_mean", "a", a);
     int d = ag_norm_dim("ag_mean", a, dim);
     return ag_scale(ctx, ag_sum(ctx, a, d, keepdim), (ag_real)(1.0 / a->shape[d]));
 }
 
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_sum_all", "a", a);
     ag_tensor *out = ag_empty(ctx, 1, (int[]){1});
     double s = 0;                   /* accumulate in double: sums of many floats */
     for (size_t i = 0; i < a->size; i++)
@@ -282,5 +303,6 @@ void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_mean_all", "a", a);
     return ag_scale(ctx, ag_sum_all(ctx, a), (ag_real)(1.0 / (double)a->size));
 }

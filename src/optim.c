@@ -10,24 +10,46 @@
 
 #include "internal.h"
 
-static ag_optim *optim_new(ag_params *ps, int kind, int moments)
+/* Everything is allocated first and checked after, and a failure frees it
+ * all before ag_error: a program whose error handler longjmps out (one that
+ * survives running out of memory) must not be left holding the struct or
+ * the one moment block that was granted. */
+/* The flat loops below run over ps->total elements of the parameters'
+ * blocks, which exist only once ag_params_alloc has run (and no parameter
+ * can join after it: an optimizer made before would have moments too short). */
+static void need_allocated(const char *fn, const ag_params *ps)
 {
+    ag_need(fn, "ps", ps);
+    if (!ps->data)
+        ag_error("%s: the parameters are not allocated (call ag_params_alloc first)", fn);
+}
+
+static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
+{
+    need_allocated(fn, ps);
+    const size_t n = ps->total ? ps->total : 1;
     ag_optim *o = calloc(1, sizeof *o);
-    if (!o)
-        ag_error("out of memory creating the optimizer");
+    ag_real *m = ag_big_alloc(n, sizeof(ag_real));
+    ag_real *v = moments == 2 ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
+    if (!o || !m || (moments == 2 && !v)) {
+        free(o);
+        ag_big_free(m);
+        ag_big_free(v);
+        ag_error("%s: out of memory: optimizer state for %zu parameters", fn, ps->total);
+    }
     o->kind = kind;
     o->ps = ps;
-    size_t n = ps->total ? ps->total : 1;
-    o->m = ag_big_alloc(n, sizeof(ag_real));
-    o->v = moments == 2 ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
-    if (!o->m || (moments == 2 && !o->v))
-        ag_error("out of memory: optimizer state for %zu parameters", ps->total);
+    o->m = m;
+    o->v = v;
     return o;
 }
 
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 {
-    ag_optim *o = optim_new(ps, AG_SGD, 1);
+    /* torch.optim.SGD's ranges (NaN fails them too) */
+    if (!(momentum >= 0) || !(weight_decay >= 0))
+        ag_error("ag_optim_sgd: momentum %g and weight decay %g must be >= 0", momentum, weight_decay);
+    ag_optim *o = optim_new("ag_optim_sgd", ps, AG_SGD, 1);
     o->momentum = momentum;
     o->weight_decay = weight_decay;
     return o;
@@ -35,7 +57,12 @@ ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay)
 {
-    ag_optim *o = optim_new(ps, AG_ADAMW, 2);
+    /* torch.optim.AdamW's ranges: a beta of 1 divides by 1 - beta^t = 0 */
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+        ag_error("ag_optim_adamw: betas (%g, %g) must be in [0, 1)", beta1, beta2);
+    if (!(eps >= 0) || !(weight_decay >= 0))
+        ag_error("ag_optim_adamw: eps %g and weight decay %g must be >= 0", eps, weight_decay);
+    ag_optim *o = optim_new("ag_optim_adamw", ps, AG_ADAMW, 2);
     o->beta1 = beta1;
     o->beta2 = beta2;
     o->eps = eps;
@@ -89,6 +116,9 @@ static void step_range(void *ctx, size_t lo, size_t hi)
  * same bits however it is split. */
 void ag_optim_step(ag_optim *o, double lr)
 {
+    ag_need("ag_optim_step", "opt", o);
+    if (!(lr >= 0 && lr < INFINITY))
+        ag_error("ag_optim_step: lr = %g is not a finite number >= 0", lr);
     step_args s = { o, lr };
     ag_parallel_for(o->ps->total, o->ps->total, step_range, &s);
     o->step++;
@@ -116,11 +146,16 @@ static void zero_range(void *ctx, size_t lo, size_t hi)
  * little work to share. */
 void ag_params_zero_grad(ag_params *ps)
 {
+    need_allocated("ag_params_zero_grad", ps);
     ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
 {
+    need_allocated("ag_clip_grad_norm", ps);
+    /* a negative bound would flip every gradient, NaN would skip clipping */
+    if (!(max_norm >= 0))
+        ag_error("ag_clip_grad_norm: max_norm = %g must be >= 0", max_norm);
     double norm = sqrt(ag_kern->sum_squares(ps->grad, ps->total));
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {

@@ -722,6 +722,7 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
 
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
 {
+    if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty checkpoint path"); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) { ag_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
@@ -813,6 +814,10 @@ static float f16_to_f32(unsigned h)
 
 int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen)
 {
+    if (!t || (!out && t->nbytes)) {
+        ag_set_err(err, errlen, "ag_st_to_f32: %s is NULL", t ? "out" : "the tensor");
+        return -1;
+    }
     const unsigned char *p = t->data;
     size_t size = ag_st_dtype_size(t->dtype), n = size ? t->nbytes / size : 0;
     switch (t->dtype) {
@@ -1091,6 +1096,7 @@ int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n, 
                 int nmeta, char *err, size_t errlen)
 {
     if (!label) label = "(stream)";
+    if (!f) { ag_set_err(err, errlen, "%s: no stream to write to", label); return -1; }
     if (check_inputs(label, tensors, n, meta, nmeta, err, errlen)) return -1;
     return write_checked(f, label, tensors, n, meta, nmeta, err, errlen);
 }

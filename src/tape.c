@@ -38,10 +38,24 @@ int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag
     return out->requires_grad;
 }
 
+/* An input recorded on another context's tape has its history there:
+ * backward over this tape would stop at it and silently leave everything
+ * it was computed from without a gradient. */
+void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
+{
+    if (in && in->node && in->node->ctx != ctx)
+        ag_error("ag_%s: an input was computed in another context (gradients cannot flow between tapes)",
+                 ag_op_name(op));
+}
+
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
 {
+    ag_same_tape(ctx, op, a);
+    ag_same_tape(ctx, op, b);
+    ag_same_tape(ctx, op, c);
     ag_node *n = ag_alloc_zero(ctx, sizeof *n);
     n->op = op;
+    n->ctx = ctx;
     n->id = ctx->n_nodes++;
     n->out = out;
     n->in[0] = a;
@@ -86,10 +100,13 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
+    ag_need("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
         ag_error("ag_backward: loss must have one element, got shape %s", ag_shape_str(loss, s, sizeof s));
     }
+    if (loss->node && loss->node->ctx != ctx)
+        ag_error("ag_backward: the loss was computed in another context (pass the context that recorded it)");
     if (!loss->requires_grad)
         ag_error("ag_backward: the loss does not depend on any parameter "
                  "(were gradients disabled, or no tensor marked as requiring one?)");
@@ -131,6 +148,11 @@ int ag_op_id(const ag_tensor *t)
 
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user)
 {
+    ag_need("ag_graph_walk", "root", root);
+    if (!fn)
+        ag_error("ag_graph_walk: fn is NULL");
+    if (root->node && root->node->ctx != ctx)
+        ag_error("ag_graph_walk: root was computed in another context");
     /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
     for (ag_node *n = ctx->tail; n; n = n->prev)
         n->mark = 0;
@@ -189,6 +211,8 @@ static void dot_op(const ag_graph_op *op, void *user)
 
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
 {
+    ag_need("ag_graph_dot", "root", root);
+    ag_need("ag_graph_dot", "out", out);
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     ag_graph_walk(ctx, root, dot_op, out);
     fprintf(out, "}\n");

@@ -198,6 +198,18 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size);
 
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 {
+    ag_need("ag_arena_rewind", "keep", keep);
+    /* A mark of another context would hand this arena that one's block to
+     * allocate from; one taken before an ag_reset may lie past everything
+     * allocated since, and rewinding "forward" would count memory nothing
+     * holds. */
+    int ours = mark.block == NULL;
+    for (const ag_block *b = ctx->first; b && !ours; b = b->next)
+        ours = b == mark.block;
+    if (!ours)
+        ag_error("ag_arena_rewind: the mark was taken in another context");
+    if (mark.used > ctx->used)
+        ag_error("ag_arena_rewind: the mark is past the arena's position (was it taken before ag_reset?)");
     if (ctx->n_nodes != mark.tape_length)
         ag_error("ag_arena_rewind: %d ops were recorded since the mark (rewinding is for forward passes "
                  "without gradients)", ctx->n_nodes - mark.tape_length);
@@ -226,8 +238,9 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 
 /* ---- tensors ----------------------------------------------------------- */
 
-static size_t shape_size(const char *op, int ndim, const int *shape)
+size_t ag_shape_size(const char *op, int ndim, const int *shape)
 {
+    ag_need(op, "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("%s: %d dimensions (1 to %d supported)", op, ndim, AG_MAX_DIMS);
     size_t n = 1;
@@ -250,14 +263,18 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size)
     t->size = size;
 }
 
-ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape)
+/* An uninitialized tensor whose shape errors name fn, the function the
+ * caller called. */
+static ag_tensor *empty_for(ag_ctx *ctx, const char *fn, int ndim, const int *shape)
 {
-    size_t n = shape_size("ag_new", ndim, shape);
+    size_t n = ag_shape_size(fn, ndim, shape);
     ag_tensor *t = ag_alloc(ctx, sizeof *t);
     tensor_init(t, ndim, shape, n);
     t->data = ag_alloc(ctx, n * sizeof(ag_real));
     return t;
 }
+
+ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape) { return empty_for(ctx, "ag_new", ndim, shape); }
 
 ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape)
 {
@@ -276,20 +293,25 @@ ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
 
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values)
 {
-    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    ag_need("ag_from", "values", values);
+    ag_tensor *t = empty_for(ctx, "ag_from", ndim, shape);
     memcpy(t->data, values, t->size * sizeof(ag_real));
     return t;
 }
 
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
 {
-    ag_tensor *t = ag_empty(ctx, ndim, shape);
+    ag_tensor *t = empty_for(ctx, "ag_full", ndim, shape);
     for (size_t i = 0; i < t->size; i++)
         t->data[i] = value;
     return t;
 }
 
-void ag_requires_grad(ag_tensor *t) { t->requires_grad = 1; }
+void ag_requires_grad(ag_tensor *t)
+{
+    ag_need("ag_requires_grad", "t", t);
+    t->requires_grad = 1;
+}
 
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t)
 {
@@ -308,6 +330,8 @@ ag_real *ag_grad_begin(ag_ctx *ctx, ag_tensor *t, int *assign)
 
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len)
 {
+    if (len == 0)
+        return buf;                 /* not even room for the terminating NUL */
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < t->ndim && used < len; i++)
@@ -346,11 +370,17 @@ ag_params *ag_params_new(void)
 
 ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape)
 {
+    ag_need("ag_params_add", "ps", ps);
+    ag_need("ag_params_add", "name", name);
     if (ps->data)
         ag_error("ag_params_add: '%s' added after ag_params_alloc", name);
     if (ag_params_find(ps, name))
         ag_error("ag_params_add: duplicate parameter name '%s'", name);
-    size_t n = shape_size("ag_params_add", ndim, shape);
+    size_t n = ag_shape_size("ag_params_add", ndim, shape);
+    /* Each parameter alone fits size_t's bytes; their sum must too, or the
+     * blocks ag_params_alloc sizes from it would be short by a wrapped amount. */
+    if (n > SIZE_MAX / sizeof(ag_real) - ps->total)
+        ag_error("ag_params_add: '%s' makes the parameters too large (%zu elements before it)", name, ps->total);
     if (ps->count == ps->capacity) {
         int cap = ps->capacity ? 2 * ps->capacity : 16;
         ag_tensor **list = realloc(ps->list, (size_t)cap * sizeof *list);
@@ -374,14 +404,25 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
 
 void ag_params_alloc(ag_params *ps)
 {
+    ag_need("ag_params_alloc", "ps", ps);
     if (ps->data)
         ag_error("ag_params_alloc: called twice");
+    /* The gradients are asked for only once the weights are granted, and a
+     * failure gives back what was granted: under a handler that longjmps
+     * out, the set stays unallocated, as it was, and can be tried again. */
     const size_t n = ps->total ? ps->total : 1;
-    ps->data = ag_big_alloc(n, sizeof(ag_real));
-    ps->grad = ag_big_alloc(n, sizeof(ag_real));
-    if (!ps->data || !ps->grad)
-        ag_error("out of memory: %zu parameters need %zu bytes", ps->total,
-                 2 * ps->total * sizeof(ag_real));
+    ag_real *data = ag_big_alloc(n, sizeof(ag_real));
+    if (!data)
+        ag_error("ag_params_alloc: out of memory: the weights of %zu parameters need %zu bytes", ps->total,
+                 n * sizeof(ag_real));
+    ag_real *grad = ag_big_alloc(n, sizeof(ag_real));
+    if (!grad) {
+        ag_big_free(data);
+        ag_error("ag_params_alloc: out of memory: the gradients of %zu parameters need %zu bytes", ps->total,
+                 n * sizeof(ag_real));
+    }
+    ps->data = data;
+    ps->grad = grad;
     size_t off = 0;
     for (int i = 0; i < ps->count; i++) {
         ps->list[i]->data = ps->data + off;
@@ -392,6 +433,8 @@ void ag_params_alloc(ag_params *ps)
 
 ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 {
+    ag_need("ag_params_find", "ps", ps);
+    ag_need("ag_params_find", "name", name);
     for (int i = 0; i < ps->count; i++)
         if (strcmp(ps->list[i]->name, name) == 0)
             return ps->list[i];
@@ -403,8 +446,9 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
     char s0[64], si[64];
     if (n < 1)
         ag_error("ag_params_join: %d parameters (need at least one)", n);
+    ag_need("ag_params_join", "ts", ts);
     for (int i = 0; i < n; i++) {
-        if (!ts[i]->is_param || !ts[i]->data)
+        if (!ts[i] || !ts[i]->is_param || !ts[i]->data)
             ag_error("ag_params_join: tensor %d is not an allocated parameter", i);
         if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, (size_t)ts[0]->ndim * sizeof(int)))
             ag_error("ag_params_join: %s is %s but %s is %s", ts[i]->name, ag_shape_str(ts[i], si, sizeof si),

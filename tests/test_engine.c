@@ -10,12 +10,17 @@
  * value is a sum of up to ~100 products, REL_SUM (float 2e-5, double 1e-12).
  */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
 
 #include "attograd.h"
 #include "check.h"
@@ -30,6 +35,20 @@
 #define REL_SUM 2e-5
 #endif
 #define REL_TIGHT (8 * REAL_EPS)
+
+/* Under AddressSanitizer (gcc says so with __SANITIZE_ADDRESS__, clang with
+ * __has_feature), LeakSanitizer can be asked mid-run whether anything
+ * allocated is no longer reachable. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HAVE_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAVE_LSAN 1
+#endif
+#endif
+#ifdef HAVE_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
 
 static ag_pcg32 rng;
 
@@ -523,12 +542,20 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_linear(ctx, Z(2, 3), Z(4, 3), Z(5)), "ag_linear", "[4,3]", "[5]");
     EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(4), NULL, 1e-5f), "ag_layer_norm", "[2,3]", "[4]");
     EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), Z(3), Z(2), 1e-5f), "ag_layer_norm", "[2,3]", "[2]");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), NULL, NULL, -1e-5f), "ag_layer_norm", "eps = -1e-05");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, Z(2, 3), NULL, NULL, NAN), "ag_layer_norm", "eps = nan");
+    ag_tensor *cache = Z(1, 4, 2);
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, cache, cache, 0), "ag_attention_cached",
+                 "share their data");
 
     EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(3, 3), 0), "ag_masked_fill", "[2,3]", "[3,3]");
     EXPECT_ERROR((void)ag_masked_fill(ctx, Z(2, 3), Z(2, 2, 3), 0), "ag_masked_fill", "[2,3]", "[2,2,3]");
 
     EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){4, 2}), "ag_reshape", "[2,3]", "[4,2]");
     EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){-1, 4}), "ag_reshape", "[2,3]", "[-1,4]");
+    /* a product that would wrap size_t (2^21 2^21 2^22 = 2^64) is more than a has, not 0 */
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 4, (int[]){1 << 21, 1 << 21, 1 << 22, 6}), "ag_reshape",
+                 "[2097152,2097152,4194304,6]", "more elements");
 
     EXPECT_ERROR((void)ag_transpose(ctx, Z(2, 3), 0, 2), "ag_transpose", "dim 2", "[2,3]");
     EXPECT_ERROR((void)ag_softmax(ctx, Z(2, 3), -3), "ag_softmax", "dim -3", "[2,3]");
@@ -556,6 +583,83 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 0, 1, 0, 0, NULL), "ag_attention", "0 heads");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 1 << 30, 1, 0, 0, NULL), "ag_attention", "[2,3,12]");
     EXPECT_ERROR((void)ag_attention(ctx, Z(2, 3, 12), 2, 1, 1.5f, 1, NULL), "ag_attention", "p = 1.5");
+
+    ag_real few[4] = { 0 };
+    /* a bad shape is named as the function the caller called */
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(5, 3), (const int32_t[]){ 1 }, 2, (int[]){ 1, 0 }), "ag_embedding",
+                 "dimension 1 has size 0");
+    EXPECT_ERROR((void)ag_from(ctx, 1, (int[]){ -1 }, few), "ag_from", "size -1");
+    EXPECT_ERROR((void)ag_full(ctx, 5, (int[]){ 1, 1, 1, 1, 1 }, 0), "ag_full", "5 dimensions");
+    char one[1] = { 'x' };
+    CHECK(ag_shape_str(Z(2, 3), one, 0) == one && one[0] == 'x', "ag_shape_str wrote into a buffer of length 0");
+
+    /* sizes past INT_MAX: refused in words, not wrapped (the tensors are
+     * only looked at, so their data can be a few bytes) */
+    ag_tensor wide = { .ndim = 1, .shape = { 1 << 30 }, .size = (size_t)1 << 30, .data = few };
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ &wide, &wide, &wide }, 3, 0), "ag_concat",
+                 "3221225472 entries");
+    EXPECT_ERROR((void)ag_slice(ctx, Z(4), 0, 2, INT_MAX), "ag_slice", "[2, 2147483649)");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), INT_MAX),
+                 "ag_attention_cached", "2147483647..2147483648");
+
+    /* the memory questions take the sizes ag_attention takes (0 heads divided by zero) */
+    EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 0, AG_FP32), "ag_attention_arena_bytes", "0 heads");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(-2, 3, 4, 2, AG_FP32), "ag_attention_arena_bytes", "B -2");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 2, 7), "ag_attention_arena_bytes", "precision 7");
+    EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 3, 6, 4), "ag_attention_scratch_bytes", "d 6", "4 heads");
+    EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 0, 4, 0), "ag_attention_scratch_bytes", "T 0");
+    EXPECT_ERROR((void)ag_attention_arena_bytes(1 << 30, 1 << 30, 1 << 30, 1, AG_FP32), "ag_attention_arena_bytes",
+                 "too large");
+}
+
+/* A NULL where a tensor (or an array) is needed is named, never followed. */
+static void test_null_arguments(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = Z(2, 3), *none = NULL;
+    const int32_t ids[2] = { 0, 1 };
+    EXPECT_ERROR((void)ag_add(ctx, x, none), "ag_add", "b is NULL");
+    EXPECT_ERROR((void)ag_mul(ctx, none, x), "ag_mul", "a is NULL");
+    EXPECT_ERROR((void)ag_scale(ctx, none, 2), "ag_scale", "a is NULL");
+    EXPECT_ERROR((void)ag_add_scalar(ctx, none, 2), "ag_add_scalar", "a is NULL");
+    EXPECT_ERROR((void)ag_exp(ctx, none), "ag_exp", "a is NULL");
+    EXPECT_ERROR((void)ag_gelu(ctx, none), "ag_gelu", "a is NULL");
+    EXPECT_ERROR((void)ag_matmul(ctx, none, x), "ag_matmul", "a is NULL");
+    EXPECT_ERROR((void)ag_linear(ctx, x, none, NULL), "ag_linear", "W is NULL");
+    EXPECT_ERROR((void)ag_linear_gelu(ctx, none, x, NULL), "ag_linear_gelu", "x is NULL");
+    EXPECT_ERROR((void)ag_reshape(ctx, x, 1, NULL), "ag_reshape", "shape is NULL");
+    EXPECT_ERROR((void)ag_transpose(ctx, none, 0, 1), "ag_transpose", "a is NULL");
+    EXPECT_ERROR((void)ag_concat(ctx, NULL, 2, 0), "ag_concat", "ts is NULL");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ x, NULL }, 2, 0), "ag_concat", "ts[1] is NULL");
+    EXPECT_ERROR((void)ag_slice(ctx, none, 0, 0, 1), "ag_slice", "a is NULL");
+    EXPECT_ERROR((void)ag_sum(ctx, none, 0, 0), "ag_sum", "a is NULL");
+    EXPECT_ERROR((void)ag_mean_all(ctx, none), "ag_mean_all", "a is NULL");
+    EXPECT_ERROR((void)ag_log_softmax(ctx, none, -1), "ag_log_softmax", "a is NULL");
+    EXPECT_ERROR((void)ag_masked_fill(ctx, x, none, 0), "ag_masked_fill", "mask is NULL");
+    EXPECT_ERROR((void)ag_dropout(ctx, none, 0.5f, 1), "ag_dropout", "a is NULL");
+    EXPECT_ERROR((void)ag_embedding(ctx, x, NULL, 1, (int[]){2}), "ag_embedding", "ids is NULL");
+    EXPECT_ERROR((void)ag_embedding(ctx, none, ids, 1, (int[]){2}), "ag_embedding", "W is NULL");
+    EXPECT_ERROR((void)ag_layer_norm(ctx, none, NULL, NULL, 1e-5f), "ag_layer_norm", "x is NULL");
+    EXPECT_ERROR((void)ag_cross_entropy(ctx, x, NULL), "ag_cross_entropy", "targets is NULL");
+    EXPECT_ERROR((void)ag_attention(ctx, none, 1, 1, 0, 0, NULL), "ag_attention", "qkv is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, NULL, Z(1, 4, 2), 0), "ag_attention_cached",
+                 "k_cache is NULL");
+    EXPECT_ERROR(ag_backward(ctx, none), "ag_backward", "loss is NULL");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, none, NULL, NULL), "ag_graph_walk", "root is NULL");
+    EXPECT_ERROR((void)ag_new(ctx, 2, NULL), "shape is NULL");
+    EXPECT_ERROR((void)ag_from(ctx, 1, (int[]){3}, NULL), "ag_from", "values is NULL");
+    EXPECT_ERROR(ag_requires_grad(none), "ag_requires_grad", "t is NULL");
+    EXPECT_ERROR((void)ag_arena_rewind(ctx, ag_arena_mark(ctx), NULL), "ag_arena_rewind", "keep is NULL");
+    ag_params *ps = ag_params_new();
+    EXPECT_ERROR((void)ag_params_add(ps, NULL, 1, (int[]){2}), "ag_params_add", "name is NULL");
+    EXPECT_ERROR((void)ag_params_find(ps, NULL), "ag_params_find", "name is NULL");
+    EXPECT_ERROR(ag_params_alloc(NULL), "ag_params_alloc", "ps is NULL");
+    EXPECT_ERROR(ag_params_zero_grad(NULL), "ag_params_zero_grad", "ps is NULL");
+    EXPECT_ERROR((void)ag_clip_grad_norm(NULL, 1), "ag_clip_grad_norm", "ps is NULL");
+    EXPECT_ERROR((void)ag_optim_adamw(NULL, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "ps is NULL");
+    EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
+    ag_params_free(ps);
 }
 
 /* ag_params_join views parameters stored back to back as one tensor whose
@@ -595,6 +699,13 @@ static void test_params_join(ag_ctx *ctx)
     ag_params_free(ps);
 }
 
+static void count_op(const ag_graph_op *op, void *user)
+{
+    (void)op;
+    if (user)
+        ++*(int *)user;
+}
+
 static void test_usage_errors(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -612,7 +723,165 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_params_add(ps, "late", 1, (int[]){2}), "ag_params_add", "'late'");
     CHECK(ps->count == 1 && ps->total == 3, "failed ag_params_add calls changed the set: %d params, %zu elements",
           ps->count, ps->total);
+
+    /* A tensor recorded in another context has its history on that tape:
+     * an op or a backward here would stop at it and leave w without its
+     * gradient, so both are refused. */
+    ag_ctx *other = ag_ctx_new();
+    ag_tensor *w = ps->list[0];
+    ag_tensor *there = ag_scale(other, w, 2);
+    EXPECT_ERROR((void)ag_sum_all(ctx, there), "ag_sum_all", "another context");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ there, w }, 2, 0), "ag_concat", "another context");
+    EXPECT_ERROR(ag_backward(ctx, ag_sum_all(other, there)), "ag_backward", "another context");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, there, count_op, NULL), "ag_graph_walk", "another context");
+    const int recorded = ag_tape_length(ctx);
+    int was_on = ag_set_grad_enabled(ctx, 0);
+    ag_tensor *value = ag_sum_all(ctx, there);   /* without gradients it is a plain value */
+    ag_set_grad_enabled(ctx, was_on);
+    CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
+    ag_ctx_free(other);
     ag_params_free(ps);
+}
+
+/* The parameter set and the optimizers refuse what would make them read or
+ * write outside their blocks, or compute NaN or the wrong sign silently. */
+static void test_params_optim_misuse(void)
+{
+    /* 2^60 elements each: as many as fit in size_t's bytes are accepted,
+     * the next would wrap the total */
+    ag_params *big = ag_params_new();
+    const int huge[4] = { 1 << 15, 1 << 15, 1 << 15, 1 << 15 };
+    const size_t fit = (SIZE_MAX / sizeof(ag_real)) >> 60;
+    for (size_t i = 0; i < fit; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%zu", i);
+        ag_params_add(big, name, 4, huge);
+    }
+    EXPECT_ERROR((void)ag_params_add(big, "one_more", 4, huge), "ag_params_add", "'one_more'", "too large");
+    CHECK(big->count == (int)fit && big->total == fit << 60, "a refused parameter changed the set: %d, %zu",
+          big->count, big->total);
+    ag_params_free(big);
+
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "w", 1, (int[]){3});
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "not allocated");
+    EXPECT_ERROR(ag_params_zero_grad(ps), "ag_params_zero_grad", "not allocated");
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, 1), "ag_clip_grad_norm", "not allocated");
+    ag_params_alloc(ps);
+    EXPECT_ERROR((void)ag_optim_sgd(ps, -0.5, 0), "ag_optim_sgd", "momentum -0.5");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, NAN), "ag_optim_sgd", "weight decay nan");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 1, 0.999, 1e-8, 0), "ag_optim_adamw", "betas (1, 0.999)");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, -0.1, 1e-8, 0), "ag_optim_adamw", "betas (0.9, -0.1)");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, -1, 0), "ag_optim_adamw", "eps -1");
+    ag_optim *o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0);
+    EXPECT_ERROR(ag_optim_step(o, -0.1), "ag_optim_step", "lr = -0.1");
+    EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");
+    EXPECT_ERROR(ag_optim_step(o, INFINITY), "ag_optim_step", "lr = inf");
+    CHECK(o->step == 0, "a refused step counted: %ld", o->step);
+    ps->grad[0] = 3;
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, -1), "ag_clip_grad_norm", "max_norm = -1");
+    EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
+    CHECK(ps->grad[0] == 3, "a refused clip changed the gradient to %g", (double)ps->grad[0]);
+    ag_optim_free(o);
+    ag_params_free(ps);
+}
+
+#if defined(__linux__) && !defined(HAVE_LSAN)
+/* The process's virtual size in bytes, or 0 where it cannot be read. */
+static size_t vm_bytes(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Run `stmt` with the address space capped `room` bytes above what is
+ * mapped now (RLIMIT_AS, which mmap respects), so an allocation that fits
+ * in room succeeds and the next one fails.  grew gets how much the
+ * virtual size grew over stmt, or SIZE_MAX when it cannot be capped or
+ * measured here (then stmt does not run). */
+#define WITH_ROOM(room, stmt, grew)                                                  \
+    do {                                                                             \
+        struct rlimit old_, cap_;                                                    \
+        const size_t before_ = vm_bytes();                                           \
+        grew = SIZE_MAX;                                                             \
+        if (before_ && getrlimit(RLIMIT_AS, &old_) == 0) {                           \
+            cap_ = old_;                                                             \
+            cap_.rlim_cur = (rlim_t)(before_ + (room));                              \
+            if (setrlimit(RLIMIT_AS, &cap_) == 0) {                                  \
+                stmt;                                                                \
+                setrlimit(RLIMIT_AS, &old_);                                         \
+                const size_t after_ = vm_bytes();                                    \
+                grew = after_ > before_ ? after_ - before_ : 0;                      \
+            }                                                                        \
+        }                                                                            \
+    } while (0)
+#endif
+
+/* Running out of memory under an error handler that longjmps out (a program
+ * that survives it) must leave nothing allocated and the objects as they
+ * were.  First sizes no allocation can satisfy (2^60 values: more than any
+ * address space), then, outside the sanitizers (whose own mappings a cap on
+ * the address space would break), a cap that lets the first of two blocks
+ * through and stops the second: the first must be given back. */
+static void test_alloc_failures(void)
+{
+    ag_params *ps = ag_params_new();
+    ag_params_add(ps, "w", 1, (int[]){3});
+    ag_params_alloc(ps);
+    const size_t total = ps->total;
+    ps->total = (size_t)1 << 60;   /* as if that many were registered */
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "out of memory");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory");
+    ps->total = total;
+    ag_params_free(ps);
+    ps = ag_params_new();
+    ag_params_add(ps, "huge", 2, (int[]){1 << 30, 1 << 29});
+    EXPECT_ERROR(ag_params_alloc(ps), "ag_params_alloc", "out of memory", "weights");
+    CHECK(ps->data == NULL && ps->grad == NULL, "a failed ag_params_alloc left blocks behind");
+    ag_params_free(ps);
+
+#if defined(__linux__) && !defined(HAVE_LSAN)
+    /* 64 MB blocks: each its own mapping (ag_big_alloc), so the address
+     * space shows whether one was kept */
+    const int n = (int)(((size_t)64 << 20) / sizeof(ag_real));
+    const size_t room = ((size_t)64 + 34) << 20;   /* one block, its alignment, and slack */
+    size_t grew;
+    ps = ag_params_new();
+    ag_params_add(ps, "big", 1, &n);
+    WITH_ROOM(room, EXPECT_ERROR(ag_params_alloc(ps), "ag_params_alloc", "out of memory", "gradients"), grew);
+    if (grew == SIZE_MAX) {
+        CHECK_SKIP("the address space cannot be capped or measured here");
+    } else {
+        CHECK(ps->data == NULL && ps->grad == NULL && grew < ((size_t)8 << 20),
+              "a failed ag_params_alloc kept its weights (%zu bytes mapped)", grew);
+    }
+    if (!ps->data)
+        ag_params_alloc(ps);   /* it can be tried again */
+    CHECK(ps->data && ps->grad, "ag_params_alloc after a failed one");
+    ag_optim *volatile o = NULL;
+    WITH_ROOM(room, EXPECT_ERROR(o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "out of memory"),
+              grew);
+    if (grew != SIZE_MAX)
+        CHECK(o == NULL && grew < ((size_t)8 << 20), "a failed ag_optim_adamw kept %zu bytes mapped", grew);
+    ag_optim_free(o);   /* NULL unless the cap let it through */
+    ag_params_free(ps);
+#else
+#ifdef HAVE_LSAN
+    CHECK_SKIP("the address-space cap (the sanitizer's own mappings need the address space)");
+#else
+    CHECK_SKIP("the address-space cap (Linux only)");
+#endif
+#endif
+#ifdef HAVE_LSAN
+    CHECK(__lsan_do_recoverable_leak_check() == 0,
+          "memory leaked by failed allocations (LeakSanitizer's report above)");
+#endif
 }
 
 /* ======================================================================= */
@@ -1313,6 +1582,17 @@ static void test_arena_rewind(void)
     mark = ag_arena_mark(ctx);
     ag_tensor *y = ag_scale(ctx, x, 3);
     EXPECT_ERROR(ag_arena_rewind(ctx, mark, y), "ag_arena_rewind", "recorded");
+    /* a mark of another context, or from before a reset, is no position here */
+    ag_ctx *other = ag_ctx_new();
+    ag_tensor *elsewhere = ag_full(other, 1, (int[]){3}, 1);
+    const size_t used = ag_arena_used(ctx);
+    EXPECT_ERROR(ag_arena_rewind(ctx, ag_arena_mark(other), x), "ag_arena_rewind", "another context");
+    EXPECT_ERROR(ag_arena_rewind(other, ag_arena_mark(ctx), elsewhere), "ag_arena_rewind", "another context");
+    CHECK(ag_arena_used(ctx) == used, "a refused rewind moved the arena");
+    ag_reset(ctx);
+    ag_tensor *small = ag_full(ctx, 1, (int[]){3}, 1);
+    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before ag_reset");
+    ag_ctx_free(other);
     ag_set_error_handler(NULL, NULL);
     ag_ctx_free(ctx);
 }
@@ -1384,8 +1664,11 @@ int main(void)
 
     ag_set_error_handler(record_error, NULL);
     test_shape_errors(ctx);
+    test_null_arguments(ctx);
     test_usage_errors(ctx);
     test_params_join(ctx);
+    test_params_optim_misuse();
+    test_alloc_failures();
     ag_set_error_handler(NULL, NULL);
     CHECK(error_count > 0, "the error handler was never called");
 

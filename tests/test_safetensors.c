@@ -358,9 +358,40 @@ static void test_atomic_files(void)
     b = slurp(real, &len);
     CHECK(b && len == 3 && memcmp(b, "old", 3) == 0 && count_entries(sub) == 1, "discard keeps the old file");
     free(b);
+
+    /* a commit with no write under way (after a commit, after an abort)
+     * is refused in words: there is no stream to flush */
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open to commit twice: %s", err);
+    fputs("twice", a.f);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "first commit: %s", err);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == -1 && strstr(err, "no write under way") && one_line(err),
+          "second commit: %s", err);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open to abort: %s", err);
+    ag_atomic_abort(&a);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == -1 && strstr(err, "no write under way"), "commit after abort: %s",
+          err);
+    b = slurp(real, &len);
+    CHECK(b && len == 5 && memcmp(b, "twice", 5) == 0 && count_entries(sub) == 1, "the committed file stays");
+    free(b);
     unlink(real);
     unlink(link);
     rmdir(sub);
+}
+
+/* NULL where a path, a stream or a tensor is needed: -1 (or NULL) and a
+ * line, not a crash. */
+static void test_null_arguments(void)
+{
+    char err[512] = "";
+    CHECK(ag_st_load(NULL, err, sizeof err) == NULL && strstr(err, "empty checkpoint path"), "load NULL: %s", err);
+    err[0] = 0;
+    CHECK(ag_st_write(NULL, "label", sample, 1, NULL, 0, err, sizeof err) == -1 && strstr(err, "label") &&
+              strstr(err, "no stream"), "write to a NULL stream: %s", err);
+    err[0] = 0;
+    float out[2];
+    CHECK(ag_st_to_f32(NULL, out, err, sizeof err) == -1 && strstr(err, "NULL"), "to_f32 of NULL: %s", err);
+    errno = 0;
+    CHECK(ag_write_target(NULL) == NULL && errno == EINVAL, "ag_write_target(NULL): errno %d", errno);
 }
 
 static void test_save_failures(void)
@@ -1016,6 +1047,7 @@ int main(void)
     test_layout();
     test_reader_escapes();
     test_save_failures();
+    test_null_arguments();
     test_atomic_files();
     test_load_failures();
     test_truncation_and_lengths();
