@@ -164,6 +164,10 @@ gb_near() {  # gb_near WANT ARGS...: the refusal names about WANT GB (within 2%)
 }
 gb_near 2474 --d-model 16384 --layers 64 --heads 1
 gb_near 3299 --d-model 16384 --layers 64 --heads 1 --optimizer adamw
+# batch x context past INT_MAX rows (2^20 x 4096 = 2^32): refused in GB like
+# any other size (the estimate's row count is not an int that wraps; the
+# sanitizer build stops on signed overflow)
+bad "this run needs about" train --text "$TEXT" --d-model 8 --heads 2 --layers 1 --batch 1048576 --context 4096 --save "$O/never.st"
 
 # an allocation that fails anyway (address space capped) is a message, not a crash;
 # AddressSanitizer cannot start under such a cap, so that build skips it

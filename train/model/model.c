@@ -50,7 +50,11 @@ double model_train_bytes(const model_config *c, int B, int T, int moments, int b
 {
     const double d = c->d_model, V = c->vocab_size, rows = (double)B * T;
     const int gpt = c->arch == ARCH_GPT, dropout = c->dropout > 0, precision = bf16 ? AG_BF16 : AG_FP32;
-    const int D = c->d_model, R = B * T;
+    /* The products' scratch is asked of the kernels in int rows, at most
+     * 2^24 of them: B x T can pass INT_MAX (2^20 x 4096), and long before
+     * that the arena's term, in double, is what says a run cannot fit (it
+     * grows with n_layer x 36 d values a row, the scratch with a few d). */
+    const int D = c->d_model, R = rows > (1 << 24) ? 1 << 24 : B * T;
     /* Values per row and layer.  A GPT block's forward keeps 18 d-wide
      * tensors (norms, q|k|v, attention, projections, the 4d MLP twice,
      * residual sums) and backward gives each a gradient: 36 d; the norms'
