@@ -70,7 +70,7 @@ check "micro-batches with dropout: the same 8 logged losses" \
 check "dropout is on in the micro-batches (dropout 0 trains other weights)" \
     eval '! cmp -s <(tensors full.st) <(tensors nodrop.st)'
 
-bad_in "--micro-batch 3 does not divide the 8 rows each of 1 ranks gets from --batch 8" \
+bad_in "--micro-batch 3 does not divide --batch 8: give a --micro-batch that divides 8" \
     "$A" train $TINY --batch 8 --micro-batch 3
 bad_in "--micro-batch cannot be changed with --resume" "$A" train --resume half.st --micro-batch 4
 bad_in "--micro-batch 0 is out of range" "$A" train --micro-batch 0

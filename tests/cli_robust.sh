@@ -92,6 +92,9 @@ bad "--save $F/new line.st is the same file as --text $F/new line.st" \
 
 # ---- train: values -------------------------------------------------------------
 bad "--lr expects a number, got 'nan'" train --lr nan
+bad "--lr expects a number, got '0x10'" train --lr 0x10
+bad "--dropout expects a number, got '0x1p-3'" train --dropout 0x1p-3
+bad "--micro-batch 3 does not divide --batch 8: give a --micro-batch that divides 8" train --batch 8 --micro-batch 3
 bad "--lr expects a number, got 'inf'" train --lr inf
 bad "--lr expects a number, got '1e999'" train --lr 1e999
 bad "--lr expects a number, got ''" train --lr=

@@ -146,8 +146,10 @@ static int parse_value(const char *cmd, opt *o, const char *text)
         break;
     }
     case OPT_DOUBLE: {
+        /* decimal only, as the integers: strtod would read C's hex floats
+         * ("0x10" as 16), which the integer flags refuse */
         double v = strtod(text, &end);
-        if (blank || end == text || *end || errno == ERANGE || !isfinite(v))
+        if (blank || end == text || *end || errno == ERANGE || !isfinite(v) || strpbrk(text, "xX"))
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
         if (range_check(cmd, o, v, text))
             return -1;

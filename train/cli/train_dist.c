@@ -78,13 +78,18 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         o->threads = threads_per_rank();
 #endif
     if (o->micro_batch && (B / N) % o->micro_batch != 0) {
+        /* what is divided: the whole batch in one process, a rank's share of it on several */
+        char rows[96];
+        if (N == 1)
+            snprintf(rows, sizeof rows, "%s--batch %d", o->resume ? "its " : "", B);
+        else
+            snprintf(rows, sizeof rows, "the %d rows each of %d ranks gets from %s--batch %d", B / N, N,
+                     o->resume ? "its " : "", B);
         if (o->resume)
-            die(CMD, "the checkpoint's --micro-batch %d does not divide the %d rows each of %d ranks gets from its "
-                     "--batch %d: resume it on %s ranks", o->micro_batch, B / N, N, B,
-                rank_counts(B, o->micro_batch, fit, sizeof fit));
-        die(CMD, "%s--micro-batch %d%s does not divide the %d rows each of %d ranks gets from --batch %d: give a "
-                 "--micro-batch that divides %d", whose, o->micro_batch, by_default ? " (the default)" : "", B / N,
-            N, B, B / N);
+            die(CMD, "the checkpoint's --micro-batch %d does not divide %s: resume it on %s ranks", o->micro_batch,
+                rows, rank_counts(B, o->micro_batch, fit, sizeof fit));
+        die(CMD, "%s--micro-batch %d%s does not divide %s: give a --micro-batch that divides %d", whose,
+            o->micro_batch, by_default ? " (the default)" : "", rows, B / N);
     }
     /* rank 0 alone writes: the checkpoint, the log, the progress; but any
      * rank may have to save after a fault (train_loop.c) */
