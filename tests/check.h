@@ -8,11 +8,14 @@
  * the exit status (non-zero when anything failed).
  * check_set_threads(n) sets the thread count for what follows (nothing in
  * the reference build, which runs on one thread).
+ * check_vm_bytes() is the process's mapped size, for tests that cap the
+ * address space a little above it (0 where it cannot be read).
  */
 #ifndef ATTOGRAD_CHECK_H
 #define ATTOGRAD_CHECK_H
 
 #include <stdio.h>
+#include <unistd.h>
 
 #include "attograd.h"
 #include "pool.h"
@@ -56,6 +59,19 @@ static inline int check_done(void)
     else
         printf("%d passed, %d failed\n", check_passed, check_failed);
     return check_failed ? 1 : 0;
+}
+
+/* The process's mapped bytes (/proc/self/statm), 0 where unknown. */
+static inline size_t check_vm_bytes(void)
+{
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu", &pages) != 1)
+        pages = 0;
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 #endif

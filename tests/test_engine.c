@@ -787,18 +787,6 @@ static void test_params_optim_misuse(void)
 }
 
 #if defined(__linux__) && !defined(HAVE_LSAN)
-/* The process's virtual size in bytes, or 0 where it cannot be read. */
-static size_t vm_bytes(void)
-{
-    unsigned long pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return 0;
-    if (fscanf(f, "%lu", &pages) != 1)
-        pages = 0;
-    fclose(f);
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
 
 /* Run `stmt` with the address space capped `room` bytes above what is
  * mapped now (RLIMIT_AS, which mmap respects), so an allocation that fits
@@ -808,7 +796,7 @@ static size_t vm_bytes(void)
 #define WITH_ROOM(room, stmt, grew)                                                  \
     do {                                                                             \
         struct rlimit old_, cap_;                                                    \
-        const size_t before_ = vm_bytes();                                           \
+        const size_t before_ = check_vm_bytes();                                           \
         grew = SIZE_MAX;                                                             \
         if (before_ && getrlimit(RLIMIT_AS, &old_) == 0) {                           \
             cap_ = old_;                                                             \
@@ -816,7 +804,7 @@ static size_t vm_bytes(void)
             if (setrlimit(RLIMIT_AS, &cap_) == 0) {                                  \
                 stmt;                                                                \
                 setrlimit(RLIMIT_AS, &old_);                                         \
-                const size_t after_ = vm_bytes();                                    \
+                const size_t after_ = check_vm_bytes();                                    \
                 grew = after_ > before_ ? after_ - before_ : 0;                      \
             }                                                                        \
         }                                                                            \

@@ -264,19 +264,6 @@ static void test_fork(void)
 #endif
 #endif
 
-/* The process's mapped bytes (/proc/self/statm), 0 where unknown. */
-static size_t vm_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%lu", &pages) != 1)
-        pages = 0;
-    fclose(f);
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Threads the system will not give: in a child whose address space is
  * capped a little above what it maps (room for a few threads' stacks), 64
  * threads are asked for.  The loops run on the caller, every task once,
@@ -293,7 +280,7 @@ static void test_denied_threads(void)
     pid_t pid = fork();
     if (pid == 0) {
         struct rlimit cap;
-        const size_t vm = vm_bytes();
+        const size_t vm = check_vm_bytes();
         if (!vm || getrlimit(RLIMIT_AS, &cap) != 0)
             _exit(77);
         cap.rlim_cur = (rlim_t)(vm + ((size_t)48 << 20));
