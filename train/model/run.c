@@ -362,11 +362,11 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
         ns = 2;
     }
     double total[3] = { 0, 0, 0 };
-    long all = 0, done = 0;
+    long items_of[2], all = 0, done = 0;
     for (int s = 0; s < ns; s++)
-        all += eval_items(d, m, splits[s], max_windows);
+        all += items_of[s] = eval_items(d, m, splits[s], max_windows);
     for (int s = 0; s < ns; s++) {
-        long items = eval_items(d, m, splits[s], max_windows);
+        const long items = items_of[s];
         for (long first = 0; first < items; first += batch) {
             double v[3];
             eval_group(ctx, m, d, splits[s], items, first, batch, v);
