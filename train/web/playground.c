@@ -12,7 +12,10 @@
  * the engine's own errors (ag_error) come back the same way.
  */
 #include <math.h>
+#include <emscripten/heap.h>
+#include <limits.h>
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +70,10 @@ static void engine_error(const char *msg, void *user)
         ag_set_error_handler(engine_error, NULL);       \
     } while (0)
 
+/* Whatever a run holds, also one an engine error (out of memory) left half
+ * built: every part starts NULL and each free takes NULL. */
 static void run_free(void)
 {
-    if (!pg.live)
-        return;
     free(pg.x);
     free(pg.y);
     ag_optim_free(pg.optim);
@@ -119,37 +122,121 @@ static void run_finish(void)
     pg.live = 1;
 }
 
+/* A setting of the page's, which may hold anything a number field or a
+ * link does (NaN: empty or not a number): 0 when v is in [lo, hi] (a
+ * WHOLE number; ABOVE lo, for a learning rate), else -1 with one line
+ * naming the control. */
+enum { REAL, WHOLE, ABOVE };
+
+static int setting_ok(const char *label, double v, double lo, double hi, int kind)
+{
+    if (v >= lo && v <= hi && (kind != WHOLE || v == floor(v)) && (kind != ABOVE || v > lo))
+        return 0;
+    char is[40];
+    snprintf(is, sizeof is, isnan(v) ? "empty or not a number" : "%.17g", v);
+    snprintf(error_text, sizeof error_text, "%s must be %s %.15g %s %.15g (it is %s)", label,
+             kind == WHOLE ? "a whole number from" : kind == ABOVE ? "a number above" : "a number from", lo,
+             kind == ABOVE ? "and at most" : "to", hi, is);
+    return -1;
+}
+
+/* The most a step's memory may be: what WebAssembly's 32-bit memory can
+ * grow to, less a fifth for the page's other buffers (a text, the
+ * attention weights shown, the heap's own waste). */
+static double memory_budget(void) { return 0.8 * (double)emscripten_get_heap_max(); }
+
+/* model_train_bytes (the command's estimate; its margin is in the budget),
+ * or infinity where the engine refuses even to count them in 32 bits. */
+static jmp_buf count_jump;
+static void count_error(const char *msg, void *user)
+{
+    (void)msg;
+    (void)user;
+    longjmp(count_jump, 1);
+}
+
+static double train_bytes(const model_config *cfg, int batch, int S)
+{
+    volatile double need = INFINITY;
+    ag_set_error_handler(count_error, NULL);
+    if (!setjmp(count_jump))
+        need = model_train_bytes(cfg, batch, S, pg.adamw ? 2 : 1, 0);
+    ag_set_error_handler(engine_error, NULL);
+    return need;
+}
+
+/* A run that cannot fit is refused before anything big is allocated,
+ * naming the largest Batch that would. */
+static int memory_ok(const model_config *cfg, int batch, int S)
+{
+    double need = train_bytes(cfg, batch, S);
+    if (need <= memory_budget())
+        return 0;
+    int lo = 0, hi = batch;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (train_bytes(cfg, mid, S) <= memory_budget())
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    size_t u = (size_t)snprintf(error_text, sizeof error_text, "this run needs %s%.1f GB for a %d x %d batch, more "
+                                "than the page's %.1f GB: ", isinf(need) ? "over " : "about ",
+                                (isinf(need) ? (double)SIZE_MAX : need) / 1e9, batch, S, memory_budget() / 1e9);
+    if (lo)
+        snprintf(error_text + u, sizeof error_text - u, "Batch %d would fit", lo);
+    else
+        snprintf(error_text + u, sizeof error_text - u, "lower d_model, Layers or Context");
+    return -1;
+}
+
 /* A new run: task is "copy", "reverse", "sort" or "add", or "text" with
- * the text at text_path (its name for the checkpoint: text_name).  lr <= 0:
- * the command's default for the optimizer. */
-int pg_new(const char *task_name, const char *text_path, const char *text_name, int layers, int heads,
-           int d_model, int context, double dropout, int adamw, double lr, int batch, double steps, double seed)
+ * the text at text_path (its name for the checkpoint: text_name).  The
+ * numbers come as the page's fields hold them and are checked here, as
+ * `attograd train` checks its flags, within what a run in the page can
+ * hold (Steps and Seed are a `long`, 32 bits in WebAssembly); context 0:
+ * the task's length, 64 for text.  On a refusal there is no run. */
+int pg_new(const char *task_name, const char *text_path, const char *text_name, double layers, double heads,
+           double d_model, double context, double dropout, int adamw, double lr, double batch, double steps,
+           double seed)
 {
     ENTER(-1);
     run_free();
+    if (setting_ok("Layers", layers, 1, 256, WHOLE) || setting_ok("Heads", heads, 1, 4096, WHOLE) ||
+        setting_ok("d_model", d_model, 1, 65536, WHOLE) || setting_ok("Context", context, 0, 65536, WHOLE) ||
+        setting_ok("Dropout", dropout, 0, 0.999999, REAL) || setting_ok("Learning rate", lr, 0, 1e6, ABOVE) ||
+        setting_ok("Batch", batch, 1, 1 << 20, WHOLE) || setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) ||
+        setting_ok("Seed", seed, 0, LONG_MAX, WHOLE))
+        return -1;
+    if ((int)d_model % (int)heads != 0) {
+        snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
+                 (int)heads, (int)d_model);
+        return -1;
+    }
     pg.o = RUN_DEFAULTS;
     pg.adamw = adamw;
-    pg.o.lr = lr > 0 ? lr : run_default_lr(adamw);
-    pg.o.batch = batch;
+    pg.o.lr = lr;
+    pg.o.batch = (int)batch;
     pg.o.steps = pg.o.schedule_steps = (long)steps;
     pg.o.seed = (long)seed;
     int is_text = strcmp(task_name, "text") == 0;
-    if (d_model % heads != 0) {
-        snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
-                 heads, d_model);
+    if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed)) {
+        run_free();
         return -1;
     }
-    if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed))
-        return -1;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? text_name : "");
     pg.o.text_path = is_text ? pg.text_name : NULL;     /* the page knows the file's name, not where it lives */
     take_vocab();
-    model_config cfg = { ARCH_GPT, pg.vocab_size, layers, heads, d_model, context, 0, dropout };
+    model_config cfg = { ARCH_GPT, pg.vocab_size, (int)layers, (int)heads, (int)d_model, (int)context, 0, dropout };
     if (!cfg.context)
         cfg.context = pg.data.is_task ? pg.data.task.len : 64;
     if (pg.data.is_task ? task_check_context(&pg.data.task, cfg.context, error_text, sizeof error_text)
                         : text_check_context(&pg.data.text, cfg.context, 1, error_text, sizeof error_text)) {
-        dataset_free(&pg.data);
+        run_free();
+        return -1;
+    }
+    if (memory_ok(&cfg, pg.o.batch, dataset_seq_len(&pg.data, cfg.context))) {
+        run_free();
         return -1;
     }
     ag_pcg32 init_rng;
@@ -302,6 +389,10 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, doubl
     error_text[0] = 0;
     if (!pg.live) {
         snprintf(error_text, sizeof error_text, "no model");
+        return NULL;
+    }
+    if (!(temperature >= 0 && temperature <= 100)) {     /* attograd sample's range */
+        snprintf(error_text, sizeof error_text, "Temperature must be a number from 0 (greedy) to 100");
         return NULL;
     }
     ag_pcg32 rng;
