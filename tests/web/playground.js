@@ -11,7 +11,10 @@
 // completed as `attograd sample --temperature 0` completes it; Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
-// `attograd train --resume`'s byte for byte; no main-thread
+// `attograd train --resume`'s byte for byte; the URL round trip (a reload,
+// a shared link); settings the page cannot take refused in one line naming
+// the control; refusals that leave a run training; a text file's own bytes;
+// a large text file; Tab order and names; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
@@ -40,6 +43,12 @@ function mainThreadTasks(trace) {
 }
 
 const statusText = (page) => page.getByRole('status').textContent();
+
+// A part of the test that may throw (a wait that times out): a failed
+// check, and the next part goes on (each starts from a link of its own).
+async function part(what, fn) {
+  try { await fn(); } catch (e) { check(what, false, String(e.message || e).split('\n')[0]); }
+}
 
 async function waitStatus(page, re, ms) {
   const t0 = Date.now();
@@ -101,6 +110,7 @@ async function main() {
   for (const [label, value] of settings) await set(page, label, value);
   await waitStatus(page, /^step 0\/100 · loss/, 30000);
   check('the settings are in the URL', /d_model=32/.test(page.url()) && /optimizer=adamw/.test(page.url()), page.url());
+  const copyLink = page.url();
   await browser.startTracing(page, { categories: ['toplevel'] });
   await page.getByRole('button', { name: 'Train' }).click();
   const done = await waitStatus(page, /^step 100\/100 · loss [0-9.]+ · held-out exact match [0-9.]+%$/, 300000);
@@ -288,6 +298,132 @@ async function main() {
         shown.length + ' vs ' + printed.length + ' characters');
   check('the worked examples hold the tutorials\' numbers ("journey" context [0.3061, 0.8210])',
         /\[ *0\.3061, +0\.8210\]/.test(shown));
+
+  // ---- the URL round trip: every setting back after a reload; the link reproduces the run --
+  await part('the URL round trip', async () => {
+    const trip = [['Task', 'reverse'], ['Layers', 1], ['Heads', 2], ['d_model', 24], ['Context', 20], ['Dropout', 0.15],
+                  ['Optimizer', 'adamw'], ['Learning rate', 0.0025], ['Batch', 12], ['Steps', 7], ['Seed', 123456789]];
+    for (const [label, value] of trip) await set(page, label, value);
+    await waitStatus(page, /^step 0\/7 · loss/, 30000);
+    await page.reload();
+    await waitStatus(page, /^step 0\/7 · loss/, 60000);
+    const back = [];
+    for (const [label] of trip) back.push(await page.getByLabel(label, { exact: true }).inputValue());
+    check(`every setting survives a reload exactly (${back.join(' ')})`, back.every((v, i) => v === String(trip[i][1])));
+    await page.goto(copyLink);      // the copy run's link, shared
+    await waitStatus(page, /^step 0\/100 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 100\/100 · loss/, 300000);
+    const shared = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    check('the copy run\'s link, opened afresh, trains to the same checkpoint byte for byte', shared.equals(ref));
+  });
+
+  // ---- settings the engine cannot take: one line naming the control, no model, the page usable --
+  const alertText = () => page.locator('#error').textContent();
+  await page.goto(copyLink);
+  await waitStatus(page, /^step 0\/100 · loss/, 60000);
+  const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
+                   ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
+                   ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
+                   ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
+                   ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 2147483647/],
+                   ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
+                   ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
+  // typed and left by Tab, as a user does: one change, none left to come when Train is clicked
+  const type = async (label, value) => { const box = page.getByLabel(label, { exact: true }); await box.fill(String(value)); await box.press('Tab'); };
+  for (const [label, value, want] of refused) {
+    const good = await page.getByLabel(label, { exact: true }).inputValue();
+    await part(`${label} ${value === '' ? 'empty' : value} refused`, async () => {
+      try {
+        await type(label, value);
+        await waitStatus(page, /^no model$/, 10000);
+        const said = await alertText();
+        await page.getByRole('button', { name: 'Train' }).click();
+        const after = await alertText(), button = await page.locator('#train').textContent();
+        check(`${label} ${value === '' ? 'empty' : value} is refused in one line (${said}); Train then says so (${after})`,
+              want.test(said) && /^no model to train/.test(after) && button === 'Train');
+      } finally {
+        await type(label, good);
+        await waitStatus(page, /^step 0\/100 · loss/, 30000);
+      }
+    });
+  }
+  await part('a link\'s unknown task', async () => {
+    await page.goto(url + '?task=bogus&steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    check(`a link's unknown task is named (${await alertText()}) and the page runs copy`,
+          /^the link's task=bogus: /.test(await alertText()) && (await page.getByLabel('Task').inputValue()) === 'copy');
+  });
+
+  // ---- a refusal while training leaves it training: Complete, Temperature, Open checkpoint --
+  await part('refusals while training', async () => {
+    await page.goto(url + '?steps=100000');
+    await waitStatus(page, /^step 0\/100000/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step [1-9]\d*\/100000/, 30000);
+    await page.getByLabel('Prompt').fill('ZZZ');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: 'Z'/ }).waitFor({ timeout: 10000 });
+    const flagged = await page.locator('#train').textContent();
+    await page.getByLabel('Prompt').fill('abcdefgh|');
+    await page.getByLabel('Temperature').fill('-1');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /Temperature must be/ }).waitFor({ timeout: 10000 });
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByLabel('Open checkpoint').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: fs.readFileSync(SHOT) });
+    await page.locator('#error').filter({ hasText: /^shot\.png: / }).waitFor({ timeout: 10000 });
+    const s1 = await statusText(page);
+    await page.waitForTimeout(1500);
+    const s2 = await statusText(page), still = await page.locator('#train').textContent();
+    check(`refused Complete, Temperature -1 and a PNG as a checkpoint leave the run training (${flagged}, ${still}; ${s1} -> ${s2})`,
+          flagged === 'Pause' && still === 'Pause' && s1 !== s2);
+    await page.getByRole('button', { name: 'Pause' }).click();
+  });
+
+  // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
+  await part('a text file\'s own bytes', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 60000 });      // no text yet
+    const odd = path.join(TMP, 'odd.txt');
+    fs.writeFileSync(odd, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(fs.readFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'))
+      .subarray(0, 3000).toString('latin1').replace(/\n/g, '\r\n'), 'latin1'), Buffer.from([0xff, 0xfe, 0x80, 0xc3, 0x28])]));
+    await page.getByLabel('Open text file').setInputFiles(odd);
+    await waitStatus(page, /^step 0\/0 · loss/, 30000);
+    const oddSaved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', '--text', 'odd.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '16',
+                       '--batch', '4', '--steps', '0', '--threads', '1', '--quiet', '--save', 'odd.st'], { cwd: TMP });
+    const [oHead, oData] = split(oddSaved), [cHead, cData] = split(fs.readFileSync(path.join(TMP, 'odd.st')));
+    delete oHead.__metadata__.text_path; delete cHead.__metadata__.text_path;
+    check(`a text file with CRLF, a BOM and bytes not UTF-8 trains on its own bytes: the command's checkpoint ` +
+          `(text_bytes ${oHead.__metadata__.text_bytes} vs ${cHead.__metadata__.text_bytes})`,
+          oData.equals(cData) && JSON.stringify(oHead) === JSON.stringify(cHead));
+  });
+  // a large file is not laid out in the textarea (a megabyte a second): the page's thread stays free
+  await part('a large text file', async () => {
+    const large = path.join(TMP, 'large.txt');
+    const tiny = fs.readFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'));
+    fs.writeFileSync(large, Buffer.concat(Array(Math.ceil(2e6 / tiny.length)).fill(tiny)));
+    await browser.startTracing(page, { categories: ['toplevel'] });
+    await page.getByLabel('Open text file').setInputFiles(large);
+    await page.waitForFunction(() => document.getElementById('text').dataset.name === 'large.txt', null, { timeout: 60000 });
+    const largeSaved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    const opening = mainThreadTasks(JSON.parse(await browser.stopTracing()));
+    const longest = Math.max(...opening.map((t) => t.tdur)) / 1000, largeBytes = split(largeSaved)[0].__metadata__.text_bytes;
+    check(`a ${fs.statSync(large).size}-byte text file trains (text_bytes ${largeBytes}) with no main-thread task over 50 ms ` +
+          `of CPU (longest ${longest.toFixed(1)} ms)`, Number(largeBytes) === fs.statSync(large).size && opening.length > 0 && longest <= 50);
+  });
+
+  // ---- every control reached by Tab, named as the README names it ----------------
+  const names = [];
+  await page.locator('h1').click();
+  for (let i = 0; i < 24; i++) {
+    await page.keyboard.press('Tab');
+    names.push(await page.evaluate(() => { const e = document.activeElement; return e.labels && e.labels.length ? e.labels[0].textContent : e.textContent; }));
+  }
+  const tabOrder = ['Task', 'Text', 'Open text file', 'Layers', 'Heads', 'd_model', 'Context', 'Dropout', 'Optimizer', 'Learning rate',
+                'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
+                'Complete', 'Graph', 'Snapshot', 'Worked examples'];
+  check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
 
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();

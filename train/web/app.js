@@ -9,7 +9,7 @@ const SETTINGS = ['task', 'layers', 'heads', 'd_model', 'context', 'dropout', 'o
 const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
-let worker = null, info = null, running = false;
+let worker = null, info = null, running = false, textBytes = null;
 let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
 
 function say(text) { $('error').textContent = text; }
@@ -17,7 +17,8 @@ function say(text) { $('error').textContent = text; }
 function settings() {
   const s = {};
   for (const k of SETTINGS) s[k] = $(k).value;
-  for (const k of SETTINGS) if (k !== 'task' && k !== 'optimizer') s[k] = Number(s[k]);
+  // an empty field (or one the browser could not read) is NaN: the engine names it
+  for (const k of SETTINGS) if (k !== 'task' && k !== 'optimizer') s[k] = s[k] === '' ? NaN : Number(s[k]);
   return s;
 }
 
@@ -27,9 +28,16 @@ function settingsToUrl() {
   history.replaceState(null, '', '?' + q.toString());
 }
 
+// A link's value a control cannot hold (a task it does not list; a number
+// field empties itself) is named once the first run is built.
+let linkNote = '';
 function settingsFromUrl() {
-  const q = new URLSearchParams(location.search);
-  for (const k of SETTINGS) if (q.has(k)) $(k).value = q.get(k);
+  const q = new URLSearchParams(location.search), bad = [];
+  for (const k of SETTINGS) if (q.has(k)) {
+    $(k).value = q.get(k);
+    if ($(k).value !== q.get(k)) { bad.push(k + '=' + q.get(k)); if ($(k).selectedIndex < 0) $(k).selectedIndex = 0; }
+  }
+  if (bad.length) linkNote = `the link's ${bad.join(', ')}: not a value the page takes`;
   $('textbox').hidden = $('task').value !== 'text';
 }
 
@@ -238,7 +246,7 @@ function setRunning(on) {
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
+    info = m.info; setRunning(false); trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
     $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
@@ -279,19 +287,22 @@ const onMessage = {
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
-  error(m) { say(m.message); setRunning(false); },
+  error(m) {
+    say(m.message); setRunning(!!m.running);
+    if (m.info) { info = m.info; $('status').textContent = 'no model'; }
+  },
 };
 
 async function reset() {
   setRunning(false);
-  say('');
+  say(linkNote);
+  linkNote = '';
   const s = settings();
   settingsToUrl();
   const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
   if (s.task === 'text') {
-    const text = new TextEncoder().encode($('text').value);
-    if (text.length < 2) { say('Text: paste some text or open a text file first'); return; }
-    msg.text = text;
+    // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
+    msg.text = textBytes || new TextEncoder().encode($('text').value);
     msg.textName = $('text').dataset.name || 'text';
   }
   worker.postMessage(msg);
@@ -312,7 +323,8 @@ function bind() {
   });
   $('train').addEventListener('click', () => {
     if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }
-    else if (info && info.step >= info.steps) say('the run is at its last step: raise Steps or Reset');
+    else if (!info || !info.live) say('no model to train: change the settings');
+    else if (info.step >= info.steps) say('the run is at its last step: raise Steps or Reset');
     else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
   });
   $('step').addEventListener('click', () => { if (!running) { worker.postMessage({ cmd: 'step' }); refreshGraph(); } });
@@ -326,7 +338,6 @@ function bind() {
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];
     if (!f) return;
-    setRunning(false);
     worker.postMessage({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
     $('open').value = '';
   });
@@ -335,15 +346,19 @@ function bind() {
     if (!f) return;
     const bytes = new Uint8Array(await f.arrayBuffer());
     $('textfile').value = '';    // the same file chosen again is a change too
-    $('text').value = new TextDecoder().decode(bytes);
+    // a textarea lays out about a megabyte a second: a large file trains unseen
+    const big = bytes.length > 1e5;
+    $('text').value = big ? '' : new TextDecoder().decode(bytes);
+    if (big) $('text').placeholder = `${f.name}: ${bytes.length} bytes, too many to show (text typed here replaces it)`;
     $('text').dataset.name = f.name;
+    textBytes = bytes;
     // A text model opened from a checkpoint without its text: the file's
     // bytes join it (training goes on as train --resume would); else a new run.
     if (info && info.live && !info.trainable && info.task === 'text')
       worker.postMessage({ cmd: 'text', text: bytes, textName: f.name });
     else reset();
   });
-  $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; reset(); });
+  $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });
   $('examples').addEventListener('toggle', () => {
     if ($('examples').open && !$('examples-text').textContent) worker.postMessage({ cmd: 'examples' });
   });

@@ -17,7 +17,8 @@ let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
-const fail = (what) => postMessage({ type: 'error', message: what + ': ' + lastError() });
+// (with whether training goes on, which a refused command leaves as it was)
+const fail = (what) => postMessage({ type: 'error', message: what + ': ' + lastError(), running });
 
 createPlayground().then((module) => {
   M = module;
@@ -96,8 +97,12 @@ const handlers = {
        'number', 'number', 'number'],
       [s.task, '/text', m.textName || 'text', s.layers, s.heads, s.d_model, s.context, s.dropout,
        s.optimizer === 'adamw' ? 1 : 0, s.lr, s.batch, s.steps, s.seed]);
-    if (rc < 0) { fail('cannot build the model'); return; }
     refreshInfo();
+    if (rc < 0) {   // no run now: info says so
+      postMessage({ type: 'error', info, message: 'cannot build the model: ' +
+        lastError().replace(/^\/text\b/, m.textName || 'the text') });
+      return;
+    }
     showModel({ val: evaluate(false) });
   },
   steps(m) {
@@ -134,16 +139,16 @@ const handlers = {
   // A checkpoint, with its text when given (a text model opened without it
   // can complete, not train: choosing the text opens it again with it).
   open(m) {
-    running = false;
     M.FS.writeFile('/open.st', m.bytes);
     if (m.text) M.FS.writeFile('/text', m.text);
     const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
     M.FS.unlink('/open.st');
     if (rc < 0) {
       const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
-      postMessage({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
+      postMessage({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why, running });
       return;
     }
+    running = false;    // the run it replaced stops
     opened = { name: m.name, bytes: m.bytes };
     refreshInfo();
     showModel({ opened: m.name, val: info.trainable ? evaluate(false) : null });
