@@ -348,6 +348,22 @@ async function main() {
       }
     });
   }
+  await part('Step and Graph with no model, Step at the last step', async () => {
+    await type('Heads', 0);
+    await waitStatus(page, /^no model$/, 10000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    const stepSaid = await alertText();
+    await page.getByRole('button', { name: 'Graph' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot draw the graph: / }).waitFor({ timeout: 10000 });
+    const graphSaid = await alertText();
+    await type('Heads', 2);
+    await type('Steps', 0);
+    await waitStatus(page, /^step 0\/0 · loss/, 30000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    const lastSaid = await alertText();
+    check(`Step with no model says so (${stepSaid}), Graph too (${graphSaid}); Step at the last step says so (${lastSaid})`,
+          /^no model to train/.test(stepSaid) && graphSaid === 'cannot draw the graph: no model' && /^the run is at its last step/.test(lastSaid));
+  });
   await part('a link\'s unknown task', async () => {
     await page.goto(url + '?task=bogus&steps=9');
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
@@ -364,19 +380,22 @@ async function main() {
     await page.getByLabel('Prompt').fill('ZZZ');
     await page.getByRole('button', { name: 'Complete' }).click();
     await page.locator('#error').filter({ hasText: /^cannot complete: 'Z'/ }).waitFor({ timeout: 10000 });
-    const flagged = await page.locator('#train').textContent();
+    check(`a refused Complete leaves the Train button as Pause while the run trains (${await page.locator('#train').textContent()})`,
+          (await page.locator('#train').textContent()) === 'Pause');
     await page.getByLabel('Prompt').fill('abcdefgh|');
     await page.getByLabel('Temperature').fill('-1');
     await page.getByRole('button', { name: 'Complete' }).click();
-    await page.locator('#error').filter({ hasText: /Temperature must be/ }).waitFor({ timeout: 10000 });
+    await part('Temperature -1 refused', async () => {
+      await page.locator('#error').filter({ hasText: /^cannot complete: Temperature must be/ }).waitFor({ timeout: 10000 });
+      check(`Temperature -1 is refused (${await alertText()})`, true);
+    });
     await page.getByLabel('Temperature').fill('0');
     await page.getByLabel('Open checkpoint').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: fs.readFileSync(SHOT) });
     await page.locator('#error').filter({ hasText: /^shot\.png: / }).waitFor({ timeout: 10000 });
     const s1 = await statusText(page);
     await page.waitForTimeout(1500);
     const s2 = await statusText(page), still = await page.locator('#train').textContent();
-    check(`refused Complete, Temperature -1 and a PNG as a checkpoint leave the run training (${flagged}, ${still}; ${s1} -> ${s2})`,
-          flagged === 'Pause' && still === 'Pause' && s1 !== s2);
+    check(`a PNG given to Open checkpoint leaves the run training (${still}; ${s1} -> ${s2})`, still === 'Pause' && s1 !== s2);
     await page.getByRole('button', { name: 'Pause' }).click();
   });
 

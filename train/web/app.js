@@ -308,6 +308,10 @@ async function reset() {
   worker.postMessage(msg);
 }
 
+// Why neither Train nor Step can go on, or ''.
+const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
+
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
     // More Steps for a run under way (or opened from a checkpoint) continue
@@ -323,11 +327,14 @@ function bind() {
   });
   $('train').addEventListener('click', () => {
     if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }
-    else if (!info || !info.live) say('no model to train: change the settings');
-    else if (info.step >= info.steps) say('the run is at its last step: raise Steps or Reset');
+    else if (stuck()) say(stuck());
     else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
   });
-  $('step').addEventListener('click', () => { if (!running) { worker.postMessage({ cmd: 'step' }); refreshGraph(); } });
+  $('step').addEventListener('click', () => {
+    if (running) return;
+    if (stuck()) say(stuck());
+    else { worker.postMessage({ cmd: 'step' }); refreshGraph(); }
+  });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
   $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
   $('complete').addEventListener('click', () => worker.postMessage({
