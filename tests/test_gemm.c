@@ -601,6 +601,31 @@ static void huge_batch_stride_case(int ta, int tb, int M, int N, int K)
     if (C) munmap(C, nc);
 }
 
+/* A tall product on 2 threads: 5 million rows make about 6500 units of
+ * 768 rows, and a unit's first row panel (panels x unit index) passes
+ * INT_MAX in int long before the rows do.  Integer inputs: exact. */
+static void test_tall_units(void)
+{
+    const int M = 5000000, N = 3, K = 2;
+    ag_real *A = matrix(M, K, K, 1), *B = matrix(K, N, N, 1), *C = malloc(sizeof(ag_real) * (size_t)M * N);
+    if (!A || !B || !C) {
+        CHECK(0, "tall product: out of memory");
+    } else {
+        check_set_threads(2);
+        ag_kern->gemm(0, 0, M, N, K, A, K, B, N, 0, C, N);
+        int bad = 0, first = -1;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                const double ref = (double)A[(size_t)i * K] * B[j] + (double)A[(size_t)i * K + 1] * B[N + j];
+                if (!(C[(size_t)i * N + j] == ref) && bad++ == 0) first = i;
+            }
+        CHECK(bad == 0, "%dx%dx%d on 2 threads: %d elements wrong, the first in row %d", M, N, K, bad, first);
+    }
+    free(A);
+    free(B);
+    free(C);
+}
+
 /* Every path (few rows, small products, blocks, threads) with leading
  * dimensions whose products with the row index pass INT_MAX: the kernels
  * take int sizes, and every offset must be computed wider. */
@@ -634,5 +659,6 @@ int main(void)
     test_batched();
     test_threads();
     test_huge_strides();
+    test_tall_units();
     return check_done();
 }
