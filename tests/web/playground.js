@@ -248,6 +248,18 @@ async function main() {
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
 
+  // ---- a run whose Seed a long in WebAssembly (32 bits) cannot hold: said so ------
+  const bigSeed = path.join(TMP, 'bigseed.st');
+  execFileSync(REF, ['train', '--task', 'sort', '--d-model', '16', '--heads', '2', '--layers', '1', '--steps', '1',
+                     '--seed', '3000000000', '--threads', '1', '--quiet', '--save', bigSeed]);
+  const beforeSeed = await statusText(page);
+  await page.getByLabel('Open checkpoint').setInputFiles(bigSeed);
+  await page.locator('#error').filter({ hasText: /^bigseed\.st: / }).waitFor({ timeout: 10000 });
+  const seedSaid = await page.locator('#error').textContent();
+  check(`a checkpoint with a Seed past 2^31 is refused saying so (${seedSaid}), the model as it was`,
+        /^bigseed\.st: its seed, 3000000000, is more than the page can hold \(2147483647\)/.test(seedSaid) &&
+        (await statusText(page)) === beforeSeed);
+
   // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
   const midFile = path.join(TMP, 'mid.st'), resumedFile = path.join(TMP, 'resumed.st');
   const runFlags = ['--task', 'reverse', '--layers', '1', '--heads', '2', '--d-model', '32', '--dropout', '0.1',

@@ -615,6 +615,20 @@ int pg_save(const char *path)
     return 0;
 }
 
+/* A run the command recorded on a 64-bit machine may hold a number (a
+ * Seed past 2^31) that a long here, 32 bits, cannot: error_text says so,
+ * where run_settings_read calls the value invalid. */
+static void past_long(const ckpt *ck)
+{
+    for (int i = 0; i < RUN_N_RECORDED; i++) {
+        const run_recorded *k = &RUN_RECORDED[i];
+        const char *v = k->kind == RUN_LONG ? run_recorded_text(ck, k) : NULL;
+        if (v && strtod(v, NULL) > LONG_MAX)
+            snprintf(error_text, sizeof error_text, "its %s, %.20s, is more than the page can hold (%ld): attograd "
+                     "train --resume goes on with it", k->key, v, LONG_MAX);
+    }
+}
+
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
@@ -633,9 +647,11 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     memset(&d, 0, sizeof d);
     run_settings o = RUN_DEFAULTS;
     int adamw = ck.has_state && ck.optim_kind == AG_ADAMW, failed;
-    if (ck.has_state)
+    if (ck.has_state) {
         failed = run_settings_read(&o, &ck, error_text, sizeof error_text);
-    else {
+        if (failed)
+            past_long(&ck);
+    } else {
         o.lr = run_default_lr(adamw);
         failed = 0;
     }
