@@ -167,6 +167,24 @@ check "resume whose text moved away: exit 2, one line saying to give it with --t
 "$A" train --resume run/r.st --text moved.txt --steps 16 --quiet >/dev/null 2>err.txt
 rc=$?
 check "... and --text with its new name resumes ($(cat err.txt))" test $rc -eq 0
+# another text with the same bytes in another order (the same vocabulary): not
+# "changed", a different file; the one recorded is still there, so leaving
+# --text out resumes on it
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[::-1])' moved.txt other.txt
+one_line "$A" train --resume run/r.st --text other.txt --steps 18 --quiet
+check "resume with --text another file: exit 2, one line naming both files and what to do ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "other.txt differs from .*/moved.txt, the text the checkpoint was trained on: the same .* bytes, other contents" err.txt &&
+          grep -q "leave out --text to resume on that file, or add --accept-changed-data to go on with other.txt" err.txt &&
+          ! grep -q "has changed" err.txt'
+mv moved.txt gone.txt
+one_line "$A" train --resume run/r.st --text other.txt --steps 18 --quiet
+check "... and with the recorded text gone: give it with --text ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "moved.txt is no longer there: give that text with --text FILE" err.txt &&
+          grep -q "or add --accept-changed-data to go on with other.txt" err.txt'
+mv gone.txt moved.txt
+"$A" train --resume run/r.st --text other.txt --accept-changed-data --steps 18 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and --accept-changed-data goes on with the other text ($(cat err.txt))" test $rc -eq 0
 
 # ---- 4. a resumed run continues the run's log, no step twice -----------------------------
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1

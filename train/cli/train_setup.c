@@ -34,9 +34,22 @@ static void open_data(trainer *t)
     if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
         die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
             o->task ? o->task : o->text);
-    if (o->resume && !t->data.is_task && !o->accept_changed_data &&
-        text_check_unchanged(ck, &t->data.text, err, sizeof err))
-        die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
+    if (o->resume && !t->data.is_task && !o->accept_changed_data) {
+        /* the recorded file changed, or --text named another: each says what
+         * is true and how to go on */
+        const char *trained = ckpt_meta(ck, "text_path");
+        struct stat st;
+        int same = is_training_file(ck, o->text);
+        if (text_check_unchanged(ck, &t->data.text, same, err, sizeof err) == 0)
+            return;
+        if (same)
+            die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
+        if (trained && stat(trained, &st) == 0)
+            die(CMD, "%s; leave out --text to resume on that file, or add --accept-changed-data to go on with %s", err,
+                o->text);
+        die(CMD, "%s; %s is no longer there: give that text with --text FILE, or add --accept-changed-data to go on "
+                 "with %s", err, trained ? trained : "it", o->text);
+    }
 }
 
 /* A resumed run given the run's --log again continues it from the
