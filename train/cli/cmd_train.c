@@ -378,7 +378,7 @@ int cmd_train(int argc, char **argv)
      * files, and a log being rewritten by log_drop_after */
     outputs_discard_on_signals();
     check_files(o);
-    if (o->log_path)
+    if (o->log_path && ag_stream_fd(o->log_path) < 0)    /* a stream (/dev/stdout) is no file to continue */
         absolute_path(o->log_path, t.log_abs);
     train_dist_configure(&t, args_find(opts, nopts, "--micro-batch"));
 

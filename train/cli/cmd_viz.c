@@ -382,7 +382,7 @@ int cmd_graph(int argc, char **argv)
             failed = ag_atomic_commit(&out_file, err, sizeof err);
         }
         if (!failed)
-            printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
+            fprintf(report_stream(), "%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
                    (double)loss->data[0], scored, n);
     }
     free(x);
