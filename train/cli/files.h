@@ -62,7 +62,8 @@ FILE *report_stream(void);
 /* Create the temporary file that writing path will create, and remove it:
  * -1 with err when it cannot be (no such directory, no permission, a name
  * too long, a directory in the way).  A device or a pipe, written through,
- * passes. */
+ * passes; so does one of the process's own descriptors open for writing
+ * (/dev/stdout), and one that is not is refused. */
 int output_check(const char *path, char *err, size_t errlen);
 
 /* While tracked (until the process ends), an open ag_atomic_file's

@@ -235,7 +235,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
         if (p->tty)
             fprintf(out, "\r%*s\r", 80, "");
         fprintf(out, "step %6ld/%ld | loss %.4f | lr %.2e | %7.2f ms/step | %8.0f tok/s", done, o->steps, loss, lr, ms,
-               tps);
+                tps);
         if (eval_now) {
             fprintf(out, " | val loss %.4f", ev.loss);
             if (t->data.is_task)
@@ -296,15 +296,15 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
     int is_task = t->data.is_task;
     if (step == t->start)
         fprintf(out, "done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
-               is_task ? "held-out" : "validation", ev.loss);
+                is_task ? "held-out" : "validation", ev.loss);
     else
         fprintf(out, "done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
-               is_task ? "held-out" : "validation", ev.loss);
+                is_task ? "held-out" : "validation", ev.loss);
     if (is_task)
         fprintf(out, ", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
-               ev.correct, ev.total);
-    fprintf(out, ", peak memory %.1f MB (estimated %.1f MB), arena peak %.1f MB\n", peak_rss_bytes() / 1e6, t->estimate / 1e6,
-           (double)ag_arena_peak(t->ctx) / 1e6);
+                ev.correct, ev.total);
+    fprintf(out, ", peak memory %.1f MB (estimated %.1f MB), arena peak %.1f MB\n", peak_rss_bytes() / 1e6,
+            t->estimate / 1e6, (double)ag_arena_peak(t->ctx) / 1e6);
     if (is_task && !t->o.quiet)
         show_examples(t, 5);
 }

@@ -171,36 +171,37 @@ static void print_config(const trainer *t)
     const dataset *d = &t->data;
     char buf[32];
     fprintf(out, "attograd train: %s %s, %d layer%s, %d head%s, d_model %d, context %d%s, dropout %g\n",
-           d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
-           c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
-           c->qkv_bias ? ", qkv bias" : "", c->dropout);
+            d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
+            c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
+            c->qkv_bias ? ", qkv bias" : "", c->dropout);
     fprintf(out, "  model      %s, vocab %d, %s parameters (%zu)\n", model_arch_name(c->arch), c->vocab_size,
-           human((double)t->m.params->total, buf, sizeof buf), t->m.params->total);
+            human((double)t->m.params->total, buf, sizeof buf), t->m.params->total);
     if (!t->adamw)
         fprintf(out, "  optimizer  sgd, lr %g, momentum %g, weight decay %g", o->lr, o->momentum, o->weight_decay);
     else
         fprintf(out, "  optimizer  adamw, lr %g, betas (%g, %g), eps %g, weight decay %g", o->lr, o->beta1, o->beta2,
-               o->eps, o->weight_decay);
+                o->eps, o->weight_decay);
     fprintf(out, ", clip %s, schedule %s", o->clip > 0 ? (snprintf(buf, sizeof buf, "%g", o->clip), buf) : "off",
-           o->schedule);
+            o->schedule);
     if (t->cosine)
         fprintf(out, " (warmup %ld, min lr %g)", o->warmup, o->min_lr);
     const char *bf16_kernel = "";
     if (t->precision == AG_BF16)
         ag_bf16_status(&bf16_kernel);       /* ready (checked with the options): the kernel that runs */
-    fprintf(out, "\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
-           o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
-           AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
-           t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
+    fprintf(out,
+            "\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
+            o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
+            AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
+            t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
     if (d->is_task)
         fprintf(out, "  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
-               d->task.len + 1, d->n_heldout);
+                d->task.len + 1, d->n_heldout);
     else {
         size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
         fprintf(out, "  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
-               "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
-               d->text.n - d->text.n_train, windows, c->context,
-               windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
+                "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
+                d->text.n - d->text.n_train, windows, c->context,
+                windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
     }
     if (t->from)
         fprintf(out, "  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
@@ -213,7 +214,7 @@ static void say_extension(const train_opts *o, int cosine)
     FILE *out = report_stream();
     if (cosine && o->steps > o->schedule_steps) {
         fprintf(out, "  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
-               "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
+                "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
         fflush(out);
     }
 }
