@@ -106,6 +106,10 @@ for run in "attn --model m.st --prompt The --out /dev/stdout" "plot --log log.cs
               tail -n 1 pic.out | grep -q "</svg>\|^}"'
 done
 check "graph --out /dev/stdout: its line went to stderr" grep -q "/dev/stdout: [0-9]* ops; loss" err.txt
+# periodic saves into a stream would follow each other there: refused
+one_line "$A" train $TINY --steps 4 --quiet --save /dev/stdout --save-every 2
+check "train --save /dev/stdout --save-every 2: exit 2, one line, nothing written ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--save-every 2: --save /dev/stdout is written through" err.txt && [ ! -s out.txt ]'
 # a descriptor that is not open, or open for reading only: one line, exit 2, before training
 one_line "$A" train $TINY --steps 3 --quiet --save /dev/fd/7
 check "train --save /dev/fd/7 (not open): exit 2, one line ($rc: $(cat err.txt))" \

@@ -253,6 +253,12 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
     }
 }
 
+int output_through(const char *path)
+{
+    struct stat st;
+    return ag_stream_fd(path) >= 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode));
+}
+
 int output_check(const char *path, char *err, size_t errlen)
 {
     ag_atomic_file a;

@@ -66,6 +66,11 @@ FILE *report_stream(void);
  * (/dev/stdout), and one that is not is refused. */
 int output_check(const char *path, char *err, size_t errlen);
 
+/* 1 when writing path writes into what is there instead of replacing it
+ * (ag_atomic_open): one of the process's own descriptors, or an existing
+ * file that is not a regular file or a directory (a pipe, a device). */
+int output_through(const char *path);
+
 /* While tracked (until the process ends), an open ag_atomic_file's
  * temporary file is removed by outputs_discard: its storage must outlive
  * the process's last signal. */
