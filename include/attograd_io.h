@@ -126,7 +126,9 @@ const char *ag_st_dtype_name(int dtype);
  * metadata pairs (meta[2*i] = key, meta[2*i+1] = value, i < nmeta)
  * atomically, through ag_atomic_open and ag_atomic_commit (the bytes go to
  * "<path>.tmp.<pid>" beside path's target, which is flushed, fsync'ed and
- * renamed over it, then the directory is fsync'ed).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
+ * renamed over it, then the directory is fsync'ed; a device, a pipe or one
+ * of the process's own descriptors, /dev/stdout, is written through, as
+ * ag_atomic_open says).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
  * are allowed.  Rejected before anything is written: duplicate or empty
  * names, the reserved name "__metadata__", names/keys/values that are not
  * valid UTF-8, an unknown dtype, ndim outside 0..8, negative dims, nbytes
