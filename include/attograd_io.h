@@ -45,7 +45,8 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * rename over the target, fsync the directory.  ag_atomic_abort removes the
  * temporary file.  A target that exists and is not a regular file (a
  * device such as /dev/null, a pipe) is opened and written through, never
- * replaced; a pipe that nothing reads is refused at once.  A path that names
+ * replaced; a pipe that nothing reads is refused at once, and so is a
+ * socket (open cannot open one, and it is not replaced).  A path that names
  * one of the process's own descriptors (ag_stream_fd: /dev/stdout,
  * /dev/fd/3, a link to one) is written through that descriptor
  * (ag_stream_open), whatever it holds: a file the shell opened is neither

@@ -259,7 +259,14 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
         return 0;
     }
     struct stat given;
-    if (stat(path, &given) == 0 && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
+    int seen = stat(path, &given) == 0;
+    if (seen && S_ISSOCK(given.st_mode)) {
+        /* open(2) cannot open one (ENXIO), and renaming over it would take
+         * its name from the program listening there */
+        ag_set_err(err, errlen, "%s: a socket, which is not written as a file", path);
+        return -1;
+    }
+    if (seen && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
         return open_through(a, path, err, errlen);
     a->path = ag_write_target(path);
     if (!a->path) {

@@ -263,7 +263,7 @@ int output_check(const char *path, char *err, size_t errlen)
 {
     ag_atomic_file a;
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISSOCK(st.st_mode))
         return 0;   /* written through, not replaced (and a pipe opened now would end its reader's input) */
     if (too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
         return -1;

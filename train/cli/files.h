@@ -63,7 +63,7 @@ FILE *report_stream(void);
  * -1 with err when it cannot be (no such directory, no permission, a name
  * too long, a directory in the way).  A device or a pipe, written through,
  * passes; so does one of the process's own descriptors open for writing
- * (/dev/stdout), and one that is not is refused. */
+ * (/dev/stdout), and one that is not is refused, as is a socket. */
 int output_check(const char *path, char *err, size_t errlen);
 
 /* 1 when writing path writes into what is there instead of replacing it
