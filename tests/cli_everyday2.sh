@@ -71,6 +71,10 @@ for name in /dev/stdout /proc/self/fd/1 to_stdout; do
         eval 'grep -q "^attograd train:" err.txt && grep -q "^done: 3 steps" err.txt && grep -q "^saved $name (step 3)" err.txt'
 done
 check "... the link to /dev/stdout is a link still" test -L to_stdout
+"$A" train $TINY --steps 3 --save /dev/stdout >/dev/null 2>err.txt
+rc=$?
+check "train --save /dev/stdout >/dev/null: the report goes to /dev/null too, stderr stays empty ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ ! -s err.txt ]'
 echo "old contents" >fd3.st
 before=$(inode fd3.st)
 "$A" train $TINY --steps 3 --quiet --save /dev/fd/3 3>fd3.st >out.txt 2>err.txt

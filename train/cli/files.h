@@ -53,8 +53,8 @@ typedef struct file_arg {
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
 
 /* Where a command's report goes (train's configuration, progress, saves and
- * summary; graph's line): stdout, unless an output is the file stdout
- * writes (--save /dev/stdout | gzip), which then gets its own bytes alone,
+ * summary; graph's line): stdout, unless an output is the file or pipe
+ * stdout writes (--save /dev/stdout | gzip), which then gets its own bytes alone,
  * and the report goes to stderr (or nowhere, when stderr writes into an
  * output too and is not a terminal), as tar -cvf - does. */
 FILE *report_stream(void);
