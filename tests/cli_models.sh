@@ -6,7 +6,8 @@
 # sample prints tokens as they are drawn, keeps them on Ctrl-C (exit 130,
 # closing newline) and draws and names a seed when none is given; eval scores
 # the file the model was trained on by its last tenth and any other file
-# whole, and reports bits per byte, perplexity and the windows it used.
+# whole, and reports bits per byte, perplexity and the windows it used;
+# info, sample and eval hold no gradient block (the address space they need).
 # Run from the repository root; ATTOGRAD overrides ./build/attograd.
 # Option lists ($SMALL) are split into words on purpose.
 # shellcheck disable=SC2086
@@ -193,5 +194,42 @@ $AG train --text "$TEXT" $SMALL --context $T --steps 1 >"$W/train.out" 2>&1
 mid=$w_val; [ $mid -gt 100 ] && mid=100
 grep -q "^  data .*($w_val windows of $T; evaluations during training score the first $mid, the last one all)" "$W/train.out"
 check $? "train's config says how many windows its evaluations score: $(grep '^  data' "$W/train.out")"
+
+
+# ---- the commands that only run a model forward hold no gradients -----------
+# ag_params_alloc_no_grad: info, sample and eval map the checkpoint's data and
+# the weights, not a gradient block as large as the weights.  Measured as the
+# least address space (ulimit -v, in KB, bisected) a command runs in, on a
+# 7.1 M-parameter model (weights W = 28.5 MB, its file 57 MB with the SGD
+# momentum) against the same command on the 1-layer fixture model: the large
+# one may need at most its file and its weights more, plus W/2 for the 2 MB
+# alignment each large block gets; with gradients it needs W more.  AddressSanitizer
+# cannot run under such a cap: that build skips it.
+least_vm() {   # least_vm ARGS...: the smallest ulimit -v (KB) under which attograd ARGS exits 0
+    lo=1000; hi=1000000
+    (ulimit -v $hi; $AG "$@" >/dev/null 2>&1) || { echo 0; return; }
+    while [ $((hi - lo)) -gt 256 ]; do
+        mid=$(((lo + hi) / 2))
+        if (ulimit -v $mid; $AG "$@" >/dev/null 2>&1); then hi=$mid; else lo=$mid; fi
+    done
+    echo $hi
+}
+if (ulimit -v 600000 && $AG --version >/dev/null 2>&1) 2>/dev/null; then
+    $AG train --text "$TEXT" --layers 4 --d-model 384 --heads 4 --batch 2 --steps 1 --eval-every 0 --quiet \
+        --threads 1 --save "$W/wide.st" >/dev/null 2>&1
+    check $? "train the 7.1 M-parameter model"
+    file_kb=$(($(wc -c <"$W/wide.st") / 1024))
+    weights_kb=$(($($AG info "$W/wide.st" | sed -n 's/.* \([0-9]*\) parameters.*/\1/p') * 4 / 1024))
+    for cmd in "info %s" "sample --model %s --tokens 5 --seed 1 --threads 1" \
+               "eval --model %s --text $TEXT --threads 1 --batch 1"; do
+        # shellcheck disable=SC2059
+        small=$(least_vm $(printf "$cmd" "$W/text.st")) wide=$(least_vm $(printf "$cmd" "$W/wide.st"))
+        cap=$((small + file_kb + weights_kb + weights_kb / 2))
+        [ "$small" -gt 0 ] && [ "$wide" -gt 0 ] && [ "$wide" -le "$cap" ]
+        check $? "$(printf "$cmd" wide.st) needs $wide KB of address space, more than the 1-layer model's $small KB + its file's $file_kb KB + 1.5 x its weights' $weights_kb KB = $cap KB"
+    done
+else
+    echo "SKIP: the address space of forward-only commands (this build cannot run under ulimit -v)"
+fi
 
 finish
