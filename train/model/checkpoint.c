@@ -691,7 +691,9 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
     c->step = -1;
     c->path = path;
     reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .err = err, .errlen = errlen }, *r = &rd;
-    ag_st_file *f = r->f = c->file = ag_st_load(path, err, errlen);
+    /* A model that only runs forward has no use for the optimizer's
+     * moments: they are read and checked like the rest, not kept. */
+    ag_st_file *f = r->f = c->file = ag_st_load_except(path, r->h->forward_only ? "optim." : NULL, err, errlen);
     if (!f)
         return -1;
     char word[64];

@@ -38,7 +38,8 @@ typedef struct ckpt_hints {
                                      * sorted distinct bytes) when the file lists none */
     int data_optional;              /* the data may stay unknown (data NULL) */
     int forward_only;               /* the model will only run forward (eval, sample, info):
-                                     * its parameters get no gradients (ag_params_alloc_no_grad) */
+                                     * its parameters get no gradients (ag_params_alloc_no_grad),
+                                     * and the optimizer state is checked but not kept */
 } ckpt_hints;
 
 /* What a file does not say that hints can (ckpt.needs). */
