@@ -608,27 +608,36 @@ static int read_full(int fd, void *dst, size_t n, int *err_no)
     return 0;
 }
 
+/* read_full's failure, said */
+static int read_failed(parser *p, int err_no, const source *src)
+{
+    return err_no ? fail(p, "read error: %s", strerror(err_no))
+                  : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
+}
+
 static int skipped(const parser *p, const ag_st_tensor *t)
 {
     return p->skip && strncmp(t->name, p->skip, strlen(p->skip)) == 0;
 }
 
-/* A tensor that is not kept (p->skip): its bytes checked where they are,
- * or read from fd through a small buffer and checked there, so it costs
- * no memory of its size.  The buffer's length is a multiple of every
- * element size. */
-static int check_unkept(parser *p, const ag_st_tensor *t, const unsigned char *bytes, const source *src)
+/* A tensor that is not kept (p->skip, which only ag_st_load_except sets:
+ * the source is a file): read through a buffer of CHUNK bytes (a multiple
+ * of every element size) and checked there, so it costs no memory of its
+ * size. */
+#define CHUNK ((size_t)1 << 18)
+static int check_unkept(parser *p, const ag_st_tensor *t, const source *src)
 {
-    unsigned char chunk[1 << 16];
-    int bad = 0;
-    for (size_t done = 0, n; done < t->nbytes && !bad; done += n) {
-        n = t->nbytes - done < sizeof chunk ? t->nbytes - done : sizeof chunk;
-        int err_no = 0;
-        if (!src->mem && read_full(src->fd, chunk, n, &err_no))
-            return err_no ? fail(p, "read error: %s", strerror(err_no))
-                          : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
-        bad = has_nonfinite(src->mem ? bytes + done : chunk, n, t->dtype);
+    unsigned char *chunk = malloc(CHUNK);
+    if (!chunk) return fail(p, "out of memory");
+    int bad = 0, err_no = 0, cut = 0;
+    for (size_t done = 0, n; done < t->nbytes && !bad && !cut; done += n) {
+        n = t->nbytes - done < CHUNK ? t->nbytes - done : CHUNK;
+        cut = read_full(src->fd, chunk, n, &err_no);
+        bad = !cut && has_nonfinite(chunk, n, t->dtype);
     }
+    free(chunk);
+    if (cut)
+        return read_failed(p, err_no, src);
     return bad ? fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]) : 0;
 }
 
@@ -652,9 +661,8 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
     for (int i = 0; i < p->nents; i++) {
         ag_st_tensor *t = &f->tensors[i];
         *t = p->ents[i].t;
-        const unsigned char *in_mem = src->mem ? src->mem + 8 + p->n + p->ents[i].begin : NULL;
         if (skipped(p, t)) {
-            if (check_unkept(p, t, in_mem, src))
+            if (check_unkept(p, t, src))
                 return -1;
             t->data = NULL;
             continue;
@@ -662,10 +670,9 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
         unsigned char *dst = f->data + at;
         int err_no = 0;
         if (src->mem && t->nbytes)
-            memcpy(dst, in_mem, t->nbytes);
+            memcpy(dst, src->mem + 8 + p->n + p->ents[i].begin, t->nbytes);
         else if (!src->mem && read_full(src->fd, dst, t->nbytes, &err_no))
-            return err_no ? fail(p, "read error: %s", strerror(err_no))
-                          : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
+            return read_failed(p, err_no, src);
         if (has_nonfinite(dst, t->nbytes, t->dtype))
             return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
         t->data = dst;

@@ -938,11 +938,11 @@ static void test_nonfinite_anywhere(void)
 
 /* ag_st_load_except: the tensors under the prefix listed with their dtype
  * and shape but no data, still checked for NaN and Inf wherever it lies in
- * their bytes (which are read through a 64 KB buffer: three rounds and a
+ * their bytes (which are read through a 256 KB buffer: three rounds and a
  * tail here); the others kept as ag_st_load keeps them. */
 static void test_load_except(void)
 {
-    enum { NM = 3 * 16384 + 5 };
+    enum { NM = 3 * 65536 + 5 };
     float *m = malloc(NM * sizeof *m), w[6] = {1, 2, 3, 4, 5, 6};
     uint16_t v[6] = {0x3C00, 0x4000, 0, 0x8000, 0x3800, 0x7BFF};   /* F16: 1, 2, 0, -0, 0.5, 65504 */
     for (int i = 0; i < NM; i++) m[i] = 0.001f * (float)i;
@@ -979,7 +979,7 @@ static void test_load_except(void)
     ag_st_free(none);
 
     /* the writer refuses NaN: poke it into the file by hand */
-    static const size_t at[] = {0, 16383, 16384, NM - 1};   /* first, a round's end and start, last */
+    static const size_t at[] = {0, 65535, 65536, NM - 1};   /* first, a round's end and start, last */
     FILE *f = fopen(path, "r+b");
     unsigned char lenb[8];
     uint64_t hlen = 0;
