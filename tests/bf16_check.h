@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "kernels.h"
@@ -353,6 +354,57 @@ static void test_tiny(int kernel)
     free_problem(&p);
 }
 
+/* rows x cols at stride ld, mapped without reserving memory (only the rows'
+ * pages are backed); small integers, exact in bf16. */
+static float *sparse_matrix(int rows, int cols, long ld, size_t *bytes)
+{
+    *bytes = sizeof(float) * ((size_t)(rows - 1) * (size_t)ld + (size_t)cols);
+    void *v = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (v == MAP_FAILED) return NULL;
+    float *m = v;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++) m[(size_t)i * (size_t)ld + j] = (float)(int)floor(uniform() * 3);
+    return m;
+}
+
+/* Leading dimensions that put the later half of each operand's rows past
+ * element INT_MAX (an offset computed in int would wrap there, also at a
+ * tile's first row); integer inputs, so C must be exact. */
+static void test_huge_strides(int kernel)
+{
+    static const int shapes[][3] = {{3, 5, 7}, {40, 40, 40}, {130, 70, 90}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            const int ta = t & 1, tb = t >> 1, M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+            const long lda = 2147483648L / (ar / 2 > 1 ? ar / 2 : 1) + 1;
+            const long ldb = 2147483648L / (br / 2 > 1 ? br / 2 : 1) + 1;
+            const long ldc = 2147483648L / (M / 2 > 1 ? M / 2 : 1) + 1;
+            size_t na, nb, nc;
+            float *A = sparse_matrix(ar, ac, lda, &na), *B = sparse_matrix(br, bc, ldb, &nb);
+            float *C = sparse_matrix(M, N, ldc, &nc);
+            if (A && B && C) {
+                ag_fast_gemm_bf16_on(kernel, ta, tb, M, N, K, A, lda, B, ldb, 0, C, ldc);
+                int bad = 0;
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double ref = 0;
+                        for (int k = 0; k < K; k++)
+                            ref += (double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                                   (tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                        bad += !((double)C[(size_t)i * ldc + j] == ref);
+                    }
+                CHECK(bad == 0, "%s huge strides ta=%d tb=%d %dx%dx%d (lda %ld, ldb %ld, ldc %ld): %d wrong",
+                      ag_bf16_kernel_name(kernel), ta, tb, M, N, K, lda, ldb, ldc, bad);
+            } else {
+                CHECK(0, "huge strides: cannot map %zu + %zu + %zu bytes of address space", na, nb, nc);
+            }
+            if (A) munmap(A, na);
+            if (B) munmap(B, nb);
+            if (C) munmap(C, nc);
+        }
+}
+
 static void test_kernel(int kernel)
 {
     test_shapes(kernel);
@@ -360,6 +412,7 @@ static void test_kernel(int kernel)
     test_threads_and_reference(kernel);
     test_specials(kernel);
     test_tiny(kernel);
+    test_huge_strides(kernel);
 }
 
 #endif

@@ -26,6 +26,7 @@ int main(void)
     return 0;
 }
 #else
+#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE (tests/bf16_check.h) */
 #include "bf16_check.h"
 
 static uint32_t bits_of(float x)

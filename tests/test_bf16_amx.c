@@ -28,6 +28,7 @@ int main(void)
     return 0;
 }
 #else
+#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE (tests/bf16_check.h) */
 #define AG_AMX_EMULATE 1
 #define ag_fast_gemm_bf16 emul_fast_gemm_bf16
 #define ag_fast_gemm_bf16_on emul_fast_gemm_bf16_on

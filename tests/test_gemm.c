@@ -5,10 +5,13 @@
  * batched products, the few-rows path (one token at a time), and bitwise
  * agreement across paths and thread counts.
  */
+#define _DEFAULT_SOURCE   /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
 #include "kernels.h"
@@ -496,6 +499,150 @@ static void test_threads(void)
     thread_case(240, 300, 1024);  /* A's rows 4 KB apart: packed by each unit of rows, op(B) shared */
 }
 
+/* ---- strides past INT_MAX elements --------------------------------------- */
+
+/* rows x cols inside rows x ld (cols 0: the caller fills it), mapped without
+ * reserving memory: only the pages the rows touch are ever backed, so a
+ * stride of hundreds of millions of elements costs a few pages a row. */
+static ag_real *sparse_matrix(int rows, int cols, long ld, size_t *bytes)
+{
+    *bytes = sizeof(ag_real) * ((size_t)(rows - 1) * (size_t)ld + (size_t)(cols > 0 ? cols : ld));
+    void *p = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    ag_real *m = p;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            m[(size_t)i * (size_t)ld + j] = (ag_real)(int)floor(uniform() * 3);   /* -3..2: exact sums */
+    return m;
+}
+
+/* The leading dimension that puts the second half of `rows` rows past
+ * element INT_MAX (every row but the first two with 3 rows): row index
+ * times ld computed in int would wrap there, also at the start of a tile. */
+static int huge_ld(int rows)
+{
+    const double ld = 2147483648.0 / (rows / 2 > 1 ? rows / 2 : 1) + 1;
+    return ld > INT_MAX ? INT_MAX : (int)ld;
+}
+
+/* One product whose operands' later rows lie past element INT_MAX (each
+ * stored matrix's stride from huge_ld).  Integer inputs, so C must be
+ * exact; C starts as NaN, which beta 0 must ignore. */
+static void huge_stride_case(int ta, int tb, int M, int N, int K)
+{
+    const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    const int lda = huge_ld(ar), ldb = huge_ld(br), ldc = huge_ld(M);
+    size_t na, nb, nc;
+    ag_real *A = sparse_matrix(ar, ac, lda, &na), *B = sparse_matrix(br, bc, ldb, &nb);
+    ag_real *C = sparse_matrix(M, N, ldc, &nc);
+    if (!A || !B || !C) {
+        CHECK(0, "huge strides: cannot map %zu + %zu + %zu bytes of address space", na, nb, nc);
+    } else {
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++)
+                C[(size_t)i * ldc + j] = (ag_real)NAN;
+        ag_kern->gemm(ta, tb, M, N, K, A, lda, B, ldb, 0, C, ldc);
+        int bad = 0, bi = 0, bj = 0;
+        double got = 0, want = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double ref = 0;
+                for (int k = 0; k < K; k++)
+                    ref += elem_a(A, lda, ta, i, k) * elem_b(B, ldb, tb, k, j);
+                const double c = C[(size_t)i * ldc + j];
+                if (!(c == ref) && bad++ == 0) {
+                    bi = i, bj = j, got = c, want = ref;
+                }
+            }
+        CHECK(bad == 0, "huge strides ta=%d tb=%d %dx%dx%d (lda %d, ldb %d, ldc %d): %d bad, first C[%d][%d] = %g, "
+              "want %g", ta, tb, M, N, K, lda, ldb, ldc, bad, bi, bj, got, want);
+    }
+    if (A) munmap(A, na);
+    if (B) munmap(B, nb);
+    if (C) munmap(C, nc);
+}
+
+/* A batch of three whose items lie 2^30 + 17 elements apart, so the third
+ * starts past element INT_MAX; each item's rows are dense.  Items checked
+ * exactly against the double sum, as above. */
+static void huge_batch_stride_case(int ta, int tb, int M, int N, int K)
+{
+    enum { BATCH = 3 };
+    const long stride = (1L << 30) + 17;
+    const int lda = ta ? M : K, ldb = tb ? K : N, ldc = N;
+    size_t na, nb, nc;
+    /* each operand: BATCH "rows" of length stride, item b's data at row b */
+    ag_real *A = sparse_matrix(BATCH, 0, stride, &na), *B = sparse_matrix(BATCH, 0, stride, &nb);
+    ag_real *C = sparse_matrix(BATCH, 0, stride, &nc);
+    if (!A || !B || !C) {
+        CHECK(0, "huge batch strides: cannot map address space");
+    } else {
+        const size_t a_len = (size_t)(ta ? K : M) * lda, b_len = (size_t)(tb ? N : K) * ldb;
+        for (int b = 0; b < BATCH; b++) {
+            for (size_t i = 0; i < a_len; i++) A[b * stride + (long)i] = (ag_real)(int)floor(uniform() * 3);
+            for (size_t i = 0; i < b_len; i++) B[b * stride + (long)i] = (ag_real)(int)floor(uniform() * 3);
+            for (int i = 0; i < M * N; i++) C[b * stride + i] = (ag_real)NAN;
+        }
+        ag_kern->gemm_batched(BATCH, ta, tb, M, N, K, A, stride, lda, B, stride, ldb, 0, C, stride, ldc);
+        int bad = 0;
+        for (int b = 0; b < BATCH; b++)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double ref = 0;
+                    for (int k = 0; k < K; k++)
+                        ref += elem_a(A + b * stride, lda, ta, i, k) * elem_b(B + b * stride, ldb, tb, k, j);
+                    bad += !((double)C[b * stride + (long)i * ldc + j] == ref);
+                }
+        CHECK(bad == 0, "huge batch strides ta=%d tb=%d %dx%dx%d: %d elements wrong", ta, tb, M, N, K, bad);
+    }
+    if (A) munmap(A, na);
+    if (B) munmap(B, nb);
+    if (C) munmap(C, nc);
+}
+
+/* A tall product on 2 threads: 5 million rows make about 6500 units of
+ * 768 rows, and a unit's first row panel (panels x unit index) passes
+ * INT_MAX in int long before the rows do.  Integer inputs: exact. */
+static void test_tall_units(void)
+{
+    const int M = 5000000, N = 3, K = 2;
+    ag_real *A = matrix(M, K, K, 1), *B = matrix(K, N, N, 1), *C = malloc(sizeof(ag_real) * (size_t)M * N);
+    if (!A || !B || !C) {
+        CHECK(0, "tall product: out of memory");
+    } else {
+        check_set_threads(2);
+        ag_kern->gemm(0, 0, M, N, K, A, K, B, N, 0, C, N);
+        int bad = 0, first = -1;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                const double ref = (double)A[(size_t)i * K] * B[j] + (double)A[(size_t)i * K + 1] * B[N + j];
+                if (!(C[(size_t)i * N + j] == ref) && bad++ == 0) first = i;
+            }
+        CHECK(bad == 0, "%dx%dx%d on 2 threads: %d elements wrong, the first in row %d", M, N, K, bad, first);
+    }
+    free(A);
+    free(B);
+    free(C);
+}
+
+/* Every path (few rows, small products, blocks, threads) with leading
+ * dimensions whose products with the row index pass INT_MAX: the kernels
+ * take int sizes, and every offset must be computed wider. */
+static void test_huge_strides(void)
+{
+    static const int shapes[][3] = {{3, 5, 7}, {4, 40, 33}, {17, 9, 20}, {40, 40, 40}, {130, 70, 90}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                huge_stride_case(ta, tb, shapes[s][0], shapes[s][1], shapes[s][2]);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            huge_batch_stride_case(ta, tb, 32, 32, 16);    /* the toy model's per-head products */
+            huge_batch_stride_case(ta, tb, 3, 50, 20);     /* few rows */
+        }
+}
+
 int main(void)
 {
     test_k_zero_and_empty();
@@ -511,5 +658,7 @@ int main(void)
     test_few_rows();
     test_batched();
     test_threads();
+    test_huge_strides();
+    test_tall_units();
     return check_done();
 }

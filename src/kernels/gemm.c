@@ -564,7 +564,8 @@ typedef struct {
     const ag_real *b_all;   /* op(B) packed once for every unit, or NULL: pack per block */
 } gemm_job;
 
-static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+/* a / b rounded up, for a >= 0, b > 0; a + b - 1 could pass INT_MAX */
+static int ceil_div(int a, int b) { return a / b + (a % b != 0); }
 
 /* K blocks of nearly equal size (at most kc): a function of K and the L1d
  * alone, so the summation order never depends on M, N or the threads. */
@@ -858,11 +859,20 @@ static unit_plan plan_units(int M, int N, int nth, int per_thread, int rows_only
     return u;
 }
 
+/* Where unit b of n starts among `panels` panels of `width`, as a row or
+ * column index, at most `size`; in long, since panels x b can pass INT_MAX
+ * long before the size does. */
+static int unit_edge(int panels, int b, int n, int width, int size)
+{
+    const long e = (long)panels * b / n * width;
+    return e < size ? (int)e : size;
+}
+
 static void run_unit(const gemm_job *g, const unit_plan *u, int t, ag_real *ws)
 {
     int bi = t / u->c, bj = t % u->c;
-    int i0 = u->rp * bi / u->r * MR, i1 = ag_min_int(g->M, u->rp * (bi + 1) / u->r * MR);
-    int j0 = u->cp * bj / u->c * NR, j1 = ag_min_int(g->N, u->cp * (bj + 1) / u->c * NR);
+    int i0 = unit_edge(u->rp, bi, u->r, MR, g->M), i1 = unit_edge(u->rp, bi + 1, u->r, MR, g->M);
+    int j0 = unit_edge(u->cp, bj, u->c, NR, g->N), j1 = unit_edge(u->cp, bj + 1, u->c, NR, g->N);
     gemm_block(g, i0, i1, j0, j1, ws);
 }
 

@@ -59,7 +59,8 @@ static void convert_plain(uint16_t *dst, const float *src, long n)
 
 #if BF16_X86
 
-static int ceil_div(int a, int b) { return (a + b - 1) / b; }
+/* a / b rounded up, for a >= 0, b > 0; a + b - 1 could pass INT_MAX */
+static int ceil_div(int a, int b) { return a / b + (a % b != 0); }
 
 
 /* One 64-byte aligned buffer per calling thread, grown on demand and kept,
@@ -468,11 +469,19 @@ static unit_plan plan_units(int M, int N, int nth, int per_thread)
     return u;
 }
 
+/* Where unit b of n starts among np panels of `width`, at most `size`; in
+ * long, since np x b can pass INT_MAX before the size does. */
+static int unit_edge(int np, int b, int n, int width, int size)
+{
+    const long e = (long)np * b / n * width;
+    return e < size ? (int)e : size;
+}
+
 static void avx_run_unit(const avx_job *g, const unit_plan *u, int t, uint32_t *pa)
 {
     const int bi = t / u->c, bj = t % u->c;
-    const int i0 = u->rp * bi / u->r * MR, i1 = ag_min_int(g->M, u->rp * (bi + 1) / u->r * MR);
-    const int j0 = u->cp * bj / u->c * NR, j1 = ag_min_int(g->N, u->cp * (bj + 1) / u->c * NR);
+    const int i0 = unit_edge(u->rp, bi, u->r, MR, g->M), i1 = unit_edge(u->rp, bi + 1, u->r, MR, g->M);
+    const int j0 = unit_edge(u->cp, bj, u->c, NR, g->N), j1 = unit_edge(u->cp, bj + 1, u->c, NR, g->N);
     if (i0 < i1 && j0 < j1) avx_unit(g, i0, i1, j0, j1, pa);
 }
 
@@ -736,7 +745,8 @@ static void amx_unit(const amx_job *g, int bm0, int bm1, int bn0, int bn1)
 static void amx_run_unit(const amx_job *g, const unit_plan *u, int t)
 {
     const int bi = t / u->c, bj = t % u->c;
-    amx_unit(g, u->rp * bi / u->r, u->rp * (bi + 1) / u->r, u->cp * bj / u->c, u->cp * (bj + 1) / u->c);
+    amx_unit(g, unit_edge(u->rp, bi, u->r, 1, u->rp), unit_edge(u->rp, bi + 1, u->r, 1, u->rp),
+             unit_edge(u->cp, bj, u->c, 1, u->cp), unit_edge(u->cp, bj + 1, u->c, 1, u->cp));
 }
 
 /* One product's packing and units, for ag_parallel; a unit sets up the
