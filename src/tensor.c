@@ -3,9 +3,10 @@
  * long-lived parameters, and the error handler.
  *
  * Memory model: parameters and their gradients live in two contiguous blocks
- * owned by ag_params (a set that only runs forward has no gradient block); everything a step creates (tensors, saved values,
- * activation gradients, tape entries) is bump-allocated from the arena and
- * forgotten all at once by ag_reset.  The arena keeps its blocks, so a loop
+ * owned by ag_params (a set that only runs forward has no gradient block);
+ * everything a step creates (tensors, saved values, activation gradients,
+ * tape entries) is bump-allocated from the arena and forgotten all at once
+ * by ag_reset.  The arena keeps its blocks, so a loop
  * whose steps repeat the same shapes allocates from malloc only in step one.
  */
 #include <stdarg.h>

@@ -84,7 +84,8 @@ typedef struct ckpt {
  * vocabulary or context does not fit its task is refused.  hints may be
  * NULL: attograd's own metadata is then needed for heads, data and vocab. */
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen);
-/* Restore optimizer moments and step, and the generators. */
+/* Restore optimizer moments and step, and the generators (of a file not
+ * opened forward_only, which keeps no moments). */
 void ckpt_load_state(const ckpt *c, ag_optim *opt, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng);
 const char *ckpt_meta(const ckpt *c, const char *key);
 void ckpt_close(ckpt *c);
