@@ -45,7 +45,14 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * rename over the target, fsync the directory.  ag_atomic_abort removes the
  * temporary file.  A target that exists and is not a regular file (a
  * device such as /dev/null, a pipe) is opened and written through, never
- * replaced; a pipe that nothing reads is refused at once.  On any failure
+ * replaced; a pipe that nothing reads is refused at once, and so is a
+ * socket (open cannot open one, and it is not replaced).  A path that names
+ * one of the process's own descriptors (ag_stream_fd: /dev/stdout,
+ * /dev/fd/3, a link to one) is written through that descriptor
+ * (ag_stream_open), whatever it holds: a file the shell opened is neither
+ * replaced nor truncated, and gets the bytes where the descriptor stands;
+ * commit flushes and closes the duplicate, and fails only when a write
+ * did.  On any failure
  * the temporary file is removed, the target is left as it was, err gets one
  * line naming the file and the cause, and -1 is returned; 0 on success.
  * Either call frees what open allocated; a commit with no write under way
@@ -70,6 +77,17 @@ int ag_atomic_discard(const ag_atomic_file *a);
  * (a dangling link names the file a save creates).  malloc'd; NULL with
  * errno set (ELOOP after 40 links). */
 char *ag_write_target(const char *path);
+/* The descriptor N when path names one of this process's own: a name in
+ * /proc/self/fd (so /dev/fd/N, /proc/<its pid>/fd/N, /proc/thread-self/fd/N)
+ * reached directly or through symbolic links (/dev/stdout, /dev/stderr, a
+ * link to them); -1 otherwise (NULL too).  N need not be open. */
+int ag_stream_fd(const char *path);
+/* A stream writing through a duplicate of descriptor fd (close-on-exec):
+ * the bytes go where fd stands, as another write to fd would, and fclose
+ * leaves fd open.  stdout or stderr, when fd is theirs, is flushed first.
+ * NULL with "<label>: descriptor N is not open" (or "is open for reading
+ * only") in err. */
+FILE *ag_stream_open(int fd, const char *label, char *err, size_t errlen);
 
 /* ---- checkpoint files: safetensors ----------------------------------------
  * Layout: u64 little-endian header length N, N bytes of UTF-8 JSON mapping
@@ -109,7 +127,9 @@ const char *ag_st_dtype_name(int dtype);
  * metadata pairs (meta[2*i] = key, meta[2*i+1] = value, i < nmeta)
  * atomically, through ag_atomic_open and ag_atomic_commit (the bytes go to
  * "<path>.tmp.<pid>" beside path's target, which is flushed, fsync'ed and
- * renamed over it, then the directory is fsync'ed).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
+ * renamed over it, then the directory is fsync'ed; a device, a pipe or one
+ * of the process's own descriptors, /dev/stdout, is written through, as
+ * ag_atomic_open says).  Tensors with a zero in their shape (nbytes 0, data may be NULL)
  * are allowed.  Rejected before anything is written: duplicate or empty
  * names, the reserved name "__metadata__", names/keys/values that are not
  * valid UTF-8, an unknown dtype, ndim outside 0..8, negative dims, nbytes

@@ -4,8 +4,11 @@
  * (ag_set_err), and files replaced whole or not at all (ag_atomic_*): a
  * temporary file beside the target, fsync, rename over it, fsync of the
  * directory.  A target that exists and is not a regular file (a device,
- * a pipe) is written through instead: renaming over it would replace it.
+ * a pipe) is written through instead: renaming over it would replace it;
+ * and a name of one of the process's own descriptors (/dev/stdout, /dev/fd/3)
+ * is written through that descriptor, where it stands, as cat writes.
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "attograd_io.h"
 
 #include <errno.h>
@@ -56,10 +59,29 @@ static char *read_link(const char *path)
     return NULL;
 }
 
+/* The name the link cur points to, a relative target taken from the link's
+ * directory; malloc'd, NULL with errno set. */
+static char *follow(const char *cur)
+{
+    char *target = read_link(cur);
+    if (!target) return NULL;
+    const char *slash = strrchr(cur, '/');
+    size_t keep = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1, tlen = strlen(target);
+    char *next = malloc(keep + tlen + 1);
+    if (next) {
+        memcpy(next, cur, keep);
+        memcpy(next + keep, target, tlen + 1);
+    } else {
+        errno = ENOMEM;
+    }
+    free(target);
+    return next;
+}
+
 /* The file a write through path replaces: path with the symlinks of its
- * last component followed (a relative target starts from the link's
- * directory).  A path that cannot be inspected is returned as it is, and
- * creating the file then says why.  malloc'd; NULL with errno set. */
+ * last component followed.  A path that cannot be inspected is returned as
+ * it is, and creating the file then says why.  malloc'd; NULL with errno
+ * set. */
 char *ag_write_target(const char *path)
 {
     if (!path) { errno = EINVAL; return NULL; }
@@ -67,26 +89,93 @@ char *ag_write_target(const char *path)
     for (int hops = 0; cur; hops++) {
         struct stat st;
         if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
-        char *target = hops < 40 ? read_link(cur) : NULL;
-        if (!target) {
-            int saved = hops < 40 ? errno : ELOOP;
-            free(cur);
-            errno = saved;
-            return NULL;
-        }
-        const char *slash = strrchr(cur, '/');
-        size_t keep = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1, tlen = strlen(target);
-        char *next = malloc(keep + tlen + 1);
-        if (next) {
-            memcpy(next, cur, keep);
-            memcpy(next + keep, target, tlen + 1);
-        }
-        free(target);
+        char *next = hops < 40 ? follow(cur) : NULL;
+        int saved = hops < 40 ? errno : ELOOP;
         free(cur);
+        if (!next) { errno = saved; return NULL; }
         cur = next;
     }
     errno = ENOMEM;
     return NULL;
+}
+
+/* ---- the process's own streams ---------------------------------------------
+ * /dev/stdout is a link to /proc/self/fd/1, itself a link to whatever the
+ * descriptor holds: a file the shell opened with >, a pipe.  Followed to
+ * its end, such a name is a file to replace (and the shell's file would be
+ * swapped away under it) or to reopen (at its start, not where the shell's
+ * descriptor stands).  So the names are recognised on the way, before they
+ * are followed, and the descriptor itself is written. */
+
+/* Whether dir is the directory of this process's descriptors: /proc/self/fd
+ * (/dev/fd on Linux is a link to it), /proc/thread-self/fd, or /dev/fd
+ * where that is a file system of its own.  Compared by real path: the
+ * numbers procfs gives its directories are not stable. */
+static int own_fd_dir(const char *dir)
+{
+    static const char *const names[] = { "/proc/self/fd", "/proc/thread-self/fd", "/dev/fd" };
+    char *real = realpath(dir, NULL);
+    int own = 0;
+    for (size_t i = 0; real && !own && i < sizeof names / sizeof names[0]; i++) {
+        char *r = realpath(names[i], NULL);
+        own = r && strcmp(r, real) == 0;
+        free(r);
+    }
+    free(real);
+    return own;
+}
+
+/* The descriptor name is in own_fd_dir, or -1.  Its last component is the
+ * number as procfs writes it: digits, no leading zero. */
+static int fd_named(const char *name)
+{
+    const char *slash = strrchr(name, '/'), *digits = slash ? slash + 1 : name;
+    size_t n = strspn(digits, "0123456789");
+    if (n == 0 || n > 9 || digits[n] != '\0' || (n > 1 && digits[0] == '0')) return -1;
+    char *dir = dir_of(name);
+    int own = dir && own_fd_dir(dir);
+    free(dir);
+    return own ? atoi(digits) : -1;
+}
+
+int ag_stream_fd(const char *path)
+{
+    char *cur = path ? strdup(path) : NULL;
+    int fd = -1;
+    for (int hops = 0; cur && hops <= 40; hops++) {
+        struct stat st;
+        if ((fd = fd_named(cur)) >= 0 || lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) break;
+        char *next = follow(cur);
+        free(cur);
+        cur = next;
+    }
+    free(cur);
+    return fd;
+}
+
+FILE *ag_stream_open(int fd, const char *label, char *err, size_t errlen)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl == -1) {
+        ag_set_err(err, errlen, "%s: descriptor %d is not open", label, fd);
+        return NULL;
+    }
+    if ((fl & O_ACCMODE) == O_RDONLY) {
+        ag_set_err(err, errlen, "%s: descriptor %d is open for reading only", label, fd);
+        return NULL;
+    }
+    /* what the program printed there through stdio goes first */
+    if (fd == STDOUT_FILENO) fflush(stdout);
+    if (fd == STDERR_FILENO) fflush(stderr);
+    /* a duplicate shares the descriptor's position (and O_APPEND): the bytes
+     * go on from where it stands, and closing it leaves the descriptor open */
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    FILE *f = copy >= 0 ? fdopen(copy, "wb") : NULL;
+    if (!f) {
+        ag_set_err(err, errlen, "%s: %s", label, strerror(errno));
+        if (copy >= 0) close(copy);
+    }
+    return f;
 }
 
 /* "<target>.tmp.<pid>" beside the target, "<target>.tmp.<pid>.<try>" for
@@ -162,8 +251,22 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
 {
     memset(a, 0, sizeof *a);
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty file name"); return -1; }
+    int own = ag_stream_fd(path);
+    if (own >= 0) {
+        if (!(a->f = ag_stream_open(own, path, err, errlen))) return -1;
+        a->path = strdup(path);
+        a->state = THROUGH;
+        return 0;
+    }
     struct stat given;
-    if (stat(path, &given) == 0 && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
+    int seen = stat(path, &given) == 0;
+    if (seen && S_ISSOCK(given.st_mode)) {
+        /* open(2) cannot open one (ENXIO), and renaming over it would take
+         * its name from the program listening there */
+        ag_set_err(err, errlen, "%s: a socket, which is not written as a file", path);
+        return -1;
+    }
+    if (seen && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode))
         return open_through(a, path, err, errlen);
     a->path = ag_write_target(path);
     if (!a->path) {

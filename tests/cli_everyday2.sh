@@ -48,8 +48,94 @@ fi
 "$A" attn --model m.st --prompt The --out /dev/stdout 2>err.txt | cat >piped.svg
 check "attn --out /dev/stdout into a pipe writes the picture there ($(cat err.txt))" grep -q "</svg>" piped.svg
 "$A" train $TINY --steps 3 --quiet --save /dev/stdout 2>err.txt | cat >piped.st
-check "train --save /dev/stdout into a pipe writes the checkpoint there ($(cat err.txt))" \
-    eval 'head -c 8 piped.st | od -An -tu8 | grep -q "[1-9]"'
+check "train --save /dev/stdout into a pipe writes the checkpoint there, and nothing else ($(cat err.txt))" \
+    eval '"$A" info piped.st >/dev/null 2>>err.txt'
+check "... the run's report goes to stderr instead ($(cat err.txt))" grep -q "^done: 3 steps" err.txt
+
+# the process's own streams (/dev/stdout, /dev/fd/N, /proc/self/fd/N, a link to
+# one) are written through the descriptor, as cat writes to it: a file the
+# shell opened keeps its inode (it is not replaced by a renamed temporary
+# file) and gets the bytes where the descriptor stands
+inode() { stat -c %i "$1"; }
+ln -s /dev/stdout to_stdout
+for name in /dev/stdout /proc/self/fd/1 to_stdout; do
+    echo "old contents" >own.st
+    before=$(inode own.st)
+    "$A" train $TINY --steps 3 --save $name >own.st 2>err.txt
+    rc=$?
+    check "train --save $name >own.st: exit 0, a checkpoint info reads ($rc: $(tail -n 1 err.txt))" \
+        eval '[ $rc -eq 0 ] && "$A" info own.st >/dev/null'
+    check "... own.st is the shell's file still (inode $before, now $(inode own.st)), and no temporary file is left" \
+        eval '[ "$(inode own.st)" = "$before" ] && ! ls ./*.tmp.* >/dev/null 2>&1'
+    check "... the report (configuration, steps, summary) went to stderr" \
+        eval 'grep -q "^attograd train:" err.txt && grep -q "^done: 3 steps" err.txt && grep -q "^saved $name (step 3)" err.txt'
+done
+check "... the link to /dev/stdout is a link still" test -L to_stdout
+"$A" train $TINY --steps 3 --save /dev/stdout >/dev/null 2>err.txt
+rc=$?
+check "train --save /dev/stdout >/dev/null: the report goes to /dev/null too, stderr stays empty ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ ! -s err.txt ]'
+echo "old contents" >fd3.st
+before=$(inode fd3.st)
+"$A" train $TINY --steps 3 --quiet --save /dev/fd/3 3>fd3.st >out.txt 2>err.txt
+rc=$?
+check "train --save /dev/fd/3 3>fd3.st: the checkpoint in the same inode, the summary on stdout ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && "$A" info fd3.st >/dev/null && [ "$(inode fd3.st)" = "$before" ] && grep -q "^done:" out.txt'
+# >> : the bytes go after what is there, as with cat
+echo "kept line" >app.st
+"$A" train $TINY --steps 3 --quiet --save /dev/stdout >>app.st 2>err.txt
+tail -c +11 app.st >app_tail.st
+check "train --save /dev/stdout >>app.st appends: the first line kept, the checkpoint after it ($(cat err.txt))" \
+    eval '[ "$(head -n 1 app.st)" = "kept line" ] && "$A" info app_tail.st >/dev/null'
+# a log on stdout: the CSV alone, in the shell's file
+echo "old" >log_out.csv
+before=$(inode log_out.csv)
+"$A" train $TINY --steps 4 --log-every 1 --log /dev/stdout --save own_log.st >log_out.csv 2>err.txt
+rc=$?
+check "train --log /dev/stdout >log_out.csv: exit 0, the header and 4 rows, nothing else, same inode ($rc: $(head -c 300 log_out.csv))" \
+    eval '[ $rc -eq 0 ] && [ "$(head -n 1 log_out.csv)" = "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s" ] &&
+          [ "$(tail -n +2 log_out.csv | grep -c "^[1-4],")" -eq 4 ] && [ "$(wc -l <log_out.csv)" -eq 5 ] &&
+          [ "$(inode log_out.csv)" = "$before" ]'
+check "... and the checkpoint does not record /dev/stdout (or the shell's file) as the run's log" \
+    eval '! "$A" info own_log.st | grep -q "log_path"'
+# pictures
+for run in "attn --model m.st --prompt The --out /dev/stdout" "plot --log log.csv --out /dev/stdout" \
+           "graph --model m.st --out /dev/stdout"; do
+    echo "old" >pic.out
+    before=$(inode pic.out)
+    "$A" $run >pic.out 2>err.txt
+    rc=$?
+    check "$run >pic.out: exit 0, the picture alone in the same inode ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ "$(inode pic.out)" = "$before" ] && ! grep -qx old pic.out && ! grep -q "ops; loss" pic.out &&
+              tail -n 1 pic.out | grep -q "</svg>\|^}"'
+done
+check "graph --out /dev/stdout: its line went to stderr" grep -q "/dev/stdout: [0-9]* ops; loss" err.txt
+# a socket is neither opened (open(2) cannot) nor replaced: refused before training
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' sock
+for run in "train $TINY --steps 3 --quiet --save sock" "attn --model m.st --prompt The --out sock"; do
+    one_line "$A" $run
+    check "$run: exit 2, one line saying sock is a socket, sock left as it was ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q "sock: a socket, which is not written as a file" err.txt && test -S sock &&
+              ! grep -q "^step\|^done" out.txt'
+done
+# periodic saves into a stream would follow each other there: refused
+one_line "$A" train $TINY --steps 4 --quiet --save /dev/stdout --save-every 2
+check "train --save /dev/stdout --save-every 2: exit 2, one line, nothing written ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--save-every 2: --save /dev/stdout is written through" err.txt && [ ! -s out.txt ]'
+# a descriptor that is not open, or open for reading only: one line, exit 2, before training
+one_line "$A" train $TINY --steps 3 --quiet --save /dev/fd/7
+check "train --save /dev/fd/7 (not open): exit 2, one line ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "/dev/fd/7: descriptor 7 is not open" err.txt'
+one_line "$A" train $TINY --steps 3 --quiet --save /dev/fd/5 5<m.st
+check "train --save /dev/fd/5 5<m.st (read only): exit 2, one line, the file as it was ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "descriptor 5 is open for reading only" err.txt && "$A" info m.st >/dev/null'
+# a write that fails (stdout on a full device): one line, exit 1
+if [ -w /dev/full ]; then
+    "$A" train $TINY --steps 3 --quiet --save /dev/stdout >/dev/full 2>err.txt
+    rc=$?
+    check "train --save /dev/stdout >/dev/full: exit 1, one line saying the write failed ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && [ "$(grep -c "/dev/stdout: write failed: No space left on device" err.txt)" -eq 1 ]'
+fi
 # a named pipe: one with a reader receives the output; one without is refused at once
 mkfifo pipe
 timeout 30 cat pipe >from_pipe.svg &
@@ -167,6 +253,24 @@ check "resume whose text moved away: exit 2, one line saying to give it with --t
 "$A" train --resume run/r.st --text moved.txt --steps 16 --quiet >/dev/null 2>err.txt
 rc=$?
 check "... and --text with its new name resumes ($(cat err.txt))" test $rc -eq 0
+# another text with the same bytes in another order (the same vocabulary): not
+# "changed", a different file; the one recorded is still there, so leaving
+# --text out resumes on it
+python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[::-1])' moved.txt other.txt
+one_line "$A" train --resume run/r.st --text other.txt --steps 18 --quiet
+check "resume with --text another file: exit 2, one line naming both files and what to do ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "other.txt differs from .*/moved.txt, the text the checkpoint was trained on: the same .* bytes, other contents" err.txt &&
+          grep -q "leave out --text to resume on that file, or add --accept-changed-data to go on with other.txt" err.txt &&
+          ! grep -q "has changed" err.txt'
+mv moved.txt gone.txt
+one_line "$A" train --resume run/r.st --text other.txt --steps 18 --quiet
+check "... and with the recorded text gone: give it with --text ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "moved.txt is no longer there: give that text with --text FILE" err.txt &&
+          grep -q "or add --accept-changed-data to go on with other.txt" err.txt'
+mv gone.txt moved.txt
+"$A" train --resume run/r.st --text other.txt --accept-changed-data --steps 18 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and --accept-changed-data goes on with the other text ($(cat err.txt))" test $rc -eq 0
 
 # ---- 4. a resumed run continues the run's log, no step twice -----------------------------
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1

@@ -469,7 +469,7 @@ static void check_recorded_settings(void)
         for (int i = 0; i < RUN_N_RECORDED; i++)
             CHECK(same_setting(&s, &back, &RUN_RECORDED[i]), "recorded settings: %s does not come back as written",
                   RUN_RECORDED[i].key);
-        CHECK(text_check_unchanged(&ck, &text, err, sizeof err) == 0, "recorded settings: text identity: %s", err);
+        CHECK(text_check_unchanged(&ck, &text, 1, err, sizeof err) == 0, "recorded settings: text identity: %s", err);
         model_free(&m);
         ckpt_close(&ck);
     } else {

@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -375,6 +376,57 @@ static void test_atomic_files(void)
     free(b);
     unlink(real);
     unlink(link);
+    rmdir(sub);
+}
+
+/* The process's own descriptors by name: written through the descriptor,
+ * where it stands, the file it holds neither replaced nor truncated. */
+static void test_own_streams(void)
+{
+    char err[8192] = "", name[64];
+    PATH_IN(sub, "own");
+    PATH_IN(held, "own/held");
+    PATH_IN(to_out, "own/to_stdout");
+    PATH_IN(digits, "own/3");
+    mkdir(sub, 0755);
+    spill(held, "first ", 6);
+    int fd = open(held, O_WRONLY | O_APPEND);
+    CHECK(fd > 2, "open a file to write through (fd %d)", fd);
+    CHECK(ag_stream_fd("/dev/stdout") == 1 && ag_stream_fd("/dev/stderr") == 2, "/dev/stdout is 1, /dev/stderr 2");
+    CHECK(ag_stream_fd("/proc/self/fd/1") == 1, "/proc/self/fd/1 is 1");
+    snprintf(name, sizeof name, "/dev/fd/%d", fd);
+    CHECK(ag_stream_fd(name) == fd, "%s is %d (got %d)", name, fd, ag_stream_fd(name));
+    snprintf(name, sizeof name, "/proc/%ld/fd/%d", (long)getpid(), fd);
+    CHECK(ag_stream_fd(name) == fd, "%s is %d", name, fd);
+    CHECK(symlink("/dev/stdout", to_out) == 0 && ag_stream_fd(to_out) == 1, "a link to /dev/stdout is 1");
+    CHECK(ag_stream_fd("/dev/fd/77") == 77, "a descriptor not open is still named (77)");
+    CHECK(ag_stream_fd("/dev/fd/01") == -1 && ag_stream_fd("/proc/1/fd/1") == -1 && ag_stream_fd(held) == -1 &&
+              ag_stream_fd(digits) == -1 && ag_stream_fd("/dev/null") == -1 && ag_stream_fd(NULL) == -1,
+          "not own descriptors: a leading zero, another process's, a file, a file named 3, /dev/null, NULL");
+    struct stat before, after;
+    stat(held, &before);
+    ag_atomic_file a;
+    snprintf(name, sizeof name, "/dev/fd/%d", fd);
+    CHECK(ag_atomic_open(&a, name, err, sizeof err) == 0 && !a.tmp, "open %s: %s", name, err);
+    fputs("second", a.f);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit through %s: %s", name, err);
+    CHECK(fcntl(fd, F_GETFD) != -1, "the descriptor is still open after the commit");
+    size_t len = 0;
+    unsigned char *b = slurp(held, &len);
+    CHECK(b && len == 12 && memcmp(b, "first second", 12) == 0, "the bytes went after what was there");
+    free(b);
+    CHECK(stat(held, &after) == 0 && after.st_ino == before.st_ino && count_entries(sub) == 2,
+          "the same file (inode), no temporary file beside it");
+    close(fd);
+    CHECK(ag_atomic_open(&a, name, err, sizeof err) == -1 && strstr(err, "is not open") && one_line(err),
+          "a closed descriptor: %s", err);
+    fd = open(held, O_RDONLY);
+    snprintf(name, sizeof name, "/dev/fd/%d", fd);
+    CHECK(ag_atomic_open(&a, name, err, sizeof err) == -1 && strstr(err, "open for reading only"),
+          "a descriptor open for reading: %s", err);
+    close(fd);
+    unlink(to_out);
+    unlink(held);
     rmdir(sub);
 }
 
@@ -1116,6 +1168,7 @@ int main(void)
     test_save_failures();
     test_null_arguments();
     test_atomic_files();
+    test_own_streams();
     test_load_failures();
     test_truncation_and_lengths();
     test_bad_json();

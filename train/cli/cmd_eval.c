@@ -17,15 +17,6 @@
 #include "meter.h"
 #include "open.h"
 
-/* Whether path is the file the model was trained on, which a checkpoint
- * names in its metadata text_path: the same device and inode. */
-static int is_training_file(const ckpt *ck, const char *path)
-{
-    const char *trained = ckpt_meta(ck, "text_path");
-    struct stat a, b;
-    return trained && stat(trained, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
 /* --split: TEXT_VAL, TEXT_TRAIN, -1 (all), or -3 when not given. */
 static int parse_split(const char *cmd, const char *name)
 {
@@ -114,7 +105,7 @@ int cmd_eval(int argc, char **argv)
                  "draws");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
     char err[ERR_MAX];
-    if (own && !accept_changed && text_check_unchanged(&ck, &d.text, err, sizeof err))
+    if (own && !accept_changed && text_check_unchanged(&ck, &d.text, 1, err, sizeof err))
         die(CMD, "%s: its splits are not the ones the model was trained and validated on; "
                  "--accept-changed-data scores it as it is now", err);
     if (split == -3)

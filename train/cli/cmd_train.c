@@ -254,6 +254,9 @@ static void check_files(const train_opts *o)
     char err[ERR_MAX];
     if (o->save && output_check(o->save, err, sizeof err))
         die(CMD, "%s%s", o->save == o->resume ? "cannot save back to the --resume file: " : "", err);
+    if (o->save && o->save_every > 0 && output_through(o->save))
+        die(CMD, "--save-every %ld: --save %s is written through (a stream, a pipe or a device), where each save "
+                 "would follow the last; save to a file", o->save_every, o->save);
 }
 
 /* Names that must be one of a few words, what depends on them, and the
@@ -378,7 +381,7 @@ int cmd_train(int argc, char **argv)
      * files, and a log being rewritten by log_drop_after */
     outputs_discard_on_signals();
     check_files(o);
-    if (o->log_path)
+    if (o->log_path && ag_stream_fd(o->log_path) < 0)    /* a stream (/dev/stdout) is no file to continue */
         absolute_path(o->log_path, t.log_abs);
     train_dist_configure(&t, args_find(opts, nopts, "--micro-batch"));
 

@@ -354,6 +354,21 @@ int cmd_graph(int argc, char **argv)
         ckpt_close(&ck);
         die(CMD, "--tokens: %s", err);
     }
+    int first = 0;                          /* tokens up to the first scored target */
+    while (n >= 0 && first < room && y[first] < 0)
+        first++;
+    if (n >= 0 && n <= first) {
+        /* a task scores only its answer: a prompt cut before it has no loss,
+         * so there is no training step to draw */
+        char some[32];
+        snprintf(some, sizeof some, n == 1 ? "token predicts" : "%d tokens predict", n);
+        snprintf(err, sizeof err, "--tokens %d: the %s task scores only the answer, and the first %s none of it: "
+                 "give --tokens %d to %d", n, ck.data, some, first + 1, room);
+        free(x);
+        model_free(&m);
+        ckpt_close(&ck);
+        die(CMD, "%s", err);
+    }
     if (n >= 0) {
         int scored = 0;
         for (int i = 0; i < n; i++)
@@ -367,8 +382,8 @@ int cmd_graph(int argc, char **argv)
             failed = ag_atomic_commit(&out_file, err, sizeof err);
         }
         if (!failed)
-            printf("%s: %d ops; loss %.4f over %d scored of %d tokens\n", out, ag_tape_length(ctx),
-                   (double)loss->data[0], scored, n);
+            fprintf(report_stream(), "%s: %d ops; loss %.4f over %d scored of %d tokens\n", out,
+                    ag_tape_length(ctx), (double)loss->data[0], scored, n);
     }
     free(x);
     if (ctx)

@@ -78,6 +78,47 @@ static int same_file(file_id a, file_id b)
            (a.exists || strcmp(a.name, b.name) == 0);
 }
 
+/* The file an open descriptor writes. */
+static file_id identify_fd(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (file_id){ 1, 1, st.st_dev, st.st_ino, NULL } : (file_id){ 0, 0, 0, 0, NULL };
+}
+
+/* ---- the report, away from an output on stdout ----------------------------- */
+
+static FILE *report_to;     /* NULL: stdout */
+
+FILE *report_stream(void)
+{
+    return report_to ? report_to : stdout;
+}
+
+static void report_away_from(const file_arg *outputs, int n_out)
+{
+    struct stat st;
+    if (fstat(STDOUT_FILENO, &st) == 0 && S_ISCHR(st.st_mode))
+        return;     /* /dev/null, a terminal: the report spoils no file there */
+    file_id out = identify_fd(STDOUT_FILENO), err = identify_fd(STDERR_FILENO);
+    int on_out = 0, on_err = 0;
+    for (int i = 0; i < n_out; i++) {
+        if (!outputs[i].path)
+            continue;
+        file_id id = identify(outputs[i].path);
+        on_out |= same_file(id, out);
+        on_err |= same_file(id, err);
+    }
+    if (on_out && !report_to) {
+        /* stderr into the same file as well (2>&1, or --log /dev/stderr):
+         * the report would land in the output there too, unless a person
+         * reads it on a terminal */
+        fflush(stdout);
+        report_to = on_err && !isatty(STDERR_FILENO) ? fopen("/dev/null", "w") : stderr;
+        if (!report_to)
+            report_to = stderr;
+    }
+}
+
 /* ---- one run per output -------------------------------------------------- */
 
 /* Two runs writing one file would each replace the other's work and both
@@ -200,11 +241,12 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
                 die(cmd, "%s %s and %s %s are the same file: give each output its own", outputs[k].flag,
                     outputs[k].path, outputs[i].flag, outputs[i].path);
     }
+    report_away_from(outputs, n_out);
     /* devices and pipes are written through (ag_atomic_open); regular
      * files are replaced, by one run at a time (rank 0 alone writes) */
     for (int i = 0; i < n_out; i++) {
         struct stat st;
-        if (!outputs[i].path)
+        if (!outputs[i].path || ag_stream_fd(outputs[i].path) >= 0)
             continue;
         int exists = stat(outputs[i].path, &st) == 0;
         if (exists && S_ISFIFO(st.st_mode))
@@ -214,11 +256,17 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
     }
 }
 
+int output_through(const char *path)
+{
+    struct stat st;
+    return ag_stream_fd(path) >= 0 || (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode));
+}
+
 int output_check(const char *path, char *err, size_t errlen)
 {
     ag_atomic_file a;
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISSOCK(st.st_mode))
         return 0;   /* written through, not replaced (and a pipe opened now would end its reader's input) */
     if (too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
         return -1;

@@ -4,7 +4,9 @@
  * input or another output; an output is created for a moment, exactly as it
  * will be, before any work starts; and an output being written when a
  * signal ends the process leaves no temporary file behind.  Devices and
- * pipes are written through, and one run at a time writes a file.
+ * pipes are written through, and one run at a time writes a file.  An
+ * output that is standard output gets its bytes alone: the command's report
+ * goes to stderr instead.
  */
 #ifndef ATTOGRAD_FILES_H
 #define ATTOGRAD_FILES_H
@@ -12,6 +14,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "attograd_io.h"
 
@@ -42,14 +45,31 @@ typedef struct file_arg {
  * outputs that do not exist yet, the same name in the same directory; when
  * another run is writing it (each output that is a regular file is locked,
  * through "<file>.lock", until the process ends); or when it is a pipe that
- * nothing reads (a pipe is held open until the process ends). */
+ * nothing reads (a pipe is held open until the process ends).  One of the
+ * process's own descriptors (ag_stream_fd: /dev/stdout, /dev/fd/3) is
+ * written where it stands, by this process alone: neither locked nor held.
+ * An output that is the file standard output writes moves the report to
+ * stderr (report_stream). */
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
+
+/* Where a command's report goes (train's configuration, progress, saves and
+ * summary; graph's line): stdout, unless an output is the file or pipe
+ * stdout writes (--save /dev/stdout | gzip), which then gets its own bytes alone,
+ * and the report goes to stderr (or nowhere, when stderr writes into an
+ * output too and is not a terminal), as tar -cvf - does. */
+FILE *report_stream(void);
 
 /* Create the temporary file that writing path will create, and remove it:
  * -1 with err when it cannot be (no such directory, no permission, a name
  * too long, a directory in the way).  A device or a pipe, written through,
- * passes. */
+ * passes; so does one of the process's own descriptors open for writing
+ * (/dev/stdout), and one that is not is refused, as is a socket. */
 int output_check(const char *path, char *err, size_t errlen);
+
+/* 1 when writing path writes into what is there instead of replacing it
+ * (ag_atomic_open): one of the process's own descriptors, or an existing
+ * file that is not a regular file or a directory (a pipe, a device). */
+int output_through(const char *path);
 
 /* While tracked (until the process ends), an open ag_atomic_file's
  * temporary file is removed by outputs_discard: its storage must outlive

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "files.h"
 #include "open.h"
@@ -76,6 +77,13 @@ int open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size
     if (input_check(path, "text file", TEXT_MAX_BYTES, err, errlen))
         return -1;
     return dataset_open_text(d, path, vocab, vocab_size, err, errlen);
+}
+
+int is_training_file(const ckpt *ck, const char *path)
+{
+    const char *trained = ckpt_meta(ck, "text_path");
+    struct stat a, b;
+    return trained && stat(trained, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 void open_model_data(const char *cmd, dataset *d, const ckpt *ck, const char *text, uint64_t seed)

@@ -22,6 +22,9 @@ void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, co
 /* dataset_open_text of a file that passes input_check (a regular file
  * within TEXT_MAX_BYTES, files.h). */
 int open_text(dataset *d, const char *path, const uint8_t *vocab, int vocab_size, char *err, size_t errlen);
+/* Whether path is the file the model was trained on, which a checkpoint
+ * names in its metadata text_path: the same device and inode. */
+int is_training_file(const ckpt *ck, const char *path);
 /* The data a saved model is scored on: its task by name (held-out problems
  * from seed), or the --text file read with the model's own vocabulary. */
 void open_model_data(const char *cmd, dataset *d, const ckpt *ck, const char *text, uint64_t seed);

@@ -114,18 +114,19 @@ void train_dist_setup(trainer *t)
     if (o->quiet)
         return;
     int threads = ag_get_threads();
-    printf("  ranks      %d rank%s x %d thread%s, micro-batches of %d rows (%d per step, %d per rank), "
-           "gradients added in a fixed tree\n", plan.size, plan.size == 1 ? "" : "s", threads,
-           threads == 1 ? "" : "s", plan.M, plan.n, plan.per_rank);
+    FILE *out = report_stream();
+    fprintf(out, "  ranks      %d rank%s x %d thread%s, micro-batches of %d rows (%d per step, %d per rank), "
+            "gradients added in a fixed tree\n", plan.size, plan.size == 1 ? "" : "s", threads,
+            threads == 1 ? "" : "s", plan.M, plan.n, plan.per_rank);
 #ifdef AG_MPI
     if (threads > visible_cores)
-        printf("  note       %d threads on the %d core%s this rank may use: start it with mpirun --bind-to none "
-               "(or --map-by slot:PE=%d)\n", threads, visible_cores, visible_cores == 1 ? "" : "s", threads);
+        fprintf(out, "  note       %d threads on the %d core%s this rank may use: start it with mpirun --bind-to none "
+                "(or --map-by slot:PE=%d)\n", threads, visible_cores, visible_cores == 1 ? "" : "s", threads);
     else if (online_cores > 0 && (long)threads * dist_local_size() > online_cores)
-        printf("  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads\n",
-               dist_local_size(), threads, online_cores);
+        fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads\n",
+                dist_local_size(), threads, online_cores);
 #endif
-    fflush(stdout);
+    fflush(out);
 }
 
 double train_dist_gradient(trainer *t, long step)

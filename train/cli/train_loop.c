@@ -55,13 +55,15 @@ static void on_signal(int sig)
     _exit(130);
 }
 
-/* Whether progress can still be printed.  Output to a closed pipe or a
- * hung-up terminal fails (SIGPIPE is ignored, see cmd_train): from then on
- * the run prints nothing more on stdout, and trains and saves as before. */
+/* Whether progress can still be printed (on stdout, or where report_stream
+ * sends it).  Output to a closed pipe or a hung-up terminal fails (SIGPIPE
+ * is ignored, see cmd_train): from then on the run prints nothing more
+ * there, and trains and saves as before. */
 static int stdout_open(void)
 {
+    FILE *out = report_stream();
     static int closed;
-    if (!closed && (fflush(stdout) != 0 || ferror(stdout))) {
+    if (!closed && (fflush(out) != 0 || ferror(out))) {
         closed = 1;
         fprintf(stderr, "attograd train: standard output is closed; training goes on without progress lines\n");
     }
@@ -122,6 +124,7 @@ static void report_divergence(const trainer *t, long step, step_result r)
 /* Write the checkpoint and, when told to, say so. */
 static int save(trainer *t, long step, int announce)
 {
+    FILE *out = report_stream();
     ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->record.kv, t->record.n };
     char err[ERR_MAX];
     const char *data_name = t->data.is_task ? t->data.task.name : "text";
@@ -131,8 +134,8 @@ static int save(trainer *t, long step, int announce)
         return -1;
     }
     if (announce && stdout_open()) {
-        printf("saved %s (step %ld)\n", t->o.save, step);
-        fflush(stdout);
+        fprintf(out, "saved %s (step %ld)\n", t->o.save, step);
+        fflush(out);
     }
     return 0;
 }
@@ -170,14 +173,15 @@ static int save_after_fault(trainer *t, long completed)
 
 static void progress_bar(long step, long total, double loss, double elapsed, long done)
 {
+    FILE *out = report_stream();
     int width = 30, filled = total ? (int)(width * step / total) : width;
     double eta = done > 0 ? elapsed / (double)done * (double)(total - step) : 0;
     char bar[64];
     for (int i = 0; i < width; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[width] = 0;
-    printf("\r[%s] %ld/%ld  loss %.4f  ETA %.0fs   ", bar, step, total, loss, eta);
-    fflush(stdout);
+    fprintf(out, "\r[%s] %ld/%ld  loss %.4f  ETA %.0fs   ", bar, step, total, loss, eta);
+    fflush(out);
 }
 
 /* An evaluation of the run.  One that scores everything (max_windows 0,
@@ -207,6 +211,7 @@ typedef struct progress {
  * every --eval-every steps, and both at the last step. */
 static void report(trainer *t, progress *p, long done, double loss, double lr)
 {
+    FILE *out = report_stream();
     const train_opts *o = &t->o;
     int log_now = done % o->log_every == 0 || done == o->steps;
     int eval_now = (o->eval_every > 0 && done % o->eval_every == 0) || done == o->steps;
@@ -228,16 +233,16 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     }
     if (!o->quiet && stdout_open()) {
         if (p->tty)
-            printf("\r%*s\r", 80, "");
-        printf("step %6ld/%ld | loss %.4f | lr %.2e | %7.2f ms/step | %8.0f tok/s", done, o->steps, loss, lr, ms,
-               tps);
+            fprintf(out, "\r%*s\r", 80, "");
+        fprintf(out, "step %6ld/%ld | loss %.4f | lr %.2e | %7.2f ms/step | %8.0f tok/s", done, o->steps, loss, lr, ms,
+                tps);
         if (eval_now) {
-            printf(" | val loss %.4f", ev.loss);
+            fprintf(out, " | val loss %.4f", ev.loss);
             if (t->data.is_task)
-                printf(" | held-out acc %.1f%%", 100.0 * (double)ev.correct / (double)ev.total);
+                fprintf(out, " | held-out acc %.1f%%", 100.0 * (double)ev.correct / (double)ev.total);
         }
-        printf("\n");
-        fflush(stdout);
+        fprintf(out, "\n");
+        fflush(out);
     }
     if (t->log) {
         fprintf(t->log, "%ld,%.6f,", done, loss);
@@ -256,6 +261,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
 
 static void show_examples(trainer *t, int n)
 {
+    FILE *out = report_stream();
     const task *tk = &t->data.task;
     int L = tk->len;
     if (n > t->data.n_heldout)
@@ -265,7 +271,7 @@ static void show_examples(trainer *t, int n)
         return;
     memcpy(seqs, t->data.heldout, (size_t)n * (L + 1) * sizeof *seqs);
     complete_greedy(t->ctx, &t->m, seqs, n, L + 1, tk->prompt, L + 1, t->B);
-    printf("held-out examples (prompt -> completion):\n");
+    fprintf(out, "held-out examples (prompt -> completion):\n");
     for (int i = 0; i < n; i++) {
         char prompt[128], got[128], want[128];
         const int32_t *s = seqs + (size_t)i * (L + 1), *ref = t->data.heldout + (size_t)i * (L + 1);
@@ -273,37 +279,39 @@ static void show_examples(trainer *t, int n)
         task_format(tk, s + tk->prompt, L + 1 - tk->prompt, got, sizeof got);
         task_format(tk, ref + tk->prompt, L + 1 - tk->prompt, want, sizeof want);
         int ok = strcmp(got, want) == 0;
-        printf("  %s -> %s  %s", prompt, got, ok ? "ok" : "WRONG");
+        fprintf(out, "  %s -> %s  %s", prompt, got, ok ? "ok" : "WRONG");
         if (!ok)
-            printf(" (want %s)", want);
-        printf("\n");
+            fprintf(out, " (want %s)", want);
+        fprintf(out, "\n");
     }
     free(seqs);
 }
 
 static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
+    FILE *out = report_stream();
     eval_result ev = p->have_final ? p->final : evaluate_run(t, 0);   /* every rank takes part */
     if (!stdout_open())
         return;
     int is_task = t->data.is_task;
     if (step == t->start)
-        printf("done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
-               is_task ? "held-out" : "validation", ev.loss);
+        fprintf(out, "done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
+                is_task ? "held-out" : "validation", ev.loss);
     else
-        printf("done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
-               is_task ? "held-out" : "validation", ev.loss);
+        fprintf(out, "done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
+                is_task ? "held-out" : "validation", ev.loss);
     if (is_task)
-        printf(", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
-               ev.correct, ev.total);
-    printf(", peak memory %.1f MB (estimated %.1f MB), arena peak %.1f MB\n", peak_rss_bytes() / 1e6, t->estimate / 1e6,
-           (double)ag_arena_peak(t->ctx) / 1e6);
+        fprintf(out, ", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,
+                ev.correct, ev.total);
+    fprintf(out, ", peak memory %.1f MB (estimated %.1f MB), arena peak %.1f MB\n", peak_rss_bytes() / 1e6,
+            t->estimate / 1e6, (double)ag_arena_peak(t->ctx) / 1e6);
     if (is_task && !t->o.quiet)
         show_examples(t, 5);
 }
 
 int train_loop(trainer *t)
 {
+    FILE *out = report_stream();
     const train_opts *o = &t->o;
     save_name = o->save;
     output_track(&checkpoint_out);
@@ -325,7 +333,7 @@ int train_loop(trainer *t)
         }
         if (r.status != STEP_OK) {
             if (p.tty)
-                printf("\n");
+                fprintf(out, "\n");
             report_divergence(t, step, r);
             status = 3;
             break;
@@ -338,7 +346,7 @@ int train_loop(trainer *t)
         }
         if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
             if (p.tty)
-                printf("\r%*s\r", 80, "");
+                fprintf(out, "\r%*s\r", 80, "");
             if (save(t, done, !o->quiet)) {
                 status = 1;
                 break;
@@ -352,7 +360,7 @@ int train_loop(trainer *t)
         if ((stop_signal = stop)) {
             step++;
             if (p.tty)
-                printf("\n");
+                fprintf(out, "\n");
             fprintf(stderr, "attograd train: %s at step %ld: stopping%s\n",
                     stop_signal == SIGINT ? "interrupted" : stop_signal == SIGHUP ? "hung up" : "terminated", step,
                     o->save ? " and saving" : "");

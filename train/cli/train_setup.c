@@ -34,9 +34,22 @@ static void open_data(trainer *t)
     if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
         die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
             o->task ? o->task : o->text);
-    if (o->resume && !t->data.is_task && !o->accept_changed_data &&
-        text_check_unchanged(ck, &t->data.text, err, sizeof err))
-        die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
+    if (o->resume && !t->data.is_task && !o->accept_changed_data) {
+        /* the recorded file changed, or --text named another: each says what
+         * is true and how to go on */
+        const char *trained = ckpt_meta(ck, "text_path");
+        struct stat st;
+        int same = is_training_file(ck, o->text);
+        if (text_check_unchanged(ck, &t->data.text, same, err, sizeof err) == 0)
+            return;
+        if (same)
+            die(CMD, "%s; --accept-changed-data resumes on it as it is now", err);
+        if (trained && stat(trained, &st) == 0)
+            die(CMD, "%s; leave out --text to resume on that file, or add --accept-changed-data to go on with %s", err,
+                o->text);
+        die(CMD, "%s; %s is no longer there: give that text with --text FILE, or add --accept-changed-data to go on "
+                 "with %s", err, trained ? trained : "it", o->text);
+    }
 }
 
 /* A resumed run given the run's --log again continues it from the
@@ -152,54 +165,57 @@ static void check_memory(trainer *t, const model_config *c)
 
 static void print_config(const trainer *t)
 {
+    FILE *out = report_stream();
     const train_opts *o = &t->o;
     const model_config *c = &t->m.cfg;
     const dataset *d = &t->data;
     char buf[32];
-    printf("attograd train: %s %s, %d layer%s, %d head%s, d_model %d, context %d%s, dropout %g\n",
-           d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
-           c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
-           c->qkv_bias ? ", qkv bias" : "", c->dropout);
-    printf("  model      %s, vocab %d, %s parameters (%zu)\n", model_arch_name(c->arch), c->vocab_size,
-           human((double)t->m.params->total, buf, sizeof buf), t->m.params->total);
+    fprintf(out, "attograd train: %s %s, %d layer%s, %d head%s, d_model %d, context %d%s, dropout %g\n",
+            d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
+            c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
+            c->qkv_bias ? ", qkv bias" : "", c->dropout);
+    fprintf(out, "  model      %s, vocab %d, %s parameters (%zu)\n", model_arch_name(c->arch), c->vocab_size,
+            human((double)t->m.params->total, buf, sizeof buf), t->m.params->total);
     if (!t->adamw)
-        printf("  optimizer  sgd, lr %g, momentum %g, weight decay %g", o->lr, o->momentum, o->weight_decay);
+        fprintf(out, "  optimizer  sgd, lr %g, momentum %g, weight decay %g", o->lr, o->momentum, o->weight_decay);
     else
-        printf("  optimizer  adamw, lr %g, betas (%g, %g), eps %g, weight decay %g", o->lr, o->beta1, o->beta2,
-               o->eps, o->weight_decay);
-    printf(", clip %s, schedule %s", o->clip > 0 ? (snprintf(buf, sizeof buf, "%g", o->clip), buf) : "off",
-           o->schedule);
+        fprintf(out, "  optimizer  adamw, lr %g, betas (%g, %g), eps %g, weight decay %g", o->lr, o->beta1, o->beta2,
+                o->eps, o->weight_decay);
+    fprintf(out, ", clip %s, schedule %s", o->clip > 0 ? (snprintf(buf, sizeof buf, "%g", o->clip), buf) : "off",
+            o->schedule);
     if (t->cosine)
-        printf(" (warmup %ld, min lr %g)", o->warmup, o->min_lr);
+        fprintf(out, " (warmup %ld, min lr %g)", o->warmup, o->min_lr);
     const char *bf16_kernel = "";
     if (t->precision == AG_BF16)
         ag_bf16_status(&bf16_kernel);       /* ready (checked with the options): the kernel that runs */
-    printf("\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
-           o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
-           AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
-           t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
+    fprintf(out,
+            "\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
+            o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
+            AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
+            t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
     if (d->is_task)
-        printf("  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
-               d->task.len + 1, d->n_heldout);
+        fprintf(out, "  data       %s: %d tokens per example, %d held-out problems never trained on\n", d->task.name,
+                d->task.len + 1, d->n_heldout);
     else {
         size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
-        printf("  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
-               "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
-               d->text.n - d->text.n_train, windows, c->context,
-               windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
+        fprintf(out, "  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
+                "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
+                d->text.n - d->text.n_train, windows, c->context,
+                windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
     }
     if (t->from)
-        printf("  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
-    fflush(stdout);
+        fprintf(out, "  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
+    fflush(out);
 }
 
 /* A resumed cosine run asked to go past the end of its schedule: one line. */
 static void say_extension(const train_opts *o, int cosine)
 {
+    FILE *out = report_stream();
     if (cosine && o->steps > o->schedule_steps) {
-        printf("  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
-               "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
-        fflush(stdout);
+        fprintf(out, "  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
+                "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
+        fflush(out);
     }
 }
 
@@ -240,10 +256,18 @@ void train_setup(trainer *t)
     if (o->resume)
         ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
 
-    if (o->log_path) {
+    int stream = o->log_path ? ag_stream_fd(o->log_path) : -1;
+    if (stream >= 0) {
+        /* one of the process's own descriptors (--log /dev/stdout): the rows
+         * go where it stands, after a header; it has no earlier rows to drop */
+        if (!(t->log = ag_stream_open(stream, o->log_path, err, sizeof err)))
+            die(CMD, "cannot write log %s", err);
+        fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
+    } else if (o->log_path) {
         struct stat st;
         if (o->resume && stat(o->log_path, &st) != 0)   /* moved or deleted since: start it again */
-            printf("  log        %s no longer exists: a new one starts at step %ld\n", o->log_path, t->ck.step + 1);
+            fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
+                    t->ck.step + 1);
         else if (o->resume)
             log_drop_after(o->log_path, t->ck.step);
         t->log = fopen(o->log_path, o->resume ? "a" : "w");

@@ -54,7 +54,7 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
         text_batch(&d->text, random_order, rng, step, B, T, x, y);
 }
 
-int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen)
+int text_check_unchanged(const ckpt *ck, const text_data *d, int same_file, char *err, size_t errlen)
 {
     const char *bytes = ckpt_meta(ck, "text_bytes"), *hash = ckpt_meta(ck, "text_fnv1a64");
     if (!bytes || !hash)
@@ -62,14 +62,20 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t e
     char now[24];
     snprintf(now, sizeof now, "%016llx", (unsigned long long)text_fingerprint(d));
     unsigned long long then = strtoull(bytes, NULL, 10);
-    if (then != (unsigned long long)d->n)
-        ag_set_err(err, errlen, "%s has changed since the checkpoint was saved: %llu bytes then, %zu now", d->name,
-                   then, d->n);
-    else if (strcmp(hash, now) != 0)
-        ag_set_err(err, errlen, "%s has changed since the checkpoint was saved: the same %zu bytes, other contents "
-                   "(FNV-1a %s then, %s now)", d->name, d->n, hash, now);
-    else
+    if (then == (unsigned long long)d->n && strcmp(hash, now) == 0)
         return 0;
+    /* the file named then, changed since; or another file (or one not known
+     * to be it), which differs from the text named */
+    const char *trained = ckpt_meta(ck, "text_path");
+    const char *what = same_file ? " has changed since the checkpoint was saved" : " differs from ";
+    const char *named = same_file ? "" : trained ? trained : "the text";
+    const char *then_was = same_file ? "" : ", the text the checkpoint was trained on";
+    const char *was = same_file ? "then" : "recorded", *is = same_file ? "now" : "here";
+    if (then != (unsigned long long)d->n)
+        ag_set_err(err, errlen, "%s%s%s%s: %llu bytes %s, %zu %s", d->name, what, named, then_was, then, was, d->n, is);
+    else
+        ag_set_err(err, errlen, "%s%s%s%s: the same %zu bytes, other contents (FNV-1a %s %s, %s %s)", d->name, what,
+                   named, then_was, d->n, hash, was, now, is);
     return -1;
 }
 

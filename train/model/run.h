@@ -75,9 +75,12 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
 
 /* A text is the one a checkpoint was trained on as it was then: the size
  * and FNV-1a hash (text_fingerprint) recorded in its metadata (text_bytes,
- * text_fnv1a64) match.  -1 with one line saying what changed; 0 when they
- * match or the checkpoint recorded none. */
-int text_check_unchanged(const ckpt *ck, const text_data *d, char *err, size_t errlen);
+ * text_fnv1a64) match.  -1 with one line saying what differs; 0 when they
+ * match or the checkpoint recorded none.  same_file: d was read from the
+ * file the checkpoint names (text_path), so a difference is that file's
+ * change ("has changed since"); 0: another file, or one not known to be
+ * it, which "differs from" the text named. */
+int text_check_unchanged(const ckpt *ck, const text_data *d, int same_file, char *err, size_t errlen);
 
 /* The input of one step shown on its own (attograd graph, the playground's
  * graph view), into *x and *y (allocated together: free(*x)): for a task

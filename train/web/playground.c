@@ -556,7 +556,7 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
         model_free(&m);
         ckpt_close(&ck);
         return -1;
-    } else if (have_text && text_check_unchanged(&ck, &d.text, error_text, sizeof error_text)) {
+    } else if (have_text && text_check_unchanged(&ck, &d.text, 0, error_text, sizeof error_text)) {
         dataset_free(&d);       /* a text that changed since it was saved: refused, as train --resume refuses it */
         model_free(&m);
         ckpt_close(&ck);
