@@ -235,14 +235,16 @@ done
 # build skips it.
 least_vm() {   # least_vm ARGS...: the smallest ulimit -v (KB) under which attograd ARGS exits 0
     lo=1000; hi=1000000
-    (ulimit -v $hi; $AG "$@" >/dev/null 2>&1) || { echo 0; return; }
+    (ulimit -v $hi; $AG "$@" >/dev/null 2>&1; exit $?) 2>/dev/null || { echo 0; return; }
     while [ $((hi - lo)) -gt 256 ]; do
         mid=$(((lo + hi) / 2))
-        if (ulimit -v $mid; $AG "$@" >/dev/null 2>&1); then hi=$mid; else lo=$mid; fi
+        if (ulimit -v $mid; $AG "$@" >/dev/null 2>&1; exit $?) 2>/dev/null; then hi=$mid; else lo=$mid; fi
     done
     echo $hi
 }
-if (ulimit -v 600000 && $AG --version >/dev/null 2>&1) 2>/dev/null; then
+# (the "exit": a shell that ran attograd as its last command would leave the
+# report of a crash under the cap, "Aborted", to this one's stderr)
+if (ulimit -v 600000 && $AG --version >/dev/null 2>&1; exit $?) 2>/dev/null; then
     for cmd in "$@"; do
         # shellcheck disable=SC2059
         small=$(least_vm $(printf "$cmd" "$W/text.st")) wide=$(least_vm $(printf "$cmd" "$W/wide.st"))
