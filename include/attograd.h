@@ -220,7 +220,7 @@ ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape);    /* zero-filled */
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values);
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value);
 /* Mark an arena tensor as a leaf whose gradient is wanted. */
-void ag_requires_grad(ag_tensor *t);
+void ag_requires_grad(ag_tensor *t);    /* a parameter without a gradient block is refused */
 /* "[2,3,4]" into buf; returns buf. */
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len);
 
@@ -231,7 +231,7 @@ typedef struct ag_params {
     ag_tensor **list;       /* in registration order */
     size_t total;           /* elements over all parameters */
     ag_real *data;          /* one block: every parameter's values */
-    ag_real *grad;          /* one block: every parameter's gradient */
+    ag_real *grad;          /* one block: every parameter's gradient (NULL: ag_params_alloc_no_grad) */
     int capacity;
 } ag_params;
 
@@ -239,6 +239,14 @@ ag_params *ag_params_new(void);
 /* Register a parameter; its storage is assigned by ag_params_alloc. */
 ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape);
 void ag_params_alloc(ag_params *ps);          /* data and grads zeroed; on failure, still unallocated */
+/* For a model that only runs forward (evaluation, generation): the data
+ * block alone, zeroed, and half the memory.  The parameters are constants
+ * (requires_grad 0): ops on them record nothing, a loss may still be
+ * differentiated with respect to arena tensors marked by ag_requires_grad,
+ * and ag_params_zero_grad, ag_clip_grad_norm, the optimizers, and
+ * ag_requires_grad or ag_backward asking a gradient of them are refused
+ * (ag_error, naming the function). */
+void ag_params_alloc_no_grad(ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
 void ag_params_free(ag_params *ps);
@@ -408,8 +416,8 @@ typedef struct ag_optim {
 
 /* Weight decay applies to the parameters whose `decay` flag is set (the model
  * decides: typically matrices, not biases or norm gains); both optimizers
- * honor the flag the same way.  Both need ps allocated (ag_params_alloc)
- * and take torch.optim's ranges: momentum, weight decay and eps >= 0,
+ * honor the flag the same way.  Both need ps allocated with gradients
+ * (ag_params_alloc) and take torch.optim's ranges: momentum, weight decay and eps >= 0,
  * betas in [0, 1); ag_optim_step a finite lr >= 0. */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */

@@ -110,7 +110,7 @@ typedef struct ag_st_tensor {
     int dtype;             /* AG_ST_* */
     int ndim;              /* 0..8; 0 = scalar (one element) */
     int64_t shape[AG_ST_MAX_DIMS];
-    const void *data;      /* little-endian bytes; see alignment note below */
+    const void *data;      /* little-endian bytes; see alignment note below (NULL: not kept) */
     size_t nbytes;         /* product(shape) * element size */
 } ag_st_tensor;
 
@@ -152,6 +152,12 @@ int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
  * on any problem, including a file that changes size while it is being read.
  */
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
+/* ag_st_load, validating the same, but the bytes of the tensors whose
+ * names begin with prefix (NULL: none) are read and checked without being
+ * kept: their data is NULL, and memory holds none of their size.  For a
+ * program that will not use part of a file (a checkpoint's optimizer
+ * state when only running the model). */
+ag_st_file *ag_st_load_except(const char *path, const char *prefix, char *err, size_t errlen);
 
 /*
  * The same validation on bytes already in memory; `label` stands in for the

@@ -16,17 +16,21 @@
  * the one moment block that was granted. */
 /* The flat loops below run over ps->total elements of the parameters'
  * blocks, which exist only once ag_params_alloc has run (and no parameter
- * can join after it: an optimizer made before would have moments too short). */
-static void need_allocated(const char *fn, const ag_params *ps)
+ * can join after it: an optimizer made before would have moments too short),
+ * and the gradient block only when the set was not allocated for forward
+ * passes alone. */
+static void need_grads(const char *fn, const ag_params *ps)
 {
     ag_need(fn, "ps", ps);
     if (!ps->data)
         ag_error("%s: the parameters are not allocated (call ag_params_alloc first)", fn);
+    if (!ps->grad)
+        ag_error("%s: the parameters have no gradients (allocated by ag_params_alloc_no_grad)", fn);
 }
 
 static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
 {
-    need_allocated(fn, ps);
+    need_grads(fn, ps);
     const size_t n = ps->total ? ps->total : 1;
     ag_optim *o = calloc(1, sizeof *o);
     ag_real *m = ag_big_alloc(n, sizeof(ag_real));
@@ -146,13 +150,13 @@ static void zero_range(void *ctx, size_t lo, size_t hi)
  * little work to share. */
 void ag_params_zero_grad(ag_params *ps)
 {
-    need_allocated("ag_params_zero_grad", ps);
+    need_grads("ag_params_zero_grad", ps);
     ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
 {
-    need_allocated("ag_clip_grad_norm", ps);
+    need_grads("ag_clip_grad_norm", ps);
     /* a negative bound would flip every gradient, NaN would skip clipping */
     if (!(max_norm >= 0))
         ag_error("ag_clip_grad_norm: max_norm = %g must be >= 0", max_norm);

@@ -160,6 +160,7 @@ typedef struct parser {
     const char **meta;        /* key, value, key, value ... */
     int nmeta, capmeta;
     int have_meta;
+    const char *skip;         /* tensors whose names begin with it: read and checked, not kept (or NULL) */
 } parser;
 
 static int fail(parser *p, const char *fmt, ...)
@@ -607,6 +608,39 @@ static int read_full(int fd, void *dst, size_t n, int *err_no)
     return 0;
 }
 
+/* read_full's failure, said */
+static int read_failed(parser *p, int err_no, const source *src)
+{
+    return err_no ? fail(p, "read error: %s", strerror(err_no))
+                  : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
+}
+
+static int skipped(const parser *p, const ag_st_tensor *t)
+{
+    return p->skip && strncmp(t->name, p->skip, strlen(p->skip)) == 0;
+}
+
+/* A tensor that is not kept (p->skip, which only ag_st_load_except sets:
+ * the source is a file): read through a buffer of CHUNK bytes (a multiple
+ * of every element size) and checked there, so it costs no memory of its
+ * size. */
+#define CHUNK ((size_t)1 << 18)
+static int check_unkept(parser *p, const ag_st_tensor *t, const source *src)
+{
+    unsigned char *chunk = malloc(CHUNK);
+    if (!chunk) return fail(p, "out of memory");
+    int bad = 0, err_no = 0, cut = 0;
+    for (size_t done = 0, n; done < t->nbytes && !bad && !cut; done += n) {
+        n = t->nbytes - done < CHUNK ? t->nbytes - done : CHUNK;
+        cut = read_full(src->fd, chunk, n, &err_no);
+        bad = !cut && has_nonfinite(chunk, n, t->dtype);
+    }
+    free(chunk);
+    if (cut)
+        return read_failed(p, err_no, src);
+    return bad ? fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]) : 0;
+}
+
 /* Places every tensor's bytes in its own ALIGN-aligned place and checks
  * floats.  check_layout has made the entries, in offset order, tile the
  * data buffer, so a file is read once, in order. */
@@ -614,6 +648,8 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
 {
     size_t total = ALIGN;
     for (int i = 0; i < p->nents; i++) {
+        if (skipped(p, &p->ents[i].t))
+            continue;
         size_t padded = (p->ents[i].t.nbytes + ALIGN - 1) / ALIGN * ALIGN;
         if (padded < p->ents[i].t.nbytes || total > SIZE_MAX - padded) return fail(p, "out of memory");
         total += padded;
@@ -625,13 +661,18 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
     for (int i = 0; i < p->nents; i++) {
         ag_st_tensor *t = &f->tensors[i];
         *t = p->ents[i].t;
+        if (skipped(p, t)) {
+            if (check_unkept(p, t, src))
+                return -1;
+            t->data = NULL;
+            continue;
+        }
         unsigned char *dst = f->data + at;
         int err_no = 0;
         if (src->mem && t->nbytes)
             memcpy(dst, src->mem + 8 + p->n + p->ents[i].begin, t->nbytes);
         else if (!src->mem && read_full(src->fd, dst, t->nbytes, &err_no))
-            return err_no ? fail(p, "read error: %s", strerror(err_no))
-                          : fail(p, "file shrank while being read (expected %zu bytes)", src->len);
+            return read_failed(p, err_no, src);
         if (has_nonfinite(dst, t->nbytes, t->dtype))
             return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
         t->data = dst;
@@ -660,10 +701,10 @@ static int looks_like_pickle(const unsigned char *b, size_t len)
 /* A file of len bytes, given its first bytes b -- at least 8 plus its
  * header length of them, or all of a file whose header length is wrong --
  * and the source of the rest. */
-static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *src, const char *label, char *err,
-                              size_t errlen)
+static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *src, const char *skip,
+                              const char *label, char *err, size_t errlen)
 {
-    parser p = {.label = label, .err = err, .errlen = errlen};
+    parser p = {.label = label, .err = err, .errlen = errlen, .skip = skip};
     if (len < 8) {
         fail(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
         return NULL;
@@ -717,10 +758,15 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
         return NULL;
     }
     const source src = {buf, -1, len};
-    return parse_file(buf, len, &src, label ? label : "(buffer)", err, errlen);
+    return parse_file(buf, len, &src, NULL, label ? label : "(buffer)", err, errlen);
 }
 
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
+{
+    return ag_st_load_except(path, NULL, err, errlen);
+}
+
+ag_st_file *ag_st_load_except(const char *path, const char *prefix, char *err, size_t errlen)
 {
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty checkpoint path"); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -762,7 +808,7 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     ag_st_file *f = NULL;
     if (!bad) {
         const source src = {NULL, fd, size};
-        f = parse_file(head, size, &src, path, err, errlen);
+        f = parse_file(head, size, &src, prefix, path, err, errlen);
     }
     /* Past the end fstat gave, whatever was parsed: a file that grew (or
      * one of /proc's, whose size reads as 0) is named as such. */
@@ -816,6 +862,10 @@ int ag_st_to_f32(const ag_st_tensor *t, float *out, char *err, size_t errlen)
 {
     if (!t || (!out && t->nbytes)) {
         ag_set_err(err, errlen, "ag_st_to_f32: %s is NULL", t ? "out" : "the tensor");
+        return -1;
+    }
+    if (!t->data && t->nbytes) {
+        ag_set_err(err, errlen, "ag_st_to_f32: tensor %s was not kept (ag_st_load_except)", show(t->name).s);
         return -1;
     }
     const unsigned char *p = t->data;

@@ -108,8 +108,9 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     if (loss->node && loss->node->ctx != ctx)
         ag_error("ag_backward: the loss was computed in another context (pass the context that recorded it)");
     if (!loss->requires_grad)
-        ag_error("ag_backward: the loss does not depend on any parameter "
-                 "(were gradients disabled, or no tensor marked as requiring one?)");
+        ag_error("ag_backward: the loss does not depend on any tensor that wants a gradient (were gradients "
+                 "disabled, the parameters allocated by ag_params_alloc_no_grad, or no tensor marked as "
+                 "requiring one?)");
     /* A second backward over the same tape (another loss of the same step)
      * must not resend the gradients the first one left on intermediates.
      * A reshape's gradient is its input's buffer: that one is cleared by the

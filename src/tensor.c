@@ -3,9 +3,10 @@
  * long-lived parameters, and the error handler.
  *
  * Memory model: parameters and their gradients live in two contiguous blocks
- * owned by ag_params; everything a step creates (tensors, saved values,
- * activation gradients, tape entries) is bump-allocated from the arena and
- * forgotten all at once by ag_reset.  The arena keeps its blocks, so a loop
+ * owned by ag_params (a set that only runs forward has no gradient block);
+ * everything a step creates (tensors, saved values, activation gradients,
+ * tape entries) is bump-allocated from the arena and forgotten all at once
+ * by ag_reset.  The arena keeps its blocks, so a loop
  * whose steps repeat the same shapes allocates from malloc only in step one.
  */
 #include <stdarg.h>
@@ -310,6 +311,10 @@ ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
 void ag_requires_grad(ag_tensor *t)
 {
     ag_need("ag_requires_grad", "t", t);
+    /* its gradient would land in the arena, not in a block the set owns */
+    if (t->is_param && !t->grad)
+        ag_error("ag_requires_grad: parameter '%s' has no gradient (its set was allocated by "
+                 "ag_params_alloc_no_grad)", t->name);
     t->requires_grad = 1;
 }
 
@@ -402,23 +407,28 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
     return t;
 }
 
-void ag_params_alloc(ag_params *ps)
+/* with_grad: a second block, parallel to the weights, for their
+ * gradients.  Without it the parameters are constants (requires_grad 0):
+ * ops on them record nothing, and everything that would read or write the
+ * gradient block (ag_backward reaching them, the optimizers, zeroing,
+ * clipping) is refused. */
+static void params_alloc(const char *fn, ag_params *ps, int with_grad)
 {
-    ag_need("ag_params_alloc", "ps", ps);
+    ag_need(fn, "ps", ps);
     if (ps->data)
-        ag_error("ag_params_alloc: called twice");
+        ag_error("%s: the parameters are already allocated", fn);
     /* The gradients are asked for only once the weights are granted, and a
      * failure gives back what was granted: under a handler that longjmps
      * out, the set stays unallocated, as it was, and can be tried again. */
     const size_t n = ps->total ? ps->total : 1;
     ag_real *data = ag_big_alloc(n, sizeof(ag_real));
     if (!data)
-        ag_error("ag_params_alloc: out of memory: the weights of %zu parameters need %zu bytes", ps->total,
+        ag_error("%s: out of memory: the weights of %zu parameters need %zu bytes", fn, ps->total,
                  n * sizeof(ag_real));
-    ag_real *grad = ag_big_alloc(n, sizeof(ag_real));
-    if (!grad) {
+    ag_real *grad = with_grad ? ag_big_alloc(n, sizeof(ag_real)) : NULL;
+    if (with_grad && !grad) {
         ag_big_free(data);
-        ag_error("ag_params_alloc: out of memory: the gradients of %zu parameters need %zu bytes", ps->total,
+        ag_error("%s: out of memory: the gradients of %zu parameters need %zu bytes", fn, ps->total,
                  n * sizeof(ag_real));
     }
     ps->data = data;
@@ -426,10 +436,15 @@ void ag_params_alloc(ag_params *ps)
     size_t off = 0;
     for (int i = 0; i < ps->count; i++) {
         ps->list[i]->data = ps->data + off;
-        ps->list[i]->grad = ps->grad + off;
+        ps->list[i]->grad = grad ? grad + off : NULL;
+        ps->list[i]->requires_grad = with_grad;
         off += ps->list[i]->size;
     }
 }
+
+void ag_params_alloc(ag_params *ps) { params_alloc("ag_params_alloc", ps, 1); }
+
+void ag_params_alloc_no_grad(ag_params *ps) { params_alloc("ag_params_alloc_no_grad", ps, 0); }
 
 ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 {
@@ -453,8 +468,9 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
         if (ts[i]->ndim != ts[0]->ndim || memcmp(ts[i]->shape, ts[0]->shape, (size_t)ts[0]->ndim * sizeof(int)))
             ag_error("ag_params_join: %s is %s but %s is %s", ts[i]->name, ag_shape_str(ts[i], si, sizeof si),
                      ts[0]->name, ag_shape_str(ts[0], s0, sizeof s0));
-        if (i > 0 && (ts[i]->data != ts[i - 1]->data + ts[i - 1]->size ||
-                      ts[i]->grad != ts[i - 1]->grad + ts[i - 1]->size))
+        /* the grad blocks are parallel to the data: adjacent data, adjacent
+         * gradients (or none, in a set allocated without them) */
+        if (i > 0 && ts[i]->data != ts[i - 1]->data + ts[i - 1]->size)
             ag_error("ag_params_join: %s is not stored right after %s", ts[i]->name, ts[i - 1]->name);
     }
     int shape[AG_MAX_DIMS];
@@ -464,7 +480,7 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
     tensor_init(t, ts[0]->ndim, shape, ts[0]->size * (size_t)n);
     t->data = ts[0]->data;
     t->grad = ts[0]->grad;
-    t->requires_grad = 1;
+    t->requires_grad = ts[0]->requires_grad;
     /* named "a+b+c" so a drawn graph shows which parameters it joins */
     size_t len = 1;
     for (int i = 0; i < n; i++)

@@ -6,7 +6,9 @@
 # sample prints tokens as they are drawn, keeps them on Ctrl-C (exit 130,
 # closing newline) and draws and names a seed when none is given; eval scores
 # the file the model was trained on by its last tenth and any other file
-# whole, and reports bits per byte, perplexity and the windows it used.
+# whole, and reports bits per byte, perplexity and the windows it used;
+# info, sample and eval hold neither gradients nor the file's optimizer
+# moments (their peak memory and the address space they need).
 # Run from the repository root; ATTOGRAD overrides ./build/attograd.
 # Option lists ($SMALL) are split into words on purpose.
 # shellcheck disable=SC2086
@@ -193,5 +195,65 @@ $AG train --text "$TEXT" $SMALL --context $T --steps 1 >"$W/train.out" 2>&1
 mid=$w_val; [ $mid -gt 100 ] && mid=100
 grep -q "^  data .*($w_val windows of $T; evaluations during training score the first $mid, the last one all)" "$W/train.out"
 check $? "train's config says how many windows its evaluations score: $(grep '^  data' "$W/train.out")"
+
+
+# ---- the commands that only run a model forward hold what they use -----------
+# info, sample and eval allocate no gradient block (ag_params_alloc_no_grad) and
+# keep no optimizer moments from the file (ag_st_load_except), on a
+# 7.1 M-parameter model (weights W = 28.5 MB; its file, 57 MB, holds the SGD
+# momentum too) against the same command on the 1-layer fixture model.
+$AG train --text "$TEXT" --layers 4 --d-model 384 --heads 4 --batch 2 --steps 1 --eval-every 0 --quiet \
+    --threads 1 --save "$W/wide.st" >/dev/null 2>&1
+check $? "train the 7.1 M-parameter model"
+file_kb=$(($(wc -c <"$W/wide.st") / 1024))
+weights_kb=$(($($AG info "$W/wide.st" | sed -n 's/.* \([0-9]*\) parameters.*/\1/p') * 4 / 1024))
+forward_cmds="info %s|sample --model %s --tokens 5 --seed 1 --threads 1|eval --model %s --text $TEXT --threads 1 --batch 1"
+# Resident memory: the peak (the kernel's maxrss of the one child) may exceed
+# the fixture's by the weights twice (as read from the file, and the model's)
+# and half again for the step's arena, not by the moments too (W more).
+peak_kb() {   # peak_kb ARGS...: attograd ARGS' peak resident memory in KB (0: it failed)
+    # posix_spawn shares Python's memory until the exec, so the peak is attograd's alone
+    $PY -c 'import os, sys
+null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=null)
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss if status == 0 else 0)' "$AG" "$@" 2>/dev/null || echo 0
+}
+IFS='|'; set -- $forward_cmds; unset IFS
+for cmd in "$@"; do
+    # shellcheck disable=SC2059
+    small=$(peak_kb $(printf "$cmd" "$W/text.st")) wide=$(peak_kb $(printf "$cmd" "$W/wide.st"))
+    cap=$((small + 2 * weights_kb + weights_kb / 2))
+    [ "$small" -gt 0 ] && [ "$wide" -gt 0 ] && [ "$wide" -le "$cap" ]
+    check $? "$(printf "$cmd" wide.st): peak resident memory $wide KB, more than the 1-layer model's $small KB + 2.5 x the weights' $weights_kb KB = $cap KB"
+done
+# Address space (ulimit -v, in KB, bisected: the least a command runs in),
+# where the gradient block would show though it is never touched: the file
+# (read whole, as info and eval check every tensor) and the weights, plus
+# half the weights for the 2 MB alignment each large block gets; a gradient
+# block would need W more.  AddressSanitizer cannot run under such a cap: that
+# build skips it.
+least_vm() {   # least_vm ARGS...: the smallest ulimit -v (KB) under which attograd ARGS exits 0
+    lo=1000; hi=1000000
+    (ulimit -v $hi; $AG "$@" >/dev/null 2>&1; exit $?) 2>/dev/null || { echo 0; return; }
+    while [ $((hi - lo)) -gt 256 ]; do
+        mid=$(((lo + hi) / 2))
+        if (ulimit -v $mid; $AG "$@" >/dev/null 2>&1; exit $?) 2>/dev/null; then hi=$mid; else lo=$mid; fi
+    done
+    echo $hi
+}
+# (the "exit": a shell that ran attograd as its last command would leave the
+# report of a crash under the cap, "Aborted", to this one's stderr)
+if (ulimit -v 600000 && $AG --version >/dev/null 2>&1; exit $?) 2>/dev/null; then
+    for cmd in "$@"; do
+        # shellcheck disable=SC2059
+        small=$(least_vm $(printf "$cmd" "$W/text.st")) wide=$(least_vm $(printf "$cmd" "$W/wide.st"))
+        cap=$((small + file_kb + weights_kb + weights_kb / 2))
+        [ "$small" -gt 0 ] && [ "$wide" -gt 0 ] && [ "$wide" -le "$cap" ]
+        check $? "$(printf "$cmd" wide.st) needs $wide KB of address space, more than the 1-layer model's $small KB + its file's $file_kb KB + 1.5 x its weights' $weights_kb KB = $cap KB"
+    done
+else
+    echo "SKIP: the address space of forward-only commands (this build cannot run under ulimit -v)"
+fi
 
 finish

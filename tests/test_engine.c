@@ -962,6 +962,90 @@ static void test_no_grad(ag_ctx *ctx)
     CHECK(ag_set_grad_enabled(ctx, prev) == 0, "ag_set_grad_enabled must return the previous setting");
 }
 
+/* y = sum(layer_norm(x [q;k;v]^T, g)^2) and dy/dx, x requiring a gradient
+ * (test_params_no_grad; kept apart from its setjmp) */
+static void joined_loss(ag_ctx *ctx, ag_tensor *const *qkvg, ag_real *y, ag_real *dx)
+{
+    ag_reset(ctx);
+    ag_tensor *x = ag_from(ctx, 2, (int[]){2, 4}, (ag_real[]){ 1, -2, 0.5, 3, -1, 0.25, 2, -0.5 });
+    ag_requires_grad(x);
+    ag_tensor *qkv = ag_params_join(ctx, qkvg, 3);
+    ag_tensor *h = ag_layer_norm(ctx, ag_linear(ctx, x, qkv, NULL), qkvg[3], NULL, 1e-5f);
+    ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, h, h));
+    ag_backward(ctx, loss);
+    *y = loss->data[0];
+    memcpy(dx, x->grad, x->size * sizeof(ag_real));
+}
+
+static ag_params *small_set(int with_grad, ag_tensor **qkvg)
+{
+    ag_params *ps = ag_params_new();
+    qkvg[0] = ag_params_add(ps, "q", 2, (int[]){3, 4});
+    qkvg[1] = ag_params_add(ps, "k", 2, (int[]){3, 4});
+    qkvg[2] = ag_params_add(ps, "v", 2, (int[]){3, 4});
+    qkvg[3] = ag_params_add(ps, "g", 1, (int[]){9});
+    if (with_grad)
+        ag_params_alloc(ps);
+    else
+        ag_params_alloc_no_grad(ps);
+    for (size_t i = 0; i < ps->total; i++)
+        ps->data[i] = (ag_real)(0.25 * sin(1.0 + (double)i));
+    return ps;
+}
+
+/* A parameter set allocated without gradients (ag_params_alloc_no_grad):
+ * the same forward values as a set with them, nothing recorded, the
+ * gradient with respect to a marked input still computed, and everything
+ * that needs the parameters' gradients refused in one line. */
+static void test_params_no_grad(ag_ctx *ctx)
+{
+    ag_tensor *p[4], *f[4];
+    ag_params *trained = small_set(1, p), *frozen = small_set(0, f);
+    int plain = frozen->grad == NULL;
+    for (int i = 0; i < frozen->count; i++)
+        plain &= frozen->list[i]->grad == NULL && !frozen->list[i]->requires_grad && frozen->list[i]->data;
+    CHECK(plain, "ag_params_alloc_no_grad: weights without gradients, not requiring any");
+    ag_real y[2], dx[2][8];
+    joined_loss(ctx, p, &y[0], dx[0]);
+    joined_loss(ctx, f, &y[1], dx[1]);
+    CHECK(y[0] == y[1] && memcmp(dx[0], dx[1], sizeof dx[0]) == 0,
+          "without gradient blocks: loss %g and d/dx differ from the trained set's (%g)", (double)y[1], (double)y[0]);
+    CHECK(frozen->grad == NULL && f[0]->grad == NULL && f[3]->grad == NULL,
+          "backward gave parameters without gradients a gradient");
+
+    ag_reset(ctx);
+    ag_tensor *qkv = ag_params_join(ctx, f, 3);
+    ag_tensor *sq = ag_sum_all(ctx, ag_mul(ctx, qkv, qkv));
+    CHECK(!qkv->requires_grad && qkv->grad == NULL && ag_tape_length(ctx) == 0 && !sq->requires_grad,
+          "ops on parameters without gradients were recorded (%d entries)", ag_tape_length(ctx));
+    EXPECT_ERROR(ag_backward(ctx, sq), "ag_backward", "ag_params_alloc_no_grad");
+    EXPECT_ERROR(ag_params_zero_grad(frozen), "ag_params_zero_grad", "no gradients", "ag_params_alloc_no_grad");
+    EXPECT_ERROR((void)ag_clip_grad_norm(frozen, 1), "ag_clip_grad_norm", "no gradients");
+    EXPECT_ERROR((void)ag_optim_sgd(frozen, 0.9, 0), "ag_optim_sgd", "no gradients");
+    EXPECT_ERROR((void)ag_optim_adamw(frozen, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "no gradients");
+    EXPECT_ERROR(ag_requires_grad(f[0]), "ag_requires_grad", "'q'", "ag_params_alloc_no_grad");
+    CHECK(!f[0]->requires_grad, "a refused ag_requires_grad marked the parameter");
+    EXPECT_ERROR(ag_params_alloc(frozen), "ag_params_alloc", "already allocated");
+    EXPECT_ERROR(ag_params_alloc_no_grad(trained), "ag_params_alloc_no_grad", "already allocated");
+    EXPECT_ERROR(ag_params_alloc_no_grad(NULL), "ag_params_alloc_no_grad", "ps is NULL");
+    ag_params_free(trained);
+    ag_params_free(frozen);
+
+    /* the weights' block alone is mapped: 32 MB of parameters, where a set
+     * with gradients maps 64 MB */
+    ag_params *big = ag_params_new();
+    ag_params_add(big, "w", 1, (int[]){ 8 << 20 });
+    const size_t weights = ((size_t)8 << 20) * sizeof(ag_real), before = check_vm_bytes();
+    ag_params_alloc_no_grad(big);
+    const size_t after = check_vm_bytes();
+    if (before && after)
+        CHECK(after - before < weights + weights / 4, "a set without gradients mapped %zu bytes for %zu of weights",
+              after - before, weights);
+    else
+        CHECK_SKIP("the mapped size cannot be read here (/proc/self/statm)");
+    ag_params_free(big);
+}
+
 /* The grad-ready hook: each leaf that wants a gradient and is read named
  * once, with its gradient already final; a leaf nothing reads never. */
 typedef struct ready_log {
@@ -1655,6 +1739,7 @@ int main(void)
     test_null_arguments(ctx);
     test_usage_errors(ctx);
     test_params_join(ctx);
+    test_params_no_grad(ctx);
     test_params_optim_misuse();
     test_alloc_failures();
     ag_set_error_handler(NULL, NULL);

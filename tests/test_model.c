@@ -526,7 +526,7 @@ static void check_recorded_settings(void)
 
     /* the library says what is wrong with the file, not which flag mends it
      * (the command line adds that from ckpt.heads_refused and ckpt.needs) */
-    ckpt_hints hints = { 3, NULL, NULL, 0 };
+    ckpt_hints hints = { 3, NULL, NULL, 0, 0 };
     err[0] = 0;
     int rc = ckpt_open_hints(&ck, path, &m, &hints, err, sizeof err);
     CHECK(rc == -1 && ck.heads_refused && ck.cfg.n_head == 2 && !ck.needs && strstr(err, "n_head") &&

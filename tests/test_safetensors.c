@@ -988,6 +988,73 @@ static void test_nonfinite_anywhere(void)
     free(data);
 }
 
+/* ag_st_load_except: the tensors under the prefix listed with their dtype
+ * and shape but no data, still checked for NaN and Inf wherever it lies in
+ * their bytes (which are read through a 256 KB buffer: three rounds and a
+ * tail here); the others kept as ag_st_load keeps them. */
+static void test_load_except(void)
+{
+    enum { NM = 3 * 65536 + 5 };
+    float *m = malloc(NM * sizeof *m), w[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t v[6] = {0x3C00, 0x4000, 0, 0x8000, 0x3800, 0x7BFF};   /* F16: 1, 2, 0, -0, 0.5, 65504 */
+    for (int i = 0; i < NM; i++) m[i] = 0.001f * (float)i;
+    ag_st_tensor t[] = {
+        {"w", AG_ST_F32, 2, {2, 3}, w, sizeof w},
+        {"optim.m.w", AG_ST_F32, 1, {NM}, m, NM * sizeof *m},
+        {"optim.v.w", AG_ST_F16, 2, {2, 3}, v, sizeof v},
+        {"optimizer", AG_ST_F32, 1, {2}, w, 2 * sizeof *w},     /* not under "optim." */
+        {"state.rng", AG_ST_U64, 1, {1}, step, 8},
+    };
+    const int n = (int)(sizeof t / sizeof t[0]);
+    char err[512] = "";
+    PATH_IN(path, "except.safetensors");
+    CHECK(ag_st_save(path, t, n, NULL, 0, err, sizeof err) == 0, "save: %s", err);
+    ag_st_file *all = ag_st_load(path, err, sizeof err), *some = ag_st_load_except(path, "optim.", err, sizeof err),
+               *none = ag_st_load_except(path, NULL, err, sizeof err);
+    CHECK(all && some && none && ag_st_count(some) == n && ag_st_count(none) == n, "loads: %s", err);
+    for (int i = 0; all && some && none && i < n; i++) {
+        const ag_st_tensor *a = ag_st_get(all, t[i].name), *s = ag_st_get(some, t[i].name),
+                           *z = ag_st_get(none, t[i].name);
+        int under = strncmp(t[i].name, "optim.", 6) == 0;
+        CHECK(s && s->dtype == a->dtype && s->ndim == a->ndim && s->shape[0] == a->shape[0] && s->nbytes == a->nbytes,
+              "%s: listed as ag_st_load lists it", t[i].name);
+        CHECK(s && (under ? s->data == NULL : s->data && memcmp(s->data, t[i].data, t[i].nbytes) == 0),
+              "%s: %s", t[i].name, under ? "kept though under the prefix" : "not kept as written");
+        CHECK(z && z->data && memcmp(z->data, t[i].data, t[i].nbytes) == 0, "%s: a NULL prefix skipped it", t[i].name);
+    }
+    float out[6];
+    CHECK(some && ag_st_to_f32(ag_st_get(some, "optim.v.w"), out, err, sizeof err) == -1 && strstr(err, "not kept") &&
+              strstr(err, "optim.v.w"), "a tensor not kept read as floats: '%s'", err);
+    CHECK(some && ag_st_to_f32(ag_st_get(some, "w"), out, err, sizeof err) == 0 && out[5] == 6, "kept tensor read");
+    ag_st_free(all);
+    ag_st_free(some);
+    ag_st_free(none);
+
+    /* the writer refuses NaN: poke it into the file by hand */
+    static const size_t at[] = {0, 65535, 65536, NM - 1};   /* first, a round's end and start, last */
+    FILE *f = fopen(path, "r+b");
+    unsigned char lenb[8];
+    uint64_t hlen = 0;
+    CHECK(f && fread(lenb, 1, 8, f) == 8, "reading %s back", path);
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenb[i];
+    for (size_t k = 0; f && k < sizeof at / sizeof at[0]; k++) {
+        const long off = (long)(8 + hlen + sizeof w + at[k] * sizeof *m);   /* "optim.m.w" follows "w" */
+        const float nan = NAN;
+        CHECK(fseek(f, off, SEEK_SET) == 0 && fwrite(&nan, sizeof nan, 1, f) == 1 && fflush(f) == 0, "poke NaN");
+        ag_st_file *bad = ag_st_load_except(path, "optim.", err, sizeof err);
+        CHECK(!bad && strstr(err, "tensor \"optim.m.w\": F32 data contains NaN or Inf") && one_line(err),
+              "NaN at element %zu of a tensor not kept: '%s'", at[k], err);
+        ag_st_free(bad);
+        CHECK(fseek(f, off, SEEK_SET) == 0 && fwrite(&m[at[k]], sizeof *m, 1, f) == 1 && fflush(f) == 0, "unpoke");
+    }
+    ag_st_file *again = ag_st_load_except(path, "optim.", err, sizeof err);
+    CHECK(again != NULL, "the file with its values back: %s", err);
+    ag_st_free(again);
+    if (f) fclose(f);
+    unlink(path);
+    free(m);
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1108,6 +1175,7 @@ int main(void)
     test_bad_entries();
     test_half_dtypes();
     test_nonfinite_anywhere();
+    test_load_except();
     test_pickle();
     test_bit_flips();
     test_corpus();

@@ -97,7 +97,7 @@ int cmd_eval(int argc, char **argv)
     ag_set_threads(a.threads);
     ckpt ck;
     model m;
-    open_saved(CMD, &a, 0, &ck, &m);
+    open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
     dataset d;
     open_model_data(CMD, &d, &ck, a.text, (uint64_t)seed);
     if (d.is_task && split_name)
@@ -240,7 +240,7 @@ int cmd_sample(int argc, char **argv)
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    open_saved(CMD, &a, 0, &ck, &m);
+    open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
     if (a.text && ag_st_meta(ck.file, "vocab")) {
         /* the file lists its vocabulary: the text must stay inside it */
         text_data td;
@@ -330,7 +330,7 @@ int cmd_info(int argc, char **argv)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");
     ckpt ck;
     model m;
-    ckpt_hints hints = { heads, NULL, NULL, 1 };
+    ckpt_hints hints = { heads, NULL, NULL, 1, 1 };
     open_model(CMD, path, &hints, &ck, &m);
     const model_config *c = &m.cfg;
     char step[32] = "unknown";

@@ -367,7 +367,7 @@ int cmd_train(int argc, char **argv)
         /* --init may start from a PyTorch state_dict, which need not say
          * its heads or data: the flags say them (a --heads the file
          * contradicts is refused) */
-        ckpt_hints hints = { args_find(opts, nopts, "--heads")->given ? o->heads : 0, o->task, o->text, 0 };
+        ckpt_hints hints = { args_find(opts, nopts, "--heads")->given ? o->heads : 0, o->task, o->text, 0, 0 };
         open_model(CMD, t.from, o->init ? &hints : NULL, &t.ck, &t.m);
         model_flags_as_saved(&t, opts, nopts);
     }

@@ -244,7 +244,7 @@ int cmd_attn(int argc, char **argv)
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    open_saved(CMD, &a, 0, &ck, &m);
+    open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
     const model_config *c = &m.cfg;
     int H = c->n_head, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;
@@ -345,7 +345,7 @@ int cmd_graph(int argc, char **argv)
     char err[ERR_MAX];
     ckpt ck;
     model m;
-    open_saved(CMD, &a, 1, &ck, &m);
+    open_saved(CMD, &a, OPEN_DATA_OPTIONAL, &ck, &m);
     int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
     int room = 0, failed = 1, n = example_input(ck.data, &m, tokens, (uint64_t)seed, &x, &y, &room, err, sizeof err);

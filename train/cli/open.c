@@ -56,9 +56,9 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
         check_data_flags(cmd, ck, hints->task, hints->text);
 }
 
-void open_saved(const char *cmd, const saved_model *a, int data_optional, ckpt *ck, model *m)
+void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model *m)
 {
-    ckpt_hints hints = { a->heads, a->task, a->text, data_optional };
+    ckpt_hints hints = { a->heads, a->task, a->text, (how & OPEN_DATA_OPTIONAL) != 0, (how & OPEN_FORWARD_ONLY) != 0 };
     open_model(cmd, a->path, &hints, ck, m);
 }
 

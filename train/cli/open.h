@@ -44,9 +44,12 @@ typedef struct saved_model {
 /* The rows of a command that reads a model from a file that may not say
  * everything (sample, attn): --threads, --task, --text, --heads. */
 #define SAVED_MODEL_OPTS(a) THREADS_OPT(a, ""), SAVED_TASK_OPT(a), SAVED_VOCAB_OPT(a), HEADS_OPT((a).heads)
-/* open_model of a->path with a's --heads, --task and --text;
- * data_optional: the data may stay unknown (info, graph). */
-void open_saved(const char *cmd, const saved_model *a, int data_optional, ckpt *ck, model *m);
+/* open_model of a->path with a's --heads, --task and --text; how: 0 or
+ * OPEN_DATA_OPTIONAL (the data may stay unknown: graph), or'ed with
+ * OPEN_FORWARD_ONLY (a model that is only run forward, whose parameters
+ * need no gradients: eval, sample, attn). */
+enum { OPEN_DATA_OPTIONAL = 1, OPEN_FORWARD_ONLY = 2 };
+void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model *m);
 
 /* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
  * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */

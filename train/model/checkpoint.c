@@ -671,7 +671,10 @@ static int read_model(reading *r, model *m)
     }
     if (check_unknown(r, ps, expected))
         return -1;
-    ag_params_alloc(m->params);
+    if (r->h->forward_only)
+        ag_params_alloc_no_grad(m->params);
+    else
+        ag_params_alloc(m->params);
     for (int i = 0; i < ps->count; i++) {
         const ag_st_tensor *w = ag_st_get(r->f, ps->list[i]->name);
         if (load_values(ps->list[i]->data, w ? w : ag_st_get(r->f, r->emb), ps->list[i]->size, e, sizeof e))
@@ -682,13 +685,15 @@ static int read_model(reading *r, model *m)
 
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
 {
-    static const ckpt_hints no_hints = { 0, NULL, NULL, 0 };
+    static const ckpt_hints no_hints = { 0, NULL, NULL, 0, 0 };
     memset(c, 0, sizeof *c);
     memset(m, 0, sizeof *m);
     c->step = -1;
     c->path = path;
     reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .err = err, .errlen = errlen }, *r = &rd;
-    ag_st_file *f = r->f = c->file = ag_st_load(path, err, errlen);
+    /* A model that only runs forward has no use for the optimizer's
+     * moments: they are read and checked like the rest, not kept. */
+    ag_st_file *f = r->f = c->file = ag_st_load_except(path, r->h->forward_only ? "optim." : NULL, err, errlen);
     if (!f)
         return -1;
     char word[64];

@@ -37,6 +37,9 @@ typedef struct ckpt_hints {
     const char *text;               /* a text file: the data, and the vocabulary (the file's
                                      * sorted distinct bytes) when the file lists none */
     int data_optional;              /* the data may stay unknown (data NULL) */
+    int forward_only;               /* the model will only run forward (eval, sample, info):
+                                     * its parameters get no gradients (ag_params_alloc_no_grad),
+                                     * and the optimizer state is checked but not kept */
 } ckpt_hints;
 
 /* What a file does not say that hints can (ckpt.needs). */
@@ -81,7 +84,8 @@ typedef struct ckpt {
  * vocabulary or context does not fit its task is refused.  hints may be
  * NULL: attograd's own metadata is then needed for heads, data and vocab. */
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen);
-/* Restore optimizer moments and step, and the generators. */
+/* Restore optimizer moments and step, and the generators (of a file not
+ * opened forward_only, which keeps no moments). */
 void ckpt_load_state(const ckpt *c, ag_optim *opt, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng);
 const char *ckpt_meta(const ckpt *c, const char *key);
 void ckpt_close(ckpt *c);
