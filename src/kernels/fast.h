@@ -104,17 +104,25 @@ static inline void ag_gemm_check_args(const char *fn, int trans_a, int trans_b, 
                  trans_a ? "T" : "N", trans_b ? "T" : "N", M, N, K);
 }
 
-/* c + a*b with one rounding where the hardware has a fused multiply-add
- * (FP_FAST_FMA*), as the matrix multiply's vector tiles compute it; without
- * hardware FMA the library call would be slow, and the tiles then multiply
- * and add separately too.  Sums written with it round exactly like the
- * matrix multiply's. */
+/* c + a*b with one rounding where the hardware has a fused multiply-add,
+ * as the matrix multiply's vector tiles compute it; without hardware FMA
+ * the library call would be slow, and the tiles then multiply and add
+ * separately too.  Sums written with it round exactly like the matrix
+ * multiply's.  The hardware is known by FP_FAST_FMA* (which glibc sets
+ * from gcc's __FP_FAST_FMA*) or by the target's own macro: clang sets
+ * __FMA__ for x86's FMA3 but not __FP_FAST_FMAF, and its tiles still fuse,
+ * so without the second test its sums here rounded twice where the tiles'
+ * rounded once (the attention backward's D = dO . O then missed dP by a
+ * bit, and saturated attention's q and k gradients were not exactly 0). */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define AG_HW_FMA 1
+#endif
 #ifdef AG_DOUBLE
-#ifdef FP_FAST_FMA
+#if defined(FP_FAST_FMA) || defined(AG_HW_FMA)
 #define AG_FMA(a, b, c) fma((a), (b), (c))
 #endif
 #else
-#ifdef FP_FAST_FMAF
+#if defined(FP_FAST_FMAF) || defined(AG_HW_FMA)
 #define AG_FMA(a, b, c) fmaf((a), (b), (c))
 #endif
 #endif
