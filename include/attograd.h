@@ -240,12 +240,12 @@ ag_params *ag_params_new(void);
 ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *shape);
 void ag_params_alloc(ag_params *ps);          /* data and grads zeroed; on failure, still unallocated */
 /* For a model that only runs forward (evaluation, generation): the data
- * block alone, zeroed, and half the memory.  The parameters are constants
- * (requires_grad 0): ops on them record nothing, a loss may still be
- * differentiated with respect to arena tensors marked by ag_requires_grad,
- * and ag_params_zero_grad, ag_clip_grad_norm, the optimizers, and
- * ag_requires_grad or ag_backward asking a gradient of them are refused
- * (ag_error, naming the function). */
+ * block alone, zeroed (no gradient block: half the address space).  The
+ * parameters are constants (requires_grad 0): ops on them record nothing,
+ * a loss may still be differentiated with respect to arena tensors marked
+ * by ag_requires_grad, and ag_params_zero_grad, ag_clip_grad_norm, the
+ * optimizers, and ag_requires_grad or ag_backward asking a gradient of
+ * them are refused (ag_error, naming the function). */
 void ag_params_alloc_no_grad(ag_params *ps);
 void ag_params_zero_grad(ag_params *ps);
 ag_tensor *ag_params_find(const ag_params *ps, const char *name);
