@@ -99,7 +99,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan run bench bench-busy bench-threads bench-rows bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan test-clang run bench bench-busy bench-threads bench-rows bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -182,6 +182,14 @@ test:
 test-asan:
 	@ATTOGRAD_QUICK=1 $(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O2 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+# The C tests built by clang (float and double): the two compilers fuse
+# and vectorize differently, and sums that must round alike (the attention
+# backward's against the matrix multiply's) are checked in both.
+test-clang:
+	@$(MAKE) -s --no-print-directory CC=clang BUILDDIR=build-clang all tests
+	@$(MAKE) -s --no-print-directory CC=clang BUILDDIR=build-clang PRECISION=double all tests
+	@sh tests/run.sh $(TEST_SRC:tests/%.c=build-clang/tests/%) $(TEST_SRC:tests/%.c=build-clang-double/tests/%)
 
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all
