@@ -505,6 +505,12 @@ if command -v script >/dev/null && script -qec true /dev/null >/dev/null 2>&1; t
         grep -qa "evaluating [0-9]*/[0-9]* windows" tty.txt
     script -qec "$A train --text $big $SMALL --steps 2 --quiet" /dev/null >tty.txt 2>&1
     check "... but not with --quiet" eval '! grep -qa evaluating tty.txt'
+    # the checkpoint on stdout sends the report to stderr, the terminal here:
+    # the step progress bar goes with it
+    script -qec "$A train --text $TEXT $SMALL --steps 10 --log-every 10 --save /dev/stdout >bar.st" /dev/null \
+        >tty.txt 2>&1
+    check "with --save /dev/stdout, the progress bar is drawn on stderr's terminal" \
+        eval 'grep -qa "\[[#.]*\] 5/10" tty.txt && "$A" info bar.st >/dev/null'
 else
     skip "the progress of a long evaluation (no script(1) to give it a terminal)"
 fi

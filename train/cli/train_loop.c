@@ -318,7 +318,7 @@ int train_loop(trainer *t)
     on_stop_signals(on_signal);
     dist_watch_stop(&stop_signal);
 
-    progress p = { now_seconds(), 0, t->start, dist_stdout_terminal() && !o->quiet, { NAN, 0, 0 }, 0 };
+    progress p = { now_seconds(), 0, t->start, dist_terminal(report_stream()) && !o->quiet, { NAN, 0, 0 }, 0 };
     p.t_mark = p.t_start;
     double loss = NAN;
     long step = t->start;

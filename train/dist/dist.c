@@ -43,9 +43,9 @@ int dist_local_size(void) { return local_size; }
 double dist_comm_seconds(void) { return comm_seconds; }
 double dist_bytes_sent(void) { return bytes_sent; }
 
-int dist_stdout_terminal(void)
+int dist_terminal(FILE *f)
 {
-    return isatty(STDOUT_FILENO) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE");
+    return isatty(fileno(f)) && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE");
 }
 
 void dist_say(const char *fmt, ...)

@@ -17,6 +17,8 @@
 #ifndef ATTOGRAD_DIST_H
 #define ATTOGRAD_DIST_H
 
+#include <stdio.h>
+
 #include <signal.h>
 #include <stddef.h>
 
@@ -32,9 +34,10 @@ int dist_rank(void);
 int dist_size(void);
 /* Ranks on this machine (threads per rank default to its cores / this). */
 int dist_local_size(void);
-/* Whether standard output is a terminal someone watches: under mpirun it
- * is a pseudo-terminal of mpirun's, whatever mpirun's own output is. */
-int dist_stdout_terminal(void);
+/* Whether stream f (standard output, or where the report went) is a
+ * terminal someone watches: under mpirun it is a pseudo-terminal of
+ * mpirun's, whatever mpirun's own output is. */
+int dist_terminal(FILE *f);
 /* Seconds a collective may wait for the other ranks; 0 = forever. */
 void dist_set_timeout(long seconds);
 /* One line on the real standard error: "attograd CMD: rank R: ...". */
