@@ -286,7 +286,9 @@ fuzz-replay: $(FUZZERS)
 # (the same bits as build-ref/), the model library
 # and the page's entry points, compiled by emscripten into one .wasm
 # beside the page.  One thread, no OpenMP.  Debian's emcc finds its
-# optimizer's JavaScript modules only through NODE_PATH.
+# optimizer's JavaScript modules only through NODE_PATH.  emmalloc, the
+# smaller of emscripten's allocators (8 KB less than dlmalloc): the engine
+# allocates by arenas, a few blocks a run, so its speed does not show.
 WEBDIR     = build-web
 EMCC      ?= emcc
 WEB_SRC    = $(wildcard src/*.c) $(wildcard src/kernels/wasm_*.c) $(wildcard train/model/*.c) $(wildcard train/web/*.c)
@@ -295,7 +297,7 @@ WEB_EXPORT = pg_new pg_set_steps pg_train pg_evaluate pg_attention pg_attention_
              pg_walkthrough pg_graph pg_error malloc free
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -O2 -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)
-WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 \
+WEB_LINK   = -sENVIRONMENT=web,worker -sMODULARIZE=1 -sEXPORT_NAME=createPlayground -sALLOW_MEMORY_GROWTH=1 -sMALLOC=emmalloc \
              -sERROR_ON_UNDEFINED_SYMBOLS=0 -sEXPORTED_RUNTIME_METHODS=ccall,FS,UTF8ToString \
              -sEXPORTED_FUNCTIONS=$(subst $(space),$(comma),$(strip $(WEB_EXPORT:%=_%)))
 comma     := ,
