@@ -450,11 +450,11 @@ static int read_sizes(reading *r)
 {
     model_config *cfg = &r->c->cfg;
     struct { const char *key; long lo, hi; const char *tensor; int axis; int *dst; } dims[] = {
-        { "vocab_size", 1, 256, r->emb, 0, &cfg->vocab_size },
-        { "n_layer", 1, 256, NULL, 0, &cfg->n_layer },
-        { "n_head", 1, 4096, NULL, 0, &cfg->n_head },
-        { "d_model", 1, 65536, r->emb, 1, &cfg->d_model },
-        { "context_length", 1, 65536, "pos_emb.weight", 0, &cfg->context },
+        { "vocab_size", 1, MODEL_MAX_VOCAB, r->emb, 0, &cfg->vocab_size },
+        { "n_layer", 1, MODEL_MAX_LAYERS, NULL, 0, &cfg->n_layer },
+        { "n_head", 1, MODEL_MAX_HEADS, NULL, 0, &cfg->n_head },
+        { "d_model", 1, MODEL_MAX_D_MODEL, r->emb, 1, &cfg->d_model },
+        { "context_length", 1, MODEL_MAX_CONTEXT, "pos_emb.weight", 0, &cfg->context },
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         long v = 0;

@@ -11,6 +11,20 @@
 
 enum { ARCH_GPT, ARCH_ATTN_ONLY };
 
+/* The largest model built or read (attograd train's flags, the
+ * playground's fields, a checkpoint's sizes): one set of bounds, so the
+ * three cannot drift apart.  Within them every shape and count the engine
+ * forms fits its int sizes, and model_train_bytes says whether the run fits
+ * the machine. */
+enum {
+    MODEL_MAX_LAYERS = 256,
+    MODEL_MAX_HEADS = 4096,
+    MODEL_MAX_D_MODEL = 65536,
+    MODEL_MAX_CONTEXT = 65536,
+    MODEL_MAX_VOCAB = 256,          /* bytes */
+};
+#define MODEL_MAX_DROPOUT 0.999999  /* p < 1: a kept value is scaled by 1/(1-p) */
+
 typedef struct model_config {
     int arch;               /* ARCH_GPT or ARCH_ATTN_ONLY */
     int vocab_size;

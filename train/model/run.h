@@ -112,6 +112,11 @@ typedef struct run_settings {
     const char *log_path;       /* the run's CSV log, continued on resume; or NULL */
 } run_settings;
 
+/* The ranges of a run's batch and learning rate, as `attograd train` and
+ * the playground check them. */
+enum { RUN_MAX_BATCH = 1 << 20 };
+#define RUN_MAX_LR 1e6
+
 /* What a run starts from (`attograd train`'s defaults, the playground's);
  * lr 0: run_default_lr's for the optimizer. */
 extern const run_settings RUN_DEFAULTS;

@@ -202,11 +202,13 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
 {
     ENTER(-1);
     run_free();
-    if (setting_ok("Layers", layers, 1, 256, WHOLE) || setting_ok("Heads", heads, 1, 4096, WHOLE) ||
-        setting_ok("d_model", d_model, 1, 65536, WHOLE) || setting_ok("Context", context, 0, 65536, WHOLE) ||
-        setting_ok("Dropout", dropout, 0, 0.999999, REAL) || setting_ok("Learning rate", lr, 0, 1e6, ABOVE) ||
-        setting_ok("Batch", batch, 1, 1 << 20, WHOLE) || setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) ||
-        setting_ok("Seed", seed, 0, LONG_MAX, WHOLE))
+    if (setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
+        setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
+        setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
+        setting_ok("Context", context, 0, MODEL_MAX_CONTEXT, WHOLE) ||
+        setting_ok("Dropout", dropout, 0, MODEL_MAX_DROPOUT, REAL) ||
+        setting_ok("Learning rate", lr, 0, RUN_MAX_LR, ABOVE) || setting_ok("Batch", batch, 1, RUN_MAX_BATCH, WHOLE) ||
+        setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) || setting_ok("Seed", seed, 0, LONG_MAX, WHOLE))
         return -1;
     if ((int)d_model % (int)heads != 0) {
         snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
