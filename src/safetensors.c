@@ -161,6 +161,7 @@ typedef struct parser {
     int nmeta, capmeta;
     int have_meta;
     const char *skip;         /* tensors whose names begin with it: read and checked, not kept (or NULL) */
+    unsigned char *chunk;     /* CHUNK bytes for them, allocated at the first */
 } parser;
 
 static int fail(parser *p, const char *fmt, ...)
@@ -620,25 +621,28 @@ static int skipped(const parser *p, const ag_st_tensor *t)
     return p->skip && strncmp(t->name, p->skip, strlen(p->skip)) == 0;
 }
 
+static int nonfinite_found(parser *p, const ag_st_tensor *t)
+{
+    return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
+}
+
 /* A tensor that is not kept (p->skip, which only ag_st_load_except sets:
- * the source is a file): read through a buffer of CHUNK bytes (a multiple
- * of every element size) and checked there, so it costs no memory of its
- * size. */
+ * the source is a file): read through one buffer of CHUNK bytes (a
+ * multiple of every element size), the same for every such tensor, and
+ * checked there, so it costs no memory of its size. */
 #define CHUNK ((size_t)1 << 18)
 static int check_unkept(parser *p, const ag_st_tensor *t, const source *src)
 {
-    unsigned char *chunk = malloc(CHUNK);
-    if (!chunk) return fail(p, "out of memory");
+    if (!p->chunk && !(p->chunk = malloc(CHUNK))) return fail(p, "out of memory");
     int bad = 0, err_no = 0, cut = 0;
     for (size_t done = 0, n; done < t->nbytes && !bad && !cut; done += n) {
         n = t->nbytes - done < CHUNK ? t->nbytes - done : CHUNK;
-        cut = read_full(src->fd, chunk, n, &err_no);
-        bad = !cut && has_nonfinite(chunk, n, t->dtype);
+        cut = read_full(src->fd, p->chunk, n, &err_no);
+        bad = !cut && has_nonfinite(p->chunk, n, t->dtype);
     }
-    free(chunk);
     if (cut)
         return read_failed(p, err_no, src);
-    return bad ? fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]) : 0;
+    return bad ? nonfinite_found(p, t) : 0;
 }
 
 /* Places every tensor's bytes in its own ALIGN-aligned place and checks
@@ -674,7 +678,7 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
         else if (!src->mem && read_full(src->fd, dst, t->nbytes, &err_no))
             return read_failed(p, err_no, src);
         if (has_nonfinite(dst, t->nbytes, t->dtype))
-            return fail(p, "tensor %s: %s data contains NaN or Inf", show(t->name).s, dtype_names[t->dtype]);
+            return nonfinite_found(p, t);
         t->data = dst;
         at += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
@@ -747,6 +751,7 @@ static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *
          || copy_data(&p, f, src);
     f->meta = p.meta;
     free(p.ents);
+    free(p.chunk);
     if (rc) { ag_st_free(f); return NULL; }
     return f;
 }
