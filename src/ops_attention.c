@@ -17,6 +17,7 @@
  * the context's generator for the [B,H,T,T] weights; the op remembers the
  * generator's state and backward regenerates them.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -50,6 +51,16 @@ static ag_attn self_attention(int B, int T, int d, int n_head)
     };
 }
 
+/* The kernels count their work in int: (item, query block) pairs forward,
+ * items of one batch row and head backward.  B x heads x queries within
+ * INT_MAX covers both; past it the input alone is over 24 GB. */
+static void check_items(const char *fn, int B, int n_head, int T)
+{
+    if ((long long)B * n_head * T > INT_MAX)
+        ag_error("%s: B %d x %d heads x %d queries = %lld is too large (at most %d)", fn, B, n_head, T,
+                 (long long)B * n_head * T, INT_MAX);
+}
+
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights)
 {
@@ -61,6 +72,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     if (!(dropout >= 0 && dropout < 1))
         ag_error("ag_attention: dropout p = %g is outside [0, 1)", (double)dropout);
     const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
+    check_items("ag_attention", B, n_head, T);
     ag_attn a = self_attention(B, T, d, n_head);
     a.causal = causal != 0;
     a.dropout = training ? dropout : 0;
@@ -104,6 +116,7 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
         ag_error("ag_attention_cached: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);
     const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
+    check_items("ag_attention_cached", B, n_head, T);
     for (int c = 0; c < 2; c++) {
         const ag_tensor *t = c ? v_cache : k_cache;
         if (t->ndim != 3 || t->shape[0] != B || t->shape[2] != d)

@@ -601,6 +601,11 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_slice(ctx, Z(4), 0, 2, INT_MAX), "ag_slice", "[2, 2147483649)");
     EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), INT_MAX),
                  "ag_attention_cached", "2147483647..2147483648");
+    /* the kernels count (item, query block) tasks in int: B x heads x T past
+     * INT_MAX is refused before anything is allocated or run */
+    ag_tensor tall = { .ndim = 3, .shape = { 1 << 29, 2, 12 }, .size = (size_t)12 << 30, .data = few };
+    EXPECT_ERROR((void)ag_attention(ctx, &tall, 4, 1, 0, 1, NULL), "ag_attention", "4 heads", "too large");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, &tall, 4, &tall, &tall, 0), "ag_attention_cached", "too large");
 
     /* the memory questions take the sizes ag_attention takes (0 heads divided by zero) */
     EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 0, AG_FP32), "ag_attention_arena_bytes", "0 heads");
