@@ -5,7 +5,8 @@
 // Checks: the page's files within 400 KB; copy trained to >= 99% held-out
 // exact match; the saved checkpoint byte for byte the reference build's
 // (build-ref, --threads 1, the same settings); the heatmaps' rows sum to 1
-// within 1e-6 with exact zeros above the diagonal; a bad file to Open
+// within 1e-6 with exact zeros above the diagonal; a heatmap cell's
+// details by keyboard as by the mouse; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes); a checkpoint written by the command opened and
 // completed as `attograd sample --temperature 0` completes it; Graph shows
@@ -145,6 +146,38 @@ async function main() {
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
+  // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
+  await part('heatmap details by keyboard', async () => {
+    const tip = page.getByRole('tooltip'), said = page.locator('[aria-live=polite]:not([role])');
+    const focused = () => page.evaluate(() => document.activeElement.getAttribute('aria-label'));
+    const cellRe = /^query (.+) \((\d+)\) → key (.+) \((\d+)\): ([0-9.]+)$/;
+    await page.getByLabel('Snapshot').focus();
+    await page.keyboard.press('Tab');
+    const reached = await focused();
+    for (const key of ['ArrowDown', 'ArrowDown', 'ArrowDown', 'ArrowRight', 'ArrowUp', 'ArrowRight', 'ArrowLeft'])
+      await page.keyboard.press(key);
+    const byKey = await tip.textContent(), m = cellRe.exec(byKey) || [], visible = await tip.isVisible();
+    const rows = JSON.parse(await head.evaluate((c) => c.dataset.weights));
+    check(`Tab from Snapshot reaches the first heatmap (${reached}); arrow keys move its cell cursor, the tip shows ` +
+          `query, key and weight (${byKey})`, reached === 'attention of layer 1, head 1' && visible &&
+          m[2] === '2' && m[4] === '1' && m[5] === rows[2][1].toFixed(4));
+    const sayKey = await said.textContent();
+    check(`and a live region says it (${sayKey})`, sayKey === 'attention of layer 1, head 1: ' + byKey);
+    // the mouse over the same cell: the same details
+    const box = await head.boundingBox(), cell = (box.width - 14) / rows.length;
+    await page.mouse.move(box.x + 14 + 1.5 * cell, box.y + 14 + 2.5 * cell);
+    const byMouse = await tip.textContent();
+    check(`the mouse over that cell shows the same (${byMouse})`, byMouse === byKey);
+    await page.mouse.move(0, 0);
+    await page.keyboard.press('PageDown');
+    const next = await focused(), nextTip = await tip.textContent();
+    const rows2 = JSON.parse(await page.getByRole('img', { name: 'attention of layer 1, head 2' }).evaluate((c) => c.dataset.weights));
+    check(`Page Down goes to the next heatmap, same cell (${next}: ${nextTip})`, next === 'attention of layer 1, head 2' &&
+          (cellRe.exec(nextTip) || [])[5] === rows2[2][1].toFixed(4) && (await said.textContent()) === next + ': ' + nextTip);
+    await page.keyboard.press('Tab');
+    check(`Tab leaves the heatmaps, the tip hidden (${await focused()})`, !(await focused() || '').startsWith('attention') &&
+          !(await tip.isVisible()));
+  });
   // the trained model completes the prompt shown (checked against attograd
   // sample once the checkpoint is saved, below), and the screenshot shows it
   const copyPrompt = await page.getByLabel('Prompt').inputValue();
@@ -447,13 +480,13 @@ async function main() {
   // ---- every control reached by Tab, named as the README names it ----------------
   const names = [];
   await page.locator('h1').click();
-  for (let i = 0; i < 24; i++) {
+  for (let i = 0; i < 25; i++) {
     await page.keyboard.press('Tab');
-    names.push(await page.evaluate(() => { const e = document.activeElement; return e.labels && e.labels.length ? e.labels[0].textContent : e.textContent; }));
+    names.push(await page.evaluate(() => { const e = document.activeElement; return e.labels && e.labels.length ? e.labels[0].textContent : e.getAttribute('aria-label') || e.textContent; }));
   }
   const tabOrder = ['Task', 'Text', 'Open text file', 'Layers', 'Heads', 'd_model', 'Context', 'Dropout', 'Optimizer', 'Learning rate',
                 'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
-                'Complete', 'Graph', 'Snapshot', 'Worked examples'];
+                'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
 
   // ---- opened from a file ------------------------------------------------------
