@@ -12,8 +12,8 @@
 // completed as `attograd sample --temperature 0` completes it; Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
-// `attograd train --resume`'s byte for byte; the URL round trip (a reload,
-// a shared link); settings the page cannot take refused in one line naming
+// `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
+// link reproduces the run; the URL round trip (a reload, a shared link); settings the page cannot take refused in one line naming
 // the control; refusals that leave a run training; a text file's own bytes;
 // a large text file; Tab order and names; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
@@ -281,17 +281,36 @@ async function main() {
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
 
-  // ---- a run whose Seed a long in WebAssembly (32 bits) cannot hold: said so ------
-  const bigSeed = path.join(TMP, 'bigseed.st');
-  execFileSync(REF, ['train', '--task', 'sort', '--d-model', '16', '--heads', '2', '--layers', '1', '--steps', '1',
-                     '--seed', '3000000000', '--threads', '1', '--quiet', '--save', bigSeed]);
-  const beforeSeed = await statusText(page);
-  await page.getByLabel('Open checkpoint').setInputFiles(bigSeed);
-  await page.locator('#error').filter({ hasText: /^bigseed\.st: / }).waitFor({ timeout: 10000 });
-  const seedSaid = await page.locator('#error').textContent();
-  check(`a checkpoint with a Seed past 2^31 is refused saying so (${seedSaid}), the model as it was`,
-        /^bigseed\.st: its seed, 3000000000, is more than the page can hold \(2147483647\)/.test(seedSaid) &&
-        (await statusText(page)) === beforeSeed);
+  // ---- a Seed past 2^31 (a long in WebAssembly) and past 2^53 (a JS number): 64 bits throughout --
+  await part('a 64-bit Seed', async () => {
+    const S = '9007199254740993', bigFlags = ['--task', 'sort', '--d-model', '16', '--heads', '2', '--layers', '1',
+      '--dropout', '0.1', '--seed', S, '--threads', '1', '--quiet'];
+    execFileSync(REF, ['train', ...bigFlags, '--steps', '5', '--save', 'bigseed.st'], { cwd: TMP });
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'bigseed.st'));
+    await waitStatus(page, /^step 5\/5 · loss/, 30000);
+    const field = await page.getByLabel('Seed').inputValue(), inUrl = new URL(page.url()).searchParams.get('seed');
+    check(`a checkpoint with seed ${S} opens, its seed exact in the Seed field (${field}) and the URL (${inUrl})`,
+          field === S && inUrl === S);
+    await set(page, 'Steps', 12);
+    await waitStatus(page, /^step 5\/12 · loss/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 12\/12 · loss/, 60000);
+    const big = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', '--resume', 'bigseed.st', '--steps', '12', '--threads', '1', '--quiet', '--save', 'bigres.st'],
+                 { cwd: TMP });
+    const bigWant = fs.readFileSync(path.join(TMP, 'bigres.st'));
+    check(`it trains on to train --resume's checkpoint byte for byte`, big.equals(bigWant), firstDifference(big, bigWant));
+    const link = page.url();
+    await page.goto(link);     // the link shared: the run from its start
+    await waitStatus(page, /^step 0\/12 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 12\/12 · loss/, 60000);
+    const fresh = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', ...bigFlags, '--steps', '12', '--save', 'bigfresh.st'], { cwd: TMP });
+    const freshWant = fs.readFileSync(path.join(TMP, 'bigfresh.st'));
+    check(`its link (seed ${new URL(link).searchParams.get('seed')}) trains to attograd train --seed ${S}'s checkpoint ` +
+          `byte for byte`, fresh.equals(freshWant), firstDifference(fresh, freshWant));
+  });
 
   // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
   const midFile = path.join(TMP, 'mid.st'), resumedFile = path.join(TMP, 'resumed.st');
@@ -371,7 +390,7 @@ async function main() {
                    ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
                    ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
                    ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
-                   ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 2147483647/],
+                   ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 18446744073709551617\)$/],
                    ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
                    ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
   // typed and left by Tab, as a user does: one change, none left to come when Train is clicked

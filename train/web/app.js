@@ -17,8 +17,9 @@ function say(text) { $('error').textContent = text; }
 function settings() {
   const s = {};
   for (const k of SETTINGS) s[k] = $(k).value;
-  // an empty field (or one the browser could not read) is NaN: the engine names it
-  for (const k of SETTINGS) if (k !== 'task' && k !== 'optimizer') s[k] = s[k] === '' ? NaN : Number(s[k]);
+  // an empty field (or one the browser could not read) is NaN: the engine names it;
+  // Seed goes as its text (64 bits: a JS number keeps 53)
+  for (const k of SETTINGS) if (!/^(task|optimizer|seed)$/.test(k)) s[k] = s[k] === '' ? NaN : Number(s[k]);
   return s;
 }
 
@@ -377,7 +378,7 @@ function bind() {
   $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
   $('complete').addEventListener('click', () => worker.postMessage({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
-    seed: Number($('seed').value) }));
+    seed: $('seed').value }));
   $('graphbtn').addEventListener('click', () => worker.postMessage({ cmd: 'graph' }));
   $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
