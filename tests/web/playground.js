@@ -13,8 +13,9 @@
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
-// link reproduces the run; the URL round trip (a reload, a shared link); settings the page cannot take refused in one line naming
-// the control; refusals that leave a run training; a text file's own bytes;
+// link reproduces the run; the URL round trip (a reload, a shared link);
+// settings the page cannot take refused in one line naming the control,
+// the run as it was; refusals that leave a run training; a text file's own bytes;
 // a large text file; Tab order and names; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
@@ -146,6 +147,7 @@ async function main() {
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
+
   // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
   await part('heatmap details by keyboard', async () => {
     const tip = page.getByRole('tooltip'), said = page.locator('[aria-live=polite]:not([role])');
@@ -382,45 +384,63 @@ async function main() {
     check('the copy run\'s link, opened afresh, trains to the same checkpoint byte for byte', shared.equals(ref));
   });
 
-  // ---- settings the engine cannot take: one line naming the control, no model, the page usable --
+  // ---- settings the engine cannot take: one line naming the control; the run goes on as it was --
   const alertText = () => page.locator('#error').textContent();
-  await page.goto(copyLink);
-  await waitStatus(page, /^step 0\/100 · loss/, 60000);
-  const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
-                   ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
-                   ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
-                   ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
-                   ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 18446744073709551617\)$/],
-                   ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
-                   ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
   // typed and left by Tab, as a user does: one change, none left to come when Train is clicked
   const type = async (label, value) => { const box = page.getByLabel(label, { exact: true }); await box.fill(String(value)); await box.press('Tab'); };
-  for (const [label, value, want] of refused) {
-    const good = await page.getByLabel(label, { exact: true }).inputValue();
-    await part(`${label} ${value === '' ? 'empty' : value} refused`, async () => {
-      try {
-        await type(label, value);
-        await waitStatus(page, /^no model$/, 10000);
-        const said = await alertText();
-        await page.getByRole('button', { name: 'Train' }).click();
-        const after = await alertText(), button = await page.locator('#train').textContent();
-        check(`${label} ${value === '' ? 'empty' : value} is refused in one line (${said}); Train then says so (${after})`,
-              want.test(said) && /^no model to train/.test(after) && button === 'Train');
-      } finally {
-        await type(label, good);
-        await waitStatus(page, /^step 0\/100 · loss/, 30000);
-      }
-    });
-  }
+  await part('refused settings keep the run', async () => {
+    await page.goto(copyLink);
+    await waitStatus(page, /^step 0\/100 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step ([3-9]\d)\/100 · loss/, 120000);
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.waitForTimeout(500);     // the last slice's progress in
+    // what the learner sees of the run: status, snapshots, heatmaps, loss curve, link
+    const look = async () => JSON.stringify([await statusText(page), page.url(),
+      await page.getByLabel('Snapshot').evaluate((e) => e.max + ' ' + e.value),
+      await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll((cs) => cs.map((c) => c.dataset.weights)),
+      await page.getByRole('img', { name: 'Loss curve' }).evaluate((c) => c.toDataURL())]);
+    const before = await look();
+    const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
+                     ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
+                     ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
+                     ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
+                     ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 18446744073709551617\)$/],
+                     ['Seed', -1, /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is -1\)$/],
+                     ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
+                     ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
+    for (const [label, value, want] of refused) {
+      const good = await page.getByLabel(label, { exact: true }).inputValue(), what = `${label} ${value === '' ? 'empty' : value}`;
+      await part(what + ' refused', async () => {
+        try {
+          await type(label, value);
+          await page.locator('#error').filter({ hasText: want }).waitFor({ timeout: 10000 });
+          const kept = (await look()) === before;
+          check(`${what} is refused in one line (${await alertText()}); the run, its step, snapshots, heatmaps, loss ` +
+                `curve and link as they were`, kept, (await look()).slice(0, 200));
+        } finally {
+          await type(label, good);
+        }
+      });
+    }
+    const back = await look(), cleared = await alertText();
+    check(`the settings set back, the run is as it was (${cleared === '' ? 'no error left' : cleared})`,
+          back === before && cleared === '');
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 100\/100 · loss/, 300000);
+    const kept = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    check('and trains on to the copy run\'s checkpoint byte for byte', kept.equals(ref), firstDifference(kept, ref));
+  });
   await part('Step and Graph with no model, Step at the last step', async () => {
-    await type('Heads', 0);
-    await waitStatus(page, /^no model$/, 10000);
+    await page.goto(url + '?heads=0&steps=100');
+    await waitStatus(page, /^no model$/, 60000);
     await page.getByRole('button', { name: 'Step' }).click();
     const stepSaid = await alertText();
     await page.getByRole('button', { name: 'Graph' }).click();
     await page.locator('#error').filter({ hasText: /^cannot draw the graph: / }).waitFor({ timeout: 10000 });
     const graphSaid = await alertText();
     await type('Heads', 2);
+    await waitStatus(page, /^step 0\/100 · loss/, 30000);
     await type('Steps', 0);
     await waitStatus(page, /^step 0\/0 · loss/, 30000);
     await page.getByRole('button', { name: 'Step' }).click();
@@ -454,6 +474,12 @@ async function main() {
       check(`Temperature -1 is refused (${await alertText()})`, true);
     });
     await page.getByLabel('Temperature').fill('0');
+    await type('Learning rate', '');
+    await page.locator('#error').filter({ hasText: /^cannot build the model: Learning rate/ }).waitFor({ timeout: 10000 });
+    const t1 = await statusText(page);
+    await page.waitForTimeout(1500);
+    const t2 = await statusText(page), going = await page.locator('#train').textContent();
+    check(`a refused Learning rate leaves the run training (${going}; ${t1} -> ${t2})`, going === 'Pause' && t1 !== t2);
     await page.getByLabel('Open checkpoint').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: fs.readFileSync(SHOT) });
     await page.locator('#error').filter({ hasText: /^shot\.png: / }).waitFor({ timeout: 10000 });
     const s1 = await statusText(page);

@@ -11,6 +11,9 @@ const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120'
 
 let worker = null, info = null, running = false, textBytes = null;
 let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
+// The fields as the live run was built from them, and as the last new run asked
+const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
+let built = null, asked = null;
 
 function say(text) { $('error').textContent = text; }
 
@@ -23,9 +26,8 @@ function settings() {
   return s;
 }
 
-function settingsToUrl() {
-  const q = new URLSearchParams();
-  for (const k of SETTINGS) q.set(k, $(k).value);
+function settingsToUrl(f) {
+  const q = new URLSearchParams(f || fields());
   history.replaceState(null, '', '?' + q.toString());
 }
 
@@ -292,7 +294,7 @@ const onMessage = {
       for (const k of SETTINGS) if (k in info && k !== 'task') $(k).value = info[k];
       $('task').value = info.task;
       $('textbox').hidden = info.task !== 'text';
-      settingsToUrl();
+      settingsToUrl(built = fields());
       say('');
       $('status').textContent = '';
     }
@@ -303,6 +305,7 @@ const onMessage = {
     if (info.live && !m.opened) $('status').textContent = `step ${info.step}/${info.steps} · loss –` +
       (info.task !== 'text' && lastVal ? ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%` : '');
     if (m.opened) status();
+    else settingsToUrl(built = asked);   // the link is to runs the page built
     refreshGraph();
   },
   progress(m) {
@@ -314,7 +317,7 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
-  extended(m) { info = m.info; status(); drawLoss(); },
+  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
   graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
@@ -337,7 +340,7 @@ async function reset() {
   say(linkNote);
   linkNote = '';
   const s = settings();
-  settingsToUrl();
+  asked = fields();
   const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
   if (s.task === 'text') {
     // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
@@ -362,6 +365,13 @@ function bind() {
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
     if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
+    // a setting refused, then set back: the run goes on as it was
+    if (info && info.live && built && SETTINGS.every((j) => $(j).value === built[j])) {
+      say('');
+      settingsToUrl(built);
+      if (k === 'task') worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value });
+      return;
+    }
     reset();
   });
   $('train').addEventListener('click', () => {

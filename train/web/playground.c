@@ -158,27 +158,27 @@ static void count_error(const char *msg, void *user)
     longjmp(count_jump, 1);
 }
 
-static double train_bytes(const model_config *cfg, int batch, int S)
+static double train_bytes(const model_config *cfg, int adamw, int batch, int S)
 {
     volatile double need = INFINITY;
     ag_set_error_handler(count_error, NULL);
     if (!setjmp(count_jump))
-        need = model_train_bytes(cfg, batch, S, pg.adamw ? 2 : 1, 0);
+        need = model_train_bytes(cfg, batch, S, adamw ? 2 : 1, 0);
     ag_set_error_handler(engine_error, NULL);
     return need;
 }
 
 /* A run that cannot fit is refused before anything big is allocated,
  * naming the largest Batch that would. */
-static int memory_ok(const model_config *cfg, int batch, int S)
+static int memory_ok(const model_config *cfg, int adamw, int batch, int S)
 {
-    double need = train_bytes(cfg, batch, S);
+    double need = train_bytes(cfg, adamw, batch, S);
     if (need <= memory_budget())
         return 0;
     int lo = 0, hi = batch;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (train_bytes(cfg, mid, S) <= memory_budget())
+        if (train_bytes(cfg, adamw, mid, S) <= memory_budget())
             lo = mid;
         else
             hi = mid - 1;
@@ -222,15 +222,15 @@ static int seed_ok(const char *label, const char *text, int64_t *seed)
  * numbers come as the page's fields hold them and are checked here, as
  * `attograd train` checks its flags, within what a run in the page can
  * hold (Steps is a `long`, 32 bits in WebAssembly; Seed comes as text, a
- * 64-bit number); context 0: the task's length, 64 for text.  On a refusal
- * there is no run. */
+ * 64-bit number); context 0: the task's length, 64 for text.  Everything
+ * is checked, the data read and the memory counted before the run there
+ * is goes: on a refusal it is as it was. */
 int pg_new(const char *task_name, const char *text_path, const char *text_name, double layers, double heads,
            double d_model, double context, double dropout, int adamw, double lr, double batch, double steps,
            const char *seed_text)
 {
     ENTER(-1);
     int64_t seed;
-    run_free();
     if (setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
         setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
         setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
@@ -244,32 +244,33 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
                  (int)heads, (int)d_model);
         return -1;
     }
+    int is_text = strcmp(task_name, "text") == 0;
+    dataset d;
+    if (open_data(&d, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)seed)) {
+        dataset_free(&d);
+        return -1;
+    }
+    model_config cfg = { ARCH_GPT, dataset_vocab_size(&d), (int)layers, (int)heads, (int)d_model, (int)context, 0,
+                         dropout };
+    if (!cfg.context)
+        cfg.context = d.is_task ? d.task.len : 64;
+    if ((d.is_task ? task_check_context(&d.task, cfg.context, error_text, sizeof error_text)
+                   : text_check_context(&d.text, cfg.context, 1, error_text, sizeof error_text)) ||
+        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context))) {
+        dataset_free(&d);
+        return -1;
+    }
+    run_free();
+    pg.data = d;
     pg.o = RUN_DEFAULTS;
     pg.adamw = adamw;
     pg.o.lr = lr;
     pg.o.batch = (int)batch;
     pg.o.steps = pg.o.schedule_steps = (long)steps;
     pg.o.seed = seed;
-    int is_text = strcmp(task_name, "text") == 0;
-    if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed)) {
-        run_free();
-        return -1;
-    }
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? text_name : "");
     pg.o.text_path = is_text ? pg.text_name : NULL;     /* the page knows the file's name, not where it lives */
     take_vocab();
-    model_config cfg = { ARCH_GPT, pg.vocab_size, (int)layers, (int)heads, (int)d_model, (int)context, 0, dropout };
-    if (!cfg.context)
-        cfg.context = pg.data.is_task ? pg.data.task.len : 64;
-    if (pg.data.is_task ? task_check_context(&pg.data.task, cfg.context, error_text, sizeof error_text)
-                        : text_check_context(&pg.data.text, cfg.context, 1, error_text, sizeof error_text)) {
-        run_free();
-        return -1;
-    }
-    if (memory_ok(&cfg, pg.o.batch, dataset_seq_len(&pg.data, cfg.context))) {
-        run_free();
-        return -1;
-    }
     ag_pcg32 init_rng;
     ag_pcg32_seed(&init_rng, (uint64_t)pg.o.seed, STREAM_INIT);
     model_build(&pg.m, &cfg);

@@ -87,9 +87,6 @@ function showModel(extra) {
 
 const handlers = {
   new(m) {
-    running = false;
-    opened = null;
-    prompt = m.prompt;
     if (m.text) M.FS.writeFile('/text', m.text);
     const s = m.settings;
     const rc = c('pg_new', 'number',
@@ -98,11 +95,15 @@ const handlers = {
       [s.task, '/text', m.textName || 'text', s.layers, s.heads, s.d_model, s.context, s.dropout,
        s.optimizer === 'adamw' ? 1 : 0, s.lr, s.batch, s.steps, s.seed]);
     refreshInfo();
-    if (rc < 0) {   // no run now: info says so
-      postMessage({ type: 'error', info, message: 'cannot build the model: ' +
+    if (rc < 0) {   // refused: the run there was goes on as it was (unless an engine error took it: info says)
+      if (!info.live) running = false;
+      postMessage({ type: 'error', info: info.live ? null : info, running, message: 'cannot build the model: ' +
         lastError().replace(/^\/text\b/, m.textName || 'the text') });
       return;
     }
+    running = false;
+    opened = null;
+    prompt = m.prompt;
     showModel({ val: evaluate(false) });
   },
   steps(m) {
