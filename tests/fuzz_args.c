@@ -35,7 +35,8 @@ static void jump_out(int status) { longjmp(escape, status + 1); }   /* +1: 0 is 
 /* Defaults no valid parse can produce, to tell "left alone" from "set". */
 typedef struct values {
     int layers, quiet;
-    long steps, seed;
+    long steps;
+    int64_t seed;
     double lr, dropout, clip;
     const char *text;
     opt_list logs;
@@ -88,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt opts[] = {
         { "--layers", OPT_INT, &v.layers, "N", "an int in [1, 256]", 1, 256, 0, 0, 0 },
         { "--steps", OPT_LONG, &v.steps, "N", "a long in [0, 1e15]", 0, 1e15, 0, 0, 0 },
-        { "--seed", OPT_LONG, &v.seed, "S", "a long in [0, 9.2e18]", 0, 9.2e18, 0, 0, 0 },
+        { "--seed", OPT_INT64, &v.seed, "S", "a 64-bit integer in [0, 9.2e18]", 0, 9.2e18, 0, 0, 0 },
         { "--lr", OPT_DOUBLE, &v.lr, "X", "a number in (0, 1e6]", 0, 1e6, 1, 0, 0 },
         { "--dropout", OPT_DOUBLE, &v.dropout, "P", "a number in [0, 0.999999]", 0, 0.999999, 0, 0, 0 },
         { "--clip", OPT_DOUBLE, &v.clip, "X", "a number in [0, 1e308]", 0, 1e308, 0, 0, 0 },

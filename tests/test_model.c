@@ -401,7 +401,8 @@ static int same_setting(const run_settings *a, const run_settings *b, const run_
         const char *wa = *(const char *const *)pa, *wb = *(const char *const *)pb;
         return wa == wb || (wa && wb && strcmp(wa, wb) == 0);
     }
-    size_t size = k->kind == RUN_REAL ? sizeof(double) : k->kind == RUN_LONG ? sizeof(long) : sizeof(int);
+    size_t size = k->kind == RUN_REAL ? sizeof(double) : k->kind == RUN_LONG ? sizeof(long)
+                : k->kind == RUN_INT64 ? sizeof(int64_t) : sizeof(int);
     return memcmp(pa, pb, size) == 0;
 }
 
@@ -448,7 +449,7 @@ static void check_recorded_settings(void)
     CHECK(text_load(&text, text_path, err, sizeof err) == 0, "recorded settings: %s", err);
     run_settings s = {
         .lr = 0.012345678901234567, .momentum = 0.77, .weight_decay = 1.0 / 3, .beta1 = 0.81, .beta2 = 0.9987,
-        .eps = 3e-9, .clip = 0.25, .min_lr = 1e-5, .warmup = 7, .batch = 5, .seed = 1234567890123L, .steps = 99,
+        .eps = 3e-9, .clip = 0.25, .min_lr = 1e-5, .warmup = 7, .batch = 5, .seed = INT64_C(9199999999999999999), .steps = 99,
         .schedule = "cosine", .order = "sequential", .precision = "bf16", .schedule_steps = 77,
         .text_path = text_path, .micro_batch = 3, .log_path = "/runs/log.csv",
     };

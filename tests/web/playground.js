@@ -5,15 +5,17 @@
 // Checks: the page's files within 400 KB; copy trained to >= 99% held-out
 // exact match; the saved checkpoint byte for byte the reference build's
 // (build-ref, --threads 1, the same settings); the heatmaps' rows sum to 1
-// within 1e-6 with exact zeros above the diagonal; a bad file to Open
+// within 1e-6 with exact zeros above the diagonal; a heatmap cell's
+// details by keyboard as by the mouse; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes); a checkpoint written by the command opened and
 // completed as `attograd sample --temperature 0` completes it; Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
-// `attograd train --resume`'s byte for byte; the URL round trip (a reload,
-// a shared link); settings the page cannot take refused in one line naming
-// the control; refusals that leave a run training; a text file's own bytes;
+// `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
+// link reproduces the run; the URL round trip (a reload, a shared link);
+// settings the page cannot take refused in one line naming the control,
+// the run as it was; refusals that leave a run training; a text file's own bytes;
 // a large text file; Tab order and names; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
@@ -145,6 +147,39 @@ async function main() {
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
+
+  // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
+  await part('heatmap details by keyboard', async () => {
+    const tip = page.getByRole('tooltip'), said = page.locator('[aria-live=polite]:not([role])');
+    const focused = () => page.evaluate(() => document.activeElement.getAttribute('aria-label'));
+    const cellRe = /^query (.+) \((\d+)\) → key (.+) \((\d+)\): ([0-9.]+)$/;
+    await page.getByLabel('Snapshot').focus();
+    await page.keyboard.press('Tab');
+    const reached = await focused();
+    for (const key of ['ArrowDown', 'ArrowDown', 'ArrowDown', 'ArrowRight', 'ArrowUp', 'ArrowRight', 'ArrowLeft'])
+      await page.keyboard.press(key);
+    const byKey = await tip.textContent(), m = cellRe.exec(byKey) || [], visible = await tip.isVisible();
+    const rows = JSON.parse(await head.evaluate((c) => c.dataset.weights));
+    check(`Tab from Snapshot reaches the first heatmap (${reached}); arrow keys move its cell cursor, the tip shows ` +
+          `query, key and weight (${byKey})`, reached === 'attention of layer 1, head 1' && visible &&
+          m[2] === '2' && m[4] === '1' && m[5] === rows[2][1].toFixed(4));
+    const sayKey = await said.textContent();
+    check(`and a live region says it (${sayKey})`, sayKey === 'attention of layer 1, head 1: ' + byKey);
+    // the mouse over the same cell: the same details
+    const box = await head.boundingBox(), cell = (box.width - 14) / rows.length;
+    await page.mouse.move(box.x + 14 + 1.5 * cell, box.y + 14 + 2.5 * cell);
+    const byMouse = await tip.textContent();
+    check(`the mouse over that cell shows the same (${byMouse})`, byMouse === byKey);
+    await page.mouse.move(0, 0);
+    await page.keyboard.press('PageDown');
+    const next = await focused(), nextTip = await tip.textContent();
+    const rows2 = JSON.parse(await page.getByRole('img', { name: 'attention of layer 1, head 2' }).evaluate((c) => c.dataset.weights));
+    check(`Page Down goes to the next heatmap, same cell (${next}: ${nextTip})`, next === 'attention of layer 1, head 2' &&
+          (cellRe.exec(nextTip) || [])[5] === rows2[2][1].toFixed(4) && (await said.textContent()) === next + ': ' + nextTip);
+    await page.keyboard.press('Tab');
+    check(`Tab leaves the heatmaps, the tip hidden (${await focused()})`, !(await focused() || '').startsWith('attention') &&
+          !(await tip.isVisible()));
+  });
   // the trained model completes the prompt shown (checked against attograd
   // sample once the checkpoint is saved, below), and the screenshot shows it
   const copyPrompt = await page.getByLabel('Prompt').inputValue();
@@ -248,17 +283,36 @@ async function main() {
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
 
-  // ---- a run whose Seed a long in WebAssembly (32 bits) cannot hold: said so ------
-  const bigSeed = path.join(TMP, 'bigseed.st');
-  execFileSync(REF, ['train', '--task', 'sort', '--d-model', '16', '--heads', '2', '--layers', '1', '--steps', '1',
-                     '--seed', '3000000000', '--threads', '1', '--quiet', '--save', bigSeed]);
-  const beforeSeed = await statusText(page);
-  await page.getByLabel('Open checkpoint').setInputFiles(bigSeed);
-  await page.locator('#error').filter({ hasText: /^bigseed\.st: / }).waitFor({ timeout: 10000 });
-  const seedSaid = await page.locator('#error').textContent();
-  check(`a checkpoint with a Seed past 2^31 is refused saying so (${seedSaid}), the model as it was`,
-        /^bigseed\.st: its seed, 3000000000, is more than the page can hold \(2147483647\)/.test(seedSaid) &&
-        (await statusText(page)) === beforeSeed);
+  // ---- a Seed past 2^31 (a long in WebAssembly) and past 2^53 (a JS number): 64 bits throughout --
+  await part('a 64-bit Seed', async () => {
+    const S = '9007199254740993', bigFlags = ['--task', 'sort', '--d-model', '16', '--heads', '2', '--layers', '1',
+      '--dropout', '0.1', '--seed', S, '--threads', '1', '--quiet'];
+    execFileSync(REF, ['train', ...bigFlags, '--steps', '5', '--save', 'bigseed.st'], { cwd: TMP });
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'bigseed.st'));
+    await waitStatus(page, /^step 5\/5 · loss/, 30000);
+    const field = await page.getByLabel('Seed').inputValue(), inUrl = new URL(page.url()).searchParams.get('seed');
+    check(`a checkpoint with seed ${S} opens, its seed exact in the Seed field (${field}) and the URL (${inUrl})`,
+          field === S && inUrl === S);
+    await set(page, 'Steps', 12);
+    await waitStatus(page, /^step 5\/12 · loss/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 12\/12 · loss/, 60000);
+    const big = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', '--resume', 'bigseed.st', '--steps', '12', '--threads', '1', '--quiet', '--save', 'bigres.st'],
+                 { cwd: TMP });
+    const bigWant = fs.readFileSync(path.join(TMP, 'bigres.st'));
+    check(`it trains on to train --resume's checkpoint byte for byte`, big.equals(bigWant), firstDifference(big, bigWant));
+    const link = page.url();
+    await page.goto(link);     // the link shared: the run from its start
+    await waitStatus(page, /^step 0\/12 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 12\/12 · loss/, 60000);
+    const fresh = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', ...bigFlags, '--steps', '12', '--save', 'bigfresh.st'], { cwd: TMP });
+    const freshWant = fs.readFileSync(path.join(TMP, 'bigfresh.st'));
+    check(`its link (seed ${new URL(link).searchParams.get('seed')}) trains to attograd train --seed ${S}'s checkpoint ` +
+          `byte for byte`, fresh.equals(freshWant), firstDifference(fresh, freshWant));
+  });
 
   // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
   const midFile = path.join(TMP, 'mid.st'), resumedFile = path.join(TMP, 'resumed.st');
@@ -330,45 +384,63 @@ async function main() {
     check('the copy run\'s link, opened afresh, trains to the same checkpoint byte for byte', shared.equals(ref));
   });
 
-  // ---- settings the engine cannot take: one line naming the control, no model, the page usable --
+  // ---- settings the engine cannot take: one line naming the control; the run goes on as it was --
   const alertText = () => page.locator('#error').textContent();
-  await page.goto(copyLink);
-  await waitStatus(page, /^step 0\/100 · loss/, 60000);
-  const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
-                   ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
-                   ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
-                   ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
-                   ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 2147483647/],
-                   ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
-                   ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
   // typed and left by Tab, as a user does: one change, none left to come when Train is clicked
   const type = async (label, value) => { const box = page.getByLabel(label, { exact: true }); await box.fill(String(value)); await box.press('Tab'); };
-  for (const [label, value, want] of refused) {
-    const good = await page.getByLabel(label, { exact: true }).inputValue();
-    await part(`${label} ${value === '' ? 'empty' : value} refused`, async () => {
-      try {
-        await type(label, value);
-        await waitStatus(page, /^no model$/, 10000);
-        const said = await alertText();
-        await page.getByRole('button', { name: 'Train' }).click();
-        const after = await alertText(), button = await page.locator('#train').textContent();
-        check(`${label} ${value === '' ? 'empty' : value} is refused in one line (${said}); Train then says so (${after})`,
-              want.test(said) && /^no model to train/.test(after) && button === 'Train');
-      } finally {
-        await type(label, good);
-        await waitStatus(page, /^step 0\/100 · loss/, 30000);
-      }
-    });
-  }
+  await part('refused settings keep the run', async () => {
+    await page.goto(copyLink);
+    await waitStatus(page, /^step 0\/100 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step ([3-9]\d)\/100 · loss/, 120000);
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await page.waitForTimeout(500);     // the last slice's progress in
+    // what the learner sees of the run: status, snapshots, heatmaps, loss curve, link
+    const look = async () => JSON.stringify([await statusText(page), page.url(),
+      await page.getByLabel('Snapshot').evaluate((e) => e.max + ' ' + e.value),
+      await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll((cs) => cs.map((c) => c.dataset.weights)),
+      await page.getByRole('img', { name: 'Loss curve' }).evaluate((c) => c.toDataURL())]);
+    const before = await look();
+    const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
+                     ['Learning rate', '', /^cannot build the model: Learning rate must be a number above 0 .*\(it is empty or not a number\)$/],
+                     ['Dropout', 1, /^cannot build the model: Dropout must be a number from 0 to /],
+                     ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
+                     ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 18446744073709551617\)$/],
+                     ['Seed', -1, /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is -1\)$/],
+                     ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
+                     ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
+    for (const [label, value, want] of refused) {
+      const good = await page.getByLabel(label, { exact: true }).inputValue(), what = `${label} ${value === '' ? 'empty' : value}`;
+      await part(what + ' refused', async () => {
+        try {
+          await type(label, value);
+          await page.locator('#error').filter({ hasText: want }).waitFor({ timeout: 10000 });
+          const kept = (await look()) === before;
+          check(`${what} is refused in one line (${await alertText()}); the run, its step, snapshots, heatmaps, loss ` +
+                `curve and link as they were`, kept, (await look()).slice(0, 200));
+        } finally {
+          await type(label, good);
+        }
+      });
+    }
+    const back = await look(), cleared = await alertText();
+    check(`the settings set back, the run is as it was (${cleared === '' ? 'no error left' : cleared})`,
+          back === before && cleared === '');
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 100\/100 · loss/, 300000);
+    const kept = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    check('and trains on to the copy run\'s checkpoint byte for byte', kept.equals(ref), firstDifference(kept, ref));
+  });
   await part('Step and Graph with no model, Step at the last step', async () => {
-    await type('Heads', 0);
-    await waitStatus(page, /^no model$/, 10000);
+    await page.goto(url + '?heads=0&steps=100');
+    await waitStatus(page, /^no model$/, 60000);
     await page.getByRole('button', { name: 'Step' }).click();
     const stepSaid = await alertText();
     await page.getByRole('button', { name: 'Graph' }).click();
     await page.locator('#error').filter({ hasText: /^cannot draw the graph: / }).waitFor({ timeout: 10000 });
     const graphSaid = await alertText();
     await type('Heads', 2);
+    await waitStatus(page, /^step 0\/100 · loss/, 30000);
     await type('Steps', 0);
     await waitStatus(page, /^step 0\/0 · loss/, 30000);
     await page.getByRole('button', { name: 'Step' }).click();
@@ -402,6 +474,12 @@ async function main() {
       check(`Temperature -1 is refused (${await alertText()})`, true);
     });
     await page.getByLabel('Temperature').fill('0');
+    await type('Learning rate', '');
+    await page.locator('#error').filter({ hasText: /^cannot build the model: Learning rate/ }).waitFor({ timeout: 10000 });
+    const t1 = await statusText(page);
+    await page.waitForTimeout(1500);
+    const t2 = await statusText(page), going = await page.locator('#train').textContent();
+    check(`a refused Learning rate leaves the run training (${going}; ${t1} -> ${t2})`, going === 'Pause' && t1 !== t2);
     await page.getByLabel('Open checkpoint').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: fs.readFileSync(SHOT) });
     await page.locator('#error').filter({ hasText: /^shot\.png: / }).waitFor({ timeout: 10000 });
     const s1 = await statusText(page);
@@ -447,13 +525,13 @@ async function main() {
   // ---- every control reached by Tab, named as the README names it ----------------
   const names = [];
   await page.locator('h1').click();
-  for (let i = 0; i < 24; i++) {
+  for (let i = 0; i < 25; i++) {
     await page.keyboard.press('Tab');
-    names.push(await page.evaluate(() => { const e = document.activeElement; return e.labels && e.labels.length ? e.labels[0].textContent : e.textContent; }));
+    names.push(await page.evaluate(() => { const e = document.activeElement; return e.labels && e.labels.length ? e.labels[0].textContent : e.getAttribute('aria-label') || e.textContent; }));
   }
   const tabOrder = ['Task', 'Text', 'Open text file', 'Layers', 'Heads', 'd_model', 'Context', 'Dropout', 'Optimizer', 'Learning rate',
                 'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
-                'Complete', 'Graph', 'Snapshot', 'Worked examples'];
+                'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
 
   // ---- opened from a file ------------------------------------------------------

@@ -4,6 +4,7 @@
  * a value-taking option must have a value; unknown options are named.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -133,7 +134,8 @@ static int parse_value(const char *cmd, opt *o, const char *text)
     int blank = text[0] == ' ' || (text[0] >= '\t' && text[0] <= '\r');
     switch (o->kind) {
     case OPT_INT:
-    case OPT_LONG: {
+    case OPT_LONG:
+    case OPT_INT64: {
         long long v = strtoll(text, &end, 10);
         if (blank || end == text || *end || errno == ERANGE)
             return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
@@ -141,8 +143,10 @@ static int parse_value(const char *cmd, opt *o, const char *text)
             return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
-        else
+        else if (o->kind == OPT_LONG)
             *(long *)o->dst = (long)v;
+        else
+            *(int64_t *)o->dst = (int64_t)v;
         break;
     }
     case OPT_DOUBLE: {
@@ -192,6 +196,9 @@ void args_format(const opt *o, char *buf, size_t len)
         break;
     case OPT_LONG:
         snprintf(buf, len, "%ld", *(const long *)o->dst);
+        break;
+    case OPT_INT64:
+        snprintf(buf, len, "%" PRId64, *(const int64_t *)o->dst);
         break;
     case OPT_DOUBLE:
         snprintf(buf, len, "%.17g", *(const double *)o->dst);

@@ -6,12 +6,12 @@
 #ifndef ATTOGRAD_ARGS_H
 #define ATTOGRAD_ARGS_H
 
-typedef enum { OPT_INT, OPT_LONG, OPT_DOUBLE, OPT_STRING, OPT_FLAG, OPT_STRINGS } opt_kind;
+typedef enum { OPT_INT, OPT_LONG, OPT_INT64, OPT_DOUBLE, OPT_STRING, OPT_FLAG, OPT_STRINGS } opt_kind;
 
 typedef struct opt {
     const char *name;       /* "--lr" */
     opt_kind kind;
-    void *dst;              /* int*, long*, double*, const char**, int* (flag), or opt_list* */
+    void *dst;              /* int*, long*, int64_t*, double*, const char**, int* (flag), or opt_list* */
     const char *metavar;    /* "X" in "--lr X" */
     const char *help;
     double min, max;        /* inclusive range for numbers */

@@ -19,7 +19,8 @@ typedef struct train_opts {
     int layers, heads, d_model, context, qkv_bias, batch, threads, quiet;
     int accept_changed_data;    /* --resume on a text that changed since the checkpoint */
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
-    long steps, seed, eval_every, log_every, warmup, save_every;
+    long steps, eval_every, log_every, warmup, save_every;
+    int64_t seed;
     long schedule_steps;        /* the --steps the schedule was set for (see cmd_train.c) */
     int micro_batch;            /* rows per micro-batch; 0: whole batches (see microbatch.h) */
     long mpi_timeout;           /* seconds a rank waits for the others (dist.h) */

@@ -4,6 +4,7 @@
  * printed at the start.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,7 @@ static void print_config(const trainer *t)
     if (t->precision == AG_BF16)
         ag_bf16_status(&bf16_kernel);       /* ready (checked with the options): the kernel that runs */
     fprintf(out,
-            "\n  run        %ld steps, batch %d, seed %ld, %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
+            "\n  run        %ld steps, batch %d, seed %" PRId64 ", %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
             o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
             AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
             t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());

@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -140,7 +141,7 @@ const run_recorded RUN_RECORDED[RUN_N_RECORDED] = {
     { "min_lr", RUN_REAL, AT(min_lr), NULL, NULL },
     { "warmup", RUN_LONG, AT(warmup), NULL, NULL },
     { "batch", RUN_INT, AT(batch), NULL, NULL },
-    { "seed", RUN_LONG, AT(seed), NULL, NULL },
+    { "seed", RUN_INT64, AT(seed), NULL, NULL },
     { "steps", RUN_LONG, AT(steps), NULL, NULL },
     { "schedule", RUN_WORD, AT(schedule), SCHEDULES, NULL },
     { "order", RUN_WORD, AT(order), ORDERS, NULL },
@@ -161,6 +162,7 @@ static int is_unset(const run_settings *s, const run_recorded *k)
     switch (k->kind) {
     case RUN_REAL: return *CFIELD(double, s, k) == 0;
     case RUN_LONG: return *CFIELD(long, s, k) == 0;
+    case RUN_INT64: return *CFIELD(int64_t, s, k) == 0;
     case RUN_INT: return *CFIELD(int, s, k) == 0;
     default: return *CFIELD(char *, s, k) == NULL;
     }
@@ -179,6 +181,8 @@ void run_record_write(run_record *r, const run_settings *s, const text_data *tex
             PUT(k->key, "%.17g", *CFIELD(double, s, k));
         else if (k->kind == RUN_LONG)
             PUT(k->key, "%ld", *CFIELD(long, s, k));
+        else if (k->kind == RUN_INT64)
+            PUT(k->key, "%" PRId64, *CFIELD(int64_t, s, k));
         else if (k->kind == RUN_INT)
             PUT(k->key, "%d", *CFIELD(int, s, k));
         else {
@@ -205,12 +209,16 @@ int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
         if (!number || *end || errno == ERANGE || !isfinite(v))
             return -1;
         *FIELD(double, s, k) = v;
-    } else if (k->kind == RUN_LONG || k->kind == RUN_INT) {
-        long v = number ? strtol(text, &end, 10) : 0;
-        if (!number || *end || errno == ERANGE || (k->kind == RUN_INT && (v < INT_MIN || v > INT_MAX)))
+    } else if (k->kind == RUN_LONG || k->kind == RUN_INT64 || k->kind == RUN_INT) {
+        long long v = number ? strtoll(text, &end, 10) : 0;
+        long long lo = k->kind == RUN_INT ? INT_MIN : k->kind == RUN_LONG ? LONG_MIN : INT64_MIN;
+        long long hi = k->kind == RUN_INT ? INT_MAX : k->kind == RUN_LONG ? LONG_MAX : INT64_MAX;
+        if (!number || *end || errno == ERANGE || v < lo || v > hi)
             return -1;
         if (k->kind == RUN_LONG)
-            *FIELD(long, s, k) = v;
+            *FIELD(long, s, k) = (long)v;
+        else if (k->kind == RUN_INT64)
+            *FIELD(int64_t, s, k) = (int64_t)v;
         else
             *FIELD(int, s, k) = (int)v;
     } else if (k->kind == RUN_WORD) {

@@ -101,7 +101,8 @@ typedef struct run_settings {
     double lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long warmup;                /* cosine: steps of linear warmup */
     int batch;
-    long seed, steps;
+    int64_t seed;               /* 64 bits wherever a long is 32 (WebAssembly) */
+    long steps;
     const char *schedule;       /* "constant" or "cosine" */
     const char *order;          /* text windows: "random" or "sequential" */
     const char *precision;      /* the matrix multiplies': "fp32" or "bf16" */
@@ -116,13 +117,16 @@ typedef struct run_settings {
  * the playground check them. */
 enum { RUN_MAX_BATCH = 1 << 20 };
 #define RUN_MAX_LR 1e6
+/* The largest seed, as a double (a seed is in range when (double)seed is
+ * at most this, as `attograd train --seed` checks it). */
+#define RUN_MAX_SEED 9.2e18
 
 /* What a run starts from (`attograd train`'s defaults, the playground's);
  * lr 0: run_default_lr's for the optimizer. */
 extern const run_settings RUN_DEFAULTS;
 double run_default_lr(int adamw);
 
-typedef enum { RUN_REAL, RUN_LONG, RUN_INT, RUN_WORD, RUN_PATH } run_kind;
+typedef enum { RUN_REAL, RUN_LONG, RUN_INT64, RUN_INT, RUN_WORD, RUN_PATH } run_kind;
 
 /* One recorded setting: its metadata key, its type and place in
  * run_settings, the words it may be (RUN_WORD), and what a checkpoint

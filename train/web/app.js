@@ -11,20 +11,23 @@ const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120'
 
 let worker = null, info = null, running = false, textBytes = null;
 let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
+// The fields as the live run was built from them, and as the last new run asked
+const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
+let built = null, asked = null;
 
 function say(text) { $('error').textContent = text; }
 
 function settings() {
   const s = {};
   for (const k of SETTINGS) s[k] = $(k).value;
-  // an empty field (or one the browser could not read) is NaN: the engine names it
-  for (const k of SETTINGS) if (k !== 'task' && k !== 'optimizer') s[k] = s[k] === '' ? NaN : Number(s[k]);
+  // an empty field (or one the browser could not read) is NaN: the engine names it;
+  // Seed goes as its text (64 bits: a JS number keeps 53)
+  for (const k of SETTINGS) if (!/^(task|optimizer|seed)$/.test(k)) s[k] = s[k] === '' ? NaN : Number(s[k]);
   return s;
 }
 
-function settingsToUrl() {
-  const q = new URLSearchParams();
-  for (const k of SETTINGS) q.set(k, $(k).value);
+function settingsToUrl(f) {
+  const q = new URLSearchParams(f || fields());
   history.replaceState(null, '', '?' + q.toString());
 }
 
@@ -82,28 +85,60 @@ function tokenText(id) {
 }
 
 // One canvas per layer and head, made once per shape and repainted after.
-let maps = [];
+// A cell's query, key and weight show where the mouse is over it, or at
+// the keyboard's cell cursor on the focused heatmap (one Tab stop for them
+// all: arrow keys move the cursor, Page Up/Down go to the previous/next
+// heatmap), said then by a live region too.
+let maps = [], cursor = [0, 0];
+
+const cellText = (map, i, j) =>
+  `query ${tokenText(map.ids[i])} (${i}) → key ${tokenText(map.ids[j])} (${j}): ${map.rows[i][j].toFixed(4)}`;
+
+function tip(text, x, y) {
+  const t = $('tip');
+  t.textContent = text; t.style.left = x + 12 + 'px'; t.style.top = y + 12 + 'px'; t.style.display = 'block';
+}
+
+// The cursor's cell on a focused map: outlined, its details in the tip (and said when `say`).
+function cursorCell(map, say) {
+  if (document.activeElement !== map.cv || !map.rows.length) return;
+  const [i, j] = cursor, { cell, lab } = map, g = map.cv.getContext('2d'), r = map.cv.getBoundingClientRect();
+  g.strokeStyle = '#d00'; g.lineWidth = 2;
+  g.strokeRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
+  tip(cellText(map, i, j), r.left + lab + (j + 1) * cell, r.top + lab + i * cell);
+  if (say) $('cellsay').textContent = `${map.cv.getAttribute('aria-label')}: ${cellText(map, i, j)}`;
+}
 
 function makeMaps(L, H, T, cell, lab) {
   const box = $('heatmaps');
   box.textContent = '';
   maps = [];
+  cursor = cursor.map((c) => Math.min(c, T - 1));
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const fig = document.createElement('figure'), cv = document.createElement('canvas');
-      const map = { cv, rows: [], ids: [] };
+      const map = { cv, rows: [], ids: [], cell, lab };
       cv.width = lab + T * cell; cv.height = lab + T * cell;
+      cv.tabIndex = maps.length ? -1 : 0;
       cv.setAttribute('role', 'img');
       cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
       cv.addEventListener('mousemove', (e) => {
-        const r = cv.getBoundingClientRect(), tip = $('tip');
+        const r = cv.getBoundingClientRect();
         const j = Math.floor((e.clientX - r.left - lab) / cell), i = Math.floor((e.clientY - r.top - lab) / cell);
-        if (i < 0 || j < 0 || i >= T || j >= T) { tip.style.display = 'none'; return; }
-        tip.textContent = `query ${tokenText(map.ids[i])} (${i}) → key ${tokenText(map.ids[j])} (${j}): ` +
-          map.rows[i][j].toFixed(4);
-        tip.style.left = e.clientX + 12 + 'px'; tip.style.top = e.clientY + 12 + 'px'; tip.style.display = 'block';
+        if (i < 0 || j < 0 || i >= T || j >= T) $('tip').style.display = 'none';
+        else tip(cellText(map, i, j), e.clientX, e.clientY);
       });
       cv.addEventListener('mouseleave', () => ($('tip').style.display = 'none'));
+      cv.addEventListener('keydown', (e) => {
+        const d = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[e.key];
+        const k = maps.indexOf(map), to = maps[k + ({ PageUp: -1, PageDown: 1 }[e.key] || 0)];
+        if (!d && (!to || to === map)) return;
+        e.preventDefault();
+        if (d) { cursor = cursor.map((c, x) => Math.max(0, Math.min(T - 1, c + d[x]))); paint(map); cursorCell(map, 1); }
+        else { cv.tabIndex = -1; to.cv.tabIndex = 0; to.cv.focus(); }
+      });
+      cv.addEventListener('focus', () => { paint(map); cursorCell(map, 1); });
+      cv.addEventListener('blur', () => { $('tip').style.display = 'none'; paint(map); });
       const cap = document.createElement('figcaption');
       cap.textContent = `layer ${l + 1} · head ${h + 1}`;
       fig.append(cv, cap);
@@ -114,6 +149,22 @@ function makeMaps(L, H, T, cell, lab) {
 
 // Weight w as a cell from white (0) to blue (1); the tokens on both axes:
 // rows are queries, columns keys.
+function paint(map) {
+  const { cv, ids, rows, cell, lab } = map, T = ids.length, g = cv.getContext('2d');
+  g.clearRect(0, 0, cv.width, cv.height);
+  g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
+  for (let i = 0; i < T; i++) {
+    g.fillText(tokenText(ids[i]), lab + i * cell + 1, lab - 3);
+    g.fillText(tokenText(ids[i]), 2, lab + (i + 1) * cell - 3);
+  }
+  for (let i = 0; i < T; i++)
+    for (let j = 0; j < T; j++) {
+      const w = rows[i][j];
+      g.fillStyle = `rgb(${255 - Math.round(215 * w)},${255 - Math.round(175 * w)},255)`;
+      g.fillRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
+    }
+}
+
 function drawHeatmaps(a) {
   if (!a) return;
   if (a.error) { $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
@@ -121,23 +172,13 @@ function drawHeatmaps(a) {
   const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), lab = 14, key = `${L},${H},${T}`;
   if ($('heatmaps').dataset.key !== key) { makeMaps(L, H, T, cell, lab); $('heatmaps').dataset.key = key; }
   maps.forEach((map, k) => {
-    const base = k * T * T, g = map.cv.getContext('2d');
+    const base = k * T * T;
     map.ids = ids;
     map.rows = [];
     for (let i = 0; i < T; i++) map.rows.push(Array.from(weights.subarray(base + i * T, base + (i + 1) * T)));
     map.cv.dataset.weights = JSON.stringify(map.rows);
-    g.clearRect(0, 0, map.cv.width, map.cv.height);
-    g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
-    for (let i = 0; i < T; i++) {
-      g.fillText(tokenText(ids[i]), lab + i * cell + 1, lab - 3);
-      g.fillText(tokenText(ids[i]), 2, lab + (i + 1) * cell - 3);
-    }
-    for (let i = 0; i < T; i++)
-      for (let j = 0; j < T; j++) {
-        const w = map.rows[i][j];
-        g.fillStyle = `rgb(${255 - Math.round(215 * w)},${255 - Math.round(175 * w)},255)`;
-        g.fillRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
-      }
+    paint(map);
+    cursorCell(map, 0);
   });
 }
 
@@ -253,7 +294,7 @@ const onMessage = {
       for (const k of SETTINGS) if (k in info && k !== 'task') $(k).value = info[k];
       $('task').value = info.task;
       $('textbox').hidden = info.task !== 'text';
-      settingsToUrl();
+      settingsToUrl(built = fields());
       say('');
       $('status').textContent = '';
     }
@@ -264,6 +305,7 @@ const onMessage = {
     if (info.live && !m.opened) $('status').textContent = `step ${info.step}/${info.steps} · loss –` +
       (info.task !== 'text' && lastVal ? ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%` : '');
     if (m.opened) status();
+    else settingsToUrl(built = asked);   // the link is to runs the page built
     refreshGraph();
   },
   progress(m) {
@@ -275,7 +317,7 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
-  extended(m) { info = m.info; status(); drawLoss(); },
+  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
   graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
@@ -298,7 +340,7 @@ async function reset() {
   say(linkNote);
   linkNote = '';
   const s = settings();
-  settingsToUrl();
+  asked = fields();
   const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
   if (s.task === 'text') {
     // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
@@ -323,6 +365,13 @@ function bind() {
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
     if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
+    // a setting refused, then set back: the run goes on as it was
+    if (info && info.live && built && SETTINGS.every((j) => $(j).value === built[j])) {
+      say('');
+      settingsToUrl(built);
+      if (k === 'task') worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value });
+      return;
+    }
     reset();
   });
   $('train').addEventListener('click', () => {
@@ -339,7 +388,7 @@ function bind() {
   $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
   $('complete').addEventListener('click', () => worker.postMessage({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
-    seed: Number($('seed').value) }));
+    seed: $('seed').value }));
   $('graphbtn').addEventListener('click', () => worker.postMessage({ cmd: 'graph' }));
   $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {

@@ -11,9 +11,12 @@
  * returns 0 (or a count) on success and -1 with pg_error() set otherwise;
  * the engine's own errors (ag_error) come back the same way.
  */
-#include <math.h>
+#include <ctype.h>
 #include <emscripten/heap.h>
+#include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,27 +158,27 @@ static void count_error(const char *msg, void *user)
     longjmp(count_jump, 1);
 }
 
-static double train_bytes(const model_config *cfg, int batch, int S)
+static double train_bytes(const model_config *cfg, int adamw, int batch, int S)
 {
     volatile double need = INFINITY;
     ag_set_error_handler(count_error, NULL);
     if (!setjmp(count_jump))
-        need = model_train_bytes(cfg, batch, S, pg.adamw ? 2 : 1, 0);
+        need = model_train_bytes(cfg, batch, S, adamw ? 2 : 1, 0);
     ag_set_error_handler(engine_error, NULL);
     return need;
 }
 
 /* A run that cannot fit is refused before anything big is allocated,
  * naming the largest Batch that would. */
-static int memory_ok(const model_config *cfg, int batch, int S)
+static int memory_ok(const model_config *cfg, int adamw, int batch, int S)
 {
-    double need = train_bytes(cfg, batch, S);
+    double need = train_bytes(cfg, adamw, batch, S);
     if (need <= memory_budget())
         return 0;
     int lo = 0, hi = batch;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (train_bytes(cfg, mid, S) <= memory_budget())
+        if (train_bytes(cfg, adamw, mid, S) <= memory_budget())
             lo = mid;
         else
             hi = mid - 1;
@@ -190,57 +193,84 @@ static int memory_ok(const model_config *cfg, int batch, int S)
     return -1;
 }
 
+/* A seed as the page holds it, text (a JS number loses digits past 2^53):
+ * into *seed when it is a whole number from 0 to RUN_MAX_SEED, the range
+ * `attograd train --seed` takes; else -1 with one line naming label.  A
+ * number field may also hold "3e9" or "7.0": read as the number they are. */
+static int seed_ok(const char *label, const char *text, int64_t *seed)
+{
+    char *end = NULL;
+    int number = *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");    /* decimal, as the flag */
+    errno = 0;
+    long long v = number ? strtoll(text, &end, 10) : -1;
+    if (number && !*end && errno == 0 && v >= 0 && (double)v <= RUN_MAX_SEED) {
+        *seed = v;
+        return 0;
+    }
+    double d = number && (errno || *end) ? strtod(text, &end) : NAN;
+    if (number && !*end && d >= 0 && d <= RUN_MAX_SEED && d == floor(d)) {
+        *seed = (int64_t)d;
+        return 0;
+    }
+    snprintf(error_text, sizeof error_text, "%s must be a whole number from 0 to %.0f (it is %.40s)", label,
+             RUN_MAX_SEED, number ? text : "empty or not a number");
+    return -1;
+}
+
 /* A new run: task is "copy", "reverse", "sort" or "add", or "text" with
  * the text at text_path (its name for the checkpoint: text_name).  The
  * numbers come as the page's fields hold them and are checked here, as
  * `attograd train` checks its flags, within what a run in the page can
- * hold (Steps and Seed are a `long`, 32 bits in WebAssembly); context 0:
- * the task's length, 64 for text.  On a refusal there is no run. */
+ * hold (Steps is a `long`, 32 bits in WebAssembly; Seed comes as text, a
+ * 64-bit number); context 0: the task's length, 64 for text.  Everything
+ * is checked, the data read and the memory counted before the run there
+ * is goes: on a refusal it is as it was. */
 int pg_new(const char *task_name, const char *text_path, const char *text_name, double layers, double heads,
            double d_model, double context, double dropout, int adamw, double lr, double batch, double steps,
-           double seed)
+           const char *seed_text)
 {
     ENTER(-1);
-    run_free();
+    int64_t seed;
     if (setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
         setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
         setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
         setting_ok("Context", context, 0, MODEL_MAX_CONTEXT, WHOLE) ||
         setting_ok("Dropout", dropout, 0, MODEL_MAX_DROPOUT, REAL) ||
         setting_ok("Learning rate", lr, 0, RUN_MAX_LR, ABOVE) || setting_ok("Batch", batch, 1, RUN_MAX_BATCH, WHOLE) ||
-        setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) || setting_ok("Seed", seed, 0, LONG_MAX, WHOLE))
+        setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) || seed_ok("Seed", seed_text, &seed))
         return -1;
     if ((int)d_model % (int)heads != 0) {
         snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
                  (int)heads, (int)d_model);
         return -1;
     }
+    int is_text = strcmp(task_name, "text") == 0;
+    dataset d;
+    if (open_data(&d, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)seed)) {
+        dataset_free(&d);
+        return -1;
+    }
+    model_config cfg = { ARCH_GPT, dataset_vocab_size(&d), (int)layers, (int)heads, (int)d_model, (int)context, 0,
+                         dropout };
+    if (!cfg.context)
+        cfg.context = d.is_task ? d.task.len : 64;
+    if ((d.is_task ? task_check_context(&d.task, cfg.context, error_text, sizeof error_text)
+                   : text_check_context(&d.text, cfg.context, 1, error_text, sizeof error_text)) ||
+        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context))) {
+        dataset_free(&d);
+        return -1;
+    }
+    run_free();
+    pg.data = d;
     pg.o = RUN_DEFAULTS;
     pg.adamw = adamw;
     pg.o.lr = lr;
     pg.o.batch = (int)batch;
     pg.o.steps = pg.o.schedule_steps = (long)steps;
-    pg.o.seed = (long)seed;
-    int is_text = strcmp(task_name, "text") == 0;
-    if (open_data(&pg.data, is_text ? NULL : task_name, text_path, NULL, 0, (uint64_t)pg.o.seed)) {
-        run_free();
-        return -1;
-    }
+    pg.o.seed = seed;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? text_name : "");
     pg.o.text_path = is_text ? pg.text_name : NULL;     /* the page knows the file's name, not where it lives */
     take_vocab();
-    model_config cfg = { ARCH_GPT, pg.vocab_size, (int)layers, (int)heads, (int)d_model, (int)context, 0, dropout };
-    if (!cfg.context)
-        cfg.context = pg.data.is_task ? pg.data.task.len : 64;
-    if (pg.data.is_task ? task_check_context(&pg.data.task, cfg.context, error_text, sizeof error_text)
-                        : text_check_context(&pg.data.text, cfg.context, 1, error_text, sizeof error_text)) {
-        run_free();
-        return -1;
-    }
-    if (memory_ok(&cfg, pg.o.batch, dataset_seq_len(&pg.data, cfg.context))) {
-        run_free();
-        return -1;
-    }
     ag_pcg32 init_rng;
     ag_pcg32_seed(&init_rng, (uint64_t)pg.o.seed, STREAM_INIT);
     model_build(&pg.m, &cfg);
@@ -384,7 +414,7 @@ static char completion[4096];
 
 /* The prompt completed: a task's answer (greedy at temperature 0, drawn
  * otherwise), or n_new tokens of text; as `attograd sample` prints it. */
-const char *pg_complete(const char *prompt, int n_new, double temperature, double seed)
+const char *pg_complete(const char *prompt, int n_new, double temperature, const char *seed_text)
 {
     ENTER(NULL);
     completion[0] = 0;
@@ -397,6 +427,9 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, doubl
         snprintf(error_text, sizeof error_text, "Temperature must be a number from 0 (greedy) to 100");
         return NULL;
     }
+    int64_t seed = 0;       /* greedy draws nothing */
+    if (temperature > 0 && seed_ok("Seed", seed_text, &seed))
+        return NULL;
     ag_pcg32 rng;
     ag_pcg32_seed(&rng, (uint64_t)seed, STREAM_SAMPLE);
     if (pg.data.is_task) {
@@ -439,7 +472,7 @@ const char *pg_info(void)
     snprintf(info, sizeof info,
              "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
-             "\"seed\":%ld,\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
+             "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
              c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
@@ -547,7 +580,7 @@ static void graph_op(const ag_graph_op *op, void *user)
  * forward pass with dropout as in training, the loss, then backward, in a
  * context of its own so the run's generators do not move.  As JSON: the
  * loss, the tape's length, the ops (last first) and the leaves. */
-const char *pg_graph(double seed)
+const char *pg_graph(const char *seed_text)
 {
     static char *text;
     static ag_ctx *ctx;
@@ -568,6 +601,9 @@ const char *pg_graph(double seed)
     }
     int32_t *y;
     int room;
+    int64_t seed;
+    if (seed_ok("Seed", seed_text, &seed))
+        return NULL;
     int n = example_input(pg.data.is_task ? pg.data.task.name : "text", &pg.m, 0, (uint64_t)seed, &x, &y, &room,
                           error_text, sizeof error_text);
     if (n < 0)
@@ -617,9 +653,10 @@ int pg_save(const char *path)
     return 0;
 }
 
-/* A run the command recorded on a 64-bit machine may hold a number (a
- * Seed past 2^31) that a long here, 32 bits, cannot: error_text says so,
- * where run_settings_read calls the value invalid. */
+/* A run the command recorded on a 64-bit machine may hold a number (Steps
+ * past 2^31) that a long here, 32 bits, cannot: error_text says so, where
+ * run_settings_read calls the value invalid.  (The seed, an int64_t, takes
+ * any the command does.) */
 static void past_long(const ckpt *ck)
 {
     for (int i = 0; i < RUN_N_RECORDED; i++) {

@@ -33,7 +33,7 @@ createPlayground().then((module) => {
 // L tokens the model reads; for text, the prompt.
 function shownTokens() {
   if (info.task !== 'text' && prompt.replace(/\s/g, '').length === info.prompt_len) {
-    const done = c('pg_complete', 'string', ['string', 'number', 'number', 'number'], [prompt, 0, 0, 0]);
+    const done = c('pg_complete', 'string', ['string', 'number', 'number', 'string'], [prompt, 0, 0, '0']);
     if (done) return done.slice(0, info.len);
   }
   return prompt;
@@ -87,22 +87,23 @@ function showModel(extra) {
 
 const handlers = {
   new(m) {
-    running = false;
-    opened = null;
-    prompt = m.prompt;
     if (m.text) M.FS.writeFile('/text', m.text);
     const s = m.settings;
     const rc = c('pg_new', 'number',
       ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
-       'number', 'number', 'number'],
+       'number', 'number', 'string'],
       [s.task, '/text', m.textName || 'text', s.layers, s.heads, s.d_model, s.context, s.dropout,
        s.optimizer === 'adamw' ? 1 : 0, s.lr, s.batch, s.steps, s.seed]);
     refreshInfo();
-    if (rc < 0) {   // no run now: info says so
-      postMessage({ type: 'error', info, message: 'cannot build the model: ' +
+    if (rc < 0) {   // refused: the run there was goes on as it was (unless an engine error took it: info says)
+      if (!info.live) running = false;
+      postMessage({ type: 'error', info: info.live ? null : info, running, message: 'cannot build the model: ' +
         lastError().replace(/^\/text\b/, m.textName || 'the text') });
       return;
     }
+    running = false;
+    opened = null;
+    prompt = m.prompt;
     showModel({ val: evaluate(false) });
   },
   steps(m) {
@@ -115,7 +116,7 @@ const handlers = {
   step() { if (!running && info && info.live) { steps(1); postMessage({ type: 'attention', attention: attention() }); } },
   prompt(m) { prompt = m.prompt; if (!running) postMessage({ type: 'attention', attention: attention() }); },
   complete(m) {
-    const out = c('pg_complete', 'string', ['string', 'number', 'number', 'number'],
+    const out = c('pg_complete', 'string', ['string', 'number', 'number', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out && lastError()) fail('cannot complete');
     else postMessage({ type: 'completion', text: out });
@@ -126,7 +127,7 @@ const handlers = {
     else postMessage({ type: 'examples', text });
   },
   graph() {
-    const text = c('pg_graph', 'string', ['number'], [info ? info.seed : 1]);   // with no model: says so
+    const text = c('pg_graph', 'string', ['string'], [info ? info.seed : '1']);   // with no model: says so
     if (!text) fail('cannot draw the graph');
     else postMessage({ type: 'graph', graph: JSON.parse(text), step: info.step });
   },
