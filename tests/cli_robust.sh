@@ -105,6 +105,12 @@ bad "--steps expects an integer, got '99999999999999999999'" train --steps 99999
 bad "--d-model expects an integer, got '64x'" train --d-model=64x
 bad "--quiet takes no value" train --quiet=1
 bad "--batch 0 is out of range" train --batch 0
+# eval's --batch has train's bound and message (RUN_MAX_BATCH, run.h)
+for b in 0 1048577; do
+    t_msg=$(cd "$O" && "$A" train --batch $b 2>&1) e_msg=$(cd "$O" && "$A" eval --model "$F/copy.st" --batch $b 2>&1)
+    check "eval --batch $b is refused as train's is ('$t_msg' / '$e_msg')" \
+        test "${t_msg#attograd train: }" = "${e_msg#attograd eval: }" -a -n "$t_msg"
+done
 bad "--layers 0 is out of range" train --layers 0
 bad "--heads 0 is out of range" train --heads 0
 bad "--context 0 is out of range" train --context 0
@@ -257,18 +263,35 @@ bad "exceeds the limit" info "$F/random.bin"
 bad "grew while being read" info "$CHANGING"
 bad "$TEXT" info "$TEXT"
 # A checkpoint that ends early or fails while its tensors are read into
-# place: the reader's third read of the file (after its first 9 bytes and the
-# header) is the first tensor's, which strace makes return the end of the
-# file, or EIO.  Nothing is written (train --resume would save over it).
+# place: strace makes the read(2) that reaches the first byte after the
+# header (8 + the header's length: the first tensor's) return the end of the
+# file, or EIO.  Which read that is, is found by tracing the command first
+# (the file's reads, with the offsets their sizes add up to); no such read is
+# a failure.  Nothing is written (train --resume would save over it).
 if command -v strace >/dev/null && strace -o /dev/null -e trace=read true 2>/dev/null; then
     abs_a=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")
-    for fault in "retval=0" "error=EIO"; do
-        printf '#!/bin/sh\nASAN_OPTIONS=detect_leaks=0 exec strace -o /dev/null -P "%s" -e trace=read -e inject=read:%s:when=3 "%s" "$@"\n' \
-            "$F/text.st" "$fault" "$abs_a" >"$tmp/faulty"
-        chmod +x "$tmp/faulty"
-        want="file shrank while being read"; [ "$fault" = "error=EIO" ] && want="read error: Input/output error"
-        A=$tmp/faulty bad "$want" info "$F/text.st"
-        A=$tmp/faulty bad "$want" train --resume "$F/text.st" --steps 5
+    data_at=$((8 + $(od -A n -t u8 -N 8 "$F/text.st")))
+    for cmd in info train; do
+        args="$F/text.st" save=""
+        [ $cmd = train ] && args="--resume $F/text.st --steps 5" save="--save $tmp/traced.st"
+        rm -f "$tmp/reads"
+        # shellcheck disable=SC2086
+        (cd "$tmp" && ASAN_OPTIONS=detect_leaks=0 strace -o "$tmp/reads" -P "$F/text.st" -e trace=read "$abs_a" $cmd $args $save \
+            >/dev/null 2>&1)
+        rm -f "$tmp/traced.st"
+        nth=$(awk -v at="$data_at" '/^read\(/ { n++; r = $NF + 0; if (pos <= at && at < pos + r) { print n; exit } pos += r }' "$tmp/reads" 2>/dev/null)
+        if [ -z "$nth" ]; then
+            fail "attograd $cmd $args: no read(2) of $F/text.st reached its first tensor at byte $data_at ($(head -c 300 "$tmp/reads" 2>/dev/null))"
+            continue
+        fi
+        for fault in "retval=0" "error=EIO"; do
+            printf '#!/bin/sh\nASAN_OPTIONS=detect_leaks=0 exec strace -o /dev/null -P "%s" -e trace=read -e inject=read:%s:when=%s "%s" "$@"\n' \
+                "$F/text.st" "$fault" "$nth" "$abs_a" >"$tmp/faulty"
+            chmod +x "$tmp/faulty"
+            want="file shrank while being read"; [ "$fault" = "error=EIO" ] && want="read error: Input/output error"
+            # shellcheck disable=SC2086
+            A=$tmp/faulty bad "$want" $cmd $args
+        done
     done
 else
     skip "a checkpoint failing mid-read (strace cannot trace here)"
@@ -296,6 +319,16 @@ if has graph; then
     bad "--tokens 3: the copy task scores only the answer, and the first 3 tokens predict none of it: give --tokens 9 to 16" \
         graph --model "$F/copy.st" --tokens 3 --out "$O/g.dot"
     bad "give --tokens 9 to 16" graph --model "$F/copy.st" --tokens 8 --out "$O/g.dot"
+    # --help states, for every task, the range the refusal names (a model of
+    # each task, --tokens 1 refused: "give --tokens A to B"; help: "TASK A to B")
+    help=$("$A" graph --help)
+    for task in copy reverse sort add; do
+        (cd "$O" && "$A" train --task "$task" --steps 1 --eval-every 0 --quiet --save "$tmp/$task.st") >/dev/null 2>&1
+        range=$("$A" graph --model "$tmp/$task.st" --tokens 1 --out "$O/g.dot" 2>&1 | sed -n 's/.*give --tokens \([0-9]* to [0-9]*\)$/\1/p')
+        rm -f "$tmp/$task.st"
+        check "graph --help states the --tokens range of the $task task that graph asks for ('$range')" \
+            eval '[ -n "$range" ] && printf "%s\n" "$help" | grep -q -- "--tokens N .* $task $range,*\( \|\$\)"'
+    done
 fi
 if has walkthrough; then
     bad "--section 0 is out of range" walkthrough --section 0

@@ -80,7 +80,7 @@ int cmd_eval(int argc, char **argv)
         { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0, 0 },
-        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0, 0 },
+        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
         THREADS_OPT(a, ""),
         PRECISION_OPT(a.precision),
         HEADS_OPT(a.heads),
