@@ -96,12 +96,16 @@ bad "--lr expects a number, got '0x10'" train --lr 0x10
 bad "--dropout expects a number, got '0x1p-3'" train --dropout 0x1p-3
 bad "--micro-batch 3 does not divide --batch 8: give a --micro-batch that divides 8" train --batch 8 --micro-batch 3
 bad "--lr expects a number, got 'inf'" train --lr inf
-bad "--lr expects a number, got '1e999'" train --lr 1e999
+# numbers past a double's or a long's range are numbers out of the option's range
+bad "--lr 1e999 is out of range: it must be > 0 and <= 1000000" train --lr 1e999
+bad "--lr 1e-400 is too close to 0 to be represented" train --lr 1e-400
+bad "--seed 18446744073709551616 is out of range: it must be >= 0 and <= 9.2e+18" train --seed 18446744073709551616
+bad "--seed -18446744073709551616 is out of range: it must be >= 0" eval --model "$F/copy.st" --seed -18446744073709551616
 bad "--lr expects a number, got ''" train --lr=
 bad "--lr -0.1 is out of range" train --lr -0.1
 bad "--lr expects a number, got '0.1 '" train --lr "0.1 "
 bad "--steps expects an integer, got '1.5'" train --steps 1.5
-bad "--steps expects an integer, got '99999999999999999999'" train --steps 99999999999999999999
+bad "--steps 99999999999999999999 is out of range: it must be >= 0 and <= 1e+15" train --steps 99999999999999999999
 bad "--d-model expects an integer, got '64x'" train --d-model=64x
 bad "--quiet takes no value" train --quiet=1
 bad "--batch 0 is out of range" train --batch 0

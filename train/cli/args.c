@@ -135,9 +135,11 @@ static int parse_value(const char *cmd, opt *o, const char *text)
     case OPT_INT:
     case OPT_LONG: {
         long long v = strtoll(text, &end, 10);
-        if (blank || end == text || *end || errno == ERANGE)
+        if (blank || end == text || *end)
             return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
-        if (range_check(cmd, o, (double)v, text))
+        /* a whole integer past long long's range is past the option's too:
+         * said as such, not as something other than an integer */
+        if (range_check(cmd, o, errno == ERANGE ? (v < 0 ? -HUGE_VAL : HUGE_VAL) : (double)v, text))
             return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
@@ -149,8 +151,14 @@ static int parse_value(const char *cmd, opt *o, const char *text)
         /* decimal only, as the integers: strtod would read C's hex floats
          * ("0x10" as 16), which the integer flags refuse */
         double v = strtod(text, &end);
-        if (blank || end == text || *end || errno == ERANGE || !isfinite(v) || strpbrk(text, "xX"))
+        if (blank || end == text || *end || (errno != ERANGE && !isfinite(v)) || strpbrk(text, "xX"))
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
+        /* a decimal number too large for a double is out of range; one too
+         * close to 0 (1e-400) is said to be, not read as 0 or refused as
+         * out of a range it is inside */
+        if (errno == ERANGE && isfinite(v))
+            return refuse(cmd, "%s %s is too close to 0 to be represented (a double's smallest normal magnitude "
+                          "is about 2.2e-308)", o->name, text);
         if (range_check(cmd, o, v, text))
             return -1;
         /* -0 is 0: a value is recorded and compared as text ("%.17g"
