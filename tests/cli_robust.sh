@@ -212,6 +212,16 @@ check "--init with a text inside the model's vocabulary trains (exit $rc: $(head
 bad "--model needs a value" eval --model
 bad "--model expects a value, got an empty string" eval --model ""
 bad "--seed expects an integer, got 'x'" eval --model "$F/copy.st" --seed x
+# --seed draws copy's and reverse's held-out problems; sort's and add's are all
+# scored and a text's every window, where it would change nothing
+bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: a text is scored on every window of its split" \
+    eval --model "$F/text.st" --text "$TEXT" --seed 2
+"$A" train --task sort --steps 1 --eval-every 0 --quiet --save "$tmp/sort.st" >/dev/null 2>&1
+bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: every held-out problem of sort is scored" \
+    eval --model "$tmp/sort.st" --seed 2
+(cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
+check "eval --seed 2 draws copy's held-out problems ($(head -c 200 "$tmp/stdout"))" grep -q "scored 500 held-out problems of task copy" "$tmp/stdout"
+rm -f "$tmp/sort.st" "$O/"*
 bad "--threads expects an integer, got '2x'" eval --model "$F/copy.st" --threads 2x
 bad "--threads -1 is out of range" eval --model "$F/copy.st" --threads -1
 bad "--split 'test' is not a split" eval --model "$F/text.st" --text "$TEXT" --split test

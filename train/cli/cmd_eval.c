@@ -68,6 +68,10 @@ static void print_scored(const ckpt *ck, const char *text, int split, int split_
     printf("\n");
 }
 
+#define STRINGIFY(x) #x
+#define AS_TEXT(x) STRINGIFY(x)
+#define HELDOUT_DRAWN AS_TEXT(TASK_HELDOUT_SAMPLED)
+
 int cmd_eval(int argc, char **argv)
 {
     const char *CMD = "eval", *split_name = NULL;
@@ -79,7 +83,7 @@ int cmd_eval(int argc, char **argv)
         { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0, 0 },
         { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "copy and reverse: seed of the " HELDOUT_DRAWN " held-out problems drawn (default 1)", 0, 9.2e18, 0, 0, 0 },
         { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
         THREADS_OPT(a, ""),
         PRECISION_OPT(a.precision),
@@ -103,6 +107,11 @@ int cmd_eval(int argc, char **argv)
     if (d.is_task && split_name)
         die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
                  "draws");
+    if (args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--seed")->given &&
+        (!d.is_task || d.task.kind == TASK_SORT || d.task.kind == TASK_ADD))
+        die(CMD, "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: %s%s%s",
+            d.is_task ? "every held-out problem of " : "a text is scored on every window of its split",
+            d.is_task ? d.task.name : "", d.is_task ? " is scored" : "");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
     char err[ERR_MAX];
     if (own && !accept_changed && text_check_unchanged(&ck, &d.text, 1, err, sizeof err))
