@@ -83,6 +83,13 @@ for cmd in $COMMANDS; do
 done
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
+bad "--version takes no arguments (got 'x')" --version x
+bad "help: unknown command 'trian' (see attograd --help)" help trian
+# `attograd help CMD` is `attograd CMD --help`
+for cmd in $COMMANDS; do
+    check "attograd help $cmd prints what attograd $cmd --help prints" \
+        eval '[ "$("$A" help "$cmd" 2>&1; echo "rc $?")" = "$("$A" "$cmd" --help 2>&1; echo "rc $?")" ] && "$A" help "$cmd" | grep -q "^usage: attograd $cmd "'
+done
 # a newline inside a value or a path is still one line (written as a space)
 bad "unknown command 'tr ain'" $'tr\nain'
 bad "unknown option '--no such'" train $'--no\nsuch'
