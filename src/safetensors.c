@@ -758,7 +758,7 @@ static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *
 {
     parser p = {.label = label, .err = err, .errlen = errlen, .skip = skip};
     if (len < 8) {
-        fail(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
+        fail(&p, "file is %zu byte%s, shorter than the 8-byte header length", len, len == 1 ? "" : "s");
         return NULL;
     }
     uint64_t hlen = read_u64le(b);

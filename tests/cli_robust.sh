@@ -33,6 +33,7 @@ SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --q
 "$A" train --steps 3 --eval-every 0 --quiet --save "$F/copy.st" >/dev/null 2>&1
 if [ ! -s "$F/text.st" ] || [ ! -s "$F/copy.st" ]; then fail "could not train the fixture checkpoints"; finish; fi
 : >"$F/empty"
+printf x >"$F/onebyte"
 head -c 4096 /dev/urandom >"$F/random.bin"
 printf 'abcabcabcabcabcabcab\n' >"$F/short.txt"                # 21 bytes: no window of 32 fits
 head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all inside tiny.txt's vocabulary
@@ -279,6 +280,8 @@ bad "expects exactly one checkpoint file" info
 bad "$F/none.st" info "$F/none.st"
 bad "is a directory" info "$F/dir"
 bad "shorter than the 8-byte header" info "$F/empty"
+bad "file is 1 byte, shorter than the 8-byte header length" info "$F/onebyte"
+check "info says '1 layer, 2 heads' of the 1-layer fixture" eval '"$A" info "$F/text.st" | grep -q "^  arch gpt, vocab [0-9]*, 1 layer, 2 heads,"'
 bad "is not a regular file" info /dev/null
 bad "exceeds the limit" info "$F/random.bin"
 bad "grew while being read" info "$CHANGING"

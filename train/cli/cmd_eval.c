@@ -346,9 +346,9 @@ int cmd_info(int argc, char **argv)
     if (ck.step >= 0)
         snprintf(step, sizeof step, "%ld", ck.step);
     printf("%s\n", path);
-    printf("  arch %s, vocab %d, %d layers, %d heads, d_model %d, context %d, qkv_bias %s, dropout %g\n",
-           model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context,
-           c->qkv_bias ? "true" : "false", c->dropout);
+    printf("  arch %s, vocab %d, %d layer%s, %d head%s, d_model %d, context %d, qkv_bias %s, dropout %g\n",
+           model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head,
+           c->n_head == 1 ? "" : "s", c->d_model, c->context, c->qkv_bias ? "true" : "false", c->dropout);
     printf("  trained on %s, step %s, %zu parameters%s\n", ck.data ? ck.data : "unknown data", step,
            m.params->total, ck.has_state ? ", with optimizer state (resumable)" : "");
     if (ck.foreign)
