@@ -456,6 +456,15 @@ check "divergence with --save-every: one line naming the step ($msg)" \
 check "divergence with --save-every: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
 check "divergence with --save-every: no temporary file left" test "$(ls -A "$O")" = div.st
 rm -f "$O"/*
+# Without --save-every nothing was saved: the line says so, not that a
+# checkpoint is kept, and names the loss NaN (printf's "-nan" is no word)
+(cd "$O" && "$A" train --lr 1e6 --clip 0 --steps 50 --eval-every 0 --quiet --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
+rc=$?
+msg=$(cat "$tmp/stderr")
+check "divergence before any save: exit 3, one line saying the loss is NaN and $O/div.st was not written, no file ($msg)" \
+    eval '[ $rc -eq 3 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "loss is NaN at step [0-9]" "$tmp/stderr" &&
+          grep -q "; $O/div.st was not written$" "$tmp/stderr" && [ -z "$(ls -A "$O")" ]'
+rm -f "$O"/*
 # With clipping, SGD at lr 1e6 on the attn-only model (no layer norm to
 # rein the activations in) keeps the loss finite until a gradient overflows,
 # within a few steps (step 3 with seeds 1-3, 4 with seed 5): the message
