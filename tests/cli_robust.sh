@@ -259,6 +259,14 @@ bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens
 bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+# the help's defaults are what sample does: a task model answers greedily
+# (no seed drawn, the --temperature 0 answer), a text model samples at 1
+check "sample --help gives --temperature's default for task models as 0 (greedy)" \
+    eval '"$A" sample --help | grep -q -- "--temperature X .*(default 1; task models: 0)"'
+check "sample of a task model without --temperature is its --temperature 0 answer, no seed drawn" \
+    eval '[ "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" 2>&1)" = "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" --temperature 0 2>&1)" ]'
+check "train --help says --steps counts a resumed run's steps" \
+    eval '"$A" train --help | grep -q -- "--steps N .*--resume: counting those taken"'
 bad "$F/none.st" sample --model "$F/none.st"
 bad "exceeds the limit" sample --model "$F/random.bin"
 bad "shorter than the 8-byte header" sample --model "$F/empty"

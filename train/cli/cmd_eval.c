@@ -234,7 +234,7 @@ int cmd_sample(int argc, char **argv)
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to sample from", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0, 0 },
         { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0, 0 },
-        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0, 0 },
+        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1; task models: 0)", 0, 100, 0, 0, 0 },
         { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0, 0 },
         PRECISION_OPT(a.precision),

@@ -340,7 +340,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", 0, 1e15, 0, 0, 0 },
         { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", 0, 1e6, 0, 0, 0 },
         { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
-        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps (default 400)", 0, 1e15, 0, 0, 0 },
+        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps in all (--resume: counting those taken; default 400, --resume: the run's)", 0, 1e15, 0, 0, 0 },
         { "--seed", OPT_LONG, &o->seed, "S", "seed of every random choice (default 1)", 0, 9.2e18, 0, 0, 0 },
         { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0, 0 },
         { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0, 0 },
