@@ -351,6 +351,8 @@ if has graph; then
     bad "--tokens 3: the copy task scores only the answer, and the first 3 tokens predict none of it: give --tokens 9 to 16" \
         graph --model "$F/copy.st" --tokens 3 --out "$O/g.dot"
     bad "give --tokens 9 to 16" graph --model "$F/copy.st" --tokens 8 --out "$O/g.dot"
+    bad "--seed applies to task models, whose step reads a problem drawn with it: a text model's step reads the tokens 0, 1, 2, ..." \
+        graph --model "$F/text.st" --seed 2 --out "$O/g.dot"
     # --help states, for every task, the range the refusal names (a model of
     # each task, --tokens 1 refused: "give --tokens A to B"; help: "TASK A to B")
     help=$("$A" graph --help)

@@ -353,7 +353,7 @@ int cmd_graph(int argc, char **argv)
         HEADS_OPT(a.heads),
         { "--out", OPT_STRING, &out, "FILE", "the DOT file to write; render with dot -Tsvg", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--tokens", OPT_INT, &tokens, "N", tokens_help(tokens_text, sizeof tokens_text), 1, 1e6, 0, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "task models: seed of the problem drawn as input (default 1; a text model reads tokens 0, 1, 2, ...)", 0, 9.2e18, 0, 0, 0 },
     };
     args_parse(CMD, "The autograd graph of one training step (the forward pass, with dropout as in training,\n"
                     "and the cross-entropy loss on a batch of 1 sequence) in Graphviz DOT: one node per op\n"
@@ -367,6 +367,14 @@ int cmd_graph(int argc, char **argv)
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_DATA_OPTIONAL, &ck, &m);
+    if ((!ck.data || strcmp(ck.data, "text") == 0) &&
+        args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--seed")->given) {
+        const char *kind = ck.data ? "text" : "data-less";
+        model_free(&m);
+        ckpt_close(&ck);
+        die(CMD, "--seed applies to task models, whose step reads a problem drawn with it: a %s model's step reads "
+                 "the tokens 0, 1, 2, ... of its vocabulary", kind);
+    }
     int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
     int room = 0, failed = 1, n = example_input(ck.data, &m, tokens, (uint64_t)seed, &x, &y, &room, err, sizeof err);
