@@ -210,6 +210,10 @@ const char *ag_st_meta(const ag_st_file *f, const char *key);
 int ag_st_meta_count(const ag_st_file *f);
 /* Metadata keys in the order they appear in the file; NULL if out of range. */
 const char *ag_st_meta_key(const ag_st_file *f, int i);
+/* Release the tensors' bytes (every data becomes NULL) and keep the rest:
+ * names, dtypes, shapes, metadata.  For a program done with the values that
+ * still reads the metadata (a resumed run's options point into it). */
+void ag_st_drop_data(ag_st_file *f);
 void ag_st_free(ag_st_file *f);
 
 #ifdef __cplusplus

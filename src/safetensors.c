@@ -1012,6 +1012,14 @@ const char *ag_st_meta_key(const ag_st_file *f, int i)
     return f && i >= 0 && i < f->nmeta ? f->meta[2 * i] : NULL;
 }
 
+void ag_st_drop_data(ag_st_file *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) f->tensors[i].data = NULL;
+    ag_big_free(f->data);
+    f->data = NULL;
+}
+
 void ag_st_free(ag_st_file *f)
 {
     if (!f) return;

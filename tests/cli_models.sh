@@ -229,6 +229,19 @@ for cmd in "$@"; do
     [ "$small" -gt 0 ] && [ "$wide" -gt 0 ] && [ "$wide" -le "$cap" ]
     check $? "$(printf "$cmd" wide.st): peak resident memory $wide KB, more than the 1-layer model's $small KB + 1.25 x the weights' $weights_kb KB = $cap KB"
 done
+# train --resume holds what a fresh run of the model holds (weights, gradients,
+# momentum, the step's arena), within a quarter of the weights: the file's
+# weights are read into the parameters, its moments into the optimizer and
+# then released, not kept through the run (either would add W).
+fresh=$(peak_kb train --text "$TEXT" --layers 4 --d-model 384 --heads 4 --batch 2 --steps 2 --eval-every 0 --quiet \
+    --threads 1 --save "$W/fresh.st")
+resumed=$(peak_kb train --resume "$W/wide.st" --steps 2 --eval-every 0 --quiet --threads 1 --save "$W/resumed.st")
+cap=$((fresh + weights_kb / 4))
+[ "$fresh" -gt 0 ] && [ "$resumed" -gt 0 ] && [ "$resumed" -le "$cap" ]
+check $? "train --resume wide.st: peak resident memory $resumed KB, more than a fresh run's $fresh KB + a quarter of the weights' $weights_kb KB = $cap KB"
+[ -s "$W/resumed.st" ]
+check $? "train --resume wide.st saved its checkpoint"
+rm -f "$W/fresh.st" "$W/resumed.st"
 # Address space (ulimit -v, in KB, bisected: the least a command runs in),
 # where the gradient block would show though it is never touched: the file
 # (read whole, as info and eval check every tensor) and the weights, plus

@@ -1099,6 +1099,13 @@ static void test_load_placed(void)
     CHECK(gw && gw->data == (const void *)dst && memcmp(dst, w, sizeof w) == 0, "w read into the hook's memory");
     CHECK(gm && gm->data && gm->data != (const void *)dst && memcmp(gm->data, m, sizeof m) == 0, "m kept as loaded");
     CHECK(f && ag_st_place(f, "w", dst) == -1, "ag_st_place after the hook is refused");
+    ag_st_drop_data(f);
+    gw = ag_st_get(f, "w");
+    gm = ag_st_get(f, "m");
+    CHECK(gw && gm && !gw->data && !gm->data && gm->nbytes == sizeof m && ag_st_count(f) == 2 &&
+              strcmp(ag_st_meta(f, "k"), "v") == 0 && memcmp(dst, w, sizeof w) == 0,
+          "ag_st_drop_data: no data, the rest kept, placed memory untouched");
+    ag_st_drop_data(NULL);
     ag_st_free(f);
     CHECK(ag_st_place(NULL, "w", dst) == -1, "ag_st_place of no file");
 

@@ -255,6 +255,10 @@ void train_setup(trainer *t)
                         : ag_optim_sgd(t->m.params, o->momentum, o->weight_decay);
     if (o->resume)
         ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
+    /* the file's moments (copied, or unused by --init) are not held through
+     * the run; its metadata, which the options point into, is */
+    if (t->from)
+        ckpt_drop_tensors(&t->ck);
 
     int stream = o->log_path ? ag_stream_fd(o->log_path) : -1;
     if (stream >= 0) {

@@ -769,6 +769,8 @@ void ckpt_load_state(const ckpt *c, ag_optim *o, ag_pcg32 *data_rng, ag_pcg32 *d
 
 const char *ckpt_meta(const ckpt *c, const char *key) { return ag_st_meta(c->file, key); }
 
+void ckpt_drop_tensors(ckpt *c) { ag_st_drop_data(c->file); }
+
 void ckpt_close(ckpt *c)
 {
     ag_st_free(c->file);
