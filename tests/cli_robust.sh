@@ -82,6 +82,14 @@ for cmd in $COMMANDS; do
     bad "unknown option '-q'" "$cmd" -q
     bad "unexpected argument 'stray'" "$cmd" stray
 done
+# a near miss names the option meant: a prefix of one option, or one edit
+# from one; none when two fit (--sav: --save, --save-every) or none does
+bad "unknown option '--step' (did you mean --steps? see attograd train --help)" train --step 5
+bad "unknown option '--stpes' (did you mean --steps?" train --stpes 5
+bad "unknown option '--d_model' (did you mean --d-model?" train --d_model 8
+bad "unknown option '--temp' (did you mean --temperature?" sample --model "$F/text.st" --temp 1
+bad "unknown option '--sav' (see attograd train --help)" train --sav x.st
+bad "unknown option '--model' (see attograd train --help)" train --model "$F/text.st"
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
 bad "--version takes no arguments (got 'x')" --version x

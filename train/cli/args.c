@@ -213,6 +213,34 @@ void args_format(const opt *o, char *buf, size_t len)
     }
 }
 
+/* Whether a and b differ by at most one letter changed, added, dropped or
+ * two neighbours swapped (--seeds, --setps: --seed, --steps). */
+static int one_edit(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), i = 0;
+    if (la > lb + 1 || lb > la + 1) return 0;
+    while (i < la && i < lb && a[i] == b[i]) i++;
+    if (la == lb)
+        return strcmp(a + i + (i < la), b + i + (i < lb)) == 0 ||
+               (i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0);
+    return la < lb ? strcmp(a + i, b + i + 1) == 0 : strcmp(a + i + 1, b + i) == 0;
+}
+
+/* The option an unknown name was likely meant as: the one it begins (--temp:
+ * --temperature) or is one edit away from, when only one is; else NULL. */
+static const char *meant(const char *name, const opt *opts, int nopts)
+{
+    const char *found = NULL;
+    size_t n = strlen(name);
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < nopts; i++) {
+            int close = pass == 0 ? n > 3 && strncmp(opts[i].name, name, n) == 0 : n > 4 && one_edit(name, opts[i].name);
+            if (close && found) return NULL;
+            if (close) found = opts[i].name;
+        }
+    return found;
+}
+
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts)
 {
     /* -h or --help anywhere shows the help, even where a value was due
@@ -234,6 +262,9 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
         name[len] = 0;
         opt *o = strncmp(a, "--", 2) == 0 ? args_find(opts, nopts, name) : NULL;
         if (!o) {
+            const char *guess = strncmp(a, "--", 2) == 0 ? meant(name, opts, nopts) : NULL;
+            if (guess)
+                die(cmd, "unknown option '%s' (did you mean %s? see attograd %s --help)", a, guess, cmd);
             if (a[0] == '-')
                 die(cmd, "unknown option '%s' (see attograd %s --help)", a, cmd);
             die(cmd, "unexpected argument '%s' (options start with --; see attograd %s --help)", a, cmd);
