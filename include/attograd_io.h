@@ -172,8 +172,9 @@ ag_st_file *ag_st_load_placed(const char *path, const char *prefix,
                               int (*hook)(void *user, ag_st_file *f, char *err, size_t errlen), void *user,
                               char *err, size_t errlen);
 /* In an ag_st_load_placed hook: read tensor name's bytes (its nbytes of
- * them) into dst instead.  0, or -1 when no tensor has that name, dst is
- * NULL or no hook of f is running. */
+ * them) into dst instead (a tensor under the load's prefix is still only
+ * checked: its data stays NULL, dst untouched).  0, or -1 when no tensor has
+ * that name, dst is NULL or no hook of f is running. */
 int ag_st_place(ag_st_file *f, const char *name, void *dst);
 
 /*

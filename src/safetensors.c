@@ -683,6 +683,7 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
     for (int i = 0; i < p->nents; i++) {
         ag_st_tensor *t = &f->tensors[i];
         if (skipped(p, t)) {
+            t->data = NULL;             /* read and checked, not kept, even if placed */
             if (check_unkept(p, t, src))
                 return -1;
             continue;
@@ -731,9 +732,6 @@ static int looks_like_pickle(const unsigned char *b, size_t len)
     return len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
 }
 
-/* A file of len bytes, given its first bytes b -- at least 8 plus its
- * header length of them, or all of a file whose header length is wrong --
- * and the source of the rest. */
 /* What ag_st_load_placed calls before reading the tensors' bytes. */
 typedef struct {
     int (*hook)(void *user, ag_st_file *f, char *err, size_t errlen);
@@ -753,6 +751,9 @@ static int run_hook(parser *p, ag_st_file *f, const placer *pl)
     return rc ? -1 : 0;
 }
 
+/* A file of len bytes, given its first bytes b -- at least 8 plus its
+ * header length of them, or all of a file whose header length is wrong --
+ * and the source of the rest. */
 static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *src, const char *skip,
                               const placer *pl, const char *label, char *err, size_t errlen)
 {

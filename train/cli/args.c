@@ -100,7 +100,15 @@ opt *args_find(opt *opts, int nopts, const char *name)
 
 static void usage(const char *cmd, const char *summary, const opt *opts, int nopts)
 {
-    printf("usage: attograd %s [options]\n\n%s\n\noptions:\n", cmd, summary);
+    /* a summary "attograd CMD FILE [...]: text" gives its own usage line
+     * (a command with an argument that is not an option: info FILE) */
+    char own[64];
+    size_t n = (size_t)snprintf(own, sizeof own, "attograd %s ", cmd);
+    const char *colon = strstr(summary, ": ");
+    if (n < sizeof own && strncmp(summary, own, n) == 0 && colon && !memchr(summary, '\n', (size_t)(colon - summary)))
+        printf("usage: %.*s\n\n%s\n\noptions:\n", (int)(colon - summary), summary, colon + 2);
+    else
+        printf("usage: attograd %s [options]\n\n%s\n\noptions:\n", cmd, summary);
     for (int i = 0; i < nopts; i++) {
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", opts[i].name, opts[i].metavar ? " " : "",

@@ -332,7 +332,7 @@ int cmd_info(int argc, char **argv)
         }
         rest[nrest++] = argv[i];
     }
-    args_parse(CMD, "attograd info FILE [--heads N]: a checkpoint's config, parameter count, metadata and\n"
+    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and\n"
                     "tensors.", nrest, rest, opts, 1);
     free(rest);
     if (nfiles != 1)
