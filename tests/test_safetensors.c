@@ -1064,6 +1064,7 @@ typedef struct {
     float *dst;             /* where "w" goes (NULL: nowhere) */
     int calls, saw_header;
     const char *fail;       /* a message to stop with, or NULL */
+    const char *name;       /* the tensor placed in dst (NULL: "w") */
 } place_probe;
 
 static int place_hook(void *user, ag_st_file *f, char *err, size_t errlen)
@@ -1077,7 +1078,7 @@ static int place_hook(void *user, ag_st_file *f, char *err, size_t errlen)
         ag_set_err(err, errlen, "%s", pp->fail);
         return -1;
     }
-    if (pp->dst && ag_st_place(f, "w", pp->dst) != 0) return -1;
+    if (pp->dst && ag_st_place(f, pp->name ? pp->name : "w", pp->dst) != 0) return -1;
     return ag_st_place(f, "no such tensor", pp->dst) == -1 && ag_st_place(f, "m", NULL) == -1 ? 0 : -1;
 }
 
@@ -1092,7 +1093,7 @@ static void test_load_placed(void)
     char err[512] = "";
     PATH_IN(path, "placed.safetensors");
     CHECK(ag_st_save(path, t, 2, meta, 1, err, sizeof err) == 0, "save: %s", err);
-    place_probe pp = {dst, 0, 0, NULL};
+    place_probe pp = {dst, 0, 0, NULL, NULL};
     ag_st_file *f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
     CHECK(f && pp.calls == 1 && pp.saw_header, "the hook once, on the header (%d calls): %s", pp.calls, err);
     const ag_st_tensor *gw = ag_st_get(f, "w"), *gm = ag_st_get(f, "m");
@@ -1109,9 +1110,18 @@ static void test_load_placed(void)
     ag_st_free(f);
     CHECK(ag_st_place(NULL, "w", dst) == -1, "ag_st_place of no file");
 
-    pp = (place_probe){NULL, 0, 0, "stopped by the hook"};
+    pp = (place_probe){NULL, 0, 0, "stopped by the hook", NULL};
     f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
     CHECK(!f && strcmp(err, "stopped by the hook") == 0, "a hook's -1 stops the load with its message: '%s'", err);
+
+    /* a tensor under the prefix, placed: checked, not read there */
+    float mdst[3] = {0};
+    pp = (place_probe){mdst, 0, 0, NULL, "m"};
+    f = ag_st_load_placed(path, "m", place_hook, &pp, err, sizeof err);
+    CHECK(f && ag_st_get(f, "m")->data == NULL && mdst[0] == 0 && mdst[2] == 0 && ag_st_get(f, "w")->data &&
+              memcmp(ag_st_get(f, "w")->data, w, sizeof w) == 0,
+          "a placed tensor under the prefix is not read into its place: %s", err);
+    ag_st_free(f);
 
     /* a NaN in a placed tensor: refused as anywhere, naming it */
     FILE *fp = fopen(path, "r+b");
@@ -1122,7 +1132,7 @@ static void test_load_placed(void)
     const float nan = NAN;
     CHECK(fp && fseek(fp, (long)(8 + hlen + 4 * sizeof(float)), SEEK_SET) == 0 && fwrite(&nan, sizeof nan, 1, fp) == 1 &&
               fclose(fp) == 0, "poke NaN into w");
-    pp = (place_probe){dst, 0, 0, NULL};
+    pp = (place_probe){dst, 0, 0, NULL, NULL};
     f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
     CHECK(!f && strstr(err, "tensor \"w\": F32 data contains NaN or Inf") && one_line(err), "NaN in a placed tensor: '%s'",
           err);
