@@ -461,6 +461,18 @@ else
     skip "disk full (cannot mount a tmpfs here)"
 fi
 
+# ---- a file-size limit (ulimit -f) ----------------------------------------------------
+# A save past the limit fails its write (EFBIG) and is reported in one line,
+# exit 1, its temporary file and the locks removed (SIGXFSZ, which the limit
+# sends, would have ended the process there and left them).
+(ulimit -f 16; cd "$O" && exec "$A" train --steps 2 --eval-every 0 --quiet --save "$O/big.st" --log "$O/big.csv") \
+    >/dev/null 2>"$tmp/stderr"
+rc=$?
+check "a save past ulimit -f: exit 1, one line saying so, only the log left ($rc; $(cat "$tmp/stderr"); $(ls -A "$O" | tr '\n' ' '))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "big.st: write failed: File too large" "$tmp/stderr" &&
+          [ "$(ls -A "$O")" = big.csv ]'
+rm -f "$O"/*
+
 # ---- divergence with periodic saves ---------------------------------------------------
 # lr 1e6 without clipping blows up within a few steps; every step saves.
 # The run must stop naming the step, exit non-zero, and leave the last
