@@ -235,6 +235,8 @@ bad "--seed applies to the copy and reverse tasks, whose held-out problems are d
 "$A" train --task sort --steps 1 --eval-every 0 --quiet --save "$tmp/sort.st" >/dev/null 2>&1
 bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: every held-out problem of sort is scored" \
     eval --model "$tmp/sort.st" --seed 2
+bad "--accept-changed-data applies to a text model's training file: a copy model is scored on its held-out problems" \
+    eval --model "$F/copy.st" --accept-changed-data
 (cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
 check "eval --seed 2 draws copy's held-out problems ($(head -c 200 "$tmp/stdout"))" grep -q "scored 500 held-out problems of task copy" "$tmp/stdout"
 rm -f "$tmp/sort.st" "$O/"*

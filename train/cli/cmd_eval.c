@@ -107,6 +107,9 @@ int cmd_eval(int argc, char **argv)
     if (d.is_task && split_name)
         die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
                  "draws");
+    if (d.is_task && accept_changed)
+        die(CMD, "--accept-changed-data applies to a text model's training file: a %s model is scored on its "
+                 "held-out problems", d.task.name);
     if (args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--seed")->given &&
         (!d.is_task || d.task.kind == TASK_SORT || d.task.kind == TASK_ADD))
         die(CMD, "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: %s%s%s",
