@@ -81,7 +81,7 @@ int cmd_eval(int argc, char **argv)
     opt opts[] = {
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (required for a model trained on text)", 0, 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "copy and reverse: seed of the " HELDOUT_DRAWN " held-out problems drawn (default 1)", 0, 9.2e18, 0, 0, 0 },
         { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
