@@ -235,6 +235,9 @@ bad "--seed applies to the copy and reverse tasks, whose held-out problems are d
 "$A" train --task sort --steps 1 --eval-every 0 --quiet --save "$tmp/sort.st" >/dev/null 2>&1
 bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: every held-out problem of sort is scored" \
     eval --model "$tmp/sort.st" --seed 2
+bad "the model was trained on text: give the text to evaluate with --text FILE" eval --model "$F/text.st"
+check "eval --help says --text is required for a text model, as eval does" \
+    eval '"$A" eval --help | grep -q -- "--text FILE .*(required for a model trained on text)"'
 bad "--accept-changed-data applies to a text model's training file: a copy model is scored on its held-out problems" \
     eval --model "$F/copy.st" --accept-changed-data
 (cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
