@@ -158,6 +158,24 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
  * program that will not use part of a file (a checkpoint's optimizer
  * state when only running the model). */
 ag_st_file *ag_st_load_except(const char *path, const char *prefix, char *err, size_t errlen);
+/* ag_st_load_except, but with the header read and checked and before any
+ * tensor's bytes are, hook(user, f, err, errlen) is called: f answers
+ * ag_st_count, ag_st_at, ag_st_get and ag_st_meta (every tensor's data is
+ * NULL then), and the hook may give a tensor memory of its own with
+ * ag_st_place, so that its bytes are read there, not into the file's buffer
+ * (a model's parameters, read in place: memory then holds one copy of
+ * them).  The hook returns 0 to go on, or -1 to stop with its own one-line
+ * message in err (the load then returns NULL).  A placed tensor's data
+ * points at the caller's memory afterwards; its bytes are checked as any
+ * (NaN, Inf), and on any failure that memory may hold part of them. */
+ag_st_file *ag_st_load_placed(const char *path, const char *prefix,
+                              int (*hook)(void *user, ag_st_file *f, char *err, size_t errlen), void *user,
+                              char *err, size_t errlen);
+/* In an ag_st_load_placed hook: read tensor name's bytes (its nbytes of
+ * them) into dst instead (a tensor under the load's prefix is still only
+ * checked: its data stays NULL, dst untouched).  0, or -1 when no tensor has
+ * that name, dst is NULL or no hook of f is running. */
+int ag_st_place(ag_st_file *f, const char *name, void *dst);
 
 /*
  * The same validation on bytes already in memory; `label` stands in for the
@@ -193,6 +211,10 @@ const char *ag_st_meta(const ag_st_file *f, const char *key);
 int ag_st_meta_count(const ag_st_file *f);
 /* Metadata keys in the order they appear in the file; NULL if out of range. */
 const char *ag_st_meta_key(const ag_st_file *f, int i);
+/* Release the tensors' bytes (every data becomes NULL) and keep the rest:
+ * names, dtypes, shapes, metadata.  For a program done with the values that
+ * still reads the metadata (a resumed run's options point into it). */
+void ag_st_drop_data(ag_st_file *f);
 void ag_st_free(ag_st_file *f);
 
 #ifdef __cplusplus

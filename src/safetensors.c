@@ -162,6 +162,7 @@ typedef struct parser {
     int have_meta;
     const char *skip;         /* tensors whose names begin with it: read and checked, not kept (or NULL) */
     unsigned char *chunk;     /* CHUNK bytes for them, allocated at the first */
+    unsigned char *placed;    /* per tensor (file order), 1: read into the place ag_st_place gave */
 } parser;
 
 static int fail(parser *p, const char *fmt, ...)
@@ -491,7 +492,9 @@ struct ag_st_file {
     const char **meta;         /* key, value pairs in file order */
     int *meta_by_key;          /* pair indices sorted by key */
     char *strings;             /* every name, key and value */
-    unsigned char *data;       /* ALIGN-aligned copy of every tensor's bytes */
+    unsigned char *data;       /* ALIGN-aligned copy of every tensor's bytes (but those placed elsewhere) */
+    unsigned char *placed;     /* while an ag_st_load_placed hook runs: per tensor, 1 when read into the
+                                * caller's memory; else NULL */
 };
 
 static int cmp_offsets(const void *a, const void *b)
@@ -645,33 +648,49 @@ static int check_unkept(parser *p, const ag_st_tensor *t, const source *src)
     return bad ? nonfinite_found(p, t) : 0;
 }
 
-/* Places every tensor's bytes in its own ALIGN-aligned place and checks
- * floats.  check_layout has made the entries, in offset order, tile the
- * data buffer, so a file is read once, in order. */
+/* The tensors as the header describes them, data NULL: what ag_st_get and
+ * ag_st_at answer from, before the bytes are read (an ag_st_load_placed
+ * hook) and after. */
+static int list_tensors(parser *p, ag_st_file *f)
+{
+    f->tensors = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->tensors);
+    if (!f->tensors) return fail(p, "out of memory");
+    for (int i = 0; i < p->nents; i++) {
+        f->tensors[i] = p->ents[i].t;
+        f->tensors[i].data = NULL;
+    }
+    f->n = p->nents;
+    return 0;
+}
+
+/* Places every tensor's bytes in its own ALIGN-aligned place (or where an
+ * ag_st_load_placed hook put it) and checks floats.  check_layout has made
+ * the entries, in offset order, tile the data buffer, so a file is read
+ * once, in order. */
 static int copy_data(parser *p, ag_st_file *f, const source *src)
 {
     size_t total = ALIGN;
     for (int i = 0; i < p->nents; i++) {
-        if (skipped(p, &p->ents[i].t))
+        if (skipped(p, &p->ents[i].t) || (p->placed && p->placed[i]))
             continue;
         size_t padded = (p->ents[i].t.nbytes + ALIGN - 1) / ALIGN * ALIGN;
         if (padded < p->ents[i].t.nbytes || total > SIZE_MAX - padded) return fail(p, "out of memory");
         total += padded;
     }
     f->data = ag_big_alloc(total, 1);   /* ALIGN-aligned; large: on 2 MB pages (see bigbuf.c) */
-    f->tensors = malloc((size_t)(p->nents ? p->nents : 1) * sizeof *f->tensors);
-    if (!f->data || !f->tensors) return fail(p, "out of memory");
+    if (!f->data) return fail(p, "out of memory");
     size_t at = 0;
     for (int i = 0; i < p->nents; i++) {
         ag_st_tensor *t = &f->tensors[i];
-        *t = p->ents[i].t;
         if (skipped(p, t)) {
+            t->data = NULL;             /* read and checked, not kept, even if placed */
             if (check_unkept(p, t, src))
                 return -1;
-            t->data = NULL;
             continue;
         }
-        unsigned char *dst = f->data + at;
+        int own = !(p->placed && p->placed[i]);
+        unsigned char *dst = own ? f->data + at : (unsigned char *)t->data;
+        t->data = NULL;                 /* until its bytes are in and checked */
         int err_no = 0;
         if (src->mem && t->nbytes)
             memcpy(dst, src->mem + 8 + p->n + p->ents[i].begin, t->nbytes);
@@ -680,9 +699,20 @@ static int copy_data(parser *p, ag_st_file *f, const source *src)
         if (has_nonfinite(dst, t->nbytes, t->dtype))
             return nonfinite_found(p, t);
         t->data = dst;
-        at += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
+        if (own)
+            at += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
     }
-    f->n = p->nents;
+    return 0;
+}
+
+int ag_st_place(ag_st_file *f, const char *name, void *dst)
+{
+    if (!f || !f->placed || !name || !dst) return -1;
+    const ag_st_tensor *t = ag_st_get(f, name);
+    if (!t) return -1;
+    int i = (int)(t - f->tensors);
+    f->tensors[i].data = dst;
+    f->placed[i] = 1;
     return 0;
 }
 
@@ -702,15 +732,34 @@ static int looks_like_pickle(const unsigned char *b, size_t len)
     return len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
 }
 
+/* What ag_st_load_placed calls before reading the tensors' bytes. */
+typedef struct {
+    int (*hook)(void *user, ag_st_file *f, char *err, size_t errlen);
+    void *user;
+} placer;
+
+/* The hook, given f with its header read (metadata and tensors, no data),
+ * and what it placed recorded in p; 0, or -1 with its message in p->err. */
+static int run_hook(parser *p, ag_st_file *f, const placer *pl)
+{
+    if (!pl) return 0;
+    f->meta = p->meta;
+    f->placed = p->placed = calloc((size_t)(p->nents ? p->nents : 1), 1);
+    if (!p->placed) return fail(p, "out of memory");
+    int rc = pl->hook(pl->user, f, p->err, p->errlen);
+    f->placed = NULL;                   /* ag_st_place works only in the hook */
+    return rc ? -1 : 0;
+}
+
 /* A file of len bytes, given its first bytes b -- at least 8 plus its
  * header length of them, or all of a file whose header length is wrong --
  * and the source of the rest. */
 static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *src, const char *skip,
-                              const char *label, char *err, size_t errlen)
+                              const placer *pl, const char *label, char *err, size_t errlen)
 {
     parser p = {.label = label, .err = err, .errlen = errlen, .skip = skip};
     if (len < 8) {
-        fail(&p, "file is %zu bytes, shorter than the 8-byte header length", len);
+        fail(&p, "file is %zu byte%s, shorter than the 8-byte header length", len, len == 1 ? "" : "s");
         return NULL;
     }
     uint64_t hlen = read_u64le(b);
@@ -747,11 +796,12 @@ static ag_st_file *parse_file(const unsigned char *b, size_t len, const source *
     f->strings = p.pool;
     int rc = parse_header(&p);
     if (!rc && p.nents > 1) qsort(p.ents, (size_t)p.nents, sizeof *p.ents, cmp_offsets);
-    rc = rc || build_indexes(&p, f) || check_layout(&p, len - 8 - p.n)
-         || copy_data(&p, f, src);
+    rc = rc || build_indexes(&p, f) || check_layout(&p, len - 8 - p.n) || list_tensors(&p, f)
+         || run_hook(&p, f, pl) || copy_data(&p, f, src);
     f->meta = p.meta;
     free(p.ents);
     free(p.chunk);
+    free(p.placed);
     if (rc) { ag_st_free(f); return NULL; }
     return f;
 }
@@ -763,7 +813,7 @@ ag_st_file *ag_st_parse(const void *buf, size_t len, const char *label, char *er
         return NULL;
     }
     const source src = {buf, -1, len};
-    return parse_file(buf, len, &src, NULL, label ? label : "(buffer)", err, errlen);
+    return parse_file(buf, len, &src, NULL, NULL, label ? label : "(buffer)", err, errlen);
 }
 
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
@@ -771,7 +821,23 @@ ag_st_file *ag_st_load(const char *path, char *err, size_t errlen)
     return ag_st_load_except(path, NULL, err, errlen);
 }
 
+static ag_st_file *load(const char *path, const char *prefix, const placer *pl, char *err, size_t errlen);
+
 ag_st_file *ag_st_load_except(const char *path, const char *prefix, char *err, size_t errlen)
+{
+    return load(path, prefix, NULL, err, errlen);
+}
+
+ag_st_file *ag_st_load_placed(const char *path, const char *prefix,
+                              int (*hook)(void *user, ag_st_file *f, char *err, size_t errlen), void *user,
+                              char *err, size_t errlen)
+{
+    if (!hook) return load(path, prefix, NULL, err, errlen);
+    const placer pl = {hook, user};
+    return load(path, prefix, &pl, err, errlen);
+}
+
+static ag_st_file *load(const char *path, const char *prefix, const placer *pl, char *err, size_t errlen)
 {
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty checkpoint path"); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -813,7 +879,7 @@ ag_st_file *ag_st_load_except(const char *path, const char *prefix, char *err, s
     ag_st_file *f = NULL;
     if (!bad) {
         const source src = {NULL, fd, size};
-        f = parse_file(head, size, &src, prefix, path, err, errlen);
+        f = parse_file(head, size, &src, prefix, pl, path, err, errlen);
     }
     /* Past the end fstat gave, whatever was parsed: a file that grew (or
      * one of /proc's, whose size reads as 0) is named as such. */
@@ -945,6 +1011,14 @@ int ag_st_meta_count(const ag_st_file *f) { return f ? f->nmeta : 0; }
 const char *ag_st_meta_key(const ag_st_file *f, int i)
 {
     return f && i >= 0 && i < f->nmeta ? f->meta[2 * i] : NULL;
+}
+
+void ag_st_drop_data(ag_st_file *f)
+{
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) f->tensors[i].data = NULL;
+    ag_big_free(f->data);
+    f->data = NULL;
 }
 
 void ag_st_free(ag_st_file *f)

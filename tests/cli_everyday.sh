@@ -313,6 +313,13 @@ bad "--warmup 5 is longer than --steps 2" train $TINY --steps 2 --schedule cosin
 bad "--min-lr applies only to --schedule cosine" train $TINY --steps 2 --min-lr 0.001
 bad "--warmup applies only to --schedule cosine" train $TINY --steps 2 --warmup 1
 bad "--warmup applies only to --schedule cosine" train --init base.st --steps 2 --warmup 1
+# flags the optimizer or the data would ignore
+bad "--momentum applies only to --optimizer sgd (the optimizer is adamw)" train $TINY --steps 2 --optimizer adamw --momentum 0.5
+for f in "--beta1 0.8" "--beta2 0.99" "--eps 1e-6"; do
+    bad "${f% *} applies only to --optimizer adamw (the optimizer is sgd)" train $TINY --steps 2 $f
+done
+bad "--order applies only to --text (task copy draws random problems)" train --steps 2 --order sequential
+bad "--order applies only to --text (task reverse draws random problems)" train --task reverse --steps 2 --order random
 
 # ---- 17. threads and their wait policy change no bit of a run ---------------------------
 # The engine's threads (src/pool.c) decide at run time how long an idle thread

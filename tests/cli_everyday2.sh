@@ -300,6 +300,23 @@ check "--log given on resume writes there, and the run goes on there ($(cat err.
 "$A" train --resume n.st --steps 22 --log-every 2 --quiet >/dev/null 2>err.txt
 check "... and the next resume continues it ($(cat err.txt))" \
     test "$(cut -d, -f1 other.csv | tr '\n' ' ')" = "step 20 22 "
+# a file that is no log, named by --log or put where the run's log was, is
+# refused, not appended to; the checkpoint is not rewritten
+printf 'notes: do not lose\n' >notes.txt
+cp n.st n0.st
+"$A" train --resume n.st --steps 24 --log-every 2 --quiet --log notes.txt >/dev/null 2>err.txt
+rc=$?
+check "--resume --log into a file that is no log: exit 2, one line, the file and the checkpoint as they were ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+          grep -q "notes.txt does not begin with a training log.s header line (step...), so it is no log to continue" err.txt &&
+          [ "$(cat notes.txt)" = "notes: do not lose" ] && cmp -s n.st n0.st'
+printf 'x\n' >other.csv
+"$A" train --resume n.st --steps 24 --log-every 2 --quiet >/dev/null 2>err.txt
+rc=$?
+check "... and the run's own log replaced by another file: the same ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "other.csv does not begin with a training log.s header line" err.txt &&
+          [ "$(cat other.csv)" = x ] && cmp -s n.st n0.st'
+rm -f notes.txt other.csv n0.st
 
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then

@@ -33,6 +33,7 @@ SMALL="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --q
 "$A" train --steps 3 --eval-every 0 --quiet --save "$F/copy.st" >/dev/null 2>&1
 if [ ! -s "$F/text.st" ] || [ ! -s "$F/copy.st" ]; then fail "could not train the fixture checkpoints"; finish; fi
 : >"$F/empty"
+printf x >"$F/onebyte"
 head -c 4096 /dev/urandom >"$F/random.bin"
 printf 'abcabcabcabcabcabcab\n' >"$F/short.txt"                # 21 bytes: no window of 32 fits
 head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all inside tiny.txt's vocabulary
@@ -81,8 +82,23 @@ for cmd in $COMMANDS; do
     bad "unknown option '-q'" "$cmd" -q
     bad "unexpected argument 'stray'" "$cmd" stray
 done
+# a near miss names the option meant: a prefix of one option, or one edit
+# from one; none when two fit (--sav: --save, --save-every) or none does
+bad "unknown option '--step' (did you mean --steps? see attograd train --help)" train --step 5
+bad "unknown option '--stpes' (did you mean --steps?" train --stpes 5
+bad "unknown option '--d_model' (did you mean --d-model?" train --d_model 8
+bad "unknown option '--temp' (did you mean --temperature?" sample --model "$F/text.st" --temp 1
+bad "unknown option '--sav' (see attograd train --help)" train --sav x.st
+bad "unknown option '--model' (see attograd train --help)" train --model "$F/text.st"
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
+bad "--version takes no arguments (got 'x')" --version x
+bad "help: unknown command 'trian' (see attograd --help)" help trian
+# `attograd help CMD` is `attograd CMD --help`
+for cmd in $COMMANDS; do
+    check "attograd help $cmd prints what attograd $cmd --help prints" \
+        eval '[ "$("$A" help "$cmd" 2>&1; echo "rc $?")" = "$("$A" "$cmd" --help 2>&1; echo "rc $?")" ] && "$A" help "$cmd" | grep -q "^usage: attograd $cmd "'
+done
 # a newline inside a value or a path is still one line (written as a space)
 bad "unknown command 'tr ain'" $'tr\nain'
 bad "unknown option '--no such'" train $'--no\nsuch'
@@ -96,15 +112,25 @@ bad "--lr expects a number, got '0x10'" train --lr 0x10
 bad "--dropout expects a number, got '0x1p-3'" train --dropout 0x1p-3
 bad "--micro-batch 3 does not divide --batch 8: give a --micro-batch that divides 8" train --batch 8 --micro-batch 3
 bad "--lr expects a number, got 'inf'" train --lr inf
-bad "--lr expects a number, got '1e999'" train --lr 1e999
+# numbers past a double's or a long's range are numbers out of the option's range
+bad "--lr 1e999 is out of range: it must be > 0 and <= 1000000" train --lr 1e999
+bad "--lr 1e-400 is too close to 0 to be represented" train --lr 1e-400
+bad "--seed 18446744073709551616 is out of range: it must be >= 0 and <= 9.2e+18" train --seed 18446744073709551616
+bad "--seed -18446744073709551616 is out of range: it must be >= 0" eval --model "$F/copy.st" --seed -18446744073709551616
 bad "--lr expects a number, got ''" train --lr=
 bad "--lr -0.1 is out of range" train --lr -0.1
 bad "--lr expects a number, got '0.1 '" train --lr "0.1 "
 bad "--steps expects an integer, got '1.5'" train --steps 1.5
-bad "--steps expects an integer, got '99999999999999999999'" train --steps 99999999999999999999
+bad "--steps 99999999999999999999 is out of range: it must be >= 0 and <= 1e+15" train --steps 99999999999999999999
 bad "--d-model expects an integer, got '64x'" train --d-model=64x
 bad "--quiet takes no value" train --quiet=1
 bad "--batch 0 is out of range" train --batch 0
+# eval's --batch has train's bound and message (RUN_MAX_BATCH, run.h)
+for b in 0 1048577; do
+    t_msg=$(cd "$O" && "$A" train --batch $b 2>&1) e_msg=$(cd "$O" && "$A" eval --model "$F/copy.st" --batch $b 2>&1)
+    check "eval --batch $b is refused as train's is ('$t_msg' / '$e_msg')" \
+        test "${t_msg#attograd train: }" = "${e_msg#attograd eval: }" -a -n "$t_msg"
+done
 bad "--layers 0 is out of range" train --layers 0
 bad "--heads 0 is out of range" train --heads 0
 bad "--context 0 is out of range" train --context 0
@@ -202,6 +228,21 @@ check "--init with a text inside the model's vocabulary trains (exit $rc: $(head
 bad "--model needs a value" eval --model
 bad "--model expects a value, got an empty string" eval --model ""
 bad "--seed expects an integer, got 'x'" eval --model "$F/copy.st" --seed x
+# --seed draws copy's and reverse's held-out problems; sort's and add's are all
+# scored and a text's every window, where it would change nothing
+bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: a text is scored on every window of its split" \
+    eval --model "$F/text.st" --text "$TEXT" --seed 2
+"$A" train --task sort --steps 1 --eval-every 0 --quiet --save "$tmp/sort.st" >/dev/null 2>&1
+bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: every held-out problem of sort is scored" \
+    eval --model "$tmp/sort.st" --seed 2
+bad "the model was trained on text: give the text to evaluate with --text FILE" eval --model "$F/text.st"
+check "eval --help says --text is required for a text model, as eval does" \
+    eval '"$A" eval --help | grep -q -- "--text FILE .*(required for a model trained on text)"'
+bad "--accept-changed-data applies to a text model's training file: a copy model is scored on its held-out problems" \
+    eval --model "$F/copy.st" --accept-changed-data
+(cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
+check "eval --seed 2 draws copy's held-out problems ($(head -c 200 "$tmp/stdout"))" grep -q "scored 500 held-out problems of task copy" "$tmp/stdout"
+rm -f "$tmp/sort.st" "$O/"*
 bad "--threads expects an integer, got '2x'" eval --model "$F/copy.st" --threads 2x
 bad "--threads -1 is out of range" eval --model "$F/copy.st" --threads -1
 bad "--split 'test' is not a split" eval --model "$F/text.st" --text "$TEXT" --split test
@@ -231,6 +272,14 @@ bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens
 bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+# the help's defaults are what sample does: a task model answers greedily
+# (no seed drawn, the --temperature 0 answer), a text model samples at 1
+check "sample --help gives --temperature's default for task models as 0 (greedy)" \
+    eval '"$A" sample --help | grep -q -- "--temperature X .*(default 1; task models: 0)"'
+check "sample of a task model without --temperature is its --temperature 0 answer, no seed drawn" \
+    eval '[ "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" 2>&1)" = "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" --temperature 0 2>&1)" ]'
+check "train --help says --steps counts a resumed run's steps" \
+    eval '"$A" train --help | grep -q -- "--steps N .*--resume: counting those taken"'
 bad "$F/none.st" sample --model "$F/none.st"
 bad "exceeds the limit" sample --model "$F/random.bin"
 bad "shorter than the 8-byte header" sample --model "$F/empty"
@@ -252,23 +301,43 @@ bad "expects exactly one checkpoint file" info
 bad "$F/none.st" info "$F/none.st"
 bad "is a directory" info "$F/dir"
 bad "shorter than the 8-byte header" info "$F/empty"
+bad "file is 1 byte, shorter than the 8-byte header length" info "$F/onebyte"
+check "info --help's usage line names its FILE argument" eval '[ "$("$A" info --help | head -n 1)" = "usage: attograd info FILE [--heads N]" ]'
+check "info says '1 layer, 2 heads' of the 1-layer fixture" eval '"$A" info "$F/text.st" | grep -q "^  arch gpt, vocab [0-9]*, 1 layer, 2 heads,"'
 bad "is not a regular file" info /dev/null
 bad "exceeds the limit" info "$F/random.bin"
 bad "grew while being read" info "$CHANGING"
 bad "$TEXT" info "$TEXT"
 # A checkpoint that ends early or fails while its tensors are read into
-# place: the reader's third read of the file (after its first 9 bytes and the
-# header) is the first tensor's, which strace makes return the end of the
-# file, or EIO.  Nothing is written (train --resume would save over it).
+# place: strace makes the read(2) that reaches the first byte after the
+# header (8 + the header's length: the first tensor's) return the end of the
+# file, or EIO.  Which read that is, is found by tracing the command first
+# (the file's reads, with the offsets their sizes add up to); no such read is
+# a failure.  Nothing is written (train --resume would save over it).
 if command -v strace >/dev/null && strace -o /dev/null -e trace=read true 2>/dev/null; then
     abs_a=$(cd "$(dirname "$A")" && pwd)/$(basename "$A")
-    for fault in "retval=0" "error=EIO"; do
-        printf '#!/bin/sh\nASAN_OPTIONS=detect_leaks=0 exec strace -o /dev/null -P "%s" -e trace=read -e inject=read:%s:when=3 "%s" "$@"\n' \
-            "$F/text.st" "$fault" "$abs_a" >"$tmp/faulty"
-        chmod +x "$tmp/faulty"
-        want="file shrank while being read"; [ "$fault" = "error=EIO" ] && want="read error: Input/output error"
-        A=$tmp/faulty bad "$want" info "$F/text.st"
-        A=$tmp/faulty bad "$want" train --resume "$F/text.st" --steps 5
+    data_at=$((8 + $(od -A n -t u8 -N 8 "$F/text.st")))
+    for cmd in info train; do
+        args="$F/text.st" save=""
+        [ $cmd = train ] && args="--resume $F/text.st --steps 5" save="--save $tmp/traced.st"
+        rm -f "$tmp/reads"
+        # shellcheck disable=SC2086
+        (cd "$tmp" && ASAN_OPTIONS=detect_leaks=0 strace -o "$tmp/reads" -P "$F/text.st" -e trace=read "$abs_a" $cmd $args $save \
+            >/dev/null 2>&1)
+        rm -f "$tmp/traced.st"
+        nth=$(awk -v at="$data_at" '/^read\(/ { n++; r = $NF + 0; if (pos <= at && at < pos + r) { print n; exit } pos += r }' "$tmp/reads" 2>/dev/null)
+        if [ -z "$nth" ]; then
+            fail "attograd $cmd $args: no read(2) of $F/text.st reached its first tensor at byte $data_at ($(head -c 300 "$tmp/reads" 2>/dev/null))"
+            continue
+        fi
+        for fault in "retval=0" "error=EIO"; do
+            printf '#!/bin/sh\nASAN_OPTIONS=detect_leaks=0 exec strace -o /dev/null -P "%s" -e trace=read -e inject=read:%s:when=%s "%s" "$@"\n' \
+                "$F/text.st" "$fault" "$nth" "$abs_a" >"$tmp/faulty"
+            chmod +x "$tmp/faulty"
+            want="file shrank while being read"; [ "$fault" = "error=EIO" ] && want="read error: Input/output error"
+            # shellcheck disable=SC2086
+            A=$tmp/faulty bad "$want" $cmd $args
+        done
     done
 else
     skip "a checkpoint failing mid-read (strace cannot trace here)"
@@ -296,6 +365,18 @@ if has graph; then
     bad "--tokens 3: the copy task scores only the answer, and the first 3 tokens predict none of it: give --tokens 9 to 16" \
         graph --model "$F/copy.st" --tokens 3 --out "$O/g.dot"
     bad "give --tokens 9 to 16" graph --model "$F/copy.st" --tokens 8 --out "$O/g.dot"
+    bad "--seed applies to task models, whose step reads a problem drawn with it: a text model's step reads the tokens 0, 1, 2, ..." \
+        graph --model "$F/text.st" --seed 2 --out "$O/g.dot"
+    # --help states, for every task, the range the refusal names (a model of
+    # each task, --tokens 1 refused: "give --tokens A to B"; help: "TASK A to B")
+    help=$("$A" graph --help)
+    for task in copy reverse sort add; do
+        (cd "$O" && "$A" train --task "$task" --steps 1 --eval-every 0 --quiet --save "$tmp/$task.st") >/dev/null 2>&1
+        range=$("$A" graph --model "$tmp/$task.st" --tokens 1 --out "$O/g.dot" 2>&1 | sed -n 's/.*give --tokens \([0-9]* to [0-9]*\)$/\1/p')
+        rm -f "$tmp/$task.st"
+        check "graph --help states the --tokens range of the $task task that graph asks for ('$range')" \
+            eval '[ -n "$range" ] && printf "%s\n" "$help" | grep -q -- "--tokens N .* $task $range,*\( \|\$\)"'
+    done
 fi
 if has walkthrough; then
     bad "--section 0 is out of range" walkthrough --section 0
@@ -385,6 +466,18 @@ else
     skip "disk full (cannot mount a tmpfs here)"
 fi
 
+# ---- a file-size limit (ulimit -f) ----------------------------------------------------
+# A save past the limit fails its write (EFBIG) and is reported in one line,
+# exit 1, its temporary file and the locks removed (SIGXFSZ, which the limit
+# sends, would have ended the process there and left them).
+(ulimit -f 16; cd "$O" && exec "$A" train --steps 2 --eval-every 0 --quiet --save "$O/big.st" --log "$O/big.csv") \
+    >/dev/null 2>"$tmp/stderr"
+rc=$?
+check "a save past ulimit -f: exit 1, one line saying so, only the log left ($rc; $(cat "$tmp/stderr"); $(ls -A "$O" | tr '\n' ' '))" \
+    eval '[ $rc -eq 1 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "big.st: write failed: File too large" "$tmp/stderr" &&
+          [ "$(ls -A "$O")" = big.csv ]'
+rm -f "$O"/*
+
 # ---- divergence with periodic saves ---------------------------------------------------
 # lr 1e6 without clipping blows up within a few steps; every step saves.
 # The run must stop naming the step, exit non-zero, and leave the last
@@ -398,6 +491,15 @@ check "divergence with --save-every: one line naming the step ($msg)" \
     eval '[ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "step [0-9]" "$tmp/stderr"'
 check "divergence with --save-every: the kept checkpoint loads" eval '"$A" info "$O/div.st" >/dev/null 2>&1'
 check "divergence with --save-every: no temporary file left" test "$(ls -A "$O")" = div.st
+rm -f "$O"/*
+# Without --save-every nothing was saved: the line says so, not that a
+# checkpoint is kept, and names the loss NaN (printf's "-nan" is no word)
+(cd "$O" && "$A" train --lr 1e6 --clip 0 --steps 50 --eval-every 0 --quiet --save "$O/div.st") >/dev/null 2>"$tmp/stderr"
+rc=$?
+msg=$(cat "$tmp/stderr")
+check "divergence before any save: exit 3, one line saying the loss is NaN and $O/div.st was not written, no file ($msg)" \
+    eval '[ $rc -eq 3 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "loss is NaN at step [0-9]" "$tmp/stderr" &&
+          grep -q "; $O/div.st was not written$" "$tmp/stderr" && [ -z "$(ls -A "$O")" ]'
 rm -f "$O"/*
 # With clipping, SGD at lr 1e6 on the attn-only model (no layer norm to
 # rein the activations in) keeps the loss finite until a gradient overflows,

@@ -1055,6 +1055,91 @@ static void test_load_except(void)
     free(m);
 }
 
+/* ag_st_load_placed: the hook sees the header (tensors listed, no data,
+ * metadata), may place tensors in memory of its own, which their bytes are
+ * read into and checked there; the others are kept as ag_st_load keeps
+ * them; a hook's -1 stops the load with its message; ag_st_place outside a
+ * hook is refused. */
+typedef struct {
+    float *dst;             /* where "w" goes (NULL: nowhere) */
+    int calls, saw_header;
+    const char *fail;       /* a message to stop with, or NULL */
+    const char *name;       /* the tensor placed in dst (NULL: "w") */
+} place_probe;
+
+static int place_hook(void *user, ag_st_file *f, char *err, size_t errlen)
+{
+    place_probe *pp = user;
+    pp->calls++;
+    const ag_st_tensor *w = ag_st_get(f, "w"), *m = ag_st_get(f, "m");
+    pp->saw_header = ag_st_count(f) == 2 && w && m && w->data == NULL && m->data == NULL && w->nbytes == 24 &&
+                     ag_st_meta(f, "k") && strcmp(ag_st_meta(f, "k"), "v") == 0;
+    if (pp->fail) {
+        ag_set_err(err, errlen, "%s", pp->fail);
+        return -1;
+    }
+    if (pp->dst && ag_st_place(f, pp->name ? pp->name : "w", pp->dst) != 0) return -1;
+    return ag_st_place(f, "no such tensor", pp->dst) == -1 && ag_st_place(f, "m", NULL) == -1 ? 0 : -1;
+}
+
+static void test_load_placed(void)
+{
+    float w[6] = {1, 2, 3, 4, 5, 6}, m[3] = {7, 8, 9}, dst[6] = {0};
+    ag_st_tensor t[] = {
+        {"w", AG_ST_F32, 2, {2, 3}, w, sizeof w},
+        {"m", AG_ST_F32, 1, {3}, m, sizeof m},
+    };
+    const char *meta[] = {"k", "v"};
+    char err[512] = "";
+    PATH_IN(path, "placed.safetensors");
+    CHECK(ag_st_save(path, t, 2, meta, 1, err, sizeof err) == 0, "save: %s", err);
+    place_probe pp = {dst, 0, 0, NULL, NULL};
+    ag_st_file *f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
+    CHECK(f && pp.calls == 1 && pp.saw_header, "the hook once, on the header (%d calls): %s", pp.calls, err);
+    const ag_st_tensor *gw = ag_st_get(f, "w"), *gm = ag_st_get(f, "m");
+    CHECK(gw && gw->data == (const void *)dst && memcmp(dst, w, sizeof w) == 0, "w read into the hook's memory");
+    CHECK(gm && gm->data && gm->data != (const void *)dst && memcmp(gm->data, m, sizeof m) == 0, "m kept as loaded");
+    CHECK(f && ag_st_place(f, "w", dst) == -1, "ag_st_place after the hook is refused");
+    ag_st_drop_data(f);
+    gw = ag_st_get(f, "w");
+    gm = ag_st_get(f, "m");
+    CHECK(gw && gm && !gw->data && !gm->data && gm->nbytes == sizeof m && ag_st_count(f) == 2 &&
+              strcmp(ag_st_meta(f, "k"), "v") == 0 && memcmp(dst, w, sizeof w) == 0,
+          "ag_st_drop_data: no data, the rest kept, placed memory untouched");
+    ag_st_drop_data(NULL);
+    ag_st_free(f);
+    CHECK(ag_st_place(NULL, "w", dst) == -1, "ag_st_place of no file");
+
+    pp = (place_probe){NULL, 0, 0, "stopped by the hook", NULL};
+    f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
+    CHECK(!f && strcmp(err, "stopped by the hook") == 0, "a hook's -1 stops the load with its message: '%s'", err);
+
+    /* a tensor under the prefix, placed: checked, not read there */
+    float mdst[3] = {0};
+    pp = (place_probe){mdst, 0, 0, NULL, "m"};
+    f = ag_st_load_placed(path, "m", place_hook, &pp, err, sizeof err);
+    CHECK(f && ag_st_get(f, "m")->data == NULL && mdst[0] == 0 && mdst[2] == 0 && ag_st_get(f, "w")->data &&
+              memcmp(ag_st_get(f, "w")->data, w, sizeof w) == 0,
+          "a placed tensor under the prefix is not read into its place: %s", err);
+    ag_st_free(f);
+
+    /* a NaN in a placed tensor: refused as anywhere, naming it */
+    FILE *fp = fopen(path, "r+b");
+    unsigned char lenb[8];
+    uint64_t hlen = 0;
+    CHECK(fp && fread(lenb, 1, 8, fp) == 8, "reading %s back", path);
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenb[i];
+    const float nan = NAN;
+    CHECK(fp && fseek(fp, (long)(8 + hlen + 4 * sizeof(float)), SEEK_SET) == 0 && fwrite(&nan, sizeof nan, 1, fp) == 1 &&
+              fclose(fp) == 0, "poke NaN into w");
+    pp = (place_probe){dst, 0, 0, NULL, NULL};
+    f = ag_st_load_placed(path, NULL, place_hook, &pp, err, sizeof err);
+    CHECK(!f && strstr(err, "tensor \"w\": F32 data contains NaN or Inf") && one_line(err), "NaN in a placed tensor: '%s'",
+          err);
+    ag_st_free(f);
+    unlink(path);
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1176,6 +1261,7 @@ int main(void)
     test_half_dtypes();
     test_nonfinite_anywhere();
     test_load_except();
+    test_load_placed();
     test_pickle();
     test_bit_flips();
     test_corpus();

@@ -586,6 +586,8 @@ static void test_read_log(void)
     struct { const char *name, *text, *want; } bad[] = {
         {"empty.csv", "", "empty file"},
         {"header.csv", "step,train_loss,val_loss\n1,2,3\n", ":1: bad header"},
+        {"cr.csv", "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\r1,2,,,0.1,1,1\r",
+         ":1: bad header: its lines end in a carriage return alone, not a newline"},
         {"fields.csv", HDR "0,4.1,,,0.1,1,1\n1,4.0,,,0.1,1\n", ":3: expected 7 comma-separated fields, got 6"},
         {"number.csv", HDR "0,4.1x,,,0.1,1,1\n", ":2: train_loss is not a number: '4.1x'"},
         {"word.csv", HDR "0,4.1,,,abc,1,1\n", ":2: lr is not a number: 'abc'"},

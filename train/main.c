@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,14 +51,29 @@ static void hold_standard_fds(void)
 int main(int argc, char **argv)
 {
     hold_standard_fds();
+    /* a file past the size limit (ulimit -f) fails its write with EFBIG,
+     * which each output reports in one line, its temporary file removed:
+     * SIGXFSZ would end the process there, leaving that file and the locks */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
+    /* `attograd help train` is `attograd train --help` */
+    if (strcmp(argv[1], "help") == 0 && argc > 2)
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[2], commands[i].name) == 0) {
+                char *help[] = { "--help", NULL };
+                return args_stdout_written(argv[2], commands[i].fn(1, help));
+            }
+    if (strcmp(argv[1], "help") == 0 && argc > 2)
+        die(NULL, "help: unknown command '%s' (see attograd --help)", argv[2]);
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return args_stdout_written(NULL, 0);
     }
+    if (strcmp(argv[1], "--version") == 0 && argc > 2)
+        die(NULL, "--version takes no arguments (got '%s')", argv[2]);
     if (strcmp(argv[1], "--version") == 0) {
         printf("attograd 0.1 (%s, %s kernels)\n", AG_PRECISION_NAME, ag_kernels_name());
         return args_stdout_written(NULL, 0);

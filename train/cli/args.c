@@ -101,7 +101,15 @@ opt *args_find(opt *opts, int nopts, const char *name)
 
 static void usage(const char *cmd, const char *summary, const opt *opts, int nopts)
 {
-    printf("usage: attograd %s [options]\n\n%s\n\noptions:\n", cmd, summary);
+    /* a summary "attograd CMD FILE [...]: text" gives its own usage line
+     * (a command with an argument that is not an option: info FILE) */
+    char own[64];
+    size_t n = (size_t)snprintf(own, sizeof own, "attograd %s ", cmd);
+    const char *colon = strstr(summary, ": ");
+    if (n < sizeof own && strncmp(summary, own, n) == 0 && colon && !memchr(summary, '\n', (size_t)(colon - summary)))
+        printf("usage: %.*s\n\n%s\n\noptions:\n", (int)(colon - summary), summary, colon + 2);
+    else
+        printf("usage: attograd %s [options]\n\n%s\n\noptions:\n", cmd, summary);
     for (int i = 0; i < nopts; i++) {
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", opts[i].name, opts[i].metavar ? " " : "",
@@ -137,9 +145,11 @@ static int parse_value(const char *cmd, opt *o, const char *text)
     case OPT_LONG:
     case OPT_INT64: {
         long long v = strtoll(text, &end, 10);
-        if (blank || end == text || *end || errno == ERANGE)
+        if (blank || end == text || *end)
             return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
-        if (range_check(cmd, o, (double)v, text))
+        /* a whole integer past long long's range is past the option's too:
+         * said as such, not as something other than an integer */
+        if (range_check(cmd, o, errno == ERANGE ? (v < 0 ? -HUGE_VAL : HUGE_VAL) : (double)v, text))
             return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
@@ -153,8 +163,14 @@ static int parse_value(const char *cmd, opt *o, const char *text)
         /* decimal only, as the integers: strtod would read C's hex floats
          * ("0x10" as 16), which the integer flags refuse */
         double v = strtod(text, &end);
-        if (blank || end == text || *end || errno == ERANGE || !isfinite(v) || strpbrk(text, "xX"))
+        if (blank || end == text || *end || (errno != ERANGE && !isfinite(v)) || strpbrk(text, "xX"))
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
+        /* a decimal number too large for a double is out of range; one too
+         * close to 0 (1e-400) is said to be, not read as 0 or refused as
+         * out of a range it is inside */
+        if (errno == ERANGE && isfinite(v))
+            return refuse(cmd, "%s %s is too close to 0 to be represented (a double's smallest normal magnitude "
+                          "is about 2.2e-308)", o->name, text);
         if (range_check(cmd, o, v, text))
             return -1;
         /* -0 is 0: a value is recorded and compared as text ("%.17g"
@@ -212,6 +228,34 @@ void args_format(const opt *o, char *buf, size_t len)
     }
 }
 
+/* Whether a and b differ by at most one letter changed, added, dropped or
+ * two neighbours swapped (--seeds, --setps: --seed, --steps). */
+static int one_edit(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), i = 0;
+    if (la > lb + 1 || lb > la + 1) return 0;
+    while (i < la && i < lb && a[i] == b[i]) i++;
+    if (la == lb)
+        return strcmp(a + i + (i < la), b + i + (i < lb)) == 0 ||
+               (i + 1 < la && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0);
+    return la < lb ? strcmp(a + i, b + i + 1) == 0 : strcmp(a + i + 1, b + i) == 0;
+}
+
+/* The option an unknown name was likely meant as: the one it begins (--temp:
+ * --temperature) or is one edit away from, when only one is; else NULL. */
+static const char *meant(const char *name, const opt *opts, int nopts)
+{
+    const char *found = NULL;
+    size_t n = strlen(name);
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < nopts; i++) {
+            int close = pass == 0 ? n > 3 && strncmp(opts[i].name, name, n) == 0 : n > 4 && one_edit(name, opts[i].name);
+            if (close && found) return NULL;
+            if (close) found = opts[i].name;
+        }
+    return found;
+}
+
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts)
 {
     /* -h or --help anywhere shows the help, even where a value was due
@@ -233,6 +277,9 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
         name[len] = 0;
         opt *o = strncmp(a, "--", 2) == 0 ? args_find(opts, nopts, name) : NULL;
         if (!o) {
+            const char *guess = strncmp(a, "--", 2) == 0 ? meant(name, opts, nopts) : NULL;
+            if (guess)
+                die(cmd, "unknown option '%s' (did you mean %s? see attograd %s --help)", a, guess, cmd);
             if (a[0] == '-')
                 die(cmd, "unknown option '%s' (see attograd %s --help)", a, cmd);
             die(cmd, "unexpected argument '%s' (options start with --; see attograd %s --help)", a, cmd);

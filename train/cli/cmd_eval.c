@@ -68,6 +68,10 @@ static void print_scored(const ckpt *ck, const char *text, int split, int split_
     printf("\n");
 }
 
+#define STRINGIFY(x) #x
+#define AS_TEXT(x) STRINGIFY(x)
+#define HELDOUT_DRAWN AS_TEXT(TASK_HELDOUT_SAMPLED)
+
 int cmd_eval(int argc, char **argv)
 {
     const char *CMD = "eval", *split_name = NULL;
@@ -77,10 +81,10 @@ int cmd_eval(int argc, char **argv)
     opt opts[] = {
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (models trained on text)", 0, 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (required for a model trained on text)", 0, 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "task: seed of the sampled held-out problems (default 1)", 0, 9.2e18, 0, 0, 0 },
-        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, 1 << 20, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "copy and reverse: seed of the " HELDOUT_DRAWN " held-out problems drawn (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
         THREADS_OPT(a, ""),
         PRECISION_OPT(a.precision),
         HEADS_OPT(a.heads),
@@ -103,6 +107,14 @@ int cmd_eval(int argc, char **argv)
     if (d.is_task && split_name)
         die(CMD, "--split applies to text: a task model is scored on its held-out problems, which training never "
                  "draws");
+    if (d.is_task && accept_changed)
+        die(CMD, "--accept-changed-data applies to a text model's training file: a %s model is scored on its "
+                 "held-out problems", d.task.name);
+    if (args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--seed")->given &&
+        (!d.is_task || d.task.kind == TASK_SORT || d.task.kind == TASK_ADD))
+        die(CMD, "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: %s%s%s",
+            d.is_task ? "every held-out problem of " : "a text is scored on every window of its split",
+            d.is_task ? d.task.name : "", d.is_task ? " is scored" : "");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
     char err[ERR_MAX];
     if (own && !accept_changed && text_check_unchanged(&ck, &d.text, 1, err, sizeof err))
@@ -225,7 +237,7 @@ int cmd_sample(int argc, char **argv)
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to sample from", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--prompt", OPT_STRING, &prompt, "STR", "text to continue (task models: a problem, e.g. abcdefgh|)", 0, 0, 0, 0, 0 },
         { "--tokens", OPT_LONG, &tokens, "N", "tokens to generate, printed as they come (default 200; task models: the answer)", 1, 1e7, 0, 0, 0 },
-        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1)", 0, 100, 0, 0, 0 },
+        { "--temperature", OPT_DOUBLE, &temperature, "X", "sampling temperature; 0 = greedy (default 1; task models: 0)", 0, 100, 0, 0, 0 },
         { "--top-k", OPT_INT, &top_k, "K", "sample among the K most likely tokens; 0 = all (default)", 0, 256, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "seed of the sampling (default: a new one each time, shown on stderr)", 0, 9.2e18, 0, 0, 0 },
         PRECISION_OPT(a.precision),
@@ -323,7 +335,7 @@ int cmd_info(int argc, char **argv)
         }
         rest[nrest++] = argv[i];
     }
-    args_parse(CMD, "attograd info FILE [--heads N]: a checkpoint's config, parameter count, metadata and\n"
+    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and\n"
                     "tensors.", nrest, rest, opts, 1);
     free(rest);
     if (nfiles != 1)
@@ -337,9 +349,9 @@ int cmd_info(int argc, char **argv)
     if (ck.step >= 0)
         snprintf(step, sizeof step, "%ld", ck.step);
     printf("%s\n", path);
-    printf("  arch %s, vocab %d, %d layers, %d heads, d_model %d, context %d, qkv_bias %s, dropout %g\n",
-           model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context,
-           c->qkv_bias ? "true" : "false", c->dropout);
+    printf("  arch %s, vocab %d, %d layer%s, %d head%s, d_model %d, context %d, qkv_bias %s, dropout %g\n",
+           model_arch_name(c->arch), c->vocab_size, c->n_layer, c->n_layer == 1 ? "" : "s", c->n_head,
+           c->n_head == 1 ? "" : "s", c->d_model, c->context, c->qkv_bias ? "true" : "false", c->dropout);
     printf("  trained on %s, step %s, %zu parameters%s\n", ck.data ? ck.data : "unknown data", step,
            m.params->total, ck.has_state ? ", with optimizer state (resumable)" : "");
     if (ck.foreign)

@@ -141,6 +141,24 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
         o->schedule_steps = o->steps;       /* a constant schedule has no end to keep */
 }
 
+/* A new run's flags that its optimizer or data would ignore are refused,
+ * as --warmup is without the cosine schedule: a run given --momentum with
+ * AdamW would not be the run asked for. */
+static void check_applies(const trainer *t, opt *opts, int nopts)
+{
+    if (t->o.resume)
+        return;                 /* the saved run's, checked when it started */
+    const char *sgd_only[] = { "--momentum" }, *adamw_only[] = { "--beta1", "--beta2", "--eps" };
+    for (size_t i = 0; i < sizeof sgd_only / sizeof *sgd_only && t->adamw; i++)
+        if (args_find(opts, nopts, sgd_only[i])->given)
+            die(CMD, "%s applies only to --optimizer sgd (the optimizer is adamw)", sgd_only[i]);
+    for (size_t i = 0; i < sizeof adamw_only / sizeof *adamw_only && !t->adamw; i++)
+        if (args_find(opts, nopts, adamw_only[i])->given)
+            die(CMD, "%s applies only to --optimizer adamw (the optimizer is sgd)", adamw_only[i]);
+    if (t->o.task && args_find(opts, nopts, "--order")->given)
+        die(CMD, "--order applies only to --text (task %s draws random problems)", t->o.task);
+}
+
 /* What a later --resume needs: the recorded settings (run.h), read from
  * their options; the text and the log by their absolute paths (eval and
  * --resume find them from any directory), the text with its identity (a
@@ -322,7 +340,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", 0, 1e15, 0, 0, 0 },
         { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", 0, 1e6, 0, 0, 0 },
         { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
-        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps (default 400)", 0, 1e15, 0, 0, 0 },
+        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps in all (--resume: counting those taken; default 400, --resume: the run's)", 0, 1e15, 0, 0, 0 },
         { "--seed", OPT_INT64, &o->seed, "S", "seed of every random choice (default 1)", 0, RUN_MAX_SEED, 0, 0, 0 },
         { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0, 0 },
         { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0, 0 },
@@ -376,6 +394,7 @@ int cmd_train(int argc, char **argv)
     data_source(&t);
     check_values(&t);
     check_schedule(&t, opts, nopts);
+    check_applies(&t, opts, nopts);
     /* from the outputs' locks until training starts (train_loop.c installs
      * its own handler), a signal removes what the run has made: the lock
      * files, and a log being rewritten by log_drop_after */

@@ -321,18 +321,39 @@ int cmd_plot(int argc, char **argv)
 
 /* ---- graph --------------------------------------------------------------- */
 
+/* --tokens' help: the range that scores something, for each task, from the
+ * task table (the one graph checks against): a step needs the first target
+ * of the answer, at its prompt's length, and holds at most the task's length. */
+static const char *tokens_help(char *buf, size_t len)
+{
+    size_t u = (size_t)snprintf(buf, len, "tokens in the step (default: a task's length, else min(context, 8)); a "
+                                "task's step scores its answer, so N runs from the prompt's length to the task's:");
+    const char *names = task_names();
+    while (*names && u < len) {
+        char name[32];
+        size_t n = strcspn(names, ", ");
+        snprintf(name, sizeof name, "%.*s", (int)n, names);
+        names += n + strspn(names + n, ", ");
+        task t;
+        if (task_open(&t, name, NULL, 0) == 0)
+            u += (size_t)snprintf(buf + u, len - u, " %s %d to %d%s", t.name, t.prompt, t.len, *names ? "," : "");
+    }
+    return buf;
+}
+
 int cmd_graph(int argc, char **argv)
 {
     const char *CMD = "graph", *out = NULL;
     saved_model a = { 0 };
     int tokens = 0;
     long seed = 1;
+    char tokens_text[320];
     opt opts[] = {
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint whose training step is drawn", 0, 0, 0, OPT_REQUIRED, 0 },
         HEADS_OPT(a.heads),
         { "--out", OPT_STRING, &out, "FILE", "the DOT file to write; render with dot -Tsvg", 0, 0, 0, OPT_REQUIRED, 0 },
-        { "--tokens", OPT_INT, &tokens, "N", "tokens in the step (default: a task's length, else min(context, 8))", 1, 1e6, 0, 0, 0 },
-        { "--seed", OPT_LONG, &seed, "S", "seed of the task problem drawn as input (default 1)", 0, 9.2e18, 0, 0, 0 },
+        { "--tokens", OPT_INT, &tokens, "N", tokens_help(tokens_text, sizeof tokens_text), 1, 1e6, 0, 0, 0 },
+        { "--seed", OPT_LONG, &seed, "S", "task models: seed of the problem drawn as input (default 1; a text model reads tokens 0, 1, 2, ...)", 0, 9.2e18, 0, 0, 0 },
     };
     args_parse(CMD, "The autograd graph of one training step (the forward pass, with dropout as in training,\n"
                     "and the cross-entropy loss on a batch of 1 sequence) in Graphviz DOT: one node per op\n"
@@ -346,6 +367,14 @@ int cmd_graph(int argc, char **argv)
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_DATA_OPTIONAL, &ck, &m);
+    if ((!ck.data || strcmp(ck.data, "text") == 0) &&
+        args_find(opts, (int)(sizeof opts / sizeof opts[0]), "--seed")->given) {
+        const char *kind = ck.data ? "text" : "data-less";
+        model_free(&m);
+        ckpt_close(&ck);
+        die(CMD, "--seed applies to task models, whose step reads a problem drawn with it: a %s model's step reads "
+                 "the tokens 0, 1, 2, ... of its vocabulary", kind);
+    }
     int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
     int room = 0, failed = 1, n = example_input(ck.data, &m, tokens, (uint64_t)seed, &x, &y, &room, err, sizeof err);

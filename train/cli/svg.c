@@ -756,7 +756,14 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
     const char *header = line;
     if (len >= 3 && memcmp(header, "\xEF\xBB\xBF", 3) == 0) header += 3, len -= 3; /* UTF-8 BOM */
     if (len != strlen(SVG_LOG_HEADER) || memcmp(header, SVG_LOG_HEADER, len) != 0) {
-        ag_set_err(err, errlen, "%s:1: bad header '%.60s', expected '%s'", path, header, SVG_LOG_HEADER);
+        /* lines that end in CR alone read as one line, whose start may be
+         * the header itself: shown as it is, it would look right */
+        size_t h = strlen(SVG_LOG_HEADER);
+        if (len > h && memcmp(header, SVG_LOG_HEADER, h) == 0 && header[h] == '\r')
+            ag_set_err(err, errlen, "%s:1: bad header: its lines end in a carriage return alone, not a newline "
+                       "(expected '%s' and a newline)", path, SVG_LOG_HEADER);
+        else
+            ag_set_err(err, errlen, "%s:1: bad header '%.60s', expected '%s'", path, header, SVG_LOG_HEADER);
         goto done;
     }
     while ((got = getline(&line, &line_cap, f)) >= 0) {

@@ -107,18 +107,29 @@ static step_result train_step(trainer *t, long step, double lr)
     return step_take(t->ctx, &t->m, t->optim, &batch, t->o.clip, lr);
 }
 
-static void report_divergence(const trainer *t, long step, step_result r)
+static void report_divergence(const trainer *t, long step, step_result r, int saved)
 {
-    const char *kept = t->o.save ? "; the last saved checkpoint is kept" : "";
+    /* what --save holds now: this run's last checkpoint, the file it
+     * started from (--resume), one that was there before, or nothing */
+    char kept[64 + PATH_MAX] = "";
+    if (t->o.save && (saved || (t->o.resume && strcmp(t->o.save, t->o.resume) == 0)))
+        snprintf(kept, sizeof kept, "; the last saved checkpoint is kept");
+    else if (t->o.save && access(t->o.save, F_OK) != 0)
+        snprintf(kept, sizeof kept, "; %s was not written", t->o.save);
+    else if (t->o.save)
+        snprintf(kept, sizeof kept, "; %s is left as it was", t->o.save);
+    const char *advice = t->o.clip > 0 ? "lower --lr or --clip" : "lower --lr or use --clip";
+    char loss[32];
+    snprintf(loss, sizeof loss, isnan(r.loss) ? "NaN" : "%g", r.loss);    /* not "-nan" */
     if (r.status == STEP_BAD_GRAD)
         fprintf(stderr, "attograd train: the gradient of %s is not finite at step %ld; stopping without saving "
-                        "(lower --lr or use --clip)%s\n", r.bad->name, step + 1, kept);
+                        "(%s)%s\n", r.bad->name, step + 1, advice, kept);
     else if (r.status == STEP_BAD_LOSS)
-        fprintf(stderr, "attograd train: loss is %g at step %ld; stopping without saving (lower --lr or use "
-                        "--clip)%s\n", r.loss, step + 1, kept);
+        fprintf(stderr, "attograd train: loss is %s at step %ld; stopping without saving (%s)%s\n", loss, step + 1,
+                advice, kept);
     else
         fprintf(stderr, "attograd train: the update at step %ld made %s not finite; stopping without saving "
-                        "(lower --lr or use --clip)%s\n", step + 1, r.bad->name, kept);
+                        "(%s)%s\n", step + 1, r.bad->name, advice, kept);
 }
 
 /* Write the checkpoint and, when told to, say so. */
@@ -322,7 +333,7 @@ int train_loop(trainer *t)
     p.t_mark = p.t_start;
     double loss = NAN;
     long step = t->start;
-    int status = 0;
+    int status = 0, saved = 0;
     for (; step < o->steps; step++) {
         double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
         step_result r = train_step(t, step, lr);
@@ -334,7 +345,7 @@ int train_loop(trainer *t)
         if (r.status != STEP_OK) {
             if (p.tty)
                 fprintf(out, "\n");
-            report_divergence(t, step, r);
+            report_divergence(t, step, r, saved);
             status = 3;
             break;
         }
@@ -351,6 +362,7 @@ int train_loop(trainer *t)
                 status = 1;
                 break;
             }
+            saved = 1;
         }
         int stop = train_dist_stop(stop_signal);       /* every rank stops at the same step */
         if (dist_lost()) {

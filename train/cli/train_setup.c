@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "files.h"
+#include "svg.h"
 #include "train.h"
 
 static const char *CMD = "train";
@@ -84,6 +85,27 @@ static void log_drop_after(const char *path, long step)
         ag_atomic_abort(&out);
     else if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
+}
+
+/* A log a resumed run is to append to must be one: a file whose first line
+ * is not the header (something else named by --log, or put where the run's
+ * log was) is refused, not given rows it would hold as neither. */
+static void check_log_to_continue(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return;
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return;                         /* opening it to append says why */
+    char line[sizeof SVG_LOG_HEADER + 2];
+    const size_t n = strlen(SVG_LOG_HEADER);
+    int ok = fgets(line, sizeof line, in) && strncmp(line, SVG_LOG_HEADER, n) == 0 &&
+             (line[n] == '\n' || line[n] == '\r' || line[n] == 0);
+    fclose(in);
+    if (!ok)
+        die(CMD, "--log %s does not begin with a training log's header line (%.4s...), so it is no log to "
+                 "continue: give --log with a new file or a log of this run", path, SVG_LOG_HEADER);
 }
 
 /* The model's config: the flags', or the checkpoint's architecture (and,
@@ -256,6 +278,10 @@ void train_setup(trainer *t)
                         : ag_optim_sgd(t->m.params, o->momentum, o->weight_decay);
     if (o->resume)
         ckpt_load_state(&t->ck, t->optim, &t->data_rng, ag_dropout_rng(t->ctx));
+    /* the file's moments (copied, or unused by --init) are not held through
+     * the run; its metadata, which the options point into, is */
+    if (t->from)
+        ckpt_drop_tensors(&t->ck);
 
     int stream = o->log_path ? ag_stream_fd(o->log_path) : -1;
     if (stream >= 0) {
@@ -269,8 +295,10 @@ void train_setup(trainer *t)
         if (o->resume && stat(o->log_path, &st) != 0)   /* moved or deleted since: start it again */
             fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
                     t->ck.step + 1);
-        else if (o->resume)
+        else if (o->resume) {
+            check_log_to_continue(o->log_path);
             log_drop_after(o->log_path, t->ck.step);
+        }
         t->log = fopen(o->log_path, o->resume ? "a" : "w");
         if (!t->log)
             die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));

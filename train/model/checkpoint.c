@@ -392,6 +392,7 @@ static int dim_of(const ag_st_file *f, const char *key, const char *tensor, int 
 /* A checkpoint being read: what is known so far, and where a message goes. */
 typedef struct reading {
     ckpt *c;
+    model *m;                   /* the model being read */
     ag_st_file *f;
     const char *path;
     const ckpt_hints *h;
@@ -612,9 +613,6 @@ static int read_state(reading *r, const ag_params *ps)
         return -1;
     if (rc == 1 || need)
         FAIL("%s: metadata '%s' is missing", path, need ? need : "optim_step");
-    const uint64_t *rv = g->data;
-    if (!(rv[1] & 1) || !(rv[3] & 1))
-        FAIL("%s: tensor 'state.rng' holds an invalid generator (stream must be odd)", path);
     int moments = c->optim_kind == AG_ADAMW ? 2 : 1;
     for (int mo = 0; mo < moments; mo++)
         for (int i = 0; i < ps->count; i++) {
@@ -646,14 +644,16 @@ static int check_unknown(reading *r, const ag_params *ps, int expected)
     FAIL("%s: %d tensors where the config expects %d", r->path, ag_st_count(r->f), expected);
 }
 
-/* The model built from the config, every tensor checked, the weights
- * loaded.  Every tensor is checked by name and shape before the parameters
- * are allocated: a message names the first one that differs, and the
- * file's size bounds what a config read from it allocates. */
-static int read_model(reading *r, model *m)
+/* The model built from the config, every tensor checked and the parameters
+ * allocated, from the header alone: before any tensor's bytes are read, so
+ * that a message names the first tensor that differs, the file's size
+ * bounds what a config read from it allocates, and the weights stored as
+ * float32 in a float build are read straight into their parameters
+ * (ag_st_place: memory holds one copy of them, not the file's too). */
+static int declare_model(reading *r)
 {
     ckpt *c = r->c;
-    char e[400];
+    model *m = r->m;
     find_tied(r);
     model_declare(m, &c->cfg);
     const ag_params *ps = m->params;
@@ -675,12 +675,54 @@ static int read_model(reading *r, model *m)
         ag_params_alloc_no_grad(m->params);
     else
         ag_params_alloc(m->params);
-    for (int i = 0; i < ps->count; i++) {
+    for (int i = 0; i < ps->count && sizeof(ag_real) == sizeof(float); i++) {
         const ag_st_tensor *w = ag_st_get(r->f, ps->list[i]->name);
-        if (load_values(ps->list[i]->data, w ? w : ag_st_get(r->f, r->emb), ps->list[i]->size, e, sizeof e))
-            FAIL("%s: %s", r->path, e);
+        if (w && w->dtype == AG_ST_F32 && w->nbytes == ps->list[i]->size * sizeof(float))
+            ag_st_place(r->f, w->name, ps->list[i]->data);
     }
     return 0;
+}
+
+/* The tensors' bytes in: the weights not read in place loaded (another
+ * dtype, a double build, the tied weight), the generators checked. */
+static int load_model(reading *r)
+{
+    char e[400];
+    const ag_params *ps = r->m->params;
+    for (int i = 0; i < ps->count; i++) {
+        const ag_st_tensor *w = ag_st_get(r->f, ps->list[i]->name);
+        if (!w)
+            w = ag_st_get(r->f, r->emb);
+        if (w->data != (const void *)ps->list[i]->data &&
+            load_values(ps->list[i]->data, w, ps->list[i]->size, e, sizeof e))
+            FAIL("%s: %s", r->path, e);
+    }
+    if (r->c->has_state) {
+        const uint64_t *rv = ag_st_get(r->f, "state.rng")->data;
+        if (!(rv[1] & 1) || !(rv[3] & 1))
+            FAIL("%s: tensor 'state.rng' holds an invalid generator (stream must be odd)", r->path);
+    }
+    return 0;
+}
+
+/* What ag_st_load_placed calls with the header read: the config, the data
+ * and the model from it (see declare_model). */
+static int on_header(void *user, ag_st_file *f, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;                       /* r's, the same */
+    reading *r = user;
+    ckpt *c = r->c;
+    r->f = f;
+    char word[64];
+    const char *fmt = meta_word(f, "format", word, sizeof word);
+    if (fmt && strncmp(fmt, "attograd/", 9) == 0 && strcmp(fmt, CKPT_FORMAT) != 0)
+        return say(r, "%s: metadata format is '%s', which this attograd does not read (it reads %s)", r->path,
+                   fmt, CKPT_FORMAT);
+    /* A file attograd did not write (a PyTorch state_dict) may omit the
+     * metadata; whatever the tensors determine is taken from them. */
+    c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
+    return read_config(r) || read_data(r) || declare_model(r) ? -1 : 0;
 }
 
 int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints, char *err, size_t errlen)
@@ -690,24 +732,12 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
     memset(m, 0, sizeof *m);
     c->step = -1;
     c->path = path;
-    reading rd = { .c = c, .path = path, .h = hints ? hints : &no_hints, .err = err, .errlen = errlen }, *r = &rd;
+    reading rd = { .c = c, .m = m, .path = path, .h = hints ? hints : &no_hints, .err = err, .errlen = errlen },
+            *r = &rd;
     /* A model that only runs forward has no use for the optimizer's
      * moments: they are read and checked like the rest, not kept. */
-    ag_st_file *f = r->f = c->file = ag_st_load_except(path, r->h->forward_only ? "optim." : NULL, err, errlen);
-    if (!f)
-        return -1;
-    char word[64];
-    const char *fmt = meta_word(f, "format", word, sizeof word);
-    int rc = -1;
-    if (fmt && strncmp(fmt, "attograd/", 9) == 0 && strcmp(fmt, CKPT_FORMAT) != 0)
-        say(r, "%s: metadata format is '%s', which this attograd does not read (it reads %s)", path, fmt,
-            CKPT_FORMAT);
-    else {
-        /* A file attograd did not write (a PyTorch state_dict) may omit the
-         * metadata; whatever the tensors determine is taken from them. */
-        c->foreign = !fmt || strcmp(fmt, CKPT_FORMAT) != 0;
-        rc = read_config(r) || read_data(r) || read_model(r, m) ? -1 : 0;
-    }
+    r->f = c->file = ag_st_load_placed(path, r->h->forward_only ? "optim." : NULL, on_header, r, err, errlen);
+    int rc = c->file ? load_model(r) : -1;
     if (rc) {
         if (m->params)
             model_free(m);
@@ -738,6 +768,8 @@ void ckpt_load_state(const ckpt *c, ag_optim *o, ag_pcg32 *data_rng, ag_pcg32 *d
 }
 
 const char *ckpt_meta(const ckpt *c, const char *key) { return ag_st_meta(c->file, key); }
+
+void ckpt_drop_tensors(ckpt *c) { ag_st_drop_data(c->file); }
 
 void ckpt_close(ckpt *c)
 {
