@@ -371,6 +371,9 @@ async function main() {
                   ['Optimizer', 'adamw'], ['Learning rate', 0.0025], ['Batch', 12], ['Steps', 7], ['Seed', 123456789]];
     for (const [label, value] of trip) await set(page, label, value);
     await waitStatus(page, /^step 0\/7 · loss/, 30000);
+    // the link follows the run built: wait for the one built with the last setting
+    await page.waitForFunction(() => new URLSearchParams(location.search).get('seed') === '123456789', null,
+                               { timeout: 30000 });
     await page.reload();
     await waitStatus(page, /^step 0\/7 · loss/, 60000);
     const back = [];
