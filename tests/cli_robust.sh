@@ -235,9 +235,20 @@ bad "--seed applies to the copy and reverse tasks, whose held-out problems are d
 "$A" train --task sort --steps 1 --eval-every 0 --quiet --save "$tmp/sort.st" >/dev/null 2>&1
 bad "--seed applies to the copy and reverse tasks, whose held-out problems are drawn: every held-out problem of sort is scored" \
     eval --model "$tmp/sort.st" --seed 2
-bad "the model was trained on text: give the text to evaluate with --text FILE" eval --model "$F/text.st"
-check "eval --help says --text is required for a text model, as eval does" \
-    eval '"$A" eval --help | grep -q -- "--text FILE .*(required for a model trained on text)"'
+# a text model without --text is scored on the file it was trained on, as
+# --resume trains on it; gone, that file is named in one line
+(cd "$O" && "$A" eval --model "$F/text.st") >"$tmp/own" 2>&1
+(cd "$O" && "$A" eval --model "$F/text.st" --text "$TEXT") >"$tmp/given" 2>&1
+check "eval of a text model without --text scores its training file ($(head -c 200 "$tmp/own"))" \
+    eval 'grep -q "the validation split (last tenth) of .*the model.s training file" "$tmp/own" && cmp -s "$tmp/own" "$tmp/given"'
+cp "$TEXT" "$tmp/gone.txt"
+"$A" train --text "$tmp/gone.txt" $SMALL --steps 1 --save "$tmp/gone.st" >/dev/null 2>&1
+rm -f "$tmp/gone.txt"
+bad "cannot open $tmp/gone.txt, the text the model was trained on: No such file or directory; give the text with --text FILE" \
+    eval --model "$tmp/gone.st"
+rm -f "$tmp/gone.st"
+check "eval --help says a text model's --text defaults to its training file, as eval does" \
+    eval '"$A" eval --help | grep -q -- "--text FILE .*(default for a text model: the file it was trained on)"'
 bad "--accept-changed-data applies to a text model's training file: a copy model is scored on its held-out problems" \
     eval --model "$F/copy.st" --accept-changed-data
 (cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
@@ -250,7 +261,6 @@ bad "--task and --text both given" eval --model "$F/text.st" --text "$TEXT" --ta
 bad "--task sort does not match the model" eval --model "$F/copy.st" --task sort
 bad "--task copy does not match the model" eval --model "$F/text.st" --task copy
 bad "--text given but the model was trained on task copy" eval --model "$F/copy.st" --text "$TEXT"
-bad "give the text to evaluate with --text" eval --model "$F/text.st"
 bad "$F/none.st" eval --model "$F/none.st"
 bad "is a directory" eval --model "$F/dir"
 bad "shorter than the 8-byte header" eval --model "$F/empty"

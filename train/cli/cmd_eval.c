@@ -3,6 +3,7 @@
  * next-token loss over a split), `sample` (generate text) and `info` (what a
  * checkpoint holds).
  */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,7 +82,7 @@ int cmd_eval(int argc, char **argv)
     opt opts[] = {
         { "--model", OPT_STRING, &a.path, "FILE", "checkpoint to evaluate", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--task", OPT_STRING, &a.task, "NAME", "the model's task (default: the one it was trained on)", 0, 0, 0, 0, 0 },
-        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (required for a model trained on text)", 0, 0, 0, 0, 0 },
+        { "--text", OPT_STRING, &a.text, "FILE", "text to evaluate on (default for a text model: the file it was trained on)", 0, 0, 0, 0, 0 },
         { "--split", OPT_STRING, &split_name, "S", "val, train or all (default: val of the training file, all of any other)", 0, 0, 0, 0, 0 },
         { "--seed", OPT_LONG, &seed, "S", "copy and reverse: seed of the " HELDOUT_DRAWN " held-out problems drawn (default 1)", 0, 9.2e18, 0, 0, 0 },
         { "--batch", OPT_INT, &batch, "B", "windows (or problems) scored at once (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
@@ -102,6 +103,16 @@ int cmd_eval(int argc, char **argv)
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
+    /* a text model is scored, by default, on the file it was trained on,
+     * where it was (its split and identity are checked below) */
+    if (!a.text && strcmp(ck.data, "text") == 0) {
+        a.text = ckpt_meta(&ck, "text_path");
+        if (!a.text)
+            die(CMD, "%s records no text file: give the text to evaluate with --text FILE", ck.path);
+        if (access(a.text, F_OK) != 0)
+            die(CMD, "cannot open %s, the text the model was trained on: %s; give the text with --text FILE", a.text,
+                strerror(errno));
+    }
     dataset d;
     open_model_data(CMD, &d, &ck, a.text, (uint64_t)seed);
     if (d.is_task && split_name)
