@@ -103,22 +103,36 @@ check "--help exits 0 and lists the flags" '$A train --help | grep -q -- "--qkv-
 check "--help where a value is due still shows the help" '$A train --text --help | grep -q -- "--qkv-bias"'
 check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --help >/dev/null && $A info --help >/dev/null'
 
-# --- a resumable checkpoint whose saved training options are out of range is refused
+# --- a resumable checkpoint whose saved training options are out of range is
+# refused, naming the key and the range (the flag's: run.h's RUN_RECORDED),
+# as the playground's Open checkpoint refuses it; so is a cosine schedule's
+# warmup past its steps, as a new run's flags are
 $A train --quiet --steps 3 --save "$tmp/r.st" >/dev/null 2>&1
-for kv in lr=-1 batch=0 seed=x momentum=1.5 steps=1e3; do
-    k=${kv%%=*}; v=${kv#*=}
-    python3 - "$tmp/r.st" "$tmp/r_$k.st" "$k" "$v" <<'PY'
+$A train --quiet --steps 3 --schedule cosine --save "$tmp/c.st" >/dev/null 2>&1
+meta() {  # meta FROM TO KEY=VALUE...: FROM with its metadata changed, the header's length kept right
+    python3 - "$@" <<'PY'
 import json, struct, sys
 b = open(sys.argv[1], 'rb').read()
 n = struct.unpack('<Q', b[:8])[0]
 h = json.loads(b[8:8 + n])
-h['__metadata__'][sys.argv[3]] = sys.argv[4]
+for kv in sys.argv[3:]:
+    k, v = kv.split('=', 1)
+    h['__metadata__'][k] = v
 j = json.dumps(h).encode()
 j += b' ' * ((8 - (8 + len(j)) % 8) % 8)
 open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
 PY
+}
+for kv in lr=-1 lr=0 batch=0 seed=x seed=-1 momentum=1.5 momentum=5 beta2=1.5 eps=0 micro_batch=0 steps=1e3 lr=0x10; do
+    k=${kv%%=*}; v=${kv#*=}
+    meta "$tmp/r.st" "$tmp/r_$k.st" "$kv"
     bad "metadata $k = '$v' is not a valid value" train --resume "$tmp/r_$k.st"
 done
+meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
+bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
+    train --resume "$tmp/r_range.st"
+meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
+bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1

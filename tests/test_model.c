@@ -543,6 +543,112 @@ static void check_recorded_settings(void)
     rmdir(dir);
 }
 
+/* The ranges of the recorded settings (RUN_RECORDED's, which train's flags
+ * take): a checkpoint holding a value out of one -- each number just below
+ * and just above its range, a hex float -- is refused by run_settings_read
+ * (the playground's Open checkpoint, train --resume) in one line naming the
+ * key, the value and the range; each bound itself is accepted; and a cosine
+ * schedule's warmup past its steps, or min_lr above lr, is refused as a new
+ * run's flags are. */
+static void check_recorded_ranges(void)
+{
+    char dir[] = "/tmp/attograd-range-XXXXXX", text_path[64], path[64], err[400];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "recorded ranges: no temporary directory");
+        return;
+    }
+    snprintf(text_path, sizeof text_path, "%s/t.txt", dir);
+    snprintf(path, sizeof path, "%s/run.st", dir);
+    FILE *f = fopen(text_path, "w");
+    fputs("the quick brown fox jumps over the lazy dog\n", f);
+    fclose(f);
+    text_data text;
+    CHECK(text_load(&text, text_path, err, sizeof err) == 0, "recorded ranges: %s", err);
+    run_settings s = RUN_DEFAULTS;
+    s.lr = 0.01;
+    s.micro_batch = 4;
+    s.text_path = text_path;
+    /* rows RUN_N_RECORDED + 0, 1, 2: the cosine checks (out, out, in) */
+    int refused = 0, accepted = 0, cases = 0;
+    for (int i = 0; i < RUN_N_RECORDED + 3; i++) {
+        const run_recorded *k = i < RUN_N_RECORDED ? &RUN_RECORDED[i] : NULL;
+        if (k && (k->kind == RUN_WORD || k->kind == RUN_PATH))
+            continue;
+        char vals[5][40];
+        int nv = 0;
+        if (k) {
+            int whole = k->kind != RUN_REAL;
+            /* out: below, above, a hex float; in: each bound */
+            snprintf(vals[nv++], 40, "%.17g", k->min_open ? k->min : k->min - (whole ? 1 : 0.5));
+            if (k->max >= 1e300)
+                snprintf(vals[nv++], 40, "1e309");
+            else if (whole && k->max <= 1e15)
+                snprintf(vals[nv++], 40, "%.0f", k->max + 1);
+            else
+                snprintf(vals[nv++], 40, whole ? "%.0f" : "%.17g", k->max * (1 + 1e-3));
+            snprintf(vals[nv++], 40, "0x1");
+            if (!k->min_open)
+                snprintf(vals[nv++], 40, "%.17g", k->min);
+            snprintf(vals[nv++], 40, whole ? "%.0f" : "%.17g", k->max);
+        }
+        for (int j = 0; j < (k ? nv : 1); j++) {
+            int out = k ? j < 3 : 1;
+            run_settings t = s;
+            if (!k) {       /* cosine: warmup past the steps, min_lr above lr; or both at their limit (in) */
+                t.schedule = "cosine";
+                t.warmup = i == RUN_N_RECORDED ? t.schedule_steps + 1 : 0;
+                t.min_lr = i == RUN_N_RECORDED + 1 ? t.lr * 2 : 0;
+                if (i == RUN_N_RECORDED + 2) {
+                    t.warmup = t.schedule_steps;
+                    t.min_lr = t.lr;
+                    out = 0;
+                }
+            }
+            run_record r;
+            run_record_write(&r, &t, &text);
+            for (int p = 0; k && p < r.n; p++)
+                if (strcmp(r.kv[2 * p], k->key) == 0)
+                    r.kv[2 * p + 1] = vals[j];
+            save_run(path, &text, r.kv, r.n);
+            ckpt ck;
+            model m;
+            if (ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err) != 0) {
+                CHECK(0, "recorded ranges: %s", err);
+                continue;
+            }
+            run_settings back;
+            err[0] = 0;
+            int rc = run_settings_read(&back, &ck, err, sizeof err);
+            char want[400], allowed[96];
+            if (k) {
+                run_setting_allowed(k, allowed, sizeof allowed);
+                snprintf(want, sizeof want, "metadata %s = '%s' is not a valid value (%s)", k->key, vals[j], allowed);
+            } else {
+                snprintf(want, sizeof want, "%s", i == RUN_N_RECORDED ? "metadata warmup = 401 is past schedule_steps = 400"
+                                                                      : "metadata min_lr = 0.02 is above lr = 0.01");
+            }
+            cases++;
+            if (out) {
+                refused += rc == -1;
+                CHECK(rc == -1 && strstr(err, want) && !strchr(err, '\n'), "recorded ranges: %s %s refused as '%s' (%d: '%s')",
+                      k ? k->key : "cosine", k ? vals[j] : "", want, rc, err);
+            } else {
+                accepted += rc == 0;
+                CHECK(rc == 0, "recorded ranges: %s %s, at its bound, accepted ('%s')", k ? k->key : "cosine",
+                      k ? vals[j] : "", err);
+            }
+            model_free(&m);
+            ckpt_close(&ck);
+        }
+    }
+    CHECK(cases > 50 && refused + accepted == cases, "recorded ranges: %d of %d cases as they should be",
+          refused + accepted, cases);
+    text_free(&text);
+    remove(text_path);
+    remove(path);
+    rmdir(dir);
+}
+
 /* step_update refuses what is not finite: a NaN, +inf or -inf anywhere in
  * any parameter's gradient (first, inner and last elements, the ragged
  * tail a vector loop leaves) stops the step before any update and names
@@ -621,6 +727,7 @@ int main(void)
     check_grad_ready("gpt step", 0, 0);
     check_grad_ready("gpt step, qkv bias, dropout 0.2", 1, 0.2);
     check_recorded_settings();
+    check_recorded_ranges();
 
     /* The causal mask means position t never sees t+1..: changing the last
      * token must leave the logits of every earlier position unchanged. */

@@ -8,8 +8,9 @@
 // within 1e-6 with exact zeros above the diagonal; a heatmap cell's
 // details by keyboard as by the mouse; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
-// the same bytes); a checkpoint written by the command opened and
-// completed as `attograd sample --temperature 0` completes it; Graph shows
+// the same bytes), as does one whose recorded settings are out of their
+// ranges (in train --resume's words); a checkpoint written by the command
+// opened and completed as `attograd sample --temperature 0` completes it; Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
@@ -266,6 +267,48 @@ async function main() {
   check('the status is as it was', (await statusText(page)) === before, await statusText(page));
   const again = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
   check('the model is as it was (saved again: the same bytes)', again.equals(savedText));
+
+  // ---- a checkpoint whose recorded settings are out of range: refused as train --resume refuses it --
+  await part('out-of-range settings to Open checkpoint', async () => {
+    // the saved checkpoint (the text model's) with metadata changed, its header's 8-byte length kept right
+    const withMeta = (b, meta) => {
+      const n = Number(b.readBigUInt64LE(0)), h = JSON.parse(b.subarray(8, 8 + n));
+      Object.assign(h.__metadata__, meta);
+      let j = Buffer.from(JSON.stringify(h));
+      j = Buffer.concat([j, Buffer.alloc((8 - (8 + j.length) % 8) % 8, ' ')]);
+      const len = Buffer.alloc(8);
+      len.writeBigUInt64LE(BigInt(j.length));
+      return Buffer.concat([len, j, b.subarray(8 + n)]);
+    };
+    const status = await statusText(page);
+    const cases = [[{ beta2: '1.5' }, /^metadata beta2 = '1\.5' is not a valid value \(it must be a number >= 0 and <= 0\.999999999\)$/],
+                   [{ seed: '-1' }, /^metadata seed = '-1' is not a valid value \(it must be a whole number >= 0 and <= 9\.2e\+18\)$/],
+                   [{ batch: '0' }, /^metadata batch = '0' is not a valid value \(it must be a whole number >= 1 and <= 1048576\)$/],
+                   [{ lr: '-1' }, /^metadata lr = '-1' is not a valid value \(it must be a number > 0 and <= 1000000\)$/],
+                   [{ schedule: 'cosine', warmup: '1000' }, /^metadata warmup = 1000 is past schedule_steps = 20 /],
+                   // in range, but past what the page's memory holds: refused as a Batch that large is (not by the command)
+                   [{ batch: '1048576' }, /^this run needs .* GB for a 1048576 x 32 batch, more than the page's .* GB: Batch \d+ would fit$/, 'page']];
+    for (const [i, [meta, want, only]] of cases.entries()) {
+      const key = Object.keys(meta).pop(), name = `bad${i}-${key}.st`, file = path.join(TMP, name);
+      fs.writeFileSync(file, withMeta(savedText, meta));
+      await page.getByLabel('Open checkpoint').setInputFiles(file);
+      const shown = page.getByRole('alert').filter({ hasText: name });
+      await shown.first().waitFor({ timeout: 10000 });
+      const line = await shown.first().textContent(), why = line.slice(name.length + 2);
+      check(`Open checkpoint refuses ${key} ${meta[key]} in one line saying why (${line})`,
+            line.startsWith(name + ': ') && want.test(why) && !line.includes('\n'));
+      check(`and the status is as it was (${await statusText(page)})`, (await statusText(page)) === status);
+      if (only === 'page') continue;
+      let cli = '';
+      try { execFileSync(REF, ['train', '--resume', name, '--steps', '30', '--quiet'], { cwd: TMP, stdio: 'pipe' }); }
+      catch (e) { cli = String(e.stderr).trim(); }
+      check(`train --resume refuses the same file with the same words (${cli})`,
+            cli === `attograd train: ${name}: ${why}, so the run cannot be resumed`);
+    }
+    const kept = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    check('the model is as it was after them (saved again: the same bytes)', kept.equals(savedText),
+          firstDifference(kept, savedText));
+  });
 
   // ---- a checkpoint written by the command, completed --------------------------
   const sortFile = path.join(TMP, 'sort.st');

@@ -63,6 +63,9 @@ static opt *saved_option(const run_recorded *k, train_opts *o, opt *opts, int no
     opt *found = args_find(opts, nopts, flag);
     if (!found)
         die(CMD, "no option %s for the recorded setting %s", flag, k->key);     /* a table out of step */
+    if (k->kind != RUN_WORD && k->kind != RUN_PATH &&
+        (found->min != k->min || found->max != k->max || found->min_open != k->min_open))
+        die(CMD, "%s's range is not the recorded setting %s's", flag, k->key);  /* nor can they drift */
     if (strcmp(k->key, "schedule_steps") != 0)
         return found;
     *horizon = *found;
@@ -87,6 +90,12 @@ static void restore_options(trainer *t, opt *opts, int nopts)
     if (micro->given && !ckpt_meta(ck, "micro_batch"))
         die(CMD, "--micro-batch cannot be changed with --resume (the checkpoint's run took whole batches): %s",
             RESUME_WHY);
+    /* the saved settings as the playground's Open checkpoint reads them:
+     * each in its flag's range, and together as a new run's flags must be */
+    run_settings saved;
+    char err[ERR_MAX];
+    if (run_settings_read(&saved, ck, err, sizeof err))
+        die(CMD, "%s, so the run cannot be resumed", err);
     for (int i = 0; i < RUN_N_RECORDED; i++) {
         const run_recorded *s = &RUN_RECORDED[i];
         opt horizon, *o = saved_option(s, &t->o, opts, nopts, &horizon);
@@ -173,6 +182,8 @@ static void save_options(trainer *t, opt *opts, int nopts)
         if (o->kind != OPT_STRING)
             args_format(o, text, sizeof text);
         const char *v = o->kind == OPT_STRING ? *(const char **)o->dst : text;
+        if (o->kind != OPT_STRING && k->missing && !*k->missing && strcmp(v, "0") == 0)
+            continue;           /* unset (--micro-batch not given): left out, as run_record_write leaves it */
         if (v && run_setting_set(&s, k, v))
             die(CMD, "%s %s cannot be recorded in the checkpoint", o->name, v);    /* checked before: never */
     }
@@ -304,6 +315,15 @@ static void check_values(trainer *t)
     t->precision = precision_parse(CMD, o->precision);
 }
 
+/* The row of a recorded setting, by key (a table out of step: said). */
+static const run_recorded *recorded(const char *key)
+{
+    const run_recorded *k = run_recorded_find(key);
+    if (!k)
+        die(CMD, "no recorded setting %s", key);
+    return k;
+}
+
 /* The defaults, and the option table over them (N_OPTS rows). */
 enum { N_OPTS = 37 };
 static void train_options(train_opts *o, opt opts[N_OPTS])
@@ -317,7 +337,10 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         .eval_every = 100, .log_every = 50, .warmup = r->warmup, .save_every = 0, .precision = r->precision,
         .micro_batch = r->micro_batch, .mpi_timeout = 600,
     };
-    const double BIG = 1e308;
+    /* a recorded setting's flag takes its range from run.h's RUN_RECORDED:
+     * the range a checkpoint's value is checked against, here and in the
+     * playground (saved_option checks they agree) */
+#define RANGE(key) recorded(key)->min, recorded(key)->max, recorded(key)->min_open
     const opt table[] = {
         { "--task", OPT_STRING, &o->task, "NAME", "toy task: copy (default), reverse, sort, add", 0, 0, 0, 0, 0 },
         { "--text", OPT_STRING, &o->text, "FILE", "character-level language modeling on a file", 0, 0, 0, 0, 0 },
@@ -329,19 +352,19 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", 0, MODEL_MAX_DROPOUT, 0, 0, 0 },
         { "--qkv-bias", OPT_FLAG, &o->qkv_bias, NULL, "biases on the query/key/value projections", 0, 0, 0, 0, 0 },
         { "--optimizer", OPT_STRING, &o->optimizer, "O", "sgd (default) or adamw", 0, 0, 0, 0, 0 },
-        { "--lr", OPT_DOUBLE, &o->lr, "X", "learning rate > 0 (default 0.1 sgd, 3e-3 adamw)", 0, RUN_MAX_LR, 1, 0, 0 },
-        { "--momentum", OPT_DOUBLE, &o->momentum, "X", "SGD momentum in [0,1) (default 0.9)", 0, 0.999999, 0, 0, 0 },
-        { "--weight-decay", OPT_DOUBLE, &o->weight_decay, "X", "weight decay >= 0 (default 0)", 0, 1e6, 0, 0, 0 },
-        { "--beta1", OPT_DOUBLE, &o->beta1, "X", "AdamW beta1 in [0,1) (default 0.9)", 0, 0.999999, 0, 0, 0 },
-        { "--beta2", OPT_DOUBLE, &o->beta2, "X", "AdamW beta2 in [0,1) (default 0.999)", 0, 0.999999999, 0, 0, 0 },
-        { "--eps", OPT_DOUBLE, &o->eps, "X", "AdamW epsilon > 0 (default 1e-8)", 0, 1, 1, 0, 0 },
-        { "--clip", OPT_DOUBLE, &o->clip, "X", "clip the global gradient norm to X; 0 = off (default 1)", 0, BIG, 0, 0, 0 },
+        { "--lr", OPT_DOUBLE, &o->lr, "X", "learning rate > 0 (default 0.1 sgd, 3e-3 adamw)", RANGE("lr"), 0, 0 },
+        { "--momentum", OPT_DOUBLE, &o->momentum, "X", "SGD momentum in [0,1) (default 0.9)", RANGE("momentum"), 0, 0 },
+        { "--weight-decay", OPT_DOUBLE, &o->weight_decay, "X", "weight decay >= 0 (default 0)", RANGE("weight_decay"), 0, 0 },
+        { "--beta1", OPT_DOUBLE, &o->beta1, "X", "AdamW beta1 in [0,1) (default 0.9)", RANGE("beta1"), 0, 0 },
+        { "--beta2", OPT_DOUBLE, &o->beta2, "X", "AdamW beta2 in [0,1) (default 0.999)", RANGE("beta2"), 0, 0 },
+        { "--eps", OPT_DOUBLE, &o->eps, "X", "AdamW epsilon > 0 (default 1e-8)", RANGE("eps"), 0, 0 },
+        { "--clip", OPT_DOUBLE, &o->clip, "X", "clip the global gradient norm to X; 0 = off (default 1)", RANGE("clip"), 0, 0 },
         { "--schedule", OPT_STRING, &o->schedule, "S", "constant (default) or cosine", 0, 0, 0, 0, 0 },
-        { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", 0, 1e15, 0, 0, 0 },
-        { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", 0, 1e6, 0, 0, 0 },
-        { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", 1, RUN_MAX_BATCH, 0, 0, 0 },
-        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps in all (--resume: counting those taken; default 400, --resume: the run's)", 0, 1e15, 0, 0, 0 },
-        { "--seed", OPT_INT64, &o->seed, "S", "seed of every random choice (default 1)", 0, RUN_MAX_SEED, 0, 0, 0 },
+        { "--warmup", OPT_LONG, &o->warmup, "N", "cosine: linear warmup steps (default 0)", RANGE("warmup"), 0, 0 },
+        { "--min-lr", OPT_DOUBLE, &o->min_lr, "X", "cosine: final learning rate (default 0)", RANGE("min_lr"), 0, 0 },
+        { "--batch", OPT_INT, &o->batch, "B", "sequences per step (default 32)", RANGE("batch"), 0, 0 },
+        { "--steps", OPT_LONG, &o->steps, "N", "optimizer steps in all (--resume: counting those taken; default 400, --resume: the run's)", RANGE("steps"), 0, 0 },
+        { "--seed", OPT_INT64, &o->seed, "S", "seed of every random choice (default 1)", RANGE("seed"), 0, 0 },
         { "--eval-every", OPT_LONG, &o->eval_every, "N", "evaluate every N steps; 0 = only at the end (default 100)", 0, 1e15, 0, 0, 0 },
         { "--log-every", OPT_LONG, &o->log_every, "N", "print a progress line every N steps (default 50)", 1, 1e15, 0, 0, 0 },
         { "--threads", OPT_INT, &o->threads, "N", "threads; 0 = all cores (default); 1 is safest on a busy machine", 0, 1024, 0, 0, 0 },
@@ -354,9 +377,10 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0, 0 },
         { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0, 0 },
-        { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", 1, 1 << 20, 0, 0, 0 },
+        { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", RANGE("micro_batch"), 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0, 0 },
     };
+#undef RANGE
     _Static_assert(sizeof table / sizeof table[0] == N_OPTS, "N_OPTS counts the rows");
     memcpy(opts, table, sizeof table);
 }

@@ -130,26 +130,28 @@ static const char *const ORDERS[] = { "random", "sequential", NULL };
 static const char *const PRECISIONS[] = { "fp32", "bf16", NULL };
 
 #define AT(field) offsetof(run_settings, field)
+/* The ranges: what the flags of `attograd train` take (its option rows read
+ * them from here). */
 const run_recorded RUN_RECORDED[RUN_N_RECORDED] = {
-    { "lr", RUN_REAL, AT(lr), NULL, NULL },
-    { "momentum", RUN_REAL, AT(momentum), NULL, NULL },
-    { "weight_decay", RUN_REAL, AT(weight_decay), NULL, NULL },
-    { "beta1", RUN_REAL, AT(beta1), NULL, NULL },
-    { "beta2", RUN_REAL, AT(beta2), NULL, NULL },
-    { "eps", RUN_REAL, AT(eps), NULL, NULL },
-    { "clip", RUN_REAL, AT(clip), NULL, NULL },
-    { "min_lr", RUN_REAL, AT(min_lr), NULL, NULL },
-    { "warmup", RUN_LONG, AT(warmup), NULL, NULL },
-    { "batch", RUN_INT, AT(batch), NULL, NULL },
-    { "seed", RUN_INT64, AT(seed), NULL, NULL },
-    { "steps", RUN_LONG, AT(steps), NULL, NULL },
-    { "schedule", RUN_WORD, AT(schedule), SCHEDULES, NULL },
-    { "order", RUN_WORD, AT(order), ORDERS, NULL },
-    { "precision", RUN_WORD, AT(precision), PRECISIONS, "fp32" },   /* runs saved before bf16 existed */
-    { "schedule_steps", RUN_LONG, AT(schedule_steps), NULL, "@steps" },
-    { "text_path", RUN_PATH, AT(text_path), NULL, "" },
-    { "micro_batch", RUN_INT, AT(micro_batch), NULL, "" },            /* whole batches (microbatch.h) */
-    { "log_path", RUN_PATH, AT(log_path), NULL, "" },
+    { "lr", RUN_REAL, AT(lr), NULL, NULL, 0, RUN_MAX_LR, 1 },
+    { "momentum", RUN_REAL, AT(momentum), NULL, NULL, 0, 0.999999, 0 },
+    { "weight_decay", RUN_REAL, AT(weight_decay), NULL, NULL, 0, 1e6, 0 },
+    { "beta1", RUN_REAL, AT(beta1), NULL, NULL, 0, 0.999999, 0 },
+    { "beta2", RUN_REAL, AT(beta2), NULL, NULL, 0, 0.999999999, 0 },
+    { "eps", RUN_REAL, AT(eps), NULL, NULL, 0, 1, 1 },
+    { "clip", RUN_REAL, AT(clip), NULL, NULL, 0, 1e308, 0 },
+    { "min_lr", RUN_REAL, AT(min_lr), NULL, NULL, 0, 1e6, 0 },
+    { "warmup", RUN_LONG, AT(warmup), NULL, NULL, 0, 1e15, 0 },
+    { "batch", RUN_INT, AT(batch), NULL, NULL, 1, RUN_MAX_BATCH, 0 },
+    { "seed", RUN_INT64, AT(seed), NULL, NULL, 0, RUN_MAX_SEED, 0 },
+    { "steps", RUN_LONG, AT(steps), NULL, NULL, 0, 1e15, 0 },
+    { "schedule", RUN_WORD, AT(schedule), SCHEDULES, NULL, 0, 0, 0 },
+    { "order", RUN_WORD, AT(order), ORDERS, NULL, 0, 0, 0 },
+    { "precision", RUN_WORD, AT(precision), PRECISIONS, "fp32", 0, 0, 0 },   /* runs saved before bf16 existed */
+    { "schedule_steps", RUN_LONG, AT(schedule_steps), NULL, "@steps", 0, 1e15, 0 },
+    { "text_path", RUN_PATH, AT(text_path), NULL, "", 0, 0, 0 },
+    { "micro_batch", RUN_INT, AT(micro_batch), NULL, "", 1, 1 << 20, 0 },  /* whole batches (microbatch.h) */
+    { "log_path", RUN_PATH, AT(log_path), NULL, "", 0, 0, 0 },
 };
 #undef AT
 
@@ -198,22 +200,30 @@ void run_record_write(run_record *r, const run_settings *s, const text_data *tex
 #undef PUT
 }
 
+/* v in k's range, compared as `attograd train` compares a flag's value. */
+static int in_range(const run_recorded *k, double v)
+{
+    return (k->min_open ? v > k->min : v >= k->min) && v <= k->max;
+}
+
 int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
 {
     char *end;
     errno = 0;
-    /* strtol and strtod skip leading white space: a number is the whole text */
-    int number = text && *text && !isspace((unsigned char)*text);
+    /* strtol and strtod skip leading white space: a number is the whole
+     * text, and decimal (strtod would read C's hex floats, which the flags
+     * refuse) */
+    int number = text && *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
     if (k->kind == RUN_REAL) {
         double v = number ? strtod(text, &end) : 0;
-        if (!number || *end || errno == ERANGE || !isfinite(v))
+        if (!number || *end || errno == ERANGE || !isfinite(v) || !in_range(k, v))
             return -1;
-        *FIELD(double, s, k) = v;
+        *FIELD(double, s, k) = v == 0 ? 0.0 : v;    /* -0 is 0, as the flags read it */
     } else if (k->kind == RUN_LONG || k->kind == RUN_INT64 || k->kind == RUN_INT) {
         long long v = number ? strtoll(text, &end, 10) : 0;
         long long lo = k->kind == RUN_INT ? INT_MIN : k->kind == RUN_LONG ? LONG_MIN : INT64_MIN;
         long long hi = k->kind == RUN_INT ? INT_MAX : k->kind == RUN_LONG ? LONG_MAX : INT64_MAX;
-        if (!number || *end || errno == ERANGE || v < lo || v > hi)
+        if (!number || *end || errno == ERANGE || v < lo || v > hi || !in_range(k, (double)v))
             return -1;
         if (k->kind == RUN_LONG)
             *FIELD(long, s, k) = (long)v;
@@ -239,6 +249,32 @@ int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
 #undef FIELD
 #undef CFIELD
 
+void run_setting_allowed(const run_recorded *k, char *buf, size_t len)
+{
+    if (k->kind == RUN_WORD) {
+        size_t u = (size_t)snprintf(buf, len, "it must be");
+        for (int i = 0; k->words[i] && u < len; i++)
+            u += (size_t)snprintf(buf + u, len - u, "%s %s", i == 0 ? "" : k->words[i + 1] ? "," : " or",
+                                  k->words[i]);
+    } else if (k->kind == RUN_PATH) {
+        snprintf(buf, len, "it must be a path");
+    } else {
+        char hi[40] = "";       /* none shown for a bound no value reaches (clip's) */
+        if (k->max < 1e300)
+            snprintf(hi, sizeof hi, " and <= %.10g", k->max);
+        snprintf(buf, len, "it must be a%s number %s %.10g%s", k->kind == RUN_REAL ? "" : " whole",
+                 k->min_open ? ">" : ">=", k->min, hi);
+    }
+}
+
+const run_recorded *run_recorded_find(const char *key)
+{
+    for (int i = 0; i < RUN_N_RECORDED; i++)
+        if (strcmp(RUN_RECORDED[i].key, key) == 0)
+            return &RUN_RECORDED[i];
+    return NULL;
+}
+
 const char *run_recorded_text(const ckpt *ck, const run_recorded *k)
 {
     const char *v = ckpt_meta(ck, k->key);
@@ -260,9 +296,24 @@ int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen)
             return -1;
         }
         if (!v || run_setting_set(&read, k, v)) {
-            ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value", ck->path, k->key, v ? v : "");
+            char allowed[96];
+            run_setting_allowed(k, allowed, sizeof allowed);
+            ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value (%s)", ck->path, k->key,
+                       v ? v : "", allowed);
             return -1;
         }
+    }
+    /* what a new run's flags may not say together (a resumed run's horizon
+     * is schedule_steps, which --steps set when the run began) */
+    if (strcmp(read.schedule, "cosine") == 0 && read.warmup > read.schedule_steps) {
+        ag_set_err(err, errlen, "%s: metadata warmup = %ld is past schedule_steps = %ld (a cosine schedule's warmup "
+                   "must be at most its steps)", ck->path, read.warmup, read.schedule_steps);
+        return -1;
+    }
+    if (strcmp(read.schedule, "cosine") == 0 && read.min_lr > read.lr) {
+        ag_set_err(err, errlen, "%s: metadata min_lr = %.40s is above lr = %.40s (a cosine schedule's min_lr must be "
+                   "at most its lr)", ck->path, ckpt_meta(ck, "min_lr"), ckpt_meta(ck, "lr"));
+        return -1;
     }
     *s = read;
     return 0;

@@ -132,13 +132,18 @@ typedef enum { RUN_REAL, RUN_LONG, RUN_INT64, RUN_INT, RUN_WORD, RUN_PATH } run_
  * run_settings, the words it may be (RUN_WORD), and what a checkpoint
  * without the key means: NULL, the run cannot be resumed; "", the setting
  * is unset (0 or NULL; an unset setting is not recorded); "@KEY", the value
- * recorded as KEY; else this value. */
+ * recorded as KEY; else this value.  A number's range, [min, max] ((min,
+ * max] when min_open), is the one place it is kept: `attograd train`'s
+ * flag for the setting takes it from here (its option row), and a
+ * checkpoint's value is checked against it wherever a run is resumed. */
 typedef struct run_recorded {
     const char *key;
     run_kind kind;
     size_t offset;
     const char *const *words;
     const char *missing;
+    double min, max;
+    int min_open;
 } run_recorded;
 
 /* In the order of the metadata.  A text's identity (text_bytes and
@@ -159,16 +164,26 @@ typedef struct run_record {
  * them), unset settings left out; text: the text's identity, recorded when
  * s->text_path is set. */
 void run_record_write(run_record *r, const run_settings *s, const text_data *text);
-/* Setting k of s from text, as the metadata holds it: a whole decimal
- * number, or one of k's words (s then points at the word of the table), or
- * a path (s points at text).  -1, with s unchanged, when it is none. */
+/* Setting k of s from text, as the metadata holds it: a decimal number in
+ * k's range (whole for an integer kind), or one of k's words (s then points
+ * at the word of the table), or a path (s points at text).  -1, with s
+ * unchanged, when it is none. */
 int run_setting_set(run_settings *s, const run_recorded *k, const char *text);
+/* What a value of k must be, as a clause for a message: "it must be a
+ * number >= 0 and <= 0.999999", "it must be constant or cosine". */
+void run_setting_allowed(const run_recorded *k, char *buf, size_t len);
+/* The row of RUN_RECORDED for key, or NULL. */
+const run_recorded *run_recorded_find(const char *key);
 /* What ck records for k, its `missing` applied: the text, or NULL when the
  * key is absent and the setting unset or required. */
 const char *run_recorded_text(const ckpt *ck, const run_recorded *k);
 /* Every recorded setting of ck into s (paths point into ck's metadata,
  * valid while ck is open).  -1 with one line naming the file and the key
- * when a required one is absent or a value is not valid. */
+ * when a required one is absent or a value is not valid (saying what it
+ * must be), or when the settings contradict each other as a new run's are
+ * refused (a cosine schedule's warmup past its steps, or its min_lr above
+ * its lr).  `attograd train --resume` and the playground's Open checkpoint
+ * both refuse a run this refuses. */
 int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen);
 
 /* Learning rate at 0-based `step`: linear warmup over `warmup` steps to lr, then

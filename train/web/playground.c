@@ -654,15 +654,17 @@ int pg_save(const char *path)
 }
 
 /* A run the command recorded on a 64-bit machine may hold a number (Steps
- * past 2^31) that a long here, 32 bits, cannot: error_text says so, where
- * run_settings_read calls the value invalid.  (The seed, an int64_t, takes
- * any the command does.) */
+ * past 2^31, within the flag's range) that a long here, 32 bits, cannot:
+ * error_text says so, where run_settings_read calls that value invalid.
+ * (The seed, an int64_t, takes any the command does.) */
 static void past_long(const ckpt *ck)
 {
     for (int i = 0; i < RUN_N_RECORDED; i++) {
         const run_recorded *k = &RUN_RECORDED[i];
         const char *v = k->kind == RUN_LONG ? run_recorded_text(ck, k) : NULL;
-        if (v && strtod(v, NULL) > LONG_MAX)
+        char named[64];
+        snprintf(named, sizeof named, "metadata %s = ", k->key);
+        if (v && strtod(v, NULL) > LONG_MAX && strtod(v, NULL) <= k->max && strstr(error_text, named))
             snprintf(error_text, sizeof error_text, "its %s, %.20s, is more than the page can hold (%ld): attograd "
                      "train --resume goes on with it", k->key, v, LONG_MAX);
     }
@@ -671,8 +673,10 @@ static void past_long(const ckpt *ck)
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
- * text_path when given ("" = none: it can complete, not train).  On any
- * problem the run is left as it was. */
+ * text_path when given ("" = none: it can complete, not train).  Its
+ * recorded settings are checked as train --resume checks them
+ * (run_settings_read: each in its flag's range, and together as a new
+ * run's must be).  On any problem the run is left as it was. */
 int pg_open(const char *path, const char *text_path, const char *text_name)
 {
     ENTER(-1);
@@ -698,12 +702,14 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
         failed = text_vocab_only(&d.text, ck.vocab, ck.vocab_size, error_text, sizeof error_text);
     else if (!failed)
         failed = open_data(&d, is_text ? NULL : ck.data, text_path, ck.vocab, ck.vocab_size, (uint64_t)o.seed);
+    /* a text that changed since it was saved is refused, as train --resume
+     * refuses it; a run past the page's memory, as pg_new refuses one */
+    if (!failed && have_text)
+        failed = text_check_unchanged(&ck, &d.text, 0, error_text, sizeof error_text);
+    if (!failed && ck.has_state)
+        failed = memory_ok(&m.cfg, adamw, o.batch, dataset_seq_len(&d, m.cfg.context));
     if (failed) {
-        model_free(&m);
-        ckpt_close(&ck);
-        return -1;
-    } else if (have_text && text_check_unchanged(&ck, &d.text, 0, error_text, sizeof error_text)) {
-        dataset_free(&d);       /* a text that changed since it was saved: refused, as train --resume refuses it */
+        dataset_free(&d);       /* what was read (d starts zeroed: nothing) */
         model_free(&m);
         ckpt_close(&ck);
         return -1;
