@@ -286,6 +286,8 @@ async function main() {
                    [{ batch: '0' }, /^metadata batch = '0' is not a valid value \(it must be a whole number >= 1 and <= 1048576\)$/],
                    [{ lr: '-1' }, /^metadata lr = '-1' is not a valid value \(it must be a number > 0 and <= 1000000\)$/],
                    [{ schedule: 'cosine', warmup: '1000' }, /^metadata warmup = 1000 is past schedule_steps = 20 /],
+                   // fewer steps than taken: train --resume without --steps refuses it too (the check below gives --steps 30)
+                   [{ steps: '5' }, /^metadata steps = 5 is less than the 20 steps the checkpoint has already taken$/, 'page'],
                    // in range, but past what the page's memory holds: refused as a Batch that large is (not by the command)
                    [{ batch: '1048576' }, /^this run needs .* GB for a 1048576 x 32 batch, more than the page's .* GB: Batch \d+ would fit$/, 'page']];
     for (const [i, [meta, want, only]] of cases.entries()) {

@@ -698,6 +698,11 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
         o.lr = run_default_lr(adamw);
         failed = 0;
     }
+    if (!failed && ck.has_state && ck.step > o.steps) {     /* as train --resume refuses it */
+        snprintf(error_text, sizeof error_text, "%s: metadata steps = %ld is less than the %ld steps the checkpoint has "
+                 "already taken", ck.path, o.steps, ck.step);
+        failed = 1;
+    }
     if (!failed && is_text && !have_text)
         failed = text_vocab_only(&d.text, ck.vocab, ck.vocab_size, error_text, sizeof error_text);
     else if (!failed)
