@@ -51,15 +51,19 @@ async function page(flags) {
   const ms = await p.evaluate(async ([steps, runs, dropouts]) => {
     const M = await createPlayground();   // eslint-disable-line no-undef
     const args = ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
-                  'number', 'number', 'number'];
+                  'number', 'number', 'string'];   // the seed as its digits (64 bits)
+    const must = (what, rc) => {                  // a refused run is an error, not a time
+      if (rc < 0) throw new Error(`${what}: ${M.UTF8ToString(M.ccall('pg_error', 'number', [], []))}`);
+      return rc;
+    };
     const buf = M._malloc(4 * (steps + 5));
     const best = dropouts.map(() => Infinity);
     for (let r = 0; r < runs; r++)
       dropouts.forEach((dropout, d) => {
-        M.ccall('pg_new', 'number', args, ['copy', '', '', 2, 4, 64, 0, dropout, 0, 0.1, 32, 400, 1]);
-        M.ccall('pg_train', 'number', ['number', 'number'], [5, buf]);
+        must('pg_new', M.ccall('pg_new', 'number', args, ['copy', '', '', 2, 4, 64, 0, dropout, 0, 0.1, 32, 400, '1']));
+        must('pg_train', M.ccall('pg_train', 'number', ['number', 'number'], [5, buf]));
         const t0 = performance.now();
-        M.ccall('pg_train', 'number', ['number', 'number'], [steps, buf]);
+        must('pg_train', M.ccall('pg_train', 'number', ['number', 'number'], [steps, buf]));
         best[d] = Math.min(best[d], (performance.now() - t0) / steps);
       });
     return best;
