@@ -428,6 +428,26 @@ static void save_run(const char *path, const text_data *text, const char *const 
     model_free(&m);
 }
 
+/* A temporary directory holding a small text (text_path) and the name of
+ * a checkpoint beside it (path), for the recorded-settings checks; 0, or
+ * -1 (failed check) when it cannot be made. */
+static int run_files(const char *what, char *dir, char *text_path, size_t tlen, char *path, size_t plen,
+                     text_data *text)
+{
+    char err[400];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "%s: no temporary directory", what);
+        return -1;
+    }
+    snprintf(text_path, tlen, "%s/t.txt", dir);
+    snprintf(path, plen, "%s/run.st", dir);
+    FILE *f = fopen(text_path, "w");
+    fputs("the quick brown fox jumps over the lazy dog\n", f);
+    fclose(f);
+    CHECK(text_load(text, text_path, err, sizeof err) == 0, "%s: %s", what, err);
+    return 0;
+}
+
 /* The run settings a checkpoint records (run.h's RUN_RECORDED, which
  * `attograd train` and the playground both write and read): every one,
  * given a value other than its default, comes back from the file as it
@@ -436,17 +456,9 @@ static void save_run(const char *path, const text_data *text, const char *const 
 static void check_recorded_settings(void)
 {
     char dir[] = "/tmp/attograd-run-XXXXXX", text_path[64], path[64], err[400];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "recorded settings: no temporary directory");
-        return;
-    }
-    snprintf(text_path, sizeof text_path, "%s/t.txt", dir);
-    snprintf(path, sizeof path, "%s/run.st", dir);
-    FILE *f = fopen(text_path, "w");
-    fputs("the quick brown fox jumps over the lazy dog\n", f);
-    fclose(f);
     text_data text;
-    CHECK(text_load(&text, text_path, err, sizeof err) == 0, "recorded settings: %s", err);
+    if (run_files("recorded settings", dir, text_path, sizeof text_path, path, sizeof path, &text))
+        return;
     run_settings s = {
         .lr = 0.012345678901234567, .momentum = 0.77, .weight_decay = 1.0 / 3, .beta1 = 0.81, .beta2 = 0.9987,
         .eps = 3e-9, .clip = 0.25, .min_lr = 1e-5, .warmup = 7, .batch = 5, .seed = INT64_C(9199999999999999999), .steps = 99,
@@ -553,17 +565,9 @@ static void check_recorded_settings(void)
 static void check_recorded_ranges(void)
 {
     char dir[] = "/tmp/attograd-range-XXXXXX", text_path[64], path[64], err[400];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "recorded ranges: no temporary directory");
-        return;
-    }
-    snprintf(text_path, sizeof text_path, "%s/t.txt", dir);
-    snprintf(path, sizeof path, "%s/run.st", dir);
-    FILE *f = fopen(text_path, "w");
-    fputs("the quick brown fox jumps over the lazy dog\n", f);
-    fclose(f);
     text_data text;
-    CHECK(text_load(&text, text_path, err, sizeof err) == 0, "recorded ranges: %s", err);
+    if (run_files("recorded ranges", dir, text_path, sizeof text_path, path, sizeof path, &text))
+        return;
     run_settings s = RUN_DEFAULTS;
     s.lr = 0.01;
     s.micro_batch = 4;
