@@ -169,13 +169,14 @@ static double train_bytes(const model_config *cfg, int adamw, int batch, int S)
 }
 
 /* A run that cannot fit is refused before anything big is allocated,
- * naming the largest Batch that would. */
-static int memory_ok(const model_config *cfg, int adamw, int batch, int S)
+ * naming the largest Batch that would; an opened checkpoint's (opened)
+ * keeps its batch, as train --resume does, so that run goes elsewhere. */
+static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int opened)
 {
     double need = train_bytes(cfg, adamw, batch, S);
     if (need <= memory_budget())
         return 0;
-    int lo = 0, hi = batch;
+    int lo = 0, hi = opened ? 0 : batch;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
         if (train_bytes(cfg, adamw, mid, S) <= memory_budget())
@@ -186,7 +187,9 @@ static int memory_ok(const model_config *cfg, int adamw, int batch, int S)
     size_t u = (size_t)snprintf(error_text, sizeof error_text, "this run needs %s%.1f GB for a %d x %d batch, more "
                                 "than the page's %.1f GB: ", isinf(need) ? "over " : "about ",
                                 (isinf(need) ? (double)SIZE_MAX : need) / 1e9, batch, S, memory_budget() / 1e9);
-    if (lo)
+    if (opened)
+        snprintf(error_text + u, sizeof error_text - u, "a resumed run keeps its batch, so go on with attograd train --resume");
+    else if (lo)
         snprintf(error_text + u, sizeof error_text - u, "Batch %d would fit", lo);
     else
         snprintf(error_text + u, sizeof error_text - u, "lower d_model, Layers or Context");
@@ -256,7 +259,7 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
         cfg.context = d.is_task ? d.task.len : 64;
     if ((d.is_task ? task_check_context(&d.task, cfg.context, error_text, sizeof error_text)
                    : text_check_context(&d.text, cfg.context, 1, error_text, sizeof error_text)) ||
-        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context))) {
+        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context), 0)) {
         dataset_free(&d);
         return -1;
     }
@@ -712,7 +715,7 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     if (!failed && have_text)
         failed = text_check_unchanged(&ck, &d.text, 0, error_text, sizeof error_text);
     if (!failed && ck.has_state)
-        failed = memory_ok(&m.cfg, adamw, o.batch, dataset_seq_len(&d, m.cfg.context));
+        failed = memory_ok(&m.cfg, adamw, o.batch, dataset_seq_len(&d, m.cfg.context), 1);
     if (failed) {
         dataset_free(&d);       /* what was read (d starts zeroed: nothing) */
         model_free(&m);
