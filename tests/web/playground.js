@@ -70,6 +70,21 @@ async function set(page, label, value) {
   else { await box.fill(String(value)); await box.dispatchEvent('change'); }
 }
 
+// The run opened from the checkpoint `opened` (at step `from`) given Steps
+// `to`, trained and saved in the page; and build-ref's `train --resume` of
+// the same file to `to`: [the page's bytes, the command's].
+async function trainOnAsResume(page, opened, from, to) {
+  await set(page, 'Steps', to);
+  await waitStatus(page, new RegExp(`^step ${from}/${to} · loss`), 30000);
+  await page.getByRole('button', { name: 'Train' }).click();
+  await waitStatus(page, new RegExp(`^step ${to}/${to} · loss`), 120000);
+  const got = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+  const out = path.join(TMP, 'resumed-' + path.basename(opened));
+  execFileSync(REF, ['train', '--resume', opened, '--steps', String(to), '--threads', '1', '--quiet', '--save', out],
+               { cwd: TMP });
+  return [got, fs.readFileSync(out)];
+}
+
 // Where two checkpoints part: the metadata key or tensor byte, for a failure's detail.
 function firstDifference(a, b) {
   const head = (x) => JSON.parse(x.subarray(8, 8 + Number(x.readBigUInt64LE(0))));
@@ -338,14 +353,7 @@ async function main() {
     const field = await page.getByLabel('Seed').inputValue(), inUrl = new URL(page.url()).searchParams.get('seed');
     check(`a checkpoint with seed ${S} opens, its seed exact in the Seed field (${field}) and the URL (${inUrl})`,
           field === S && inUrl === S);
-    await set(page, 'Steps', 12);
-    await waitStatus(page, /^step 5\/12 · loss/, 30000);
-    await page.getByRole('button', { name: 'Train' }).click();
-    await waitStatus(page, /^step 12\/12 · loss/, 60000);
-    const big = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
-    execFileSync(REF, ['train', '--resume', 'bigseed.st', '--steps', '12', '--threads', '1', '--quiet', '--save', 'bigres.st'],
-                 { cwd: TMP });
-    const bigWant = fs.readFileSync(path.join(TMP, 'bigres.st'));
+    const [big, bigWant] = await trainOnAsResume(page, path.join(TMP, 'bigseed.st'), 5, 12);
     check(`it trains on to train --resume's checkpoint byte for byte`, big.equals(bigWant), firstDifference(big, bigWant));
     const link = page.url();
     await page.goto(link);     // the link shared: the run from its start
@@ -360,19 +368,13 @@ async function main() {
   });
 
   // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
-  const midFile = path.join(TMP, 'mid.st'), resumedFile = path.join(TMP, 'resumed.st');
+  const midFile = path.join(TMP, 'mid.st');
   const runFlags = ['--task', 'reverse', '--layers', '1', '--heads', '2', '--d-model', '32', '--dropout', '0.1',
                     '--optimizer', 'adamw', '--lr', '0.003', '--batch', '8', '--seed', '7', '--threads', '1', '--quiet'];
   execFileSync(REF, ['train', ...runFlags, '--steps', '20', '--save', midFile]);
   await page.getByLabel('Open checkpoint').setInputFiles(midFile);
   await waitStatus(page, /^step 20\/20 · loss/, 30000);
-  await set(page, 'Steps', 45);
-  await waitStatus(page, /^step 20\/45 · loss/, 30000);
-  await page.getByRole('button', { name: 'Train' }).click();
-  await waitStatus(page, /^step 45\/45 · loss/, 120000);
-  const resumed = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
-  execFileSync(REF, ['train', '--resume', midFile, '--steps', '45', '--threads', '1', '--quiet', '--save', resumedFile]);
-  const want = fs.readFileSync(resumedFile);
+  const [resumed, want] = await trainOnAsResume(page, midFile, 20, 45);
   check(`a checkpoint opened, trained 25 more steps and saved is train --resume's byte for byte ` +
         `(${resumed.length} vs ${want.length} bytes)`, resumed.equals(want), firstDifference(resumed, want));
 
@@ -384,20 +386,14 @@ async function main() {
   await waitStatus(page, /^step 10\/10 · loss/, 30000);
   await page.getByLabel('Open text file').setInputFiles(textFile);
   await waitStatus(page, /^step 10\/10 · loss – · validation loss [0-9.]+$/, 30000);   // the text joined the run
-  await set(page, 'Steps', 20);
-  await waitStatus(page, /^step 10\/20 · loss/, 30000);
-  await page.getByRole('button', { name: 'Train' }).click();
-  await waitStatus(page, /^step 20\/20 · loss/, 120000);
-  const resumedText = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
-  execFileSync(REF, ['train', '--resume', 'tmid.st', '--steps', '20', '--threads', '1', '--quiet', '--save', 'tres.st'],
-               { cwd: TMP });
-  const [rHead, rData] = split(resumedText), [wHead, wData] = split(fs.readFileSync(path.join(TMP, 'tres.st')));
+  const [resumedText, wantText] = await trainOnAsResume(page, path.join(TMP, 'tmid.st'), 10, 20);
+  const [rHead, rData] = split(resumedText), [wHead, wData] = split(wantText);
   const paths = [rHead.__metadata__.text_path, wHead.__metadata__.text_path];
   delete rHead.__metadata__.text_path; delete wHead.__metadata__.text_path;
   check(`a text checkpoint opened, given its text, trained 10 more steps and saved is train --resume's ` +
         `(tensors byte for byte; metadata but text_path, ${paths.join(' vs ')})`,
         rData.equals(wData) && JSON.stringify(rHead) === JSON.stringify(wHead) && paths[0] === 'tiny.txt',
-        firstDifference(resumedText, fs.readFileSync(path.join(TMP, 'tres.st'))));
+        firstDifference(resumedText, wantText));
 
   // ---- the worked examples: attograd walkthrough's text --------------------------
   await page.getByText('Worked examples').click();
