@@ -37,6 +37,9 @@ REFERENCE ?=
 MPI       ?=
 
 BUILDDIR  ?= build
+# A program path to run from a rule: ./ before a relative one, an absolute one
+# (make BUILDDIR=/tmp/b run) as it is.
+runnable = $(if $(filter /%,$(1)),$(1),./$(1))
 # The MPI build: train/ compiled with AG_MPI (train/dist/dist.c) and everything
 # linked by mpicc; the engine in src/ is the same code as in the plain build.
 # mpicc runs the compiler CC names when one is given (make MPI=1 CC=clang).
@@ -168,7 +171,8 @@ test:
 	@$(MAKE) -s --no-print-directory REFERENCE=1 PRECISION=double all tests
 	@$(MAKE) -s --no-print-directory REFERENCE=1 all
 	@$(if $(HAVE_MPI),$(MAKE) -s --no-print-directory MPI=1 all,true)
-	@ATTOGRAD=./$(BUILDDIR)/attograd ATTOGRAD_REF=./$(REFDIR)/attograd ATTOGRAD_MPI=./$(BUILDDIR)-mpi/attograd \
+	@ATTOGRAD=$(call runnable,$(BUILDDIR)/attograd) ATTOGRAD_REF=$(call runnable,$(REFDIR)/attograd) \
+	    ATTOGRAD_MPI=$(call runnable,$(BUILDDIR)-mpi/attograd) \
 	    sh tests/run.sh \
 	    $(TEST_SRC:tests/%.c=$(BUILDDIR)/tests/%) $(TEST_SRC:tests/%.c=$(BUILDDIR)-double/tests/%) \
 	    $(TEST_SRC:tests/%.c=$(REFDIR)-double/tests/%) $(wildcard tests/cli_*.sh) $(wildcard tests/py_*.sh) \
@@ -332,7 +336,7 @@ bench-web: web all
 	@$(MAKE) -s --no-print-directory REFERENCE=1 all
 	@if [ ! -d tests/web/node_modules/playwright-core ]; then \
 	    echo "bench-web: skipped: no playwright-core in tests/web/node_modules (sh tests/install-deps.sh)"; exit 0; fi; \
-	ATTOGRAD=./$(BUILD)/attograd ATTOGRAD_REF=./$(BUILDDIR)-ref/attograd WEBDIR=$(WEBDIR) node tests/web/bench.js
+	ATTOGRAD=$(call runnable,$(BUILD)/attograd) ATTOGRAD_REF=$(call runnable,$(BUILDDIR)-ref/attograd) WEBDIR=$(WEBDIR) node tests/web/bench.js
 
 # The browser build's kernels against the reference's, bit for bit, under
 # node (tests/web_kernels.sh); the .wasm inside the .js, which node 20
@@ -348,7 +352,7 @@ web-serve: web
 	@cd $(WEBDIR) && python3 -m http.server 8000 --bind 127.0.0.1
 
 run: all
-	./$(CLI) train
+	$(call runnable,$(CLI)) train
 
 # ---- install --------------------------------------------------------------
 # The shared library is built from its own position-independent objects
@@ -401,8 +405,8 @@ uninstall:
 PICTURES_DIR ?= data
 pictures: all
 	@t=$$(mktemp -d) && trap 'rm -rf "$$t"' EXIT && \
-	./$(CLI) train --quiet --save $$t/copy.st >/dev/null && \
-	./$(CLI) attn --model $$t/copy.st --prompt 'gbjdaifc|gbjdaifc' --out $(PICTURES_DIR)/attention-copy.svg
+	$(call runnable,$(CLI)) train --quiet --save $$t/copy.st >/dev/null && \
+	$(call runnable,$(CLI)) attn --model $$t/copy.st --prompt 'gbjdaifc|gbjdaifc' --out $(PICTURES_DIR)/attention-copy.svg
 
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \

@@ -500,6 +500,11 @@ else
         eval 'grep -qx "libdir=/opt/ag/lib" stage/opt/ag/lib/pkgconfig/attograd.pc'
     mk uninstall DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make uninstall DESTDIR=... removes the staged files" test -z "$(find stage -type f -o -type l)"
+    # a build directory given as an absolute path: `make run` runs the
+    # command built there (it ran ./ before the path)
+    runcmd=$(make -s --no-print-directory -C "$ROOT" -n BUILDDIR="$BUILD" run 2>&1 | tail -n 1)
+    check "make BUILDDIR=/abs/path run runs /abs/path/attograd ($runcmd)" \
+        eval '[ "$runcmd" = "$BUILD/attograd train" ]'
 fi
 
 # ---- 16. a long evaluation shows its progress on a terminal, and only there ------------
