@@ -64,6 +64,30 @@ cp r.st r5.st
 check "--resume with --save elsewhere leaves the resumed file alone" cmp -s r.st r5.st
 check "--resume with --save elsewhere saves there ($(meta other.st step))" test "$(meta other.st step)" = 7
 check "--quiet still says where the run was saved ($(cat out.txt))" grep -qx "saved other.st (step 7)" out.txt
+# a resumed run already at its last step trains nothing: its file is left as it was (not
+# replaced by the same bytes: the same inode and mtime), however it is named; a --save
+# elsewhere is a copy asked for and is written; more --steps train and save back
+cp r5.st last.st; ln -s last.st last-link.st
+was=$(stat -c '%i %y' last.st)
+for run in "--resume last.st" "--resume last.st --save last.st --quiet" "--resume last-link.st --quiet" \
+           "--resume last.st --save last-link.st --quiet"; do
+    "$A" train $run >out.txt 2>err.txt
+    rc=$?
+    check "train $run at its last step: exit 0, nothing on stderr ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ ! -s err.txt ]'
+    check "train $run at its last step leaves the file alone: inode and mtime ($was -> $(stat -c '%i %y' last.st))" \
+        test "$(stat -c '%i %y' last.st)" = "$was"
+    check "train $run says the file is left as it was ($(grep -v '^ ' out.txt | head -3 | tr '\n' ' '))" \
+        grep -Eqx "last(-link)?\.st left as it was \(step 5: no steps taken, nothing to save\)" out.txt
+done
+check "and holds the same bytes, nothing beside it ($(ls last*))" \
+    eval 'cmp -s last.st r5.st && [ "$(ls last*)" = "$(printf "last-link.st\nlast.st")" ]'
+"$A" train --resume last.st --save last-copy.st --quiet >out.txt 2>&1
+check "--resume at its last step with --save elsewhere writes the copy ($(cat out.txt))" \
+    eval 'grep -qx "saved last-copy.st (step 5)" out.txt && cmp -s last-copy.st r5.st'
+"$A" train --resume last.st --steps 6 --quiet >out.txt 2>&1
+check "--resume with --steps past its last step trains and saves back ($(cat out.txt))" \
+    eval 'grep -qx "saved last.st (step 6)" out.txt && [ "$(meta last.st step)" = 6 ]'
 "$A" train $TINY --steps 4 --save-every 2 --save p.st --log-every 1 >out.txt 2>&1
 check "a periodic save prints a line ($(grep saved out.txt | tr '\n' ' '))" \
     eval 'grep -qx "saved p.st (step 2)" out.txt && grep -qx "saved p.st (step 4)" out.txt'

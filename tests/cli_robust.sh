@@ -429,6 +429,16 @@ if runas "$A" --version >/dev/null 2>&1 && ! runas cat "$F/secret.txt" >/dev/nul
     check "unwritable directory: the old checkpoint is intact" cmp -s "$tmp/ro/m.st" "$F/text.st"
     check "unwritable directory: nothing else in it" test "$(ls -A "$tmp/ro")" = m.st
 
+    # a resumed run at its last step in an unwritable directory: nothing to write, nothing refused
+    mkdir -p "$tmp/rol" && "$A" train --task copy --d-model 8 --heads 2 --layers 1 --batch 4 --eval-every 0 \
+        --steps 2 --save "$tmp/rol/m.st" >/dev/null 2>&1 && cp "$tmp/rol/m.st" "$tmp/rol.bak" && chmod 755 "$tmp/rol"
+    (cd "$O" && runas "$A" train --resume "$tmp/rol/m.st" --quiet) >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    check "resume at its last step in an unwritable directory: exit 0, the file left as it was ($rc: $(cat "$tmp/stderr"))" \
+        eval '[ $rc -eq 0 ] && [ ! -s "$tmp/stderr" ] && grep -qx "$tmp/rol/m.st left as it was (step 2: .*)" "$tmp/stdout"'
+    check "resume at its last step in an unwritable directory: the checkpoint kept, nothing beside it" \
+        eval 'cmp -s "$tmp/rol/m.st" "$tmp/rol.bak" && [ "$(ls -A "$tmp/rol")" = m.st ]'
+
     # a checkpoint made read-only (chmod a-w) in a writable directory is not replaced
     mkdir -p "$tmp/rof" && cp "$F/text.st" "$tmp/rof/m.st" && chmod 777 "$tmp/rof" && chmod 444 "$tmp/rof/m.st"
     [ "$(id -u)" -eq 0 ] && chown 65534 "$tmp/rof/m.st"

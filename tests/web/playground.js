@@ -365,6 +365,30 @@ async function main() {
     const freshWant = fs.readFileSync(path.join(TMP, 'bigfresh.st'));
     check(`its link (seed ${new URL(link).searchParams.get('seed')}) trains to attograd train --seed ${S}'s checkpoint ` +
           `byte for byte`, fresh.equals(freshWant), firstDifference(fresh, freshWant));
+    // the arrow keys step the Seed exactly, within its range (a number field steps in 18 digits:
+    // 1234567890123456789 up was 1.23456789012345678e+18, which the engine read as another seed)
+    const seedBox = page.getByLabel('Seed', { exact: true }), stepped = [];
+    const [S19, up] = ['1234567890123456789', '1234567890123456790'];
+    for (const [from, key, want] of [[S, 'ArrowUp', '9007199254740994'], ['1', 'ArrowDown', '0'], ['0', 'ArrowDown', '0'],
+                                     ['9200000000000000000', 'ArrowUp', '9200000000000000000'],
+                                     ['9200000000000000000', 'ArrowDown', '9199999999999999999'], [S19, 'ArrowUp', up]]) {
+      await seedBox.fill(from);
+      await seedBox.press(key);
+      const got = await seedBox.inputValue();
+      stepped.push(`${from} ${key}: ${got}` + (got === want ? '' : ` (not ${want})`));
+    }
+    check(`ArrowUp and ArrowDown step the Seed exactly, from 0 to 9200000000000000000 (${stepped.join('; ')})`,
+          !stepped.some((e) => e.endsWith(')')));
+    await page.waitForFunction((v) => new URLSearchParams(location.search).get('seed') === v, up, { timeout: 30000 });
+    await waitStatus(page, /^step 0\/12 · loss/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 12\/12 · loss/, 60000);
+    const upRun = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    execFileSync(REF, ['train', ...bigFlags.map((f) => (f === S ? up : f)), '--steps', '12', '--save', 'bigup.st'], { cwd: TMP });
+    const upWant = fs.readFileSync(path.join(TMP, 'bigup.st')), upSeed = split(upRun)[0].__metadata__.seed;
+    check(`the run the last one starts records seed ${upSeed} in its checkpoint and the URL, attograd train --seed ${up}'s ` +
+          `checkpoint byte for byte`, upSeed === up && new URL(page.url()).searchParams.get('seed') === up && upRun.equals(upWant),
+          firstDifference(upRun, upWant));
   });
 
   // ---- a run of the command's opened, trained on, saved: train --resume's bytes --
@@ -451,6 +475,7 @@ async function main() {
                      ['Steps', -5, /^cannot build the model: Steps must be a whole number from 0 to /],
                      ['Seed', '18446744073709551617', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 18446744073709551617\)$/],
                      ['Seed', -1, /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is -1\)$/],
+                     ['Seed', '12a', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 12a\)$/],
                      ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
                      ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
     for (const [label, value, want] of refused) {

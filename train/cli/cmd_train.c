@@ -416,6 +416,14 @@ int cmd_train(int argc, char **argv)
     check_values(&t);
     check_schedule(&t, opts, nopts);
     check_applies(&t, opts, nopts);
+    /* a resumed run already at its last step trains nothing: its file, where
+     * it saves back, is left as it was (writing the same bytes again would
+     * only replace it, and fail in a read-only directory); a --save
+     * elsewhere is a copy asked for, and is written */
+    if (o->resume && t.ck.step == o->steps && !output_through(o->save) && files_same(o->save, o->resume)) {
+        t.kept = o->save;
+        o->save = NULL;
+    }
     /* from the outputs' locks until training starts (train_loop.c installs
      * its own handler), a signal removes what the run has made: the lock
      * files, and a log being rewritten by log_drop_after */

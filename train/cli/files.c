@@ -78,6 +78,11 @@ static int same_file(file_id a, file_id b)
            (a.exists || strcmp(a.name, b.name) == 0);
 }
 
+int files_same(const char *a, const char *b)
+{
+    return same_file(identify(a), identify(b));
+}
+
 /* The file an open descriptor writes. */
 static file_id identify_fd(int fd)
 {

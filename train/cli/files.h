@@ -52,6 +52,9 @@ typedef struct file_arg {
  * stderr (report_stream). */
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
 
+/* 1 when a and b name the same file, as check_distinct tells outputs apart. */
+int files_same(const char *a, const char *b);
+
 /* Where a command's report goes (train's configuration, progress, saves and
  * summary; graph's line): stdout, unless an output is the file or pipe
  * stdout writes (--save /dev/stdout | gzip), which then gets its own bytes alone,

@@ -51,6 +51,7 @@ typedef struct trainer {
     int log_failed;             /* a write to the log failed: it was closed, and the run exits 1 */
     struct mb_plan *mb;         /* micro-batched steps (train_dist.c), or NULL: whole batches */
     const char *fault_save;     /* --save on every rank: where the rank that saves after a fault writes */
+    const char *kept;           /* a resumed run at its last step: its file, the save's target, not rewritten */
 } trainer;
 
 /* Data, model, optimizer, generators and the log, from t->o and t->ck;

@@ -384,6 +384,8 @@ int train_loop(trainer *t)
 
     if ((status == 0 || status >= 128) && o->save && !dist_lost() && save(t, step, 1))
         status = 1;
+    if (status == 0 && t->kept && stdout_open())
+        fprintf(out, "%s left as it was (step %ld: no steps taken, nothing to save)\n", t->kept, step);
     if (status == 0)
         summary(t, &p, step, loss, elapsed);
     log_flush(t);                       /* the header of a run with no steps to take */

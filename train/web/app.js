@@ -6,6 +6,7 @@
 
 const $ = (id) => document.getElementById(id);
 const SETTINGS = ['task', 'layers', 'heads', 'd_model', 'context', 'dropout', 'optimizer', 'lr', 'batch', 'steps', 'seed'];
+const SEED_MAX = 9200000000000000000n;            // attograd train --seed's largest
 const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
@@ -373,6 +374,20 @@ function bind() {
       return;
     }
     reset();
+  });
+  // Seed is a text field (a number field steps and reads it as a double: 2^53 + 1 up
+  // would be 2^53): ArrowUp and ArrowDown step it here, exactly, within the range
+  // the engine takes (RUN_MAX_SEED); other text goes to the engine, which names it.
+  $('seed').addEventListener('keydown', (e) => {
+    const t = $('seed').value.trim();
+    if ((e.key !== 'ArrowUp' && e.key !== 'ArrowDown') || e.altKey || e.ctrlKey || e.metaKey || !/^\d+$/.test(t)) return;
+    e.preventDefault();
+    let v = BigInt(t) + (e.key === 'ArrowUp' ? 1n : -1n);
+    v = v < 0n ? 0n : v > SEED_MAX ? SEED_MAX : v;
+    if (String(v) === $('seed').value) return;
+    $('seed').value = String(v);
+    $('seed').dispatchEvent(new Event('input', { bubbles: true }));
+    $('seed').dispatchEvent(new Event('change', { bubbles: true }));
   });
   $('train').addEventListener('click', () => {
     if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }

@@ -198,8 +198,9 @@ static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int o
 
 /* A seed as the page holds it, text (a JS number loses digits past 2^53):
  * into *seed when it is a whole number from 0 to RUN_MAX_SEED, the range
- * `attograd train --seed` takes; else -1 with one line naming label.  A
- * number field may also hold "3e9" or "7.0": read as the number they are. */
+ * `attograd train --seed` takes; else -1 with one line naming label.
+ * "3e9" or "7.0" (as a number field held them once) are read as the
+ * number they are. */
 static int seed_ok(const char *label, const char *text, int64_t *seed)
 {
     char *end = NULL;
