@@ -115,13 +115,16 @@ bad "--lr expects a number, got 'inf'" train --lr inf
 # numbers past a double's or a long's range are numbers out of the option's range
 bad "--lr 1e999 is out of range: it must be > 0 and <= 1000000" train --lr 1e999
 bad "--lr 1e-400 is too close to 0 to be represented" train --lr 1e-400
-bad "--seed 18446744073709551616 is out of range: it must be >= 0 and <= 9.2e+18" train --seed 18446744073709551616
+bad "--seed 18446744073709551616 is out of range: it must be >= 0 and <= 9200000000000000000" train --seed 18446744073709551616
+# an integer's bounds compared as integers: through a double, these equal 9.2e18
+bad "--seed 9200000000000000001 is out of range: it must be >= 0 and <= 9200000000000000000" train --seed 9200000000000000001
+bad "--seed 9200000000000000512 is out of range" eval --model "$F/copy.st" --seed 9200000000000000512
 bad "--seed -18446744073709551616 is out of range: it must be >= 0" eval --model "$F/copy.st" --seed -18446744073709551616
 bad "--lr expects a number, got ''" train --lr=
 bad "--lr -0.1 is out of range" train --lr -0.1
 bad "--lr expects a number, got '0.1 '" train --lr "0.1 "
 bad "--steps expects an integer, got '1.5'" train --steps 1.5
-bad "--steps 99999999999999999999 is out of range: it must be >= 0 and <= 1e+15" train --steps 99999999999999999999
+bad "--steps 99999999999999999999 is out of range: it must be >= 0 and <= 1000000000000000" train --steps 99999999999999999999
 bad "--d-model expects an integer, got '64x'" train --d-model=64x
 bad "--quiet takes no value" train --quiet=1
 bad "--batch 0 is out of range" train --batch 0

@@ -586,8 +586,8 @@ static void check_recorded_ranges(void)
             snprintf(vals[nv++], 40, "%.17g", k->min_open ? k->min : k->min - (whole ? 1 : 0.5));
             if (k->max >= 1e300)
                 snprintf(vals[nv++], 40, "1e309");
-            else if (whole && k->max <= 1e15)
-                snprintf(vals[nv++], 40, "%.0f", k->max + 1);
+            else if (whole && k->max < 0x1p63)     /* the next integer exactly (9200000000000000001) */
+                snprintf(vals[nv++], 40, "%lld", (long long)k->max + 1);
             else
                 snprintf(vals[nv++], 40, whole ? "%.0f" : "%.17g", k->max * (1 + 1e-3));
             snprintf(vals[nv++], 40, "0x1");

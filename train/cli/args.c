@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "run.h"
 
 void (*args_exit_hook)(int status);
 
@@ -119,13 +120,19 @@ static void usage(const char *cmd, const char *summary, const opt *opts, int nop
     printf("  %-22s %s\n", "-h, --help", "show this help");
 }
 
-static int range_check(const char *cmd, const opt *o, double v, const char *text)
+/* -1 (after die() when cmd is given) when out is set: text is outside o's range */
+static int range_check(const char *cmd, const opt *o, int out, const char *text)
 {
-    int low = o->min_open ? !(v > o->min) : !(v >= o->min);
-    if (low || !(v <= o->max)) {
+    if (out) {
         char lo[32], hi[32];
-        snprintf(lo, sizeof lo, "%.10g", o->min);
-        snprintf(hi, sizeof hi, "%.10g", o->max);
+        /* an integer's bounds in full (9200000000000000000, not 9.2e+18) */
+        if (o->kind == OPT_DOUBLE) {
+            snprintf(lo, sizeof lo, "%.10g", o->min);
+            snprintf(hi, sizeof hi, "%.10g", o->max);
+        } else {
+            snprintf(lo, sizeof lo, "%.0f", o->min);
+            snprintf(hi, sizeof hi, "%.0f", o->max);
+        }
         return refuse(cmd, "%s %s is out of range: it must be %s %s%s%s", o->name, text, o->min_open ? ">" : ">=",
                       lo, o->max < 1e300 ? " and <= " : "", o->max < 1e300 ? hi : "");
     }
@@ -149,7 +156,7 @@ static int parse_value(const char *cmd, opt *o, const char *text)
             return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
         /* a whole integer past long long's range is past the option's too:
          * said as such, not as something other than an integer */
-        if (range_check(cmd, o, errno == ERANGE ? (v < 0 ? -HUGE_VAL : HUGE_VAL) : (double)v, text))
+        if (range_check(cmd, o, errno == ERANGE || !run_int_in_range(v, o->min, o->min_open, o->max), text))
             return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
@@ -171,7 +178,7 @@ static int parse_value(const char *cmd, opt *o, const char *text)
         if (errno == ERANGE && isfinite(v))
             return refuse(cmd, "%s %s is too close to 0 to be represented (a double's smallest normal magnitude "
                           "is about 2.2e-308)", o->name, text);
-        if (range_check(cmd, o, v, text))
+        if (range_check(cmd, o, !(o->min_open ? v > o->min : v >= o->min) || !(v <= o->max), text))
             return -1;
         /* -0 is 0: a value is recorded and compared as text ("%.17g"
          * writes -0), and --momentum 0 must match a run given -0 */

@@ -223,7 +223,8 @@ int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
         long long v = number ? strtoll(text, &end, 10) : 0;
         long long lo = k->kind == RUN_INT ? INT_MIN : k->kind == RUN_LONG ? LONG_MIN : INT64_MIN;
         long long hi = k->kind == RUN_INT ? INT_MAX : k->kind == RUN_LONG ? LONG_MAX : INT64_MAX;
-        if (!number || *end || errno == ERANGE || v < lo || v > hi || !in_range(k, (double)v))
+        if (!number || *end || errno == ERANGE || v < lo || v > hi ||
+            !run_int_in_range(v, k->min, k->min_open, k->max))
             return -1;
         if (k->kind == RUN_LONG)
             *FIELD(long, s, k) = (long)v;
@@ -259,11 +260,13 @@ void run_setting_allowed(const run_recorded *k, char *buf, size_t len)
     } else if (k->kind == RUN_PATH) {
         snprintf(buf, len, "it must be a path");
     } else {
-        char hi[40] = "";       /* none shown for a bound no value reaches (clip's) */
+        /* a whole number's bounds in full (9200000000000000000, not 9.2e+18) */
+        const int whole = k->kind != RUN_REAL;
+        char lo[40], hi[48] = "";       /* none shown for a bound no value reaches (clip's) */
+        snprintf(lo, sizeof lo, whole ? "%.0f" : "%.10g", k->min);
         if (k->max < 1e300)
-            snprintf(hi, sizeof hi, " and <= %.10g", k->max);
-        snprintf(buf, len, "it must be a%s number %s %.10g%s", k->kind == RUN_REAL ? "" : " whole",
-                 k->min_open ? ">" : ">=", k->min, hi);
+            snprintf(hi, sizeof hi, whole ? " and <= %.0f" : " and <= %.10g", k->max);
+        snprintf(buf, len, "it must be a%s number %s %s%s", whole ? " whole" : "", k->min_open ? ">" : ">=", lo, hi);
     }
 }
 

@@ -7,6 +7,8 @@
 #ifndef ATTOGRAD_RUN_H
 #define ATTOGRAD_RUN_H
 
+#include <math.h>
+
 #include "attograd.h"
 #include "checkpoint.h"
 #include "model.h"
@@ -117,9 +119,33 @@ typedef struct run_settings {
  * the playground check them. */
 enum { RUN_MAX_BATCH = 1 << 20 };
 #define RUN_MAX_LR 1e6
-/* The largest seed, as a double (a seed is in range when (double)seed is
- * at most this, as `attograd train --seed` checks it). */
+/* The largest seed: 9200000000000000000, exactly (a double, as the ranges
+ * are; integers are compared with it as integers, run_int_in_range). */
 #define RUN_MAX_SEED 9.2e18
+
+/* Whether an integer v is in the range [min, max] (or (min, max] when
+ * min_open) of the doubles that bound a setting, compared exactly: through
+ * a double, 9200000000000000512 would compare equal to 9.2e18.  A bound at
+ * or past 2^63 in size bounds nothing a long long holds. */
+static inline int run_int_in_range(long long v, double min, int min_open, double max)
+{
+    const double top = 0x1p63;    /* 2^63: past every long long */
+    if (!(min < -top)) {
+        if (min >= top)
+            return 0;
+        const double least = min_open ? floor(min) + 1 : ceil(min);   /* the least whole number in range */
+        if (least >= top || v < (long long)least)
+            return 0;
+    }
+    if (!(max >= top)) {
+        if (max < -top)
+            return 0;
+        const double most = floor(max);
+        if (most < -top || v > (long long)most)
+            return 0;
+    }
+    return 1;
+}
 
 /* What a run starts from (`attograd train`'s defaults, the playground's);
  * lr 0: run_default_lr's for the optimizer. */

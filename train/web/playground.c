@@ -207,7 +207,7 @@ static int seed_ok(const char *label, const char *text, int64_t *seed)
     int number = *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");    /* decimal, as the flag */
     errno = 0;
     long long v = number ? strtoll(text, &end, 10) : -1;
-    if (number && !*end && errno == 0 && v >= 0 && (double)v <= RUN_MAX_SEED) {
+    if (number && !*end && errno == 0 && run_int_in_range(v, 0, 0, RUN_MAX_SEED)) {
         *seed = v;
         return 0;
     }
