@@ -8,6 +8,11 @@
  * each figure's fastest timing instead of the median (a busy machine),
  * and with one thread times the two libraries in turn.
  *
+ * Each figure is also given as a fraction of the ceiling bench_ceiling.h
+ * measures first: a register-only loop of the instruction the kernel is
+ * made of (fp32: vfmadd231ps; bf16: vdpbf16ps, or tdpbf16ps with AMX) on
+ * the same threads.
+ *
  * OpenBLAS picks its kernels when it loads, from cpuid or OPENBLAS_CORETYPE;
  * `make bench-gemm` sets OPENBLAS_CORETYPE to the fastest core type
  * tests/bench_blas.sh finds on this CPU.  This prints the core in use, and
@@ -21,6 +26,7 @@
 
 #include <cblas.h>
 
+#include "bench_ceiling.h"
 #include "kernels.h"
 #include "kernels/cpu.h"
 #include "kernels/fast.h"
@@ -202,6 +208,11 @@ int main(int argc, char **argv)
     /* OpenBLAS's new worker threads busy-wait for work for a while (~0.1 s)
      * and would take a core from ours during the first measurements. */
     nanosleep(&(struct timespec){0, 500000000}, NULL);
+    /* the ceilings first, before any library's threads exist or poll, and
+     * again at the end (below): the higher counts, the other work of a
+     * shared machine having lowered the other */
+    double fp32_ceiling = ceiling_fp32(threads);
+    double bf16_ceiling = ag_bf16_available() ? ceiling_bf16(ag_cpu_bf16(), threads) : 0;
 
     /* rows = batch*seq (e.g. 16 x 256 = 4096), d_model 128..512, MLP 4*d */
     shape shapes[] = {
@@ -285,6 +296,11 @@ int main(int argc, char **argv)
     for (int i = 0; !in_turn && i < ns; i++)
         if (shapes[i].batch > 1) shapes[i].blas = fmax(shapes[i].blas, measure(&shapes[i], &o, USE_BLAS_ITEMS));
     openblas_set_num_threads(threads);
+    if (fp32_ceiling > 0) {
+        nanosleep(&(struct timespec){0, 500000000}, NULL);      /* the libraries' threads go to sleep */
+        fp32_ceiling = fmax(fp32_ceiling, ceiling_fp32(threads));
+        if (bf16_ceiling > 0) bf16_ceiling = fmax(bf16_ceiling, ceiling_bf16(ag_cpu_bf16(), threads));
+    }
 
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("%s gemm, %d thread%s, %s GFLOP/s", AG_PRECISION_NAME, threads, threads == 1 ? "" : "s",
@@ -304,6 +320,15 @@ int main(int argc, char **argv)
     ag_threads_measured(&wake_us, &fork_us, &spin_us, &elem_ns, &min_work);
     printf("attograd pool, measured at start: wake %.2f us, fork %.2f us, spin %.2f us (-1: never sleeps), "
            "element %.3f ns, multiply-add %.4f ns\n", wake_us, fork_us, spin_us, elem_ns, ag_fast_gemm_madd_ns());
+    if (fp32_ceiling > 0)
+        printf("ceiling, register-only loops on %d thread%s at once, the higher of a run before the products and "
+               "one after (tests/bench_ceiling.h): fp32 %.1f GFLOP/s "
+               "(vfmadd231ps zmm, 16 accumulators)", threads, threads == 1 ? "" : "s", fp32_ceiling);
+    else
+        printf("ceiling: not measured (a float build with AVX-512 measures it)");
+    if (bf16_ceiling > 0)
+        printf("; bf16 %.1f GFLOP/s (%s)", bf16_ceiling, ceiling_bf16_loop(ag_cpu_bf16()));
+    printf("\n");
     if (in_turn)
         printf("one thread: attograd and OpenBLAS timed in turn, 51 timings each, the fastest counts\n");
     else
@@ -311,14 +336,18 @@ int main(int argc, char **argv)
                "on one OpenBLAS thread each\n", threads);
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
+    if (fp32_ceiling > 0) printf(" %8s", "/ceiling");
     if (bf16) printf(" %9s %9s", "bf16", "bf16/fp32");
+    if (bf16 && bf16_ceiling > 0) printf(" %8s", "/ceiling");
     printf("\n");
     for (int i = 0; i < ns; i++) {
         const shape *s = &shapes[i];
         printf("%-14s %5d %c%c %5d %5d %5d %9.1f %9.1f %6.2f", s->what, s->batch,
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->ours, s->blas,
                s->ours / s->blas);
+        if (fp32_ceiling > 0) printf(" %8.2f", s->ours / fp32_ceiling);
         if (bf16) printf(" %9.1f %9.2f", s->bf16, s->bf16 / s->ours);
+        if (bf16 && bf16_ceiling > 0) printf(" %8.2f", s->bf16 / bf16_ceiling);
         printf("\n");
     }
     free(o.A);
