@@ -148,7 +148,9 @@ eval_result train_evaluate(trainer *t, long max_windows, const eval_progress *pr
 
 int train_dist_stop(int sig)
 {
-    return (int)dist_max(sig);
+    long v = sig;
+    dist_max(&v, 1);
+    return (int)v;
 }
 
 int train_dist_end(trainer *t, int status)
