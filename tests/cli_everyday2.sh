@@ -587,17 +587,18 @@ check "SIGUSR1 without --save: exit 0, the run trained to the end ($rc: $(tr '\n
 check "SIGUSR1 without --save: one line names --save ($(tr '\n' '|' <usr.err))" \
     eval '[ "$(wc -l <usr.err)" -eq 1 ] && grep -qx "attograd train: SIGUSR1: nothing to save to (no --save FILE); training goes on" usr.err'
 # the other commands have nothing to save: it does not end them
-"$A" sample --model m.st --tokens 1000000 --threads 1 >usr.out 2>usr.err &
+rm -f sample.out
+"$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &
 pid=$!
-for _ in $(seq 300); do [ -s usr.out ] && break; sleep 0.05; done
+for _ in $(seq 300); do [ -s sample.out ] && break; sleep 0.05; done
 kill -USR1 $pid 2>/dev/null
-size=$(wc -c <usr.out)
-for _ in $(seq 300); do [ "$(wc -c <usr.out)" -gt $((size + 20)) ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
-check "SIGUSR1 does not end sample: it goes on printing" eval '[ "$(wc -c <usr.out)" -gt $((size + 20)) ]'
+size=$(wc -c <sample.out)
+for _ in $(seq 300); do [ "$(wc -c <sample.out)" -gt $((size + 20)) ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+check "SIGUSR1 does not end sample: it goes on printing" eval '[ "$(wc -c <sample.out)" -gt $((size + 20)) ]'
 kill -INT $pid 2>/dev/null
 wait $pid
 rc=$?
-check "... and SIGINT ends it as before, exit 130 ($rc: $(cat usr.err))" test $rc -eq 130
+check "... and SIGINT ends it as before, exit 130 ($rc: $(cat sample.err))" test $rc -eq 130
 
 # ---- 14. a change of compiler or flags rebuilds -------------------------------------------
 # in a build directory of its own: one object is enough to see it

@@ -427,8 +427,10 @@ int train_loop(trainer *t)
         }
         if (rq.saves > saves_done && !rq.stop && done != o->steps) {   /* else the save after the loop */
             saves_done = rq.saves;
-            if (p.tty)
-                fprintf(out, "\r%*s\r", 80, "");
+            if (p.tty) {
+                fprintf(out, "\r%*s\r", 80, "");     /* the bar goes before the line on stderr */
+                fflush(out);
+            }
             if (save_on_signal(t, done, saved_now))
                 saved = 1;
         }
