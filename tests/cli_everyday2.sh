@@ -586,6 +586,20 @@ check "SIGUSR1 without --save: exit 0, the run trained to the end ($rc: $(tr '\n
     eval '[ $rc -eq 0 ] && grep -q "^done: 5000 steps" usr.out'
 check "SIGUSR1 without --save: one line names --save ($(tr '\n' '|' <usr.err))" \
     eval '[ "$(wc -l <usr.err)" -eq 1 ] && grep -qx "attograd train: SIGUSR1: nothing to save to (no --save FILE); training goes on" usr.err'
+# a save that fails (a full disk: /dev/full, written through) is said, and the run goes on
+rm -f usr.fifo && mkfifo usr.fifo
+"$A" train $USR --save /dev/full >usr.fifo 2>usr.err &
+pid=$!
+exec 3<usr.fifo
+while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
+kill -USR1 $pid 2>/dev/null
+cat <&3 >usr.out
+exec 3<&-
+wait $pid
+rc=$?
+check "SIGUSR1 with a save that fails: one line says so, the run trains to the end, its last save fails: exit 1 ($rc: $(tr '\n' '|' <usr.err))" \
+    eval '[ $rc -eq 1 ] && grep -q "^step   5000/5000" usr.out &&
+          grep -qx "attograd train: SIGUSR1: not saved: /dev/full: .*; training goes on" usr.err'
 # the other commands have nothing to save: it does not end them
 rm -f sample.out
 "$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &

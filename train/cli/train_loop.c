@@ -197,7 +197,7 @@ static int save_on_signal(trainer *t, long done, int saved_now)
         return 0;
     }
     if (!saved_now && write_checkpoint(t, done, err, sizeof err)) {
-        warn("train", "SIGUSR1: %s; training goes on", err);
+        warn("train", "SIGUSR1: not saved: %s; training goes on", err);
         return 0;
     }
     warn("train", "SIGUSR1: saved %s (step %ld); training goes on", t->o.save, done);
