@@ -537,6 +537,88 @@ else
     skip "the progress of a long evaluation (no script(1) to give it a terminal)"
 fi
 
+# ---- 17. SIGUSR1 saves after the step and training goes on ----------------------------
+# The run's progress goes into a named pipe read here line by line: when the
+# reading stops, the run blocks on its next progress line, never more than a
+# pipe's worth (64 KB, some 700 lines) ahead, so a run of 5000 steps cannot
+# end (and overwrite the file saved at the signal) before it is looked at.
+USR="--text $TEXT $SMALL --dropout 0.1 --optimizer adamw --steps 5000 --log-every 1 --threads 1"
+# blocked PID: PID waits to write into a full pipe
+blocked() { case "$(cat /proc/$1/wchan 2>/dev/null)" in *pipe_write*) return 0 ;; esac; return 1; }
+# served ERR: ERR has a SIGUSR1 line (the run, if still there, has gone past it)
+served() { grep -q "SIGUSR1" "$1"; }
+rm -f usr.fifo && mkfifo usr.fifo
+"$A" train $USR --save usr.st >usr.fifo 2>usr.err &
+pid=$!
+exec 3<usr.fifo
+while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done    # up to its first progress line
+for _ in $(seq 600); do blocked $pid && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+check "SIGUSR1: the run trains until its progress fills the pipe" blocked $pid
+# three while it is blocked in the middle of a step's report: one save, after that step
+for _ in 1 2 3; do kill -USR1 $pid 2>/dev/null; sleep 0.05; done
+check "SIGUSR1: three signals while it writes a progress line do not end the run" kill -0 $pid
+while ! served usr.err && IFS= read -r line <&3; do :; done
+cp usr.st at_signal.st 2>/dev/null
+k=$(sed -nE 's/^attograd train: SIGUSR1: saved usr.st \(step ([0-9]+)\); training goes on$/\1/p' usr.err)
+cat <&3 >usr.out
+exec 3<&-
+wait $pid
+rc=$?
+check "SIGUSR1: the run goes on and exits 0 ($rc: $(tr '\n' '|' <usr.err))" test $rc -eq 0
+check "SIGUSR1: one line on stderr, saved usr.st (step N); training goes on ($(tr '\n' '|' <usr.err))" \
+    eval '[ -n "$k" ] && [ "$(wc -l <usr.err)" -eq 1 ]'
+check "SIGUSR1: the progress lines went on (a write it interrupted was not taken for a closed stdout)" \
+    eval 'grep -q "^step   5000/5000" usr.out && grep -q "^saved usr.st (step 5000)" usr.out'
+check "SIGUSR1: the file saved then is a checkpoint of step $k ($("$A" info at_signal.st 2>&1 | grep -m1 step))" \
+    eval '"$A" info at_signal.st | grep -q "step $k,"'
+"$A" train $USR --save unbroken.st >/dev/null 2>&1
+check "SIGUSR1: the run's final checkpoint is the unbroken run's, byte for byte" cmp -s unbroken.st usr.st
+"$A" train --resume at_signal.st --log-every 1000 --threads 1 >/dev/null 2>err.txt
+check "SIGUSR1: resumed from the file saved at step $k to step 5000: the unbroken run, byte for byte ($(cat err.txt))" \
+    cmp -s unbroken.st at_signal.st
+# without --save (or --resume) there is nothing to save to: said, and the run goes on
+rm -f usr.fifo && mkfifo usr.fifo
+"$A" train $USR >usr.fifo 2>usr.err &
+pid=$!
+exec 3<usr.fifo
+while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
+kill -USR1 $pid 2>/dev/null
+cat <&3 >usr.out
+exec 3<&-
+wait $pid
+rc=$?
+check "SIGUSR1 without --save: exit 0, the run trained to the end ($rc: $(tr '\n' '|' <usr.err))" \
+    eval '[ $rc -eq 0 ] && grep -q "^done: 5000 steps" usr.out'
+check "SIGUSR1 without --save: one line names --save ($(tr '\n' '|' <usr.err))" \
+    eval '[ "$(wc -l <usr.err)" -eq 1 ] && grep -qx "attograd train: SIGUSR1: nothing to save to (no --save FILE); training goes on" usr.err'
+# a save that fails (a full disk: /dev/full, written through) is said, and the run goes on
+rm -f usr.fifo && mkfifo usr.fifo
+"$A" train $USR --save /dev/full >usr.fifo 2>usr.err &
+pid=$!
+exec 3<usr.fifo
+while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
+kill -USR1 $pid 2>/dev/null
+cat <&3 >usr.out
+exec 3<&-
+wait $pid
+rc=$?
+check "SIGUSR1 with a save that fails: one line says so, the run trains to the end, its last save fails: exit 1 ($rc: $(tr '\n' '|' <usr.err))" \
+    eval '[ $rc -eq 1 ] && grep -q "^step   5000/5000" usr.out &&
+          grep -qx "attograd train: SIGUSR1: not saved: /dev/full: .*; training goes on" usr.err'
+# the other commands have nothing to save: it does not end them
+rm -f sample.out
+"$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &
+pid=$!
+for _ in $(seq 300); do [ -s sample.out ] && break; sleep 0.05; done
+kill -USR1 $pid 2>/dev/null
+size=$(wc -c <sample.out)
+for _ in $(seq 300); do [ "$(wc -c <sample.out)" -gt $((size + 20)) ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+check "SIGUSR1 does not end sample: it goes on printing" eval '[ "$(wc -c <sample.out)" -gt $((size + 20)) ]'
+kill -INT $pid 2>/dev/null
+wait $pid
+rc=$?
+check "... and SIGINT ends it as before, exit 130 ($rc: $(cat sample.err))" test $rc -eq 130
+
 # ---- 14. a change of compiler or flags rebuilds -------------------------------------------
 # in a build directory of its own: one object is enough to see it
 obj=$tmp/b/src/pcg32.o

@@ -271,6 +271,40 @@ for every in 50 1 1; do
         eval '! ls long.st.tmp.* >/dev/null 2>&1'
 done
 
+# SIGUSR1 to mpirun, which passes it to every rank (each gets it at its own
+# moment): the ranks agree on a step, rank 0 saves it once, and training goes
+# on; a second signal saves a later step.  The file saved at the first, resumed
+# on 2 ranks, continues as a run that never stopped.
+USR="--text $TEXT --d-model 16 --heads 2 --layers 1 --context 16 --batch 8 --dropout 0.1 --optimizer adamw
+     --log-every 1 --eval-every 0 --threads 1"
+rm -f usr.st
+mpirun --oversubscribe -np 2 "$M" train $USR --steps 1000000 --save usr.st >usr.out 2>usr.err &
+mpid=$!
+saves() { grep -c "^attograd train: SIGUSR1: saved usr.st (step [0-9]*); training goes on$" usr.err; }
+for _ in $(seq 300); do grep -q "^step" usr.out && break; kill -0 $mpid 2>/dev/null || break; sleep 0.1; done
+kill -USR1 $mpid
+for _ in $(seq 300); do [ "$(saves)" -ge 1 ] && break; kill -0 $mpid 2>/dev/null || break; sleep 0.1; done
+cp usr.st at_signal.st 2>/dev/null
+kill -USR1 $mpid
+for _ in $(seq 300); do [ "$(saves)" -ge 2 ] && break; kill -0 $mpid 2>/dev/null || break; sleep 0.1; done
+running=0; kill -0 $mpid 2>/dev/null && running=1
+kill -INT $mpid 2>/dev/null
+wait $mpid
+steps_saved() { sed -nE 's/^attograd train: SIGUSR1: saved usr.st \(step ([0-9]+)\).*/\1/p' usr.err | sed -n "$1p"; }
+k=$(steps_saved 1)
+k2=$(steps_saved 2)
+check "SIGUSR1 to mpirun: the ranks go on training after each ($(grep -v Forwarding usr.err | tr '\n' '|'))" \
+    test $running -eq 1
+check "SIGUSR1 to mpirun, twice: two lines from rank 0, the second at a later step ($k, $k2)" \
+    eval '[ "$(saves)" -eq 2 ] && [ -n "$k" ] && [ -n "$k2" ] && [ "$k2" -gt "$k" ]'
+check "SIGUSR1 to mpirun: the file saved at the first is a checkpoint of step $k" \
+    eval '"$A" info at_signal.st | grep -q "step $k,"'
+end=$((k + 6))
+run 2 train $USR --steps $end --save unbroken.st >/dev/null 2>&1
+run 2 train --resume at_signal.st --steps $end --log-every 1 --eval-every 0 --threads 1 >/dev/null 2>err.txt
+check "SIGUSR1 to mpirun: resumed on 2 ranks from step $k to $end = a run that never stopped ($(cat err.txt))" \
+    eval 'cmp -s <(tensors unbroken.st) <(tensors at_signal.st)'
+
 # ---- bad invocations: one line from rank 0, exit 2 on every rank -----------------
 # Each rank runs in a session of its own, where mpirun's SIGTERM and SIGKILL
 # (sent to the ranks left once one has exited non-zero) do not reach it, and

@@ -55,6 +55,10 @@ int main(int argc, char **argv)
      * which each output reports in one line, its temporary file removed:
      * SIGXFSZ would end the process there, leaving that file and the locks */
     signal(SIGXFSZ, SIG_IGN);
+    /* SIGUSR1 asks train for a checkpoint (train_loop.c); the other
+     * commands have none to make, and a scheduler's warning (sbatch
+     * --signal=USR1@120) or a stray kill -USR1 must not end them */
+    signal(SIGUSR1, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

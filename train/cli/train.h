@@ -61,6 +61,9 @@ void train_setup(trainer *t);
  * returns the exit status (0, 1 save or log failed, 3 diverged, 128 + signal). */
 int train_loop(trainer *t);
 void train_free(trainer *t);
+/* From here on SIGUSR1 asks the run for a checkpoint after the current
+ * step (train_loop.c); before, it is ignored (main.c). */
+void train_watch_save_signal(void);
 
 /* train_dist.c: training on several ranks (dist.h), or in micro-batches on
  * one (microbatch.h).  After the options and files are checked: the number
@@ -76,8 +79,14 @@ double train_dist_gradient(trainer *t, long step);
 /* The validation loss (and a task's held-out accuracy) as the run scores
  * it; progress (NULL: none) is told how far it is. */
 eval_result train_evaluate(trainer *t, long max_windows, const eval_progress *progress);
-/* The stop signal any rank has received (0: none), the same on every rank. */
-int train_dist_stop(int sig);
+/* What the ranks agree on after each step, the same on every rank: the
+ * stop signal any rank has received (0: none), and the most SIGUSR1s any
+ * rank has counted (a save is asked for when that grows). */
+typedef struct train_requests {
+    int stop;
+    long saves;
+} train_requests;
+train_requests train_dist_requests(int stop, long saves);
 /* The process's exit status, after leaving the run. */
 int train_dist_end(trainer *t, int status);
 

@@ -146,9 +146,11 @@ eval_result train_evaluate(trainer *t, long max_windows, const eval_progress *pr
     return evaluate(t->ctx, &t->m, &t->data, TEXT_VAL, max_windows, t->B, progress);
 }
 
-int train_dist_stop(int sig)
+train_requests train_dist_requests(int stop, long saves)
 {
-    return (int)dist_max(sig);
+    long v[2] = { stop, saves };        /* one reduction carries both */
+    dist_max(v, 2);
+    return (train_requests){ (int)v[0], v[1] };
 }
 
 int train_dist_end(trainer *t, int status)

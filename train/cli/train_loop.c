@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,31 @@
 static volatile sig_atomic_t stop_signal;
 static ag_atomic_file checkpoint_out;   /* the checkpoint being written, if any */
 static const char *save_name;           /* --save as given, for the message */
+
+/* SIGUSR1 (a scheduler's warning before a time limit, or a user wanting a
+ * snapshot): save after the current step, as --save-every would, and go
+ * on.  The handler only counts; the loop saves when the count any rank has
+ * seen grows, so several in one step give one save, and one that comes
+ * while a checkpoint is written waits for the step after.  SA_RESTART: a
+ * checkpoint being written to a pipe is not cut short by it. */
+static volatile sig_atomic_t save_signals;
+
+static void on_save_signal(int sig)
+{
+    (void)sig;
+    if (save_signals < SIG_ATOMIC_MAX)
+        save_signals++;
+}
+
+void train_watch_save_signal(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_save_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+}
 
 static void say(const char *s)
 {
@@ -132,15 +158,21 @@ static void report_divergence(const trainer *t, long step, step_result r, int sa
                         "(%s)%s\n", step + 1, r.bad->name, advice, kept);
 }
 
+/* Write the checkpoint: 0, or -1 with err. */
+static int write_checkpoint(trainer *t, long step, char *err, size_t errlen)
+{
+    ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->record.kv, t->record.n };
+    const char *data_name = t->data.is_task ? t->data.task.name : "text";
+    return ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
+                     errlen);
+}
+
 /* Write the checkpoint and, when told to, say so. */
 static int save(trainer *t, long step, int announce)
 {
     FILE *out = report_stream();
-    ckpt_state state = { t->optim, &t->data_rng, ag_dropout_rng(t->ctx), t->record.kv, t->record.n };
     char err[ERR_MAX];
-    const char *data_name = t->data.is_task ? t->data.task.name : "text";
-    if (ckpt_save(&checkpoint_out, t->o.save, &t->m, data_name, t->vocab, t->vocab_size, step, &state, err,
-                  sizeof err)) {
+    if (write_checkpoint(t, step, err, sizeof err)) {
         warn("train", "%s", err);
         return -1;
     }
@@ -149,6 +181,27 @@ static int save(trainer *t, long step, int announce)
         fflush(out);
     }
     return 0;
+}
+
+/* The save SIGUSR1 asked for, after step `done` (saved_now: --save-every
+ * has just written it), said in one line on stderr; 1 when the checkpoint
+ * holds that step.  No file to save to, or a save that fails, is said, and
+ * the run goes on: the signal never ends it.  Ranks above 0 have no --save
+ * (rank 0 writes) and say nothing. */
+static int save_on_signal(trainer *t, long done, int saved_now)
+{
+    char err[ERR_MAX];
+    if (!t->o.save) {
+        if (!t->fault_save)
+            warn("train", "SIGUSR1: nothing to save to (no --save FILE); training goes on");
+        return 0;
+    }
+    if (!saved_now && write_checkpoint(t, done, err, sizeof err)) {
+        warn("train", "SIGUSR1: not saved: %s; training goes on", err);
+        return 0;
+    }
+    warn("train", "SIGUSR1: saved %s (step %ld); training goes on", t->o.save, done);
+    return 1;
 }
 
 /* The ranks have lost each other (dist.h) and this one has given up; it
@@ -334,6 +387,7 @@ int train_loop(trainer *t)
     double loss = NAN;
     long step = t->start;
     int status = 0, saved = 0;
+    long saves_done = 0;                /* the SIGUSR1s served (the most any rank counted) */
     for (; step < o->steps; step++) {
         double lr = lr_schedule(t->cosine, step, o->warmup, o->schedule_steps, o->lr, o->min_lr);
         step_result r = train_step(t, step, lr);
@@ -355,6 +409,7 @@ int train_loop(trainer *t)
             status = save_after_fault(t, ++step);
             break;
         }
+        int saved_now = 0;
         if (o->save && o->save_every > 0 && done % o->save_every == 0 && done != o->steps) {
             if (p.tty)
                 fprintf(out, "\r%*s\r", 80, "");
@@ -362,14 +417,24 @@ int train_loop(trainer *t)
                 status = 1;
                 break;
             }
-            saved = 1;
+            saved = saved_now = 1;
         }
-        int stop = train_dist_stop(stop_signal);       /* every rank stops at the same step */
+        /* every rank stops, or saves, at the same step */
+        train_requests rq = train_dist_requests(stop_signal, save_signals);
         if (dist_lost()) {
             status = save_after_fault(t, ++step);
             break;
         }
-        if ((stop_signal = stop)) {
+        if (rq.saves > saves_done && !rq.stop && done != o->steps) {   /* else the save after the loop */
+            saves_done = rq.saves;
+            if (p.tty) {
+                fprintf(out, "\r%*s\r", 80, "");     /* the bar goes before the line on stderr */
+                fflush(out);
+            }
+            if (save_on_signal(t, done, saved_now))
+                saved = 1;
+        }
+        if ((stop_signal = rq.stop)) {
             step++;
             if (p.tty)
                 fprintf(out, "\n");

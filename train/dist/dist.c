@@ -413,14 +413,17 @@ int dist_alltoall(const void *send, const int *scounts, const int *sdispls, void
     return wait_for(&req, rc, "MPI_Ialltoallv");
 }
 
-long dist_max(long v)
+void dist_max(long *v, int n)
 {
-    if (size == 1 || lost)
-        return v;
-    long out = v;
+    /* static: a reduction given up on stays pending, and may still write */
+    static long in[4], out[4];
+    if (size == 1 || lost || n < 1 || n > 4)
+        return;
+    memcpy(in, v, (size_t)n * sizeof *v);
     MPI_Request req;
-    int rc = MPI_Iallreduce(&v, &out, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD, &req);
-    return wait_for(&req, rc, "MPI_Iallreduce") ? v : out;
+    int rc = MPI_Iallreduce(in, out, n, MPI_LONG, MPI_MAX, MPI_COMM_WORLD, &req);
+    if (wait_for(&req, rc, "MPI_Iallreduce") == 0)
+        memcpy(v, out, (size_t)n * sizeof *v);
 }
 
 /* ---- the gradient exchange, overlapped ----------------------------------
@@ -616,7 +619,7 @@ void dist_exchange_start(const dist_bucket *buckets, int n, dist_reduce_fn reduc
 void dist_exchange_post(int bucket) { (void)bucket; }
 int dist_exchange_wait(void) { return 0; }
 
-long dist_max(long v) { return v; }
+void dist_max(long *v, int n) { (void)v, (void)n; }
 void dist_exit(int status) { exit(status); }
 int dist_end(int status, int together)
 {

@@ -86,8 +86,9 @@ void dist_exchange_post(int bucket);
  * backward pass hid does not. */
 int dist_exchange_wait(void);
 
-/* The largest of every rank's v (v itself once the rank has given up). */
-long dist_max(long v);
+/* v[0..n) (n <= 4) become, each, the largest of every rank's; left as they
+ * are once the rank has given up. */
+void dist_max(long *v, int n);
 /* Wall-clock seconds spent in collectives so far (waiting for the other
  * ranks included). */
 double dist_comm_seconds(void);
