@@ -605,6 +605,25 @@ rc=$?
 check "SIGUSR1 with a save that fails: one line says so, the run trains to the end, its last save fails: exit 1 ($rc: $(tr '\n' '|' <usr.err))" \
     eval '[ $rc -eq 1 ] && grep -q "^step   5000/5000" usr.out &&
           grep -qx "attograd train: SIGUSR1: not saved: /dev/full: .*; training goes on" usr.err'
+# SIGTERM while the run is blocked writing a progress line: the write is
+# restarted after the handler, not failed (EINTR) and taken for a closed
+# stdout; the run ends after its step, saves and says so on stdout
+rm -f usr.fifo term.st && mkfifo usr.fifo
+"$A" train $USR --save term.st >usr.fifo 2>usr.err &
+pid=$!
+exec 3<usr.fifo
+while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
+for _ in $(seq 600); do blocked $pid && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+kill -TERM $pid 2>/dev/null
+cat <&3 >usr.out
+exec 3<&-
+wait $pid
+rc=$?
+check "SIGTERM while a progress line waits on a full pipe: exit 143, no 'standard output is closed' ($rc: $(tr '\n' '|' <usr.err))" \
+    eval '[ $rc -eq 143 ] && ! grep -q "standard output is closed" usr.err'
+check "... and the save is said on stdout and holds the step it names ($(grep '^saved' usr.out))" \
+    eval 'n=$(sed -nE "s/^saved term.st \(step ([0-9]+)\)$/\1/p" usr.out) && [ -n "$n" ] &&
+          "$A" info term.st | grep -q "step $n,"'
 # the other commands have nothing to save: it does not end them
 rm -f sample.out
 "$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &
