@@ -15,6 +15,7 @@
 #   make bench-busy         training beside busy processes, threads against one thread
 #   make bench-threads      the default threads against fixed settings, on this machine
 #   make bench-rows         the fused bias + GELU passes against the unfused ones
+#   make bench-amx-pack     the AMX kernel's work beside its tiles (any AVX512-BF16 CPU)
 #   make bench-mpi          2 ranks x 1 thread against 1 rank x 2 threads (needs Open MPI)
 #   make bench-multihost    the gradient exchange's model against 2 namespace hosts on limited links (root)
 #   make web                the browser playground in build-web/ (needs emscripten)
@@ -102,7 +103,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan test-clang run bench bench-busy bench-threads bench-rows bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan test-clang run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -216,6 +217,16 @@ $(BUILD)/bench_rows: tests/bench_rows.c $(LIB)
 bench-rows: $(BUILD)/bench_rows
 	@$(BUILD)/bench_rows
 	@$(BUILD)/bench_rows 1
+
+# The AMX kernel with its tile instructions left out (tests/bench_amx_pack.c):
+# its packing, block loop and threads, timed on any CPU with AVX512-BF16,
+# beside the time the tiles would take at the AMX ceiling.
+$(BUILD)/bench_amx_pack: tests/bench_amx_pack.c src/kernels/gemm_bf16.c $(LIB)
+	@$(CC) $(ALLCFLAGS) $< $(LIB) -o $@ $(LDLIBS)
+
+bench-amx-pack: $(BUILD)/bench_amx_pack
+	@$(BUILD)/bench_amx_pack 2
+	@$(BUILD)/bench_amx_pack 1
 
 # The default threads against 1 thread and all threads sleeping at once or
 # never sleeping, per config, on this machine (tests/bench_threads.sh).
