@@ -26,14 +26,14 @@
 #include <stdio.h>
 #include <time.h>
 
-/* The tile instructions, empty: each leaves a trace the compiler keeps. */
-static volatile int tile_trace;
-void amx_emul_loadconfig(const void *cfg) { tile_trace += cfg != NULL; }
-void amx_emul_release(void) { tile_trace++; }
-void amx_emul_load(int t, const void *base, long stride) { tile_trace += t + (int)stride + (base != NULL); }
-void amx_emul_store(int t, void *base, long stride) { tile_trace += t + (int)stride + (base != NULL); }
-void amx_emul_zero(int t) { tile_trace += t; }
-void amx_emul_dpbf16ps(int c, int a, int b) { tile_trace += c + a + b; }
+/* The tile instructions, empty (inlined away: what is left of the block
+ * loop is its own work, as around the real instructions). */
+void amx_emul_loadconfig(const void *cfg) { (void)cfg; }
+void amx_emul_release(void) {}
+void amx_emul_load(int t, const void *base, long stride) { (void)t; (void)base; (void)stride; }
+void amx_emul_store(int t, void *base, long stride) { (void)t; (void)base; (void)stride; }
+void amx_emul_zero(int t) { (void)t; }
+void amx_emul_dpbf16ps(int c, int a, int b) { (void)c; (void)a; (void)b; }
 
 static double now(void)
 {
