@@ -576,49 +576,43 @@ check "SIGUSR1: the run's final checkpoint is the unbroken run's, byte for byte"
 "$A" train --resume at_signal.st --log-every 1000 --threads 1 >/dev/null 2>err.txt
 check "SIGUSR1: resumed from the file saved at step $k to step 5000: the unbroken run, byte for byte ($(cat err.txt))" \
     cmp -s unbroken.st at_signal.st
+# signalled SIG BLOCKED ARGS...: train ARGS, its progress into a named pipe
+# read here; after its first progress line (and with BLOCKED 1 once it waits
+# on the full pipe) SIG is sent; the rest of the progress goes to usr.out,
+# stderr to usr.err, the exit status to $rc
+signalled() {
+    sig=$1 wait_blocked=$2
+    shift 2
+    rm -f usr.fifo && mkfifo usr.fifo
+    "$A" train "$@" >usr.fifo 2>usr.err &
+    pid=$!
+    exec 3<usr.fifo
+    while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
+    if [ "$wait_blocked" = 1 ]; then
+        for _ in $(seq 600); do blocked $pid && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+    fi
+    kill -"$sig" $pid 2>/dev/null
+    cat <&3 >usr.out
+    exec 3<&-
+    wait $pid
+    rc=$?
+}
 # without --save (or --resume) there is nothing to save to: said, and the run goes on
-rm -f usr.fifo && mkfifo usr.fifo
-"$A" train $USR >usr.fifo 2>usr.err &
-pid=$!
-exec 3<usr.fifo
-while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
-kill -USR1 $pid 2>/dev/null
-cat <&3 >usr.out
-exec 3<&-
-wait $pid
-rc=$?
+signalled USR1 0 $USR
 check "SIGUSR1 without --save: exit 0, the run trained to the end ($rc: $(tr '\n' '|' <usr.err))" \
     eval '[ $rc -eq 0 ] && grep -q "^done: 5000 steps" usr.out'
 check "SIGUSR1 without --save: one line names --save ($(tr '\n' '|' <usr.err))" \
     eval '[ "$(wc -l <usr.err)" -eq 1 ] && grep -qx "attograd train: SIGUSR1: nothing to save to (no --save FILE); training goes on" usr.err'
 # a save that fails (a full disk: /dev/full, written through) is said, and the run goes on
-rm -f usr.fifo && mkfifo usr.fifo
-"$A" train $USR --save /dev/full >usr.fifo 2>usr.err &
-pid=$!
-exec 3<usr.fifo
-while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
-kill -USR1 $pid 2>/dev/null
-cat <&3 >usr.out
-exec 3<&-
-wait $pid
-rc=$?
+signalled USR1 0 $USR --save /dev/full
 check "SIGUSR1 with a save that fails: one line says so, the run trains to the end, its last save fails: exit 1 ($rc: $(tr '\n' '|' <usr.err))" \
     eval '[ $rc -eq 1 ] && grep -q "^step   5000/5000" usr.out &&
           grep -qx "attograd train: SIGUSR1: not saved: /dev/full: .*; training goes on" usr.err'
 # SIGTERM while the run is blocked writing a progress line: the write is
 # restarted after the handler, not failed (EINTR) and taken for a closed
 # stdout; the run ends after its step, saves and says so on stdout
-rm -f usr.fifo term.st && mkfifo usr.fifo
-"$A" train $USR --save term.st >usr.fifo 2>usr.err &
-pid=$!
-exec 3<usr.fifo
-while IFS= read -r line <&3 && [ "${line#step}" = "$line" ]; do :; done
-for _ in $(seq 600); do blocked $pid && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
-kill -TERM $pid 2>/dev/null
-cat <&3 >usr.out
-exec 3<&-
-wait $pid
-rc=$?
+rm -f term.st
+signalled TERM 1 $USR --save term.st
 check "SIGTERM while a progress line waits on a full pipe: exit 143, no 'standard output is closed' ($rc: $(tr '\n' '|' <usr.err))" \
     eval '[ $rc -eq 143 ] && ! grep -q "standard output is closed" usr.err'
 check "... and the save is said on stdout and holds the step it names ($(grep '^saved' usr.out))" \

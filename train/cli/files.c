@@ -306,19 +306,21 @@ int outputs_discard(void)
     return result;
 }
 
-void on_stop_signals(void (*handler)(int))
+void on_signal_restarting(int sig, void (*handler)(int))
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
-    /* a write the signal interrupts (a progress line or a checkpoint into
-     * a pipe that is full) goes on after the handler: failed with EINTR,
-     * it was taken for a closed stdout, or failed the stop's own save */
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    sigaction(sig, &sa, NULL);
+}
+
+void on_stop_signals(void (*handler)(int))
+{
+    on_signal_restarting(SIGINT, handler);
+    on_signal_restarting(SIGTERM, handler);
+    on_signal_restarting(SIGHUP, handler);
 }
 
 static void discard_and_exit(int sig)

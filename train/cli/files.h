@@ -83,7 +83,12 @@ void output_track(ag_atomic_file *a);
  * target is left as it was, 0 when a tracked write had already put its file
  * in place, -1 when no write was under way. */
 int outputs_discard(void);
-/* handler for SIGINT, SIGTERM and SIGHUP (a closed terminal). */
+/* handler for signal sig.  A write the signal interrupts (a progress line
+ * or a checkpoint into a pipe that is full) goes on after the handler
+ * (SA_RESTART): failed with EINTR, it would be taken for a closed stdout,
+ * or fail the save the signal asked for. */
+void on_signal_restarting(int sig, void (*handler)(int));
+/* handler for SIGINT, SIGTERM and SIGHUP (a closed terminal), as above. */
 void on_stop_signals(void (*handler)(int));
 /* SIGINT, SIGTERM and SIGHUP end the process with 128 + the signal after
  * outputs_discard (for commands that write a file and then stop). */

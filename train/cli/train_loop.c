@@ -42,15 +42,7 @@ static void on_save_signal(int sig)
         save_signals++;
 }
 
-void train_watch_save_signal(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_save_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-}
+void train_watch_save_signal(void) { on_signal_restarting(SIGUSR1, on_save_signal); }
 
 static void say(const char *s)
 {
