@@ -297,7 +297,7 @@ async function main() {
     };
     const status = await statusText(page);
     const cases = [[{ beta2: '1.5' }, /^metadata beta2 = '1\.5' is not a valid value \(it must be a number >= 0 and <= 0\.999999999\)$/],
-                   [{ seed: '-1' }, /^metadata seed = '-1' is not a valid value \(it must be a whole number >= 0 and <= 9\.2e\+18\)$/],
+                   [{ seed: '-1' }, /^metadata seed = '-1' is not a valid value \(it must be a whole number >= 0 and <= 9200000000000000000\)$/],
                    [{ batch: '0' }, /^metadata batch = '0' is not a valid value \(it must be a whole number >= 1 and <= 1048576\)$/],
                    [{ lr: '-1' }, /^metadata lr = '-1' is not a valid value \(it must be a number > 0 and <= 1000000\)$/],
                    [{ schedule: 'cosine', warmup: '1000' }, /^metadata warmup = 1000 is past schedule_steps = 20 /],
