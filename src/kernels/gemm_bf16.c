@@ -791,7 +791,7 @@ typedef struct {
     const unit_plan *u;
 } amx_call;
 
-/* The packing's tasks (see amx_pack_a_rows): A's, then B's. */
+/* The packing's tasks, in the order that reads each operand forward (above): A's, then B's. */
 static int amx_a_tasks(const amx_job *g) { return g->ta ? g->kc_tiles : g->m_tiles; }
 static int amx_pack_tasks(const amx_job *g) { return amx_a_tasks(g) + (g->tb ? g->n_tiles : g->kc_tiles); }
 
