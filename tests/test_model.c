@@ -764,6 +764,17 @@ int main(void)
         }
     CHECK(w[1]->ndim == 4 && w[1]->shape[1] == 3 && upper_zero && rows_sum_one,
           "attention weights: [B,H,T,T], zero above the diagonal, rows sum to 1");
+    /* the whole model on the op-by-op attention (model.explicit_attention,
+     * which the benchmarks compare against): the fused op's logits and weights */
+    ag_tensor *we[2];
+    m.explicit_attention = 1;
+    ag_tensor *le = model_forward(ctx, &m, a, 1, 8, 0, we);
+    m.explicit_attention = 0;
+    double dl = max_rel_diff(le->data, la->data, 8 * 9), dw = 0;
+    for (int l = 0; l < 2; l++)
+        dw = fmax(dw, max_rel_diff(we[l]->data, w[l]->data, 3 * 8 * 8));
+    CHECK(dl <= TOL_PATHS && dw <= TOL_PATHS, "explicit attention model: logits %.2g, weights %.2g from the fused op's",
+          dl, dw);
     ag_ctx_free(ctx);
     model_free(&m);
     check_cache(ARCH_GPT);
