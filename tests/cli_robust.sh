@@ -38,6 +38,7 @@ head -c 4096 /dev/urandom >"$F/random.bin"
 printf 'abcabcabcabcabcabcab\n' >"$F/short.txt"                # 21 bytes: no window of 32 fits
 head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all inside tiny.txt's vocabulary
 printf '%s\n' 'some text with a tab	and {braces} ~' >"$F/foreign.txt"
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >"$F/header.csv"   # a log with no rows
 mkdir -p "$F/dir"
 cp "$F/text.st" "$F/secret.st"; cp "$TEXT" "$F/secret.txt"
 cp "$TEXT" "$F/new"$'\n'"line.st"                  # a name with a newline in it
@@ -285,6 +286,7 @@ bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens
 bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" sample --model "$F/text.st" --text "$F/foreign.txt"
 # the help's defaults are what sample does: a task model answers greedily
 # (no seed drawn, the --temperature 0 answer), a text model samples at 1
 check "sample --help gives --temperature's default for task models as 0 (greedy)" \
@@ -364,11 +366,14 @@ if has attn; then
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
     bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
+    bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
+        --out "$O/a.svg"
 fi
 if has plot; then
     bad "$F/empty" plot --log "$F/empty" --out "$O/p.svg"
     bad "$F/random.bin" plot --log "$F/random.bin" --out "$O/p.svg"
     bad "$F/dir" plot --log "$F/dir" --out "$O/p.svg"
+    bad "$F/header.csv: no rows after the header" plot --log "$F/header.csv" --out "$O/p.svg"
 fi
 if has graph; then
     bad "--tokens 0 is out of range" graph --model "$F/copy.st" --tokens 0 --out "$O/g.dot"
