@@ -270,7 +270,8 @@ def main():
         print(f"{name}\t{expect}")
 
     # files as other programs write them: weights only, no metadata, read
-    # with the flags that say what the file does not (--heads, --text) ->
+    # with the flags that say what the file does not (--heads, --text), and
+    # files a resume cannot take ->
     # OUTDIR/foreign.manifest, "<name>\t<command line>\t<expect>": in the
     # command line FILE stands for the file, TEXT for the training text and
     # OTHER for a text of other bytes; expect is "OK" (loads), "OK:<substring>"
@@ -302,6 +303,12 @@ def main():
           "tensor 'tok_emb.weight' gives vocab_size = 300, out of range [1, 256]")
     fcase("foreign_no_blocks", [e for e in weights if not e[0].startswith("blocks.")], ev,
           "no metadata n_layer, and no tensors 'blocks.N.attn.W_query.weight'")
+    # resuming needs the run's state and settings: a file without them is
+    # refused by train --resume (info and eval read it)
+    fcase("resume_weights_only", weights, "train --resume FILE --steps 9",
+          "holds weights only, no optimizer state to resume (use --init", wmeta)
+    fcase("resume_no_lr", entries, "train --resume FILE --steps 9",
+          "metadata 'lr' is missing, so the run cannot be resumed", with_meta(meta, lr=None))
     with open(os.path.join(outdir, "foreign.manifest"), "w") as f:
         for name, line, expect in foreign:
             f.write(f"{name}\t{line}\t{expect}\n")

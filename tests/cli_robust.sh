@@ -158,6 +158,8 @@ bad "--lr cannot be changed with --resume" train --resume "$F/text.st" --lr 0.5
 bad "--seed cannot be changed with --resume" train --resume "$F/text.st" --seed 9
 bad "--heads 2 contradicts the file's metadata n_head 4" train --init "$F/copy.st" --heads 2
 bad "--arch cannot be used with --resume" train --resume "$F/copy.st" --arch attn-only
+bad "--qkv-bias cannot be used with --init (the checkpoint's model has no query/key/value biases)" \
+    train --init "$F/text.st" --qkv-bias --steps 1
 bad "--steps 1 is less than the 3 steps" train --resume "$F/text.st" --steps 1
 bad "--task sort does not match the model" train --init "$F/text.st" --task sort
 bad "--task sort does not match the model" train --init "$F/copy.st" --task sort
@@ -286,6 +288,7 @@ bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens
 bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+bad "--task: unknown task 'parity' (tasks: copy, reverse, sort, add)" eval --model "$F/copy.st" --task parity
 bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" sample --model "$F/text.st" --text "$F/foreign.txt"
 # the help's defaults are what sample does: a task model answers greedily
 # (no seed drawn, the --temperature 0 answer), a text model samples at 1
