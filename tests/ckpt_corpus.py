@@ -309,6 +309,8 @@ def main():
           "holds weights only, no optimizer state to resume (use --init", wmeta)
     fcase("resume_no_lr", entries, "train --resume FILE --steps 9",
           "metadata 'lr' is missing, so the run cannot be resumed", with_meta(meta, lr=None))
+    fcase("resume_no_text_path", entries, "train --resume FILE --steps 9",
+          "was trained on a text file it does not name: give it with --text FILE", with_meta(meta, text_path=None))
     with open(os.path.join(outdir, "foreign.manifest"), "w") as f:
         for name, line, expect in foreign:
             f.write(f"{name}\t{line}\t{expect}\n")
