@@ -381,6 +381,9 @@ fi
 if has graph; then
     bad "--tokens 0 is out of range" graph --model "$F/copy.st" --tokens 0 --out "$O/g.dot"
     bad "--tokens expects an integer, got '5x'" graph --model "$F/copy.st" --tokens 5x --out "$O/g.dot"
+    bad "--tokens: 100 tokens are more than the model's context (8)" graph --model "$F/text.st" --tokens 100 --out "$O/g.dot"
+    bad "--tokens: 100 tokens are more than the task's sequence length" graph --model "$F/copy.st" --tokens 100 \
+        --out "$O/g.dot"
     bad "exceeds the limit" graph --model "$F/random.bin" --out "$O/g.dot"
     # copy scores only the answer: the first 8 tokens of a problem predict no scored target
     bad "--tokens 3: the copy task scores only the answer, and the first 3 tokens predict none of it: give --tokens 9 to 16" \
