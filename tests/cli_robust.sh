@@ -289,6 +289,10 @@ bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
 bad "--task: unknown task 'parity' (tasks: copy, reverse, sort, add)" eval --model "$F/copy.st" --task parity
+# a name past PATH_MAX (4096 on Linux) is refused by its length, shown by its start
+long=$(head -c 5000 /dev/zero | tr '\0' a)
+bad "is 5003 bytes, longer than the 4095 the system accepts" train --steps 1 --save "$long.st"
+bad "is 5003 bytes, longer than the 4095 the system accepts" eval --model "$long.st"
 bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" sample --model "$F/text.st" --text "$F/foreign.txt"
 # the help's defaults are what sample does: a task model answers greedily
 # (no seed drawn, the --temperature 0 answer), a text model samples at 1
