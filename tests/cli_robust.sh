@@ -375,6 +375,11 @@ if has attn; then
     bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
     bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
         --out "$O/a.svg"
+    # the CSV and the picture both or neither: an SVG that cannot be made
+    # leaves no CSV, a CSV that cannot be written no SVG
+    bad "no/such/a.svg: cannot create temp file" attn --model "$F/copy.st" --prompt abc --csv "$O/w.csv" \
+        --out "$O/no/such/a.svg"
+    bad "/dev/full: write failed" attn --model "$F/copy.st" --prompt abc --csv /dev/full --out "$O/a.svg"
 fi
 if has plot; then
     bad "$F/empty" plot --log "$F/empty" --out "$O/p.svg"
