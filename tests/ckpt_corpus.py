@@ -263,6 +263,12 @@ def main():
               vocab=json.dumps(vocab[:-1]))
     meta_case("meta_vocab_byte", "metadata vocab entry 0 is not a byte value", vocab=json.dumps([256] + vocab[1:]))
     meta_case("meta_vocab_string", "metadata vocab is not a JSON list", vocab="abc")
+    meta_case("ok_meta_vocab_exponents", "OK", vocab="[" + ",".join("%.2fe%+d" % (v / 10, 1) for v in vocab) + "]")
+    meta_case("meta_vocab_no_comma", "metadata vocab expected ',' or ']' after entry 0",
+              vocab="[%d %d]" % (vocab[0], vocab[1]))
+    meta_case("meta_vocab_after", "metadata vocab has bytes after the closing ']'", vocab=json.dumps(vocab) + " x")
+    meta_case("meta_vocab_bare_exponent", "metadata vocab entry 0 is not a byte value 0..255",
+              vocab="[%de]" % vocab[0])
     meta_case("meta_optimizer_unknown", "metadata optimizer is rmsprop", optimizer="rmsprop")
     meta_case("meta_optim_step_missing", "metadata 'optim_step' is missing", optim_step=None)
 
