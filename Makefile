@@ -200,13 +200,17 @@ test-clang:
 # Line and branch coverage (gcc's --coverage) in build-cov/, at -O2 as
 # test-asan builds (the attention's backward needs the multiply-adds fused):
 # the C tests and the command-line suites that run no make of their own,
-# their learning runs skipped (ATTOGRAD_QUICK); then tests/coverage.sh's
-# summary per file and folder.  Not part of make test.
+# their learning runs skipped (ATTOGRAD_QUICK); the count files are made
+# first and writable by all, for the runs cli_robust makes as another user
+# (uid 65534); then tests/coverage.sh's summary per file and folder.  Not
+# part of make test.
 COV_SUITES = tests/cli_bf16.sh tests/cli_checkpoint.sh tests/cli_everyday.sh tests/cli_models.sh tests/cli_robust.sh \
              tests/cli_train.sh
 coverage:
 	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
 	@$(MAKE) -s --no-print-directory BUILDDIR=build-cov OPT=-O2 SAN=--coverage all tests
+	@./build-cov/attograd --version >/dev/null
+	@find build-cov -name '*.gcda' -exec chmod a+rw {} +
 	@ATTOGRAD_QUICK=1 ATTOGRAD=./build-cov/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=build-cov/tests/%) \
 	    $(COV_SUITES) || true
 	@sh tests/coverage.sh build-cov
