@@ -460,6 +460,15 @@ static void test_null_arguments(void)
     err[0] = 0;
     CHECK(sink && ag_st_write(sink, "w.st", sample, 1, nulls, 1, err, sizeof err) == -1 &&
               strstr(err, "w.st: metadata entry 0 is NULL"), "write with a NULL metadata value: %s", err);
+    const char *bad_key[] = {"k\xff", "v"}, *bad_value[] = {"k", "v\xc3"};
+    err[0] = 0;
+    CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_key, 1, err, sizeof err) == -1 &&
+              strstr(err, "w.st: metadata key") && strstr(err, "is not valid UTF-8") && one_line(err),
+          "write with a metadata key not UTF-8: %s", err);
+    err[0] = 0;
+    CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_value, 1, err, sizeof err) == -1 &&
+              strstr(err, "w.st: metadata value") && strstr(err, "is not valid UTF-8") && one_line(err),
+          "write with a metadata value not UTF-8: %s", err);
     if (sink) fclose(sink);
 }
 
