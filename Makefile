@@ -9,6 +9,7 @@
 #   make test               every test; ends with "N passed, N failed"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
+#   make coverage           line and branch coverage of the tests, per file (gcc)
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
@@ -103,7 +104,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan test-clang run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan test-clang coverage run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -195,6 +196,24 @@ test-clang:
 	@$(MAKE) -s --no-print-directory CC=clang BUILDDIR=build-clang all tests
 	@$(MAKE) -s --no-print-directory CC=clang BUILDDIR=build-clang PRECISION=double all tests
 	@sh tests/run.sh $(TEST_SRC:tests/%.c=build-clang/tests/%) $(TEST_SRC:tests/%.c=build-clang-double/tests/%)
+
+# Line and branch coverage (gcc's --coverage) in build-cov/, at -O2 as
+# test-asan builds (the attention's backward needs the multiply-adds fused):
+# the C tests and the command-line suites that run no make of their own,
+# their learning runs skipped (ATTOGRAD_QUICK); the count files are made
+# first and writable by all, for the runs cli_robust makes as another user
+# (uid 65534); then tests/coverage.sh's summary per file and folder.  Not
+# part of make test.
+COV_SUITES = tests/cli_bf16.sh tests/cli_checkpoint.sh tests/cli_everyday.sh tests/cli_models.sh tests/cli_robust.sh \
+             tests/cli_train.sh
+coverage:
+	@find build-cov -name '*.gcda' -delete 2>/dev/null || true
+	@$(MAKE) -s --no-print-directory BUILDDIR=build-cov OPT=-O2 SAN=--coverage all tests
+	@./build-cov/attograd --version >/dev/null
+	@find build-cov -name '*.gcda' -exec chmod a+rw {} +
+	@ATTOGRAD_QUICK=1 ATTOGRAD=./build-cov/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=build-cov/tests/%) \
+	    $(COV_SUITES) || true
+	@sh tests/coverage.sh build-cov
 
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all

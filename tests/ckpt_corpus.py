@@ -263,11 +263,63 @@ def main():
               vocab=json.dumps(vocab[:-1]))
     meta_case("meta_vocab_byte", "metadata vocab entry 0 is not a byte value", vocab=json.dumps([256] + vocab[1:]))
     meta_case("meta_vocab_string", "metadata vocab is not a JSON list", vocab="abc")
+    meta_case("ok_meta_vocab_exponents", "OK", vocab="[" + ",".join("%.2fe%+d" % (v / 10, 1) for v in vocab) + "]")
+    meta_case("meta_vocab_no_comma", "metadata vocab expected ',' or ']' after entry 0",
+              vocab="[%d %d]" % (vocab[0], vocab[1]))
+    meta_case("meta_vocab_after", "metadata vocab has bytes after the closing ']'", vocab=json.dumps(vocab) + " x")
+    meta_case("meta_vocab_bare_exponent", "metadata vocab entry 0 is not a byte value 0..255",
+              vocab="[%de]" % vocab[0])
     meta_case("meta_optimizer_unknown", "metadata optimizer is rmsprop", optimizer="rmsprop")
     meta_case("meta_optim_step_missing", "metadata 'optim_step' is missing", optim_step=None)
 
     for name, expect in cases:
         print(f"{name}\t{expect}")
+
+    # files as other programs write them: weights only, no metadata, read
+    # with the flags that say what the file does not (--heads, --text), and
+    # files a resume cannot take ->
+    # OUTDIR/foreign.manifest, "<name>\t<command line>\t<expect>": in the
+    # command line FILE stands for the file, TEXT for the training text and
+    # OTHER for a text of other bytes; expect is "OK" (loads), "OK:<substring>"
+    # (loads, saying so on stderr) or the substring of its one-line error
+    foreign = []
+
+    def fcase(name, ents, line, expect, fmeta=None):
+        with open(os.path.join(outdir, name + ".safetensors"), "wb") as f:
+            f.write(build(fmeta or {}, ents))
+        foreign.append((name, line, expect))
+
+    H = int(meta["n_head"])
+    drop = lambda *names: [e for e in weights if e[0] not in names]
+    ev = f"eval --model FILE --heads {H} --text TEXT"
+    fcase("foreign_ok", weights, ev, "OK")
+    fcase("foreign_tied_head", drop("out_head.weight"), ev,
+          "OK:has no out_head.weight: using tok_emb.weight for it (tied weights)")
+    fcase("foreign_tied_emb", drop("tok_emb.weight"), ev,
+          "OK:has no tok_emb.weight: using out_head.weight for it (tied weights)")
+    fcase("foreign_heads_divide", weights, f"eval --model FILE --heads {d + 1} --text TEXT",
+          f"--heads {d + 1} does not divide d_model {d}")
+    fcase("foreign_other_text", weights, f"eval --model FILE --heads {H} --text OTHER",
+          f"the model has {V} tokens but")
+    fcase("foreign_text_no_vocab", weights, f"info FILE --heads {H}",
+          "the file does not say its vocabulary", {"data": "text"})
+    fcase("foreign_no_pos_emb", drop("pos_emb.weight"), ev,
+          "no metadata context_length and no 2-D tensor 'pos_emb.weight' to take it from")
+    fcase("foreign_vocab_300", replace(weights, "tok_emb.weight", shape=[300, d], blob=b"\0" * (4 * 300 * d)), ev,
+          "tensor 'tok_emb.weight' gives vocab_size = 300, out of range [1, 256]")
+    fcase("foreign_no_blocks", [e for e in weights if not e[0].startswith("blocks.")], ev,
+          "no metadata n_layer, and no tensors 'blocks.N.attn.W_query.weight'")
+    # resuming needs the run's state and settings: a file without them is
+    # refused by train --resume (info and eval read it)
+    fcase("resume_weights_only", weights, "train --resume FILE --steps 9",
+          "holds weights only, no optimizer state to resume (use --init", wmeta)
+    fcase("resume_no_lr", entries, "train --resume FILE --steps 9",
+          "metadata 'lr' is missing, so the run cannot be resumed", with_meta(meta, lr=None))
+    fcase("resume_no_text_path", entries, "train --resume FILE --steps 9",
+          "was trained on a text file it does not name: give it with --text FILE", with_meta(meta, text_path=None))
+    with open(os.path.join(outdir, "foreign.manifest"), "w") as f:
+        for name, line, expect in foreign:
+            f.write(f"{name}\t{line}\t{expect}\n")
 
 
 if __name__ == "__main__":

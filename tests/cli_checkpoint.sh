@@ -138,5 +138,34 @@ done <"$W/manifest"
 [ "$(wc -l <"$W/manifest")" -ge 60 ]
 check $? "corpus: only $(wc -l <"$W/manifest") cases were generated"
 
+# ---- files other programs write, files a resume cannot take -----------------
+# weights alone, no metadata: what the file lacks comes from --heads and
+# --text, or is asked for; tied weights stored once are used for both; a
+# file without the run's state or one of its settings is not resumed
+printf 'abcabcabc\n' >"$W/other.txt"
+while IFS="$tab" read -r name line expect; do
+    f="$W/corpus/$name.safetensors"
+    args=$(printf '%s' "$line" | sed "s|FILE|$f|; s|TEXT|$TEXT|; s|OTHER|$W/other.txt|")
+    $AG $args >"$W/out" 2>"$W/err"
+    rc=$?
+    msg=$(cat "$W/err")
+    case "$expect" in
+        OK*)
+            check $rc "$name: $args should load it: $msg"
+            want=${expect#OK}; want=${want#:}
+            [ -z "$want" ] || case "$msg" in *"$want"*) ;; *) false ;; esac
+            check $? "$name: $args should say '$want' on stderr: $msg" ;;
+        *)
+            [ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && [ ! -s "$W/out" ]
+            check $? "$name: $args exited $rc, expected 2 and one line on stderr ($msg)"
+            case "$msg" in
+                *"$f"*"$expect"*) check 0 "" ;;
+                *) check 1 "$name: the message lacks the file name or '$expect': $msg" ;;
+            esac ;;
+    esac
+done <"$W/corpus/foreign.manifest"
+[ "$(wc -l <"$W/corpus/foreign.manifest")" -ge 12 ]
+check $? "corpus: only $(wc -l <"$W/corpus/foreign.manifest") files of other programs were generated"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

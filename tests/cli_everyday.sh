@@ -330,6 +330,13 @@ check "extending a cosine run: steps 11-14 at --min-lr ($(cut -d, -f1,5 cos.csv 
 check "a second extension keeps the first schedule ($(cut -d, -f5 cos2.csv | tail -n 2 | tr '\n' ' '))" \
     test "$(cut -d, -f5 cos2.csv | tail -n 2 | tr '\n' ' ')" = "0.001 0.001 "
 
+# with --warmup the rate climbs lr (s+1)/warmup over the first steps, then
+# the cosine runs from lr toward --min-lr over the steps after them
+"$A" train $TINY --schedule cosine --warmup 3 --lr 0.01 --min-lr 0.001 --steps 6 --log-every 1 --log warm.csv \
+    --quiet >/dev/null 2>err.txt
+check "cosine with warmup: lr per step 1/3, 2/3, 1 of --lr, then 1, 3/4, 1/4 of the way down ($(cut -d, -f5 warm.csv | tail -n 6 | tr '\n' ' '); $(cat err.txt))" \
+    test "$(cut -d, -f5 warm.csv | tail -n 6 | tr '\n' ' ')" = "0.00333333 0.00666667 0.01 0.01 0.00775 0.00325 "
+
 # ---- 10. schedules that make no sense are refused --------------------------------------
 bad "--min-lr 0.1 is above --lr 0.01" train $TINY --steps 2 --schedule cosine --lr 0.01 --min-lr 0.1
 bad "--min-lr 0.01 is above --lr 0.003" train $TINY --steps 2 --schedule cosine --optimizer adamw --min-lr 0.01

@@ -154,9 +154,22 @@ check $? "sample: the seed used is named on stderr ($(cat "$W/e1"))"
 $AG sample --model "$W/text.st" --tokens 60 --seed "${seed:-0}" >"$W/s3" 2>"$W/e3"
 cmp -s "$W/s1" "$W/s3" && [ ! -s "$W/e3" ]
 check $? "sample: --seed $seed repeats the first call's text exactly, with nothing on stderr"
-$AG sample --model "$W/text.st" --tokens 20 --temperature 0 >/dev/null 2>"$W/e4"
+$AG sample --model "$W/text.st" --tokens 20 --temperature 0 >"$W/g0" 2>"$W/e4"
 [ ! -s "$W/e4" ]
 check $? "sample: greedy sampling draws no seed ($(cat "$W/e4"))"
+# --top-k 1 leaves the draw one token: the greedy text, at any temperature;
+# --top-k as large as the vocabulary keeps every token: the text of no --top-k
+$AG sample --model "$W/text.st" --tokens 20 --top-k 1 --temperature 1.5 --seed 7 >"$W/k1" 2>&1
+cmp -s "$W/g0" "$W/k1"
+check $? "sample: --top-k 1 gives the greedy text ($(head -c 80 "$W/k1") vs $(head -c 80 "$W/g0"))"
+V=$($AG info "$W/text.st" | sed -nE 's/.*vocab ([0-9]+),.*/\1/p')
+$AG sample --model "$W/text.st" --tokens 60 --top-k "${V:-0}" --seed "${seed:-0}" >"$W/kv" 2>&1
+[ -n "$V" ] && cmp -s "$W/s1" "$W/kv"
+check $? "sample: --top-k $V (the vocabulary) gives the text of no --top-k"
+$AG sample --model "$W/text.st" --tokens 200 --top-k 3 --seed 5 >"$W/k3" 2>&1
+$AG sample --model "$W/text.st" --tokens 200 --seed 5 >"$W/k0" 2>&1
+! cmp -s "$W/k3" "$W/k0"
+check $? "sample: --top-k 3 draws other text than all tokens with the same seed"
 
 # ---- 16: which part of a text eval scores, and what it reports -------------------------
 n=$(wc -c <"$TEXT"); T=16

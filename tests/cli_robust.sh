@@ -38,6 +38,7 @@ head -c 4096 /dev/urandom >"$F/random.bin"
 printf 'abcabcabcabcabcabcab\n' >"$F/short.txt"                # 21 bytes: no window of 32 fits
 head -c 2000 "$TEXT" | tr -d 'z' >"$F/subset.txt"               # bytes all inside tiny.txt's vocabulary
 printf '%s\n' 'some text with a tab	and {braces} ~' >"$F/foreign.txt"
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >"$F/header.csv"   # a log with no rows
 mkdir -p "$F/dir"
 cp "$F/text.st" "$F/secret.st"; cp "$TEXT" "$F/secret.txt"
 cp "$TEXT" "$F/new"$'\n'"line.st"                  # a name with a newline in it
@@ -157,6 +158,8 @@ bad "--lr cannot be changed with --resume" train --resume "$F/text.st" --lr 0.5
 bad "--seed cannot be changed with --resume" train --resume "$F/text.st" --seed 9
 bad "--heads 2 contradicts the file's metadata n_head 4" train --init "$F/copy.st" --heads 2
 bad "--arch cannot be used with --resume" train --resume "$F/copy.st" --arch attn-only
+bad "--qkv-bias cannot be used with --init (the checkpoint's model has no query/key/value biases)" \
+    train --init "$F/text.st" --qkv-bias --steps 1
 bad "--steps 1 is less than the 3 steps" train --resume "$F/text.st" --steps 1
 bad "--task sort does not match the model" train --init "$F/text.st" --task sort
 bad "--task sort does not match the model" train --init "$F/copy.st" --task sort
@@ -285,6 +288,12 @@ bad "--tokens expects an integer, got '5x'" sample --model "$F/text.st" --tokens
 bad "--temperature -1 is out of range" sample --model "$F/text.st" --temperature -1
 bad "--temperature expects a number, got 'nan'" sample --model "$F/text.st" --temperature nan
 bad "--top-k 257 is out of range" sample --model "$F/text.st" --top-k 257
+bad "--task: unknown task 'parity' (tasks: copy, reverse, sort, add)" eval --model "$F/copy.st" --task parity
+# a name past PATH_MAX (4096 on Linux) is refused by its length, shown by its start
+long=$(head -c 5000 /dev/zero | tr '\0' a)
+bad "is 5003 bytes, longer than the 4095 the system accepts" train --steps 1 --save "$long.st"
+bad "is 5003 bytes, longer than the 4095 the system accepts" eval --model "$long.st"
+bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" sample --model "$F/text.st" --text "$F/foreign.txt"
 # the help's defaults are what sample does: a task model answers greedily
 # (no seed drawn, the --temperature 0 answer), a text model samples at 1
 check "sample --help gives --temperature's default for task models as 0 (greedy)" \
@@ -364,15 +373,26 @@ if has attn; then
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
     bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
+    bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
+        --out "$O/a.svg"
+    # the CSV and the picture both or neither: an SVG that cannot be made
+    # leaves no CSV, a CSV that cannot be written no SVG
+    bad "no/such/a.svg: cannot create temp file" attn --model "$F/copy.st" --prompt abc --csv "$O/w.csv" \
+        --out "$O/no/such/a.svg"
+    bad "/dev/full: write failed" attn --model "$F/copy.st" --prompt abc --csv /dev/full --out "$O/a.svg"
 fi
 if has plot; then
     bad "$F/empty" plot --log "$F/empty" --out "$O/p.svg"
     bad "$F/random.bin" plot --log "$F/random.bin" --out "$O/p.svg"
     bad "$F/dir" plot --log "$F/dir" --out "$O/p.svg"
+    bad "$F/header.csv: no rows after the header" plot --log "$F/header.csv" --out "$O/p.svg"
 fi
 if has graph; then
     bad "--tokens 0 is out of range" graph --model "$F/copy.st" --tokens 0 --out "$O/g.dot"
     bad "--tokens expects an integer, got '5x'" graph --model "$F/copy.st" --tokens 5x --out "$O/g.dot"
+    bad "--tokens: 100 tokens are more than the model's context (8)" graph --model "$F/text.st" --tokens 100 --out "$O/g.dot"
+    bad "--tokens: 100 tokens are more than the task's sequence length" graph --model "$F/copy.st" --tokens 100 \
+        --out "$O/g.dot"
     bad "exceeds the limit" graph --model "$F/random.bin" --out "$O/g.dot"
     # copy scores only the answer: the first 8 tokens of a problem predict no scored target
     bad "--tokens 3: the copy task scores only the answer, and the first 3 tokens predict none of it: give --tokens 9 to 16" \

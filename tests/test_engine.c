@@ -607,6 +607,40 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, &tall, 4, 1, 0, 1, NULL), "ag_attention", "4 heads", "too large");
     EXPECT_ERROR((void)ag_attention_cached(ctx, &tall, 4, &tall, &tall, 0), "ag_attention_cached", "too large");
 
+    /* the cache's other misuses: a qkv that is not [B,T,3d], a cache of
+     * another width or batch, caches of two lengths, a negative position */
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), 0), "ag_attention_cached",
+                 "[2,6]", "[B,T,3d]");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 12), 3, Z(1, 4, 4), Z(1, 4, 4), 0), "ag_attention_cached",
+                 "[1,2,12]", "3 heads");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 3), Z(1, 4, 2), 0), "ag_attention_cached",
+                 "cache [1,4,3]", "[1,S,2]");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(2, 4, 2), 0), "ag_attention_cached",
+                 "cache [2,4,2]", "[1,S,2]");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 5, 2), 0), "ag_attention_cached",
+                 "[1,4,2]", "[1,5,2]", "differ");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), -1), "ag_attention_cached",
+                 "-1..0", "cache of 4");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), Z(1, 4, 2), 3), "ag_attention_cached",
+                 "3..4", "cache of 4");
+    /* reshape's other misuses: no dims or too many, a size below 1 that is
+     * not the one -1, two -1s */
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 0, (int[]){6}), "ag_reshape", "0 dimensions");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), AG_MAX_DIMS + 1, (int[]){1, 1, 1, 1, 6}), "ag_reshape",
+                 "5 dimensions");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){0, 6}), "ag_reshape", "bad size 0 at dim 0", "[2,3]");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){6, -2}), "ag_reshape", "bad size -2 at dim 1");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 3, (int[]){-1, 3, -1}), "ag_reshape", "bad size -1 at dim 2");
+    EXPECT_ERROR((void)ag_reshape(ctx, Z(2, 3), 2, (int[]){2, 2}), "ag_reshape", "[2,3]", "(6 elements)", "[2,2]",
+                 "(4 elements)");
+    EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ Z(2) }, 0, 0), "ag_concat", "no tensors");
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(15), (const int32_t[]){ 1 }, 1, (int[]){ 1 }), "ag_embedding", "[V,d]",
+                 "[15]");
+    EXPECT_ERROR((void)ag_embedding(ctx, Z(5, 3), (const int32_t[]){ 1 }, 0, (int[]){ 1 }), "ag_embedding");
+    EXPECT_ERROR((void)ag_set_precision(ctx, 7), "ag_set_precision", "7 is not");
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ Z(2) }, 0), "ag_params_join", "0 parameters");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, Z(2), NULL, NULL), "ag_graph_walk", "fn is NULL");
+
     /* the memory questions take the sizes ag_attention takes (0 heads divided by zero) */
     EXPECT_ERROR((void)ag_attention_arena_bytes(2, 3, 4, 0, AG_FP32), "ag_attention_arena_bytes", "0 heads");
     EXPECT_ERROR((void)ag_attention_arena_bytes(-2, 3, 4, 2, AG_FP32), "ag_attention_arena_bytes", "B -2");
@@ -649,6 +683,17 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention(ctx, none, 1, 1, 0, 0, NULL), "ag_attention", "qkv is NULL");
     EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, NULL, Z(1, 4, 2), 0), "ag_attention_cached",
                  "k_cache is NULL");
+    EXPECT_ERROR((void)ag_matmul(ctx, x, none), "ag_matmul", "b is NULL");
+    EXPECT_ERROR((void)ag_reshape(ctx, none, 1, (int[]){6}), "ag_reshape", "a is NULL");
+    EXPECT_ERROR((void)ag_mean(ctx, none, 0, 0), "ag_mean", "a is NULL");
+    EXPECT_ERROR((void)ag_sum_all(ctx, none), "ag_sum_all", "a is NULL");
+    EXPECT_ERROR((void)ag_masked_fill(ctx, none, x, 0), "ag_masked_fill", "a is NULL");
+    EXPECT_ERROR((void)ag_cross_entropy(ctx, none, ids), "ag_cross_entropy", "logits is NULL");
+    EXPECT_ERROR((void)ag_embedding(ctx, x, ids, 1, NULL), "ag_embedding", "ids_shape is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, none, 1, Z(1, 4, 2), Z(1, 4, 2), 0), "ag_attention_cached",
+                 "qkv is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), NULL, 0), "ag_attention_cached",
+                 "v_cache is NULL");
     EXPECT_ERROR(ag_backward(ctx, none), "ag_backward", "loss is NULL");
     EXPECT_ERROR((void)ag_graph_walk(ctx, none, NULL, NULL), "ag_graph_walk", "root is NULL");
     EXPECT_ERROR((void)ag_new(ctx, 2, NULL), "shape is NULL");
@@ -1317,6 +1362,42 @@ static void test_big_buffers(void)
 
 /* torch.matmul by its definition: pad both to 4-D; a batch dim of size 1
  * is read at index 0 for every output batch index. */
+/* ag_graph_walk visits only what the root depends on; ag_graph_dot draws
+ * an input (not a parameter) as one, and an op's absent input (linear
+ * without a bias) as nothing. */
+static void test_graph_walk(ag_ctx *ctx)
+{
+    ag_reset(ctx);
+    ag_params *ps = ag_params_new();
+    ag_tensor *W = ag_params_add(ps, "W", 2, (int[]){4, 3});
+    ag_params_alloc(ps);
+    ag_tensor *x = leaf(ctx, 2, (int[]){2, 3}, -1, 1);       /* an input that wants its gradient */
+    ag_tensor *y = ag_linear(ctx, x, W, NULL);              /* op 0, inputs x, W, NULL */
+    (void)ag_exp(ctx, x);                                   /* op 1: not on the way to the root */
+    ag_tensor *loss = ag_sum_all(ctx, y);                   /* op 2 */
+    int seen = 0;
+    CHECK(ag_tape_length(ctx) == 3 && ag_graph_walk(ctx, loss, count_op, &seen) == 2 && seen == 2,
+          "graph walk: the 2 ops the root depends on of 3 recorded (saw %d)", seen);
+    char *dot = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&dot, &len);
+    CHECK(f != NULL, "open_memstream");
+    if (!f)
+        return;
+    ag_graph_dot(ctx, loss, f);
+    fclose(f);
+    CHECK(strstr(dot, "label=\"input\\n[2,3]\"") && strstr(dot, "shape=ellipse") &&
+              strstr(dot, "label=\"W\\n[4,3]\"") && strstr(dot, "label=\"linear\\n[2,4]\"") &&
+              strstr(dot, "n0 -> n2;") && !strstr(dot, "exp") && !strstr(dot, "n1 "),
+          "graph dot: the input, W, linear and sum_all, not exp:\n%s", dot);
+    int edges = 0;
+    for (const char *p = dot; (p = strstr(p, "->")); p += 2)
+        edges++;
+    CHECK(edges == 3, "graph dot: 3 edges (x and W into linear, linear into sum_all), not %d", edges);
+    free(dot);
+    ag_params_free(ps);
+}
+
 static int matmul_matches(ag_ctx *ctx, int na, const int *sa, int nb, const int *sb)
 {
     ag_tensor *a = random_tensor(ctx, na, sa, -1, 1), *b = random_tensor(ctx, nb, sb, -1, 1);
@@ -1605,6 +1686,14 @@ static void test_cross_entropy_values(ag_ctx *ctx)
           (double)near->grad[0], (double)near->grad[1], (double)near->grad[2], (double)near->grad[3]);
     ag_tensor *none = ag_cross_entropy(ctx, logits, (const int32_t[]){-1, -1, -1});
     CHECK(none->data[0] == 0, "cross_entropy with every target ignored = %g, want 0", (double)none->data[0]);
+    /* ... and its gradient is 0 everywhere, not 0/0 */
+    ag_tensor *unused = ag_from(ctx, 2, (int[]){3, 4}, v);
+    ag_requires_grad(unused);
+    ag_backward(ctx, ag_cross_entropy(ctx, unused, (const int32_t[]){-1, -1, -1}));
+    ok = 1;
+    for (size_t i = 0; i < unused->size; i++)
+        ok &= unused->grad[i] == 0;
+    CHECK(ok, "cross_entropy with every target ignored: the gradient is not 0 everywhere");
 }
 
 static void test_embedding_values(ag_ctx *ctx)
@@ -1714,6 +1803,56 @@ static void test_bf16_precision(void)
         }
     CHECK(worst <= 2 * IN * 5.96e-8, "bf16 linear: the product of the rounded inputs (worst %.3g)", worst);
     CHECK(differs > 1e-4, "bf16 linear differs from fp32 (%.3g): the inputs were rounded", differs);
+
+    /* A batched product in bf16 ([2,5,37] @ [2,37,6]: one bf16 product per
+     * item) and its backward: each the product of the rounded inputs. */
+    enum { NB = 2, M = 5, K = 37, N = 6 };
+    ag_tensor *a = ag_new(ctx, 3, (int[]){NB, M, K}), *bm = ag_new(ctx, 3, (int[]){NB, K, N});
+    ag_tensor *Rt = ag_new(ctx, 3, (int[]){NB, M, N});
+    ag_tensor *rand3[3] = { a, bm, Rt };
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < rand3[t]->size; i++)
+            rand3[t]->data[i] = (ag_real)(ag_pcg32_uniform(&rng) * 2 - 1);
+    ag_requires_grad(a);
+    ag_requires_grad(bm);
+    ag_tensor *c = ag_matmul(ctx, a, bm);
+    ag_backward(ctx, ag_sum_all(ctx, ag_mul(ctx, c, Rt)));
+    double wc = 0, wa = 0, wb = 0;
+#define BF(x) ((double)ag_bf16_round(x))
+    for (int i = 0; i < NB; i++) {
+        const ag_real *A = a->data + i * M * K, *Bm = bm->data + i * K * N, *Ri = Rt->data + i * M * N;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {   /* c = a b */
+                double want = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    want += BF(A[m * K + k]) * BF(Bm[k * N + n]);
+                    mag += fabs(BF(A[m * K + k]) * BF(Bm[k * N + n]));
+                }
+                wc = fmax(wc, fabs(c->data[i * M * N + m * N + n] - want) / mag);
+            }
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) {   /* da = R b^T */
+                double want = 0, mag = 0;
+                for (int n = 0; n < N; n++) {
+                    want += BF(Ri[m * N + n]) * BF(Bm[k * N + n]);
+                    mag += fabs(BF(Ri[m * N + n]) * BF(Bm[k * N + n]));
+                }
+                wa = fmax(wa, fabs(a->grad[i * M * K + m * K + k] - want) / mag);
+            }
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++) {   /* db = a^T R */
+                double want = 0, mag = 0;
+                for (int m = 0; m < M; m++) {
+                    want += BF(A[m * K + k]) * BF(Ri[m * N + n]);
+                    mag += fabs(BF(A[m * K + k]) * BF(Ri[m * N + n]));
+                }
+                wb = fmax(wb, fabs(bm->grad[i * K * N + k * N + n] - want) / mag);
+            }
+    }
+#undef BF
+    CHECK(wc <= 2 * K * 5.96e-8 && wa <= 2 * N * 5.96e-8 && wb <= 2 * M * 5.96e-8,
+          "bf16 batched matmul: forward and both gradients the products of the rounded inputs (worst %.3g, %.3g, %.3g)",
+          wc, wa, wb);
     CHECK(ag_get_precision(ctx) == AG_BF16 && ag_set_precision(ctx, AG_FP32) == 0 &&
               ag_get_precision(ctx) == AG_FP32, "precision switches back to fp32");
     ag_params_free(ps);
@@ -1743,6 +1882,7 @@ int main(void)
     test_shape_errors(ctx);
     test_null_arguments(ctx);
     test_usage_errors(ctx);
+    test_graph_walk(ctx);
     test_params_join(ctx);
     test_params_no_grad(ctx);
     test_params_optim_misuse();

@@ -138,6 +138,65 @@ static ag_tensor *f_cross_entropy(ag_ctx *c, ag_tensor **x, const void *a)
     return ag_cross_entropy(c, x[0], targets);
 }
 
+/* A fixed tensor made inside the forward (no gradient wanted): the ops'
+ * backward must skip it and still give the other operands theirs. */
+static ag_tensor *constant(ag_ctx *c, int ndim, const int *shape)
+{
+    ag_tensor *t = ag_new(c, ndim, shape);
+    for (size_t i = 0; i < t->size; i++)
+        t->data[i] = (ag_real)(0.5 + 0.75 * sin(1.3 * (double)i + 0.2));
+    return t;
+}
+
+static ag_tensor *f_sub_const(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_sub(c, constant(c, x[0]->ndim, x[0]->shape), x[0]);
+}
+
+static ag_tensor *f_matmul_const_b(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_matmul(c, x[0], constant(c, 2, (int[]){x[0]->shape[x[0]->ndim - 1], 3}));
+}
+
+static ag_tensor *f_matmul_const_a(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_matmul(c, constant(c, 3, (int[]){2, 3, x[0]->shape[x[0]->ndim - 2]}), x[0]);
+}
+
+static ag_tensor *f_linear_const_bias(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_linear(c, x[0], x[1], constant(c, 1, (int[]){x[1]->shape[0]}));
+}
+
+static ag_tensor *f_linear_gelu_const_bias(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_linear_gelu(c, x[0], x[1], constant(c, 1, (int[]){x[1]->shape[0]}));
+}
+
+static ag_tensor *f_layer_norm_const_x(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_layer_norm(c, constant(c, 2, (int[]){4, x[0]->shape[0]}), x[0], x[1], (ag_real)1e-5);
+}
+
+static ag_tensor *f_layer_norm_const_w(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    return ag_layer_norm(c, x[0], constant(c, 1, (int[]){x[0]->shape[x[0]->ndim - 1]}), x[1], (ag_real)1e-5);
+}
+
+static ag_tensor *f_concat_const(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    ag_tensor *parts[3] = { constant(c, 2, (int[]){x[0]->shape[0], 2}), x[0], constant(c, 2, (int[]){x[0]->shape[0], 1}) };
+    return ag_tanh(c, ag_concat(c, parts, 3, 1));
+}
+
 /* A whole causal attention head: q, k, v projections, scaled scores, mask,
  * softmax, weighted sum, for inputs [B,T,d]. */
 static ag_tensor *f_attention_head(ag_ctx *c, ag_tensor **x, const void *a)
@@ -171,6 +230,7 @@ int main(void)
     run("add broadcast [2,3,4]+[3,1]", f_add, 2, (const int[][5]){{3, 2, 3, 4}, {2, 3, 1}}, NULL, -1, 1, 0);
     run("add broadcast [4]+[2,3,4]", f_add, 2, (const int[][5]){{1, 4}, {3, 2, 3, 4}}, NULL, -1, 1, 0);
     run("sub broadcast [2,1,4]-[3,4]", f_sub, 2, (const int[][5]){{3, 2, 1, 4}, {2, 3, 4}}, NULL, -1, 1, 0);
+    run("sub, same shapes", f_sub, 2, (const int[][5]){{3, 2, 3, 4}, {3, 2, 3, 4}}, NULL, -1, 1, 0);
     run("mul broadcast [2,3,1,5]*[4,1]", f_mul, 2, (const int[][5]){{4, 2, 3, 1, 5}, {2, 4, 1}}, NULL, -1, 1, 0);
     run("mul, tensor used twice", f_square, 1, (const int[][5]){{2, 3, 5}}, NULL, -1, 1, 0);
     run("scale", f_scale, 1, (const int[][5]){{2, 4, 3}}, NULL, -1, 1, 0);
@@ -215,6 +275,16 @@ int main(void)
     run("embedding, repeated ids", f_embedding, 1, (const int[][5]){{2, 4, 3}}, NULL, -1, 1, 0);
     run("layer_norm", f_layer_norm, 3, (const int[][5]){{3, 2, 3, 5}, {1, 5}, {1, 5}}, NULL, -2, 2, 0);
     run("cross_entropy, ignored rows", f_cross_entropy, 1, (const int[][5]){{3, 2, 4, 5}}, NULL, -3, 3, 0);
+    /* one operand a constant: backward skips it */
+    run("sub, constant - x", f_sub_const, 1, (const int[][5]){{2, 3, 4}}, NULL, -1, 1, 0);
+    run("matmul, constant b", f_matmul_const_b, 1, (const int[][5]){{3, 2, 3, 4}}, NULL, -1, 1, 0);
+    run("matmul, constant batched a", f_matmul_const_a, 1, (const int[][5]){{3, 2, 4, 5}}, NULL, -1, 1, 0);
+    run("linear, constant bias", f_linear_const_bias, 2, (const int[][5]){{2, 3, 4}, {2, 5, 4}}, NULL, -1, 1, 0);
+    run("linear_gelu, constant bias", f_linear_gelu_const_bias, 2, (const int[][5]){{2, 3, 4}, {2, 5, 4}}, NULL,
+        -1, 1, 0);
+    run("layer_norm, constant x", f_layer_norm_const_x, 2, (const int[][5]){{1, 5}, {1, 5}}, NULL, -2, 2, 0);
+    run("layer_norm, constant weight", f_layer_norm_const_w, 2, (const int[][5]){{2, 3, 5}, {1, 5}}, NULL, -2, 2, 0);
+    run("concat with constant parts", f_concat_const, 1, (const int[][5]){{2, 3, 2}}, NULL, -1, 1, 0);
     run("causal attention head", f_attention_head, 4,
         (const int[][5]){{3, 2, 4, 5}, {2, 3, 5}, {2, 3, 5}, {2, 3, 5}}, NULL, -1, 1, 0);
     run("attention op, causal, 2 heads", f_attention, 1, (const int[][5]){{3, 2, 5, 12}},

@@ -318,6 +318,10 @@ static void check_softmax(size_t outer, size_t n, size_t inner, int log_out)
 {
     const size_t size = outer * n * inner;
     ag_real *x = scores(outer * inner, n, 1), *dy = random_buf(size, -1, 1), *y[3], *dx[3];
+    /* scores() masks n consecutive entries; along a middle dim a row is n
+     * entries `inner` apart: mask one such row whole (the last of item 0) */
+    for (size_t k = 0; inner > 1 && k < n; k++)
+        x[k * inner + inner - 1] = -INFINITY;
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
         check_set_threads(run == 2 ? 2 : 1);
@@ -415,8 +419,9 @@ static void check_layer_norm(size_t rows, int D, int affine)
     free(dy);
 }
 
-/* GELU over rows x cols, with a bias (and its gradient) or without; the
- * backward adds into dx, or (assign) stores */
+/* GELU over rows x cols, with a bias and its gradient (bias 1), a bias
+ * without (2: a bias that is no parameter), or none; the backward adds
+ * into dx, or (assign) stores */
 static void check_gelu(size_t rows, size_t cols, int bias, int assign)
 {
     const size_t n = rows * cols;
@@ -429,7 +434,7 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
         dx[run] = copy_buf(dy, n);
         db[run] = copy_buf(db0, cols);
         k->gelu(x, b, rows, cols, y[run], NULL);
-        k->gelu_backward(x, b, NULL, dy, rows, cols, dx[run], assign, bias ? db[run] : NULL);
+        k->gelu_backward(x, b, NULL, dy, rows, cols, dx[run], assign, bias == 1 ? db[run] : NULL);
     }
     CHECK(rel_diff(y[1], y[0], n) <= TOL && rel_diff(dx[1], dx[0], n) <= TOL, "gelu %zux%zu: %.3g, backward %.3g",
           rows, cols, rel_diff(y[1], y[0], n), rel_diff(dx[1], dx[0], n));
@@ -447,7 +452,7 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
             ag_real *keep = own ? other : xk;
             check_set_threads(own ? 1 : 2);
             ag_kernels_fast.gelu(xk, b, rows, cols, yk, keep);
-            ag_kernels_fast.gelu_backward(own ? xk : NULL, b, keep, dy, rows, cols, dxk, assign, bias ? dbk : NULL);
+            ag_kernels_fast.gelu_backward(own ? xk : NULL, b, keep, dy, rows, cols, dxk, assign, bias == 1 ? dbk : NULL);
             CHECK(same_bits(yk, y[1], n) && same_bits(dxk, dx[1], n) && same_bits(dbk, db[1], cols),
                   "gelu %zux%zu: with gelu' kept %s, other bits", rows, cols, own ? "in its own buffer" : "over x");
             CHECK(own || !same_bits(xk, x, n), "gelu %zux%zu: nothing was kept over x", rows, cols);
@@ -458,7 +463,7 @@ static void check_gelu(size_t rows, size_t cols, int bias, int assign)
             free(dbk);
         }
     }
-    if (bias) {
+    if (bias == 1) {
         /* with the bias and its gradient in one pass, the same bits as the
          * unfused ops: the bias added by its own pass, GELU's backward
          * stored, then its column sums */
@@ -626,6 +631,8 @@ int main(void)
         check_gelu(37, 19, 1, assign);
         check_gelu(300, 200, 1, assign);
         check_gelu(64, 1536, 1, assign);
+        check_gelu(37, 19, 2, assign);
+        check_gelu(300, 200, 2, assign);
     }
     check_updates(7);
     check_updates(70001);

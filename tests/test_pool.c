@@ -459,8 +459,51 @@ static void test_optimizer_threads(void)
     }
 }
 
+/* The thread count a program that never calls ag_set_threads gets:
+ * OMP_NUM_THREADS's first number (clamped to the pool's maximum), else,
+ * for a value that is no positive number or none at all, every usable core
+ * (one in the reference build).  Each asked in a forked child before
+ * anything here has used the pool, so it is the first answer. */
+static int first_threads(const char *omp)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (omp)
+            setenv("OMP_NUM_THREADS", omp, 1);
+        else
+            unsetenv("OMP_NUM_THREADS");
+        const int n = ag_get_threads();
+        _exit(n > 0 && n < 255 ? n : 255);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+        return -1;
+    return WEXITSTATUS(status);
+}
+
+static void test_default_threads(void)
+{
+    const int cores = first_threads(NULL);
+    CHECK(cores >= 1 && cores < 255, "threads without OMP_NUM_THREADS: %d", cores);
+#ifdef AG_REFERENCE
+    const int three = 1, five = 1, most = 1;
+#else
+    const int three = 3, five = 5, most = AG_POOL_MAX_THREADS < 255 ? AG_POOL_MAX_THREADS : 255;
+#endif
+    const struct { const char *omp; int want; } cases[] = {
+        {"3,2", three}, {"5", five}, {" 5", five}, {"99999", most}, {"0", cores}, {"-4", cores}, {"abc", cores},
+        {"", cores},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int got = first_threads(cases[i].omp);
+        CHECK(got == cases[i].want, "OMP_NUM_THREADS='%s': %d threads, want %d", cases[i].omp, got, cases[i].want);
+    }
+}
+
 int main(void)
 {
+    test_default_threads();   /* first: before anything starts the pool */
     test_every_task_once();
     test_repeated();
     test_nested();

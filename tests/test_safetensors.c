@@ -444,6 +444,32 @@ static void test_null_arguments(void)
     CHECK(ag_st_to_f32(NULL, out, err, sizeof err) == -1 && strstr(err, "NULL"), "to_f32 of NULL: %s", err);
     errno = 0;
     CHECK(ag_write_target(NULL) == NULL && errno == EINVAL, "ag_write_target(NULL): errno %d", errno);
+    err[0] = 0;
+    CHECK(ag_st_parse(NULL, 16, "buf", err, sizeof err) == NULL && strstr(err, "buf: no data"), "parse NULL: %s", err);
+    /* the writer's counts and arrays */
+    FILE *sink = fopen("/dev/null", "wb");
+    const char *nulls[] = {"k", NULL};
+    const char *counts[][2] = {{"-1 tensors", NULL}, {"NULL tensors", NULL}, {"-1 metadata", NULL},
+                               {"NULL metadata", NULL}};
+    for (int c = 0; c < 4 && sink; c++) {
+        err[0] = 0;
+        int rc = ag_st_write(sink, "w.st", c == 1 ? NULL : sample, c == 0 ? -1 : 1, NULL, c == 2 ? -1 : c == 3,
+                             err, sizeof err);
+        CHECK(rc == -1 && strstr(err, "w.st: bad tensor or metadata count"), "write with %s: %s", counts[c][0], err);
+    }
+    err[0] = 0;
+    CHECK(sink && ag_st_write(sink, "w.st", sample, 1, nulls, 1, err, sizeof err) == -1 &&
+              strstr(err, "w.st: metadata entry 0 is NULL"), "write with a NULL metadata value: %s", err);
+    const char *bad_key[] = {"k\xff", "v"}, *bad_value[] = {"k", "v\xc3"};
+    err[0] = 0;
+    CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_key, 1, err, sizeof err) == -1 &&
+              strstr(err, "w.st: metadata key") && strstr(err, "is not valid UTF-8") && one_line(err),
+          "write with a metadata key not UTF-8: %s", err);
+    err[0] = 0;
+    CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_value, 1, err, sizeof err) == -1 &&
+              strstr(err, "w.st: metadata value") && strstr(err, "is not valid UTF-8") && one_line(err),
+          "write with a metadata value not UTF-8: %s", err);
+    if (sink) fclose(sink);
 }
 
 static void test_save_failures(void)
@@ -1140,6 +1166,61 @@ static void test_load_placed(void)
     unlink(path);
 }
 
+/* The file changes between its header and its data (the hook runs in
+ * between): cut short, while a kept or an unkept (checked only) tensor is
+ * read, or grown; each refused in one line naming what happened. */
+typedef struct {
+    const char *path;
+    off_t to;               /* the length to cut the file to, or -1: append a byte */
+} change_probe;
+
+static int change_hook(void *user, ag_st_file *f, char *err, size_t errlen)
+{
+    (void)f;
+    const change_probe *cp = user;
+    if (cp->to >= 0) {
+        if (truncate(cp->path, cp->to) == 0) return 0;
+    } else {
+        FILE *fp = fopen(cp->path, "ab");
+        if (fp && fputc('x', fp) != EOF && fclose(fp) == 0) return 0;
+    }
+    ag_set_err(err, errlen, "the test could not change %s", cp->path);
+    return -1;
+}
+
+static void test_changed_while_read(void)
+{
+    float w[64], m[3] = {7, 8, 9};
+    for (int i = 0; i < 64; i++) w[i] = (float)i;
+    ag_st_tensor t[] = {
+        {"w", AG_ST_F32, 1, {64}, w, sizeof w},
+        {"m", AG_ST_F32, 1, {3}, m, sizeof m},
+    };
+    char err[512] = "";
+    PATH_IN(path, "changing.safetensors");
+    const struct { const char *prefix; off_t cut_into; const char *want; } cases[] = {
+        {NULL, 100, "file shrank while being read"},   /* inside w, which is kept */
+        {"w", 100, "file shrank while being read"},    /* inside w, checked and not kept */
+        {"w", -1, "file grew while being read"},
+        {NULL, -1, "file grew while being read"},
+    };
+    for (int c = 0; c < 4; c++) {
+        CHECK(ag_st_save(path, t, 2, NULL, 0, err, sizeof err) == 0, "save: %s", err);
+        size_t len = 0;
+        unsigned char *b = slurp(path, &len);
+        uint64_t hlen = 0;
+        for (int i = 7; b && i >= 0; i--) hlen = hlen << 8 | b[i];
+        free(b);
+        change_probe cp = {path, cases[c].cut_into < 0 ? -1 : (off_t)(8 + hlen) + cases[c].cut_into};
+        err[0] = 0;
+        ag_st_file *f = ag_st_load_placed(path, cases[c].prefix, change_hook, &cp, err, sizeof err);
+        CHECK(!f && strstr(err, path) && strstr(err, cases[c].want) && one_line(err),
+              "%s, prefix %s: '%s'", cases[c].want, cases[c].prefix ? cases[c].prefix : "none", err);
+        ag_st_free(f);
+    }
+    unlink(path);
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1262,6 +1343,7 @@ int main(void)
     test_nonfinite_anywhere();
     test_load_except();
     test_load_placed();
+    test_changed_while_read();
     test_pickle();
     test_bit_flips();
     test_corpus();

@@ -323,6 +323,26 @@ static void test_label_escaping(void)
     free(doc);
     free(w);
 
+    /* Three- and four-byte UTF-8 kept as is; the sequences that only look
+     * like it (overlong, a surrogate, U+FFFE, past U+10FFFF, cut short)
+     * shown byte by byte, so the document stays valid UTF-8. */
+    static const char *const wide[] = {"\xe2\x98\x83", "\xf0\x9d\x84\x9e", "\xe0\x80\x80", "\xed\xa0\x80",
+                                       "\xef\xbf\xbe", "\xf4\x90\x80\x80", "\xf0\x80\x80\x80", "\xe2\x98"};
+    enum { NW = sizeof wide / sizeof wide[0] };
+    float *ww = causal_weights(1, NW);
+    doc = attention_svg("\xe2\x98\x83 \xf0\x9d\x84\x9e \xed\xa0\x80", 1, ww, NW, NW, wide, wide, &rc);
+    msg[0] = 0;
+    CHECK(rc == 0 && doc && xml_check(doc, strlen(doc), msg, sizeof msg) == 0,
+          "3- and 4-byte and malformed UTF-8 labels: well-formed valid UTF-8 (%s)", msg);
+    CHECK(doc && strstr(doc, ">\xe2\x98\x83</text>") && strstr(doc, ">\xf0\x9d\x84\x9e</text>"),
+          "3- and 4-byte UTF-8 labels kept as they are");
+    const char *shown[] = {">\\xe0\\x80", ">\\xed\\xa0", ">\\xef\\xbf", ">\\xf4\\x90", ">\\xf0\\x80", ">\\xe2\\x98"};
+    for (int i = 0; doc && i < 6; i++)
+        CHECK(strstr(doc, shown[i]) != NULL, "malformed label %d shown byte by byte (%s...)", i + 2, shown[i] + 1);
+    CHECK(doc && strstr(doc, "\xe2\x98\x83 \xf0\x9d\x84\x9e \\xed\\xa0\\x80"), "title: the valid kept, the surrogate shown");
+    free(doc);
+    free(ww);
+
     /* Long labels are cut with an ellipsis; missing labels fall back to indices. */
     static const char *const long_labels[] = {"a_very_long_token_label", "b"};
     float w2[4] = {1, 0, 0.5f, 0.5f};

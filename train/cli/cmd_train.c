@@ -258,7 +258,7 @@ static void data_source(trainer *t)
         int is_text = strcmp(ck->data, "text") == 0;
         check_data_flags(CMD, ck, o->task, o->text);
         if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
-            die(CMD, "the checkpoint was trained on a text file: give it with --text FILE");
+            die(CMD, "%s was trained on a text file it does not name: give it with --text FILE", ck->path);
         if (!is_text)
             o->task = ck->data;
     }
