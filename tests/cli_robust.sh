@@ -293,6 +293,9 @@ bad "--task: unknown task 'parity' (tasks: copy, reverse, sort, add)" eval --mod
 long=$(head -c 5000 /dev/zero | tr '\0' a)
 bad "is 5003 bytes, longer than the 4095 the system accepts" train --steps 1 --save "$long.st"
 bad "is 5003 bytes, longer than the 4095 the system accepts" eval --model "$long.st"
+bad "cannot write log: the file name 'aaa" train --steps 1 --log "$long.csv"
+check "... a --log name that long is shown by its start: the line stays short ($(wc -c <"$tmp/stderr") bytes)" \
+    test "$(wc -c <"$tmp/stderr")" -lt 300
 bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" sample --model "$F/text.st" --text "$F/foreign.txt"
 # the help's defaults are what sample does: a task model answers greedily
 # (no seed drawn, the --temperature 0 answer), a text model samples at 1

@@ -278,6 +278,8 @@ static void check_files(const train_opts *o)
     check_distinct(CMD, in, 3, log, 1);
     check_distinct(CMD, in, 2, out, 2);
     char err[ERR_MAX];
+    if (o->log_path && file_name_too_long(o->log_path, err, sizeof err))
+        die(CMD, "cannot write log: %s", err);
     if (o->save && output_check(o->save, err, sizeof err))
         die(CMD, "%s%s", o->save == o->resume ? "cannot save back to the --resume file: " : "", err);
     if (o->save && o->save_every > 0 && output_through(o->save))

@@ -16,9 +16,7 @@
 #include "dist.h"
 #include "files.h"
 
-/* A name longer than the system accepts, shown by its start: the message
- * stays short and whole. */
-static int too_long(const char *path, char *err, size_t errlen)
+int file_name_too_long(const char *path, char *err, size_t errlen)
 {
     size_t n = strlen(path);
     if (n < PATH_MAX)
@@ -31,7 +29,7 @@ static int too_long(const char *path, char *err, size_t errlen)
 int input_check(const char *path, const char *kind, uint64_t limit, char *err, size_t errlen)
 {
     struct stat st;
-    if (too_long(path, err, errlen))
+    if (file_name_too_long(path, err, errlen))
         return -1;
     if (stat(path, &st) != 0)
         return 0;
@@ -273,7 +271,7 @@ int output_check(const char *path, char *err, size_t errlen)
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISSOCK(st.st_mode))
         return 0;   /* written through, not replaced (and a pipe opened now would end its reader's input) */
-    if (too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
+    if (file_name_too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
         return -1;
     ag_atomic_abort(&a);
     return 0;

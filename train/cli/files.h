@@ -83,6 +83,9 @@ void output_track(ag_atomic_file *a);
  * target is left as it was, 0 when a tracked write had already put its file
  * in place, -1 when no write was under way. */
 int outputs_discard(void);
+/* -1 with err when path is longer than the system accepts, shown by its
+ * start (the message stays short and whole); else 0. */
+int file_name_too_long(const char *path, char *err, size_t errlen);
 /* handler for signal sig.  A write the signal interrupts (a progress line
  * or a checkpoint into a pipe that is full) goes on after the handler
  * (SA_RESTART): failed with EINTR, it would be taken for a closed stdout,
