@@ -1763,6 +1763,28 @@ static void test_arena_rewind(void)
     ag_ctx_free(ctx);
 }
 
+#ifndef AG_DOUBLE
+/* The worst |got - X Y| / sum |x y| over got's R x C elements, X Y the
+ * product of X and Y rounded to bf16, summed in double over Kn: element
+ * (r, c) of X Y is sum over k of X[r xr + k xk] Y[k yk + c yc]. */
+static double bf16_product_error(const ag_real *got, int R, int C, int Kn, const ag_real *X, int xr, int xk,
+                                 const ag_real *Y, int yk, int yc)
+{
+    double worst = 0;
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            double want = 0, mag = 0;
+            for (int k = 0; k < Kn; k++) {
+                const double p = (double)ag_bf16_round(X[r * xr + k * xk]) * ag_bf16_round(Y[k * yk + c * yc]);
+                want += p;
+                mag += fabs(p);
+            }
+            worst = fmax(worst, fabs(got[r * C + c] - want) / mag);
+        }
+    return worst;
+}
+#endif
+
 /* ag_set_precision(AG_BF16): linear's forward and backward products take
  * bf16-rounded inputs (so they equal the product of the rounded values,
  * computed in double, to fp32 summation error, and differ from the fp32
@@ -1818,38 +1840,14 @@ static void test_bf16_precision(void)
     ag_tensor *c = ag_matmul(ctx, a, bm);
     ag_backward(ctx, ag_sum_all(ctx, ag_mul(ctx, c, Rt)));
     double wc = 0, wa = 0, wb = 0;
-#define BF(x) ((double)ag_bf16_round(x))
     for (int i = 0; i < NB; i++) {
         const ag_real *A = a->data + i * M * K, *Bm = bm->data + i * K * N, *Ri = Rt->data + i * M * N;
-        for (int m = 0; m < M; m++)
-            for (int n = 0; n < N; n++) {   /* c = a b */
-                double want = 0, mag = 0;
-                for (int k = 0; k < K; k++) {
-                    want += BF(A[m * K + k]) * BF(Bm[k * N + n]);
-                    mag += fabs(BF(A[m * K + k]) * BF(Bm[k * N + n]));
-                }
-                wc = fmax(wc, fabs(c->data[i * M * N + m * N + n] - want) / mag);
-            }
-        for (int m = 0; m < M; m++)
-            for (int k = 0; k < K; k++) {   /* da = R b^T */
-                double want = 0, mag = 0;
-                for (int n = 0; n < N; n++) {
-                    want += BF(Ri[m * N + n]) * BF(Bm[k * N + n]);
-                    mag += fabs(BF(Ri[m * N + n]) * BF(Bm[k * N + n]));
-                }
-                wa = fmax(wa, fabs(a->grad[i * M * K + m * K + k] - want) / mag);
-            }
-        for (int k = 0; k < K; k++)
-            for (int n = 0; n < N; n++) {   /* db = a^T R */
-                double want = 0, mag = 0;
-                for (int m = 0; m < M; m++) {
-                    want += BF(A[m * K + k]) * BF(Ri[m * N + n]);
-                    mag += fabs(BF(A[m * K + k]) * BF(Ri[m * N + n]));
-                }
-                wb = fmax(wb, fabs(bm->grad[i * K * N + k * N + n] - want) / mag);
-            }
+        /* c = a b; da = R b^T; db = a^T R (strides of X's rows and its inner
+         * index, then Y's inner index and its columns) */
+        wc = fmax(wc, bf16_product_error(c->data + i * M * N, M, N, K, A, K, 1, Bm, N, 1));
+        wa = fmax(wa, bf16_product_error(a->grad + i * M * K, M, K, N, Ri, N, 1, Bm, 1, N));
+        wb = fmax(wb, bf16_product_error(bm->grad + i * K * N, K, N, M, A, 1, K, Ri, N, 1));
     }
-#undef BF
     CHECK(wc <= 2 * K * 5.96e-8 && wa <= 2 * N * 5.96e-8 && wb <= 2 * M * 5.96e-8,
           "bf16 batched matmul: forward and both gradients the products of the rounded inputs (worst %.3g, %.3g, %.3g)",
           wc, wa, wb);
