@@ -141,6 +141,8 @@ def main():
         rc2, info, _ = run([s.ag, "info", tuned])
         s.check(rc == 0 and rc2 == 0 and "2 layers, 3 heads, d_model 21" in info,
                 f"train --init of a bare state_dict with --heads 3 ({err.strip()!r} {info[:200]!r})")
+        s.check("initialized from %s at step unknown\n" % bare in out and "step -" not in out,
+                f"train --init of a bare state_dict says its step is unknown ({out[:600]!r})")
         s.refuses("train --init of a bare state_dict without --heads",
                   ["train", "--init", bare, "--text", s.text, "--steps", "1"],
                   "the file does not say how many heads: pass --heads")

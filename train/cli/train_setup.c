@@ -226,8 +226,10 @@ static void print_config(const trainer *t)
                 d->text.n - d->text.n_train, windows, c->context,
                 windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
     }
-    if (t->from)
+    if (t->from && t->ck.step >= 0)
         fprintf(out, "  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
+    else if (t->from)
+        fprintf(out, "  %s %s at step unknown\n", o->resume ? "resuming" : "initialized from", t->from);
     fflush(out);
 }
 
