@@ -129,6 +129,13 @@ check "train --save /dev/fd/7 (not open): exit 2, one line ($rc: $(cat err.txt))
 one_line "$A" train $TINY --steps 3 --quiet --save /dev/fd/5 5<m.st
 check "train --save /dev/fd/5 5<m.st (read only): exit 2, one line, the file as it was ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q "descriptor 5 is open for reading only" err.txt && "$A" info m.st >/dev/null'
+# the same when what the descriptor holds is a device or a pipe, not a file
+one_line "$A" train $TINY --steps 3 --quiet --save /dev/fd/5 5</dev/null
+check "train --save /dev/fd/5 5</dev/null (read only): exit 2, one line, before training ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "descriptor 5 is open for reading only" err.txt && ! grep -q "^done" out.txt'
+one_line "$A" train $TINY --steps 3 --save /dev/stdin </dev/null
+check "train --save /dev/stdin </dev/null (read only): exit 2, one line, before training ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "descriptor 0 is open for reading only" err.txt && ! grep -q "^step\|^done" out.txt'
 # a write that fails (stdout on a full device): one line, exit 1
 if [ -w /dev/full ]; then
     "$A" train $TINY --steps 3 --quiet --save /dev/stdout >/dev/full 2>err.txt

@@ -269,7 +269,10 @@ int output_check(const char *path, char *err, size_t errlen)
 {
     ag_atomic_file a;
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISSOCK(st.st_mode))
+    /* one of the process's own descriptors is checked whatever it holds (open?
+     * for writing?): ag_atomic_open only duplicates it */
+    if (ag_stream_fd(path) < 0 && stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
+        !S_ISSOCK(st.st_mode))
         return 0;   /* written through, not replaced (and a pipe opened now would end its reader's input) */
     if (file_name_too_long(path, err, errlen) || ag_atomic_open(&a, path, err, errlen))
         return -1;
