@@ -301,6 +301,8 @@ rm n.csv
 "$A" train --resume n.st --steps 18 --log-every 2 >out.txt 2>err.txt
 check "a log deleted since: a new one, with its header, from the checkpoint's step ($(cat err.txt))" \
     eval '[ "$(cut -d, -f1 n.csv | tr "\n" " ")" = "step 18 " ] && grep -q "n.csv no longer exists" out.txt'
+check "... said among the configuration's lines, after its first (not above it: $(head -c 300 out.txt | tr '\n' '|'))" \
+    eval 'head -n 1 out.txt | grep -q "^attograd train: " && grep -q "^  log  *.*n.csv no longer exists" out.txt'
 "$A" train --resume n.st --steps 20 --log-every 2 --quiet --log other.csv >/dev/null 2>err.txt
 check "--log given on resume writes there, and the run goes on there ($(cat err.txt))" \
     eval '[ "$(cut -d, -f1 other.csv | tr "\n" " ")" = "step 20 " ] && [ "$(wc -l <n.csv)" -eq 2 ]'

@@ -285,7 +285,7 @@ void train_setup(trainer *t)
     if (t->from)
         ckpt_drop_tensors(&t->ck);
 
-    int stream = o->log_path ? ag_stream_fd(o->log_path) : -1;
+    int stream = o->log_path ? ag_stream_fd(o->log_path) : -1, log_restarted = 0;
     if (stream >= 0) {
         /* one of the process's own descriptors (--log /dev/stdout): the rows
          * go where it stands, after a header; it has no earlier rows to drop */
@@ -295,8 +295,7 @@ void train_setup(trainer *t)
     } else if (o->log_path) {
         struct stat st;
         if (o->resume && stat(o->log_path, &st) != 0)   /* moved or deleted since: start it again */
-            fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
-                    t->ck.step + 1);
+            log_restarted = 1;
         else if (o->resume) {
             check_log_to_continue(o->log_path);
             log_drop_after(o->log_path, t->ck.step);
@@ -309,6 +308,9 @@ void train_setup(trainer *t)
     }
     if (!o->quiet)
         print_config(t);
+    if (log_restarted)      /* after the configuration, among its lines */
+        fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
+                t->ck.step + 1);
     say_extension(o, t->cosine);
     t->x = malloc((size_t)t->B * t->S * sizeof *t->x);
     t->y = malloc((size_t)t->B * t->S * sizeof *t->y);
