@@ -133,6 +133,12 @@ bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a numb
     train --resume "$tmp/r_range.st"
 meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
 bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
+# a micro-batch that divides no share of the batch: no number of ranks resumes it
+meta "$tmp/r.st" "$tmp/r_micro.st" micro_batch=64
+bad "r_micro.st: metadata micro_batch = 64 does not divide batch = 32 (a micro-batch is a part of the batch), so the run cannot be resumed" \
+    train --resume "$tmp/r_micro.st" --steps 10
+meta "$tmp/r.st" "$tmp/r_micro3.st" micro_batch=3
+bad "r_micro3.st: metadata micro_batch = 3 does not divide batch = 32" train --resume "$tmp/r_micro3.st" --steps 10
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1
