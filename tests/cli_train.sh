@@ -140,6 +140,14 @@ bad "r_micro.st: metadata micro_batch = 64 does not divide batch = 32 (a micro-b
 meta "$tmp/r.st" "$tmp/r_micro3.st" micro_batch=3
 bad "r_micro3.st: metadata micro_batch = 3 does not divide batch = 32" train --resume "$tmp/r_micro3.st" --steps 10
 
+# an empty text_path names no file: said so, not "cannot open , ..."
+$A train --quiet --steps 1 --text data/tiny.txt --d-model 8 --heads 2 --layers 1 --context 8 --batch 2 \
+    --eval-every 0 --save "$tmp/t.st" >/dev/null 2>&1
+meta "$tmp/t.st" "$tmp/t_nopath.st" text_path=
+bad "t_nopath.st records no text file: give the text to evaluate with --text FILE" eval --model "$tmp/t_nopath.st"
+bad "t_nopath.st was trained on a text file it does not name: give it with --text FILE" \
+    train --init "$tmp/t_nopath.st" --steps 1
+
 # --- finite weights too large for float arithmetic (1e38: the loader's check of
 # NaN and inf passes them) give NaN where a loss, a token or an attention weight
 # is due: refused in one line, nothing printed or written

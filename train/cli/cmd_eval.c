@@ -107,7 +107,7 @@ int cmd_eval(int argc, char **argv)
      * where it was (its split and identity are checked below) */
     if (!a.text && strcmp(ck.data, "text") == 0) {
         a.text = ckpt_meta(&ck, "text_path");
-        if (!a.text)
+        if (!a.text || !*a.text)        /* absent, or "" */
             die(CMD, "%s records no text file: give the text to evaluate with --text FILE", ck.path);
         if (access(a.text, F_OK) != 0)
             die(CMD, "cannot open %s, the text the model was trained on: %s; give the text with --text FILE", a.text,

@@ -259,7 +259,7 @@ static void data_source(trainer *t)
     if (t->from) {
         int is_text = strcmp(ck->data, "text") == 0;
         check_data_flags(CMD, ck, o->task, o->text);
-        if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
+        if (is_text && !o->text && (!(o->text = ckpt_meta(ck, "text_path")) || !*o->text))     /* absent, or "" */
             die(CMD, "%s was trained on a text file it does not name: give it with --text FILE", ck->path);
         if (!is_text)
             o->task = ck->data;
