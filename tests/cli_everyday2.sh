@@ -219,6 +219,19 @@ one_line "$A" train $TINY --steps 2 --quiet --save notes.st
 check "a foreign NAME.lock: refused in one line ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q "notes.st.lock exists and is not" err.txt'
 check "a foreign NAME.lock is left as it was" grep -qx "my notes" notes.st.lock
+# an output named as another output's lock file would be that lock, removed
+# (with what it holds) when the run ends: refused before anything is written
+mkdir lockname && ln -s own.st.lock lockname/link.csv
+for run in "train $TINY --steps 2 --quiet --save lockname/own.st --log lockname/own.st.lock" \
+           "train $TINY --steps 2 --quiet --save lockname/own.st.lock --log lockname/own.st" \
+           "train $TINY --steps 2 --quiet --save lockname/own.st --log lockname/link.csv" \
+           "attn --model m.st --prompt The --out lockname/own.svg --csv lockname/own.svg.lock" \
+           "attn --model m.st --prompt The --out lockname/own.st.lock --csv ./lockname/own.st"; do
+    one_line "$A" $run
+    check "$run: exit 2, one line naming the lock file ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q "is the lock file of --" err.txt'
+    check "$run: nothing written ($(ls lockname | tr '\n' ' '))" test "$(ls lockname)" = link.csv
+done
 
 # ---- 3, 6. a resume or an eval on changed data; the text found from another directory ----------
 mkdir -p run/sub

@@ -465,6 +465,19 @@ if runas "$A" --version >/dev/null 2>&1 && ! runas cat "$F/secret.txt" >/dev/nul
     check "resume at its last step in an unwritable directory: the checkpoint kept, nothing beside it" \
         eval 'cmp -s "$tmp/rol/m.st" "$tmp/rol.bak" && [ "$(ls -A "$tmp/rol")" = m.st ]'
 
+    # the same with the run's --log beside it, recorded in the checkpoint: it
+    # has no row to drop and none to add, so it is neither replaced nor opened
+    mkdir -p "$tmp/roL" && "$A" train --task copy --d-model 8 --heads 2 --layers 1 --batch 4 --eval-every 0 \
+        --steps 2 --log "$tmp/roL/run.csv" --save "$tmp/roL/m.st" >/dev/null 2>&1 &&
+        cp "$tmp/roL/run.csv" "$tmp/roL.csv" && cp "$tmp/roL/m.st" "$tmp/roL.st" && chmod 755 "$tmp/roL"
+    (cd "$O" && runas "$A" train --resume "$tmp/roL/m.st" --quiet) >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    check "resume at its last step with its --log in an unwritable directory: exit 0 ($rc: $(cat "$tmp/stderr"))" \
+        eval '[ $rc -eq 0 ] && [ ! -s "$tmp/stderr" ] && grep -qx "$tmp/roL/m.st left as it was (step 2: .*)" "$tmp/stdout"'
+    check "resume at its last step with its --log in an unwritable directory: both files kept, nothing beside them" \
+        eval 'cmp -s "$tmp/roL/m.st" "$tmp/roL.st" && cmp -s "$tmp/roL/run.csv" "$tmp/roL.csv" &&
+              [ "$(ls -A "$tmp/roL" | tr "\n" " ")" = "m.st run.csv " ]'
+
     # a checkpoint made read-only (chmod a-w) in a writable directory is not replaced
     mkdir -p "$tmp/rof" && cp "$F/text.st" "$tmp/rof/m.st" && chmod 777 "$tmp/rof" && chmod 444 "$tmp/rof/m.st"
     [ "$(id -u)" -eq 0 ] && chown 65534 "$tmp/rof/m.st"

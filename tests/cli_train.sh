@@ -133,6 +133,41 @@ bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a numb
     train --resume "$tmp/r_range.st"
 meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
 bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
+# a micro-batch that divides no share of the batch: no number of ranks resumes it
+meta "$tmp/r.st" "$tmp/r_micro.st" micro_batch=64
+bad "r_micro.st: metadata micro_batch = 64 does not divide batch = 32 (a micro-batch is a part of the batch), so the run cannot be resumed" \
+    train --resume "$tmp/r_micro.st" --steps 10
+meta "$tmp/r.st" "$tmp/r_micro3.st" micro_batch=3
+bad "r_micro3.st: metadata micro_batch = 3 does not divide batch = 32" train --resume "$tmp/r_micro3.st" --steps 10
+
+# an empty text_path names no file: said so, not "cannot open , ..."
+$A train --quiet --steps 1 --text data/tiny.txt --d-model 8 --heads 2 --layers 1 --context 8 --batch 2 \
+    --eval-every 0 --save "$tmp/t.st" >/dev/null 2>&1
+meta "$tmp/t.st" "$tmp/t_nopath.st" text_path=
+bad "t_nopath.st records no text file: give the text to evaluate with --text FILE" eval --model "$tmp/t_nopath.st"
+bad "t_nopath.st was trained on a text file it does not name: give it with --text FILE" \
+    train --init "$tmp/t_nopath.st" --steps 1
+
+# --- finite weights too large for float arithmetic (1e38: the loader's check of
+# NaN and inf passes them) give NaN where a loss, a token or an attention weight
+# is due: refused in one line, nothing printed or written
+python3 - "$tmp/r.st" "$tmp/huge.st" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+n = struct.unpack('<Q', b[:8])[0]
+s, e = json.loads(b[8:8 + n])['tok_emb.weight']['data_offsets']
+b[8 + n + s:8 + n + e] = struct.pack('<f', 1e38) * ((e - s) // 4)
+open(sys.argv[2], 'wb').write(b)
+PY
+huge="huge.st: its forward pass gives values that are not finite (NaN): the weights overflow float arithmetic"
+bad "$huge, so the model cannot be scored" eval --model "$tmp/huge.st"
+bad "$huge, so the model cannot be sampled" sample --model "$tmp/huge.st" --prompt 'abcdefgh|'
+bad "$huge, so the model cannot be sampled" sample --model "$tmp/huge.st" --prompt 'abcdefgh|' --temperature 1
+if $A attn --help >/dev/null 2>&1; then
+    bad "$huge, so the model cannot be run" attn --model "$tmp/huge.st" --prompt 'abcdefgh|' --out "$tmp/huge.svg" \
+        --csv "$tmp/huge.csv"
+    check "attn of an overflowing model writes no picture or CSV" '[ ! -e "$tmp/huge.svg" ] && [ ! -e "$tmp/huge.csv" ]'
+fi
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1

@@ -556,6 +556,36 @@ static void test_lines(void)
     doc = lines_svg(NULL, NULL, 0, &rc);
     CHECK(rc == 0 && doc && xml_ok(doc) && count(doc, "<path class=\"series\"") == 0, "no series: empty axes");
     free(doc);
+
+    /* Values at the edges of a double (a hand-made log): a span past
+     * DBL_MAX, a flat value near it, subnormals flat or not, an axis ending
+     * near DBL_MAX: every coordinate and label is a number, never nan or
+     * inf, and the points stay in the plot area. */
+    const double edge[][2] = {{1e308, -1e308}, {1.75e308, 1.75e308}, {1e-320, 1e-320}, {4.9e-324, 4.9e-324},
+                              {1e-320, 3e-320}, {0, 1.7e308}, {-1.79e308, 1e300}};
+    int edges_ok = 1;
+    for (size_t e = 0; e < sizeof edge / sizeof edge[0]; e++) {
+        double ex[2] = {1, 2}, ey[2] = {edge[e][0], edge[e][1]};
+        svg_series es[2] = {{"y", 2, ex, ey}, {"x", 2, ey, ex}};     /* on each axis */
+        doc = lines_svg(es, NULL, 2, &rc);
+        int ok = rc == 0 && doc && xml_ok(doc) && !strstr(doc, "nan") && !strstr(doc, "inf");
+        double px, py;
+        const char *at = doc ? strstr(doc, " d=\"M") : NULL;
+        ok = ok && at && sscanf(at + 5, "%lf,%lf", &px, &py) == 2 && px >= 78 - 3 && px <= 796 + 3 &&
+             py >= 20 && py <= 500;
+        if (!ok) printf("chart of %g and %g: %s\n", edge[e][0], edge[e][1], doc ? doc : "(none)");
+        edges_ok &= ok;
+        free(doc);
+    }
+    CHECK(edges_ok, "values at a double's edges chart with finite coordinates and labels");
+    double t[64];
+    int n = svg_nice_ticks(1e-320, 3e-320, 8, t, 64), finite = 1;
+    for (int k = 0; k < n; k++) finite &= isfinite(t[k]);
+    CHECK(finite, "subnormal range: no tick is nan (%d ticks)", n);
+    n = svg_nice_ticks(0, 1.7e308, 8, t, 64);
+    finite = 1;
+    for (int k = 0; k < n; k++) finite &= isfinite(t[k]);
+    CHECK(finite, "range up to 1.7e308: no tick overflows (%d ticks)", n);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -107,7 +107,7 @@ int cmd_eval(int argc, char **argv)
      * where it was (its split and identity are checked below) */
     if (!a.text && strcmp(ck.data, "text") == 0) {
         a.text = ckpt_meta(&ck, "text_path");
-        if (!a.text)
+        if (!a.text || !*a.text)        /* absent, or "" */
             die(CMD, "%s records no text file: give the text to evaluate with --text FILE", ck.path);
         if (access(a.text, F_OK) != 0)
             die(CMD, "cannot open %s, the text the model was trained on: %s; give the text with --text FILE", a.text,
@@ -141,6 +141,7 @@ int cmd_eval(int argc, char **argv)
     const eval_progress progress = { meter_tick, &mt };
     eval_result r = evaluate(ctx, &m, &d, split, 0, batch, &progress);
     meter_end(&mt);
+    refuse_overflow(CMD, ck.path, r.loss, NULL, NULL, NULL, 0);
     /* a token is a byte of text; the loss is in nats per token */
     printf("loss %.6f (%.4f bits per %s, perplexity %.4g)\n", r.loss, r.loss / log(2.0), d.is_task ? "token" : "byte",
            exp(r.loss));
@@ -286,14 +287,17 @@ int cmd_sample(int argc, char **argv)
     int n = is_text ? text_prompt(a.path, &ck, prompt, &td, buf) : 0;
     if (!is_text)
         task_prompt(a.path, &ck, prompt, &t, seq, 64);
+    ag_ctx *ctx = ag_ctx_new();
+    ag_set_precision(ctx, prec);
+    /* the tokens the first is drawn after: the prompt's (its last context's) */
+    int T = m.cfg.context, first = is_text ? (n < T ? n : T) : t.prompt;
+    refuse_overflow(CMD, ck.path, 0, ctx, &m, is_text ? buf + n - first : seq, first);
     if (!greedy && !args_find(opts, nopts, "--seed")->given) {
         seed = fresh_seed();
         fprintf(stderr, "attograd sample: seed %ld (--seed %ld repeats this sample)\n", seed, seed);
     }
     ag_pcg32 rng;
     ag_pcg32_seed(&rng, (uint64_t)seed, 4);
-    ag_ctx *ctx = ag_ctx_new();
-    ag_set_precision(ctx, prec);
     int status = 0;
     if (is_text) {
         status = sample_text(ctx, &m, &td, prompt, buf, n, tokens, temperature, top_k, &rng);

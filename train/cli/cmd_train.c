@@ -104,13 +104,15 @@ static void restore_options(trainer *t, opt *opts, int nopts)
         if (o->given && strcmp(o->name, "--steps") != 0 && strcmp(o->name, "--text") != 0 &&
             strcmp(o->name, "--log") != 0)
             same_as_checkpoint(o, v, "cannot be changed with --resume", RESUME_WHY);
-        if (o->given || (!v && s->missing && !*s->missing))
+        /* run_settings_read has refused a required setting that is absent
+         * and every value out of its range (the flag's range, read the way
+         * the flag reads it): what is absent here is unset, and a value
+         * the flag refuses is a table out of step, never a file's fault */
+        if (o->given || !v)
             continue;
-        if (!v && !s->missing)
-            die(CMD, "%s: metadata '%s' is missing, so the run cannot be resumed", ck->path, s->key);
-        if (!v || args_set(o, v))
-            die(CMD, "%s: metadata %s = '%.40s' is not a valid value, so the run cannot be resumed", ck->path,
-                s->key, v ? v : "");
+        if (args_set(o, v))
+            die(CMD, "%s: metadata %s = '%.40s' passes run_settings_read but not %s (a table out of step)", ck->path,
+                s->key, v, o->name);
     }
     /* the text by the path it was saved with, moved since (its directory perhaps) */
     if (t->o.text && !args_find(opts, nopts, "--text")->given && access(t->o.text, F_OK) != 0)
@@ -257,7 +259,7 @@ static void data_source(trainer *t)
     if (t->from) {
         int is_text = strcmp(ck->data, "text") == 0;
         check_data_flags(CMD, ck, o->task, o->text);
-        if (is_text && !o->text && !(o->text = ckpt_meta(ck, "text_path")))
+        if (is_text && !o->text && (!(o->text = ckpt_meta(ck, "text_path")) || !*o->text))     /* absent, or "" */
             die(CMD, "%s was trained on a text file it does not name: give it with --text FILE", ck->path);
         if (!is_text)
             o->task = ck->data;

@@ -264,6 +264,10 @@ int cmd_attn(int argc, char **argv)
         if (attn_weights(&p, &m, ids, labels))
             snprintf(err, sizeof err, "out of memory");
         else {
+            double finite = 0;
+            for (size_t k = 0; k < (size_t)p.nh * p.n * p.n; k++)
+                finite += p.w[k] * 0;       /* NaN when a weight is not finite */
+            refuse_overflow(CMD, a.path, finite, NULL, NULL, NULL, 0);
             attn_title(&p, a.path, &ck);
             failed = write_attention(&p, out, csv, title, err, sizeof err);
         }

@@ -174,13 +174,19 @@ static void remove_lock_files(void)
  * hold it until the process ends.  A directory where no lock file can be
  * made (nor the output, then: saving says why) or a file system without
  * record locks goes unlocked. */
-static void lock_output(const char *cmd, const char *flag, const char *path)
+/* The lock file of path into name: 0 when the name does not fit. */
+static int lock_name(const char *path, char name[sizeof lock_names[0]])
 {
     char *target = real_target(path);
-    char name[sizeof lock_names[0]];
-    int fits = target && (size_t)snprintf(name, sizeof name, "%s.lock", target) < sizeof name;
+    int fits = target && (size_t)snprintf(name, sizeof lock_names[0], "%s.lock", target) < sizeof lock_names[0];
     free(target);
-    if (!fits || n_locks == (int)(sizeof lock_names / sizeof lock_names[0]))
+    return fits;
+}
+
+static void lock_output(const char *cmd, const char *flag, const char *path)
+{
+    char name[sizeof lock_names[0]];
+    if (!lock_name(path, name) || n_locks == (int)(sizeof lock_names / sizeof lock_names[0]))
         return;
     for (int attempt = 0; attempt < 100; attempt++) {
         int fd = open(name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -229,6 +235,13 @@ static void hold_pipe(const char *cmd, const char *flag, const char *path)
         die(cmd, "%s %s is a pipe that nothing reads: start its reader first", flag, path);
 }
 
+/* An output that may be locked: a file (or one to be made), a pipe or a
+ * device, not one of the process's own descriptors. */
+static int lockable(const char *path)
+{
+    return path && ag_stream_fd(path) < 0;
+}
+
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out)
 {
     for (int i = 0; i < n_out; i++) {
@@ -244,12 +257,28 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
                 die(cmd, "%s %s and %s %s are the same file: give each output its own", outputs[k].flag,
                     outputs[k].path, outputs[i].flag, outputs[i].path);
     }
+    /* an output named as another's lock file (--save m.st --log m.st.lock)
+     * would be that lock, removed when the run ends with what it holds */
+    for (int i = 0; i < n_out; i++) {
+        char lock[sizeof lock_names[0]];
+        if (!lockable(outputs[i].path) || !lock_name(outputs[i].path, lock))
+            continue;
+        for (int k = 0; k < n_out; k++) {
+            char *target = k != i && lockable(outputs[k].path) ? real_target(outputs[k].path) : NULL;
+            int clash = target && strcmp(target, lock) == 0;
+            free(target);
+            if (clash)
+                die(cmd, "%s %s is the lock file of %s %s, held while the run writes that and removed when it "
+                         "ends: give %s another name", outputs[k].flag, outputs[k].path, outputs[i].flag,
+                    outputs[i].path, outputs[k].flag);
+        }
+    }
     report_away_from(outputs, n_out);
     /* devices and pipes are written through (ag_atomic_open); regular
      * files are replaced, by one run at a time (rank 0 alone writes) */
     for (int i = 0; i < n_out; i++) {
         struct stat st;
-        if (!outputs[i].path || ag_stream_fd(outputs[i].path) >= 0)
+        if (!lockable(outputs[i].path))
             continue;
         int exists = stat(outputs[i].path, &st) == 0;
         if (exists && S_ISFIFO(st.st_mode))

@@ -2,6 +2,7 @@
  * open.c - checkpoints and their data opened for a subcommand, and
  * --precision (see open.h).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -110,4 +111,23 @@ int precision_parse(const char *cmd, const char *name)
     if (ag_bf16_status(&fact) != AG_BF16_READY)
         die(cmd, "--precision bf16 cannot run here: %s", fact);
     return AG_BF16;
+}
+
+void refuse_overflow(const char *cmd, const char *path, double v, ag_ctx *ctx, model *m, const int32_t *ids, int n)
+{
+    int finite = isfinite(v);
+    if (finite && ctx && ids) {
+        int grad = ag_grad_enabled(ctx);
+        ag_set_grad_enabled(ctx, 0);
+        ag_reset(ctx);
+        const ag_tensor *logits = model_forward(ctx, m, ids, 1, n, 0, NULL);
+        for (size_t i = 0; i < (size_t)n * m->cfg.vocab_size && finite; i++)
+            finite = isfinite(logits->data[i]);
+        ag_reset(ctx);
+        ag_set_grad_enabled(ctx, grad);
+    }
+    if (!finite)
+        die(cmd, "%s: its forward pass gives values that are not finite (NaN): the weights overflow %s arithmetic, "
+                 "so the model cannot be %s", path, ctx && ag_get_precision(ctx) == AG_BF16 ? "bf16" : "float",
+            strcmp(cmd, "eval") == 0 ? "scored" : strcmp(cmd, "sample") == 0 ? "sampled" : "run");
 }

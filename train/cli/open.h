@@ -54,6 +54,13 @@ void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model 
 /* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
  * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */
 int precision_parse(const char *cmd, const char *name);
+/* A model whose forward pass overflows (finite weights too large for its
+ * arithmetic: 1e38 in float) gives NaN where a loss, a token or an
+ * attention weight is due.  When v (a loss, or NAN for values found not
+ * finite) or, given ctx and ids, any logit of the forward of ids [1,n] in
+ * ctx's precision is not finite: one line naming the file and exit 2,
+ * before anything is printed. */
+void refuse_overflow(const char *cmd, const char *path, double v, ag_ctx *ctx, model *m, const int32_t *ids, int n);
 #define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0, 0 }
 #define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0, 0 }
 

@@ -4,6 +4,7 @@
  * fprintf; write errors are caught once at the end through ferror.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -411,9 +412,13 @@ int svg_nice_ticks(double lo, double hi, int max_ticks, double *ticks, int cap)
     for (int tries = 0; tries < 64; tries++, k++) {
         for (int m = 0; m < 3; m++) {
             double step = k >= 0 ? mant[m] * pow(10, k) : mant[m] / pow(10, -k);
+            /* a range of subnormals needs a step 10^k cannot be (0), and
+             * one near DBL_MAX a last tick that overflows: none then */
+            if (!(step > 0) || !isfinite(step)) return 0;
             double first = floor(lo / step + 1e-6), last = ceil(hi / step - 1e-6);
             if (last < first) last = first;
             if (last - first + 1 > max_ticks) continue;
+            if (!isfinite(first * step) || !isfinite(last * step)) return 0;
             int n = 0;
             for (double i = first; i <= last && n < cap; i++) ticks[n++] = i * step;
             return n;
@@ -431,8 +436,8 @@ static int tick_decimals(double step)
 
 static void format_tick(char *buf, size_t len, double v, double step)
 {
-    if (fabs(v) < step * 1e-6) v = 0; /* no "-0" */
-    if (step < 1e-4 || fabs(v) >= 1e7) snprintf(buf, len, "%.3g", v);
+    if (isfinite(step) && fabs(v) < step * 1e-6) v = 0; /* no "-0" */
+    if (step < 1e-4 || fabs(v) >= 1e7 || !isfinite(step)) snprintf(buf, len, "%.3g", v);
     else snprintf(buf, len, "%.*f", tick_decimals(step), v);
 }
 
@@ -446,12 +451,29 @@ typedef struct {
     double px, py, pw, ph;    /* plot area in pixels */
 } chart_frame;
 
-static double map_x(const chart_frame *f, double x) { return f->px + (x - f->x0) / (f->x1 - f->x0) * f->pw; }
-static double map_y(const chart_frame *f, double y) { return f->py + f->ph - (y - f->y0) / (f->y1 - f->y0) * f->ph; }
+/* Where v lies in [lo, hi], from 0 to 1: in halves when the span is past
+ * DBL_MAX (-1e308 to 1e308), where v - lo would overflow too. */
+static double fraction(double v, double lo, double hi)
+{
+    return isfinite(hi - lo) ? (v - lo) / (hi - lo) : (v * 0.5 - lo * 0.5) / (hi * 0.5 - lo * 0.5);
+}
+static double map_x(const chart_frame *f, double x) { return f->px + fraction(x, f->x0, f->x1) * f->pw; }
+static double map_y(const chart_frame *f, double y) { return f->py + f->ph - fraction(y, f->y0, f->y1) * f->ph; }
 
 static int finite_point(const svg_series *s, int k)
 {
     return s->x && s->y && isfinite(s->x[k]) && isfinite(s->y[k]);
+}
+
+/* A flat range still needs a scale: widened by 5% (or by 1 around 0, and
+ * around a subnormal, whose 5% is 0), its ends kept finite. */
+static void widen(double *lo, double *hi)
+{
+    if (*hi != *lo) return;
+    double d = *lo ? fabs(*lo) * 0.05 : 1, a = *lo - d, b = *hi + d;
+    if (!(b > a)) a = *lo - 1, b = *hi + 1;
+    *lo = isfinite(a) ? a : -DBL_MAX;
+    *hi = isfinite(b) ? b : DBL_MAX;
 }
 
 static void data_range(const svg_series *series, int n_series, double *xlo, double *xhi, double *ylo,
@@ -470,9 +492,8 @@ static void data_range(const svg_series *series, int n_series, double *xlo, doub
         }
     if (*xlo > *xhi) { *xlo = 0; *xhi = 1; }
     if (*ylo > *yhi) { *ylo = 0; *yhi = 1; }
-    /* A flat range still needs a scale: widen it by 5% (or by 1 around 0). */
-    if (*xhi == *xlo) { double d = *xlo ? fabs(*xlo) * 0.05 : 1; *xlo -= d; *xhi += d; }
-    if (*yhi == *ylo) { double d = *ylo ? fabs(*ylo) * 0.05 : 1; *ylo -= d; *yhi += d; }
+    widen(xlo, xhi);
+    widen(ylo, yhi);
 }
 
 /* Grid lines, tick marks and tick labels along both axes. */

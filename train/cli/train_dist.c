@@ -55,6 +55,12 @@ void train_dist_configure(trainer *t, opt *micro_batch)
     dist_set_timeout(o->mpi_timeout);
     (void)micro_batch;          /* given or not: the MPI build's default */
     const char *whose = o->resume ? "the checkpoint's " : "";
+    /* a micro-batch is a part of a rank's share of the batch, so of the
+     * batch: a checkpoint whose two contradict each other (written by hand,
+     * or by another program) runs on no number of ranks */
+    if (o->resume && o->micro_batch && B % o->micro_batch != 0)
+        die(CMD, "%s: metadata micro_batch = %d does not divide batch = %d (a micro-batch is a part of the batch), so "
+                 "the run cannot be resumed", o->resume, o->micro_batch, B);
     if (B % N != 0) {
         if (o->resume)
             die(CMD, "the checkpoint's --batch %d does not split evenly over %d ranks: resume it on %s ranks", B,

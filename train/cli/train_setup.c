@@ -54,10 +54,21 @@ static void open_data(trainer *t)
     }
 }
 
+/* Whether line is a row of a step after `step` (the header is no row). */
+static int row_after(const char *line, long step)
+{
+    char *end;
+    long row = strtol(line, &end, 10);
+    return end != line && *end == ',' && row > step;
+}
+
 /* A resumed run given the run's --log again continues it from the
  * checkpoint's step: rows the interrupted run logged after its last save
- * are dropped first (the file replaced whole), so no step appears twice.  A log that is not a regular
- * file (a pipe, a device) is only appended to. */
+ * are dropped first (the file replaced whole), so no step appears twice.
+ * A log with no such rows is left as it is, not replaced: a run resumed at
+ * its last step in a directory it cannot write (where a replacement's
+ * temporary file cannot be made) has nothing to drop.  A log that is not a
+ * regular file (a pipe, a device) is only appended to. */
 static void log_drop_after(const char *path, long step)
 {
     struct stat st;
@@ -66,24 +77,25 @@ static void log_drop_after(const char *path, long step)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
+    char err[ERR_MAX], line[4096];
+    int after = 0;
+    while (!after && fgets(line, sizeof line, in))
+        after = row_after(line, step);
+    if (!after || fseek(in, 0, SEEK_SET) != 0) {
+        fclose(in);
+        return;
+    }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
-    char err[ERR_MAX], line[4096];
-    int dropped = 0, failed = ag_atomic_open(&out, path, err, sizeof err);
-    while (!failed && fgets(line, sizeof line, in)) {
-        char *end;
-        long row = strtol(line, &end, 10);
-        if (end != line && *end == ',' && row > step)
-            dropped = 1;                /* the header and rows up to the checkpoint stay */
-        else
-            fputs(line, out.f);
-    }
-    fclose(in);
-    if (failed)
+    if (ag_atomic_open(&out, path, err, sizeof err)) {
+        fclose(in);
         die(CMD, "%s", err);
-    if (!dropped)
-        ag_atomic_abort(&out);
-    else if (ag_atomic_commit(&out, err, sizeof err))
+    }
+    while (fgets(line, sizeof line, in))
+        if (!row_after(line, step))     /* the header and rows up to the checkpoint stay */
+            fputs(line, out.f);
+    fclose(in);
+    if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
 }
 
@@ -300,10 +312,14 @@ void train_setup(trainer *t)
             check_log_to_continue(o->log_path);
             log_drop_after(o->log_path, t->ck.step);
         }
-        t->log = fopen(o->log_path, o->resume ? "a" : "w");
-        if (!t->log)
+        /* a resumed run with no steps to take adds no row to a log that
+         * holds its header: it is not opened, and may be read-only as the
+         * checkpoint left as it was may be */
+        int nothing_to_add = o->resume && t->ck.step == o->steps && stat(o->log_path, &st) == 0 &&
+                             S_ISREG(st.st_mode) && st.st_size > 0;
+        if (!nothing_to_add && !(t->log = fopen(o->log_path, o->resume ? "a" : "w")))
             die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));
-        if (!o->resume || ftell(t->log) == 0)
+        if (t->log && (!o->resume || ftell(t->log) == 0))
             fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
     }
     if (!o->quiet)
