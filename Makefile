@@ -39,6 +39,8 @@ REFERENCE ?=
 MPI       ?=
 
 BUILDDIR  ?= build
+# make names ./build/x build/x in $^: the same spelling everywhere
+override BUILDDIR := $(patsubst ./%,%,$(BUILDDIR))
 # A program path to run from a rule: ./ before a relative one, an absolute one
 # (make BUILDDIR=/tmp/b run) as it is.
 runnable = $(if $(filter /%,$(1)),$(1),./$(1))

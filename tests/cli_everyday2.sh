@@ -527,6 +527,13 @@ else
     runcmd=$(make -s --no-print-directory -C "$ROOT" -n BUILDDIR="$BUILD" run 2>&1 | tail -n 1)
     check "make BUILDDIR=/abs/path run runs /abs/path/attograd ($runcmd)" \
         eval '[ "$runcmd" = "$BUILD/attograd train" ]'
+    # one given as ./dir: make spells its files dir/..., and the link left
+    # dir/flags among the objects (ld: "syntax error")
+    rel=${BUILD#"$ROOT"/}
+    linkcmd=$(make --no-print-directory -C "$ROOT" -n -B BUILDDIR="./$rel" "$rel/attograd" 2>&1 |
+              grep -E -- "-o $rel/attograd( |\$)" | tail -n 1)
+    check "make BUILDDIR=./dir links the command without the flags file ($linkcmd)" \
+        eval '[ -n "$linkcmd" ] && ! printf "%s" "$linkcmd" | grep -q "/flags"'
 fi
 
 # ---- 16. a long evaluation shows its progress on a terminal, and only there ------------
