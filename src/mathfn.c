@@ -15,8 +15,9 @@
 
 #include "attograd.h"
 
-/* ln 2 in two parts: LN2_HI has its low 32 bits zero, so k * LN2_HI is exact
- * for |k| < 2^21; LN2_LO is the rest (ln 2 - LN2_HI, rounded). */
+/* ln 2 in two parts: LN2_HI has the low 21 bits of its fraction zero (32
+ * significant bits), so k * LN2_HI is exact for |k| < 2^21; LN2_LO is the
+ * rest (ln 2 - LN2_HI, rounded). */
 static const double LN2_HI = 6.93147180369123816490e-01, LN2_LO = 1.90821492927058770002e-10;
 static const double INV_LN2 = 1.44269504088896338700e+00;
 
@@ -29,7 +30,7 @@ static double pow2(int k)
     return d;
 }
 
-/* x 2^k for x in [1/2, 2] and -1076 < k < 1025 (what exp needs): in two
+/* x 2^k for x in [1/2, 2] and -1076 <= k <= 1024 (what exp needs): in two
  * factors where 2^k alone is out of range, the last one rounding once
  * (to a subnormal, or to inf). */
 static double scale2(double x, int k)
@@ -42,8 +43,8 @@ static double scale2(double x, int k)
 }
 
 /* e^r - 1 for |r| <= ln(2)/2 ~ 0.347: Taylor to r^14 (the next term,
- * 0.347^15 / 15!, is below 2^-80), as r + r^2 (1/2 + r (1/6 + ...)) so the
- * leading term is exact. */
+ * 0.347^15 / 15!, is below 2^-63, 2^-61 of the result), as
+ * r + r^2 (1/2 + r (1/6 + ...)) so the leading term is exact. */
 static double expm1_small(double r)
 {
     static const double c[] = { 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
@@ -114,8 +115,9 @@ static const double EXP2_32[32][2] = {
 /* e^x = 2^k 2^(j/32) e^r with x = (32k + j) ln(2)/32 + r, |r| <= ln(2)/64:
  * e^r - 1 by Taylor to r^6 (the next term is below 2^-58), added to the
  * table's two parts so its rounding is the result's only one worth an ulp.
- * Overflow to inf above ln(DBL_MAX), to 0 below the smallest subnormal's
- * log; NaN stays NaN. */
+ * Overflow to inf above ln(DBL_MAX), to 0 below -745.2 (e^x is then under
+ * half the smallest subnormal, 2^-1075 = e^-745.13, and rounds to 0 anyway);
+ * NaN stays NaN. */
 double ag_math_exp(double x)
 {
     if (x != x)
@@ -191,7 +193,7 @@ double ag_math_log(double x)
 }
 
 /* tanh x = (e^2x - 1) / (e^2x + 1) = expm1(2|x|) / (expm1(2|x|) + 2), odd;
- * 1 beyond 22 (1 - tanh 22 < 2^-63). */
+ * 1 beyond 22 (1 - tanh 22 ~ 2 e^-44 < 2^-62, far below 1's half ulp 2^-54). */
 double ag_math_tanh(double x)
 {
     double a = x < 0 ? -x : x;
@@ -321,7 +323,7 @@ double ag_math_erf(double x)
 
 /* cos x: x = n pi/2 + r, |r| <= pi/4, with pi/2 in three parts (the first
  * two of 33 bits, so n times them is exact for |n| < 2^20), then cos r or
- * sin r by Taylor (to r^16 and r^17: the next terms are below 2^-60) by the
+ * sin r by Taylor (to r^16 and r^17: the next terms are below 2^-58) by the
  * quadrant n mod 4.  Accurate for |x| < 2^20; the engine's arguments are
  * below 2 pi. */
 double ag_math_cos(double x)

@@ -322,7 +322,7 @@ void ag_backward_relu(ag_ctx *ctx, ag_node *n)
         dx[i] += x[i] > 0 ? dy[i] : 0;
 }
 
-/* d gelu(x) = Phi(x) + x phi(x), phi the standard normal density */
+/* d gelu(x) = d (x Phi(x)) = (Phi(x) + x phi(x)) dx, phi = Phi' the standard normal density */
 void ag_backward_gelu(ag_ctx *ctx, ag_node *n)
 {
     int assign;

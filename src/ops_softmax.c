@@ -2,8 +2,10 @@
  * ops_softmax.c - softmax, log_softmax, masked_fill and the fused
  * cross-entropy: the ops that turn attention scores into weights and
  * logits into a loss.  All of them subtract the row maximum before exp, and
- * all of them keep -inf (a masked score) from ever turning into NaN.  The
- * row arithmetic is in the kernels (definitions: ref_softmax,
+ * all of them keep -inf (a masked score) from ever turning into NaN, with one
+ * exception: cross-entropy of a scored row whose every logit is -inf, a loss
+ * of -log(0/0), is NaN, as in PyTorch (a -inf target logit alone gives +inf).
+ * The row arithmetic is in the kernels (definitions: ref_softmax,
  * ref_cross_entropy and their backwards in src/reference.c).
  */
 #include <math.h>

@@ -10,10 +10,6 @@
 
 #include "internal.h"
 
-/* Everything is allocated first and checked after, and a failure frees it
- * all before ag_error: a program whose error handler longjmps out (one that
- * survives running out of memory) must not be left holding the struct or
- * the one moment block that was granted. */
 /* The flat loops below run over ps->total elements of the parameters'
  * blocks, which exist only once ag_params_alloc has run (and no parameter
  * can join after it: an optimizer made before would have moments too short),
@@ -28,6 +24,10 @@ static void need_grads(const char *fn, const ag_params *ps)
         ag_error("%s: the parameters have no gradients (allocated by ag_params_alloc_no_grad)", fn);
 }
 
+/* Everything is allocated first and checked after, and a failure frees it
+ * all before ag_error: a program whose error handler longjmps out (one that
+ * survives running out of memory) must not be left holding the struct or
+ * the one moment block that was granted. */
 static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
 {
     need_grads(fn, ps);
@@ -154,6 +154,10 @@ void ag_params_zero_grad(ag_params *ps)
     ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
+/* torch.nn.utils.clip_grad_norm_: one norm over every parameter's gradient,
+ * ||g|| = sqrt(sum of g_i^2), and g *= max_norm / (||g|| + 1e-6) when that is
+ * below 1 (the 1e-6 keeps a zero gradient from dividing by 0; PyTorch
+ * multiplies by min(1, that), which leaves g as it is otherwise). */
 double ag_clip_grad_norm(ag_params *ps, double max_norm)
 {
     need_grads("ag_clip_grad_norm", ps);

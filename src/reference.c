@@ -147,8 +147,10 @@ static void ref_cross_entropy(const ag_real *logits, const int32_t *target, size
     }
 }
 
-/* forward was:  loss_r = log sum_k exp(x_k) - x_t,  so  dloss_r/dx_k = softmax_k - [k = t]:
- *     dlogits[r][k] (+)= scale (prob[r][k] - [k = t_r]),  scale = dloss / (rows counted). */
+/* forward was:  loss_r = log sum_k exp(x_k) - x_t,  and  d/dx_k log sum_j exp(x_j) = exp(x_k) / sum_j exp(x_j)
+ * = softmax_k,  so  dloss_r/dx_k = softmax_k - [k = t]:
+ *     dlogits[r][k] (+)= scale (prob[r][k] - [k = t_r]),  scale = dloss / (rows counted);
+ * a row with t_r < 0 is not in the loss and gets 0. */
 static void ref_cross_entropy_backward(const ag_real *prob, const int32_t *target, size_t rows, int V,
                                        ag_real scale, ag_real *dlogits, int assign)
 {
@@ -187,8 +189,10 @@ static void ref_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b,
 
 /* forward was:  y = xhat w + b,  xhat = (x - mean) rstd;  so
  *     db_k += sum_r dy_k,   dw_k += sum_r dy_k xhat_k,
- * and with g = dy w (the gradient reaching xhat), through the mean and the
- * variance of the row:
+ * and with g = dy w (the gradient reaching xhat): every x_j moves the mean
+ * (d mean/dx_j = 1/D) and the variance (d rstd/dx_j = -rstd^2 xhat_j / D), so
+ *     dxhat_k/dx_j = rstd ([k = j] - 1/D - xhat_k xhat_j / D)
+ * and dx_j = sum_k g_k dxhat_k/dx_j:
  *     dx = rstd (g - mean(g) - xhat mean(g xhat))     (means over the row) */
 static void ref_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
                                     const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
@@ -318,7 +322,8 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
                           ag_real *lse, ag_real *weights, ag_real *keep)
 {
     (void)keep;                         /* nothing is kept: backward recomputes */
-    ag_real *s = malloc(2 * (size_t)a->Tk * sizeof *s), *z = s + a->Tk;    /* one query's scores, its mask */
+    /* one query's scores, then its dropout multipliers */
+    ag_real *s = malloc(2 * (size_t)a->Tk * sizeof *s), *z = s + a->Tk;
     if (!s)
         ag_error("out of memory: attention scores of %d keys", a->Tk);
     for (int b = 0; b < a->B; b++)
@@ -358,7 +363,8 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
  * so, with do_i the gradient reaching o_i:
  *   dv_j  += sum_i p_ij z_ij do_i
  *   dp_ij  = z_ij (do_i . v_j)
- *   ds_ij  = p_ij (dp_ij - D_i),   D_i = sum_j p_ij dp_ij = do_i . o_i      (softmax backward)
+ *   ds_ij  = p_ij (dp_ij - D_i),   D_i = sum_j p_ij dp_ij      (softmax backward, as ref_softmax_backward)
+ *          and D_i = sum_j p_ij z_ij (do_i . v_j) = do_i . (sum_j p_ij z_ij v_j) = do_i . o_i
  *   dq_i  += scale sum_j ds_ij k_j
  *   dk_j  += scale sum_i ds_ij q_i
  * p is recomputed from q, k and lse; in mixed precision p z and ds are

@@ -75,7 +75,8 @@ void model_build(model *m, const model_config *cfg);
  * tensors are checked against these before a config read from the file
  * allocates anything. */
 void model_declare(model *m, const model_config *cfg);
-/* Weights ~ N(0, 0.02), biases 0, layer-norm weights 1, drawn in registration order. */
+/* Weights ~ N(0, 0.02^2) (standard deviation 0.02, as GPT-2), biases 0, layer-norm weights 1,
+ * drawn in registration order. */
 void model_init(model *m, ag_pcg32 *rng);
 /* Copy every weight of src into dst, a model of the same architecture,
  * layers, heads, width and vocabulary whose context may be shorter: its

@@ -1,8 +1,10 @@
 /*
  * nn.h - layers built from the engine's ops, the way a user would build
- * their own: Linear, Embedding, LayerNorm and MultiHeadAttention.  Each
+ * their own: Linear, LayerNorm and MultiHeadAttention (an embedding is
+ * ag_embedding on a parameter, as model.c uses it).  Each
  * layer holds pointers to its parameters (registered in an ag_params under
- * PyTorch-style dotted names) and has one forward function.
+ * PyTorch-style dotted names) and forward functions of its own (Linear
+ * also fused with GELU; attention also cached and spelled out op by op).
  */
 #ifndef ATTOGRAD_NN_H
 #define ATTOGRAD_NN_H

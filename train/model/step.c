@@ -57,7 +57,7 @@ step_result step_update(ag_params *ps, ag_optim *optim, double loss, double clip
     if (r.status != STEP_OK)
         return r;                       /* no update from a bad gradient */
     if (clip > 0)
-        ag_clip_grad_norm(ps, clip);    /* g <- g min(1, clip / ||g||) over every parameter at once */
+        ag_clip_grad_norm(ps, clip);    /* g <- g min(1, clip / (||g|| + 1e-6)), one norm over every parameter */
     ag_optim_step(optim, lr);
     if ((r.bad = first_not_finite(ps, 0)))
         r.status = STEP_BAD_UPDATE;
