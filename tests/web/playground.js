@@ -16,7 +16,8 @@
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
 // link reproduces the run; the URL round trip (a reload, a shared link);
 // settings the page cannot take refused in one line naming the control,
-// the run as it was; refusals that leave a run training; a text file's own bytes;
+// the run as it was; refusals that leave a run training; Train clicked with
+// Steps typed (the button as the worker trains); a text file's own bytes;
 // a large text file; Tab order and names; no main-thread
 // task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
@@ -503,7 +504,8 @@ async function main() {
   await part('Step and Graph with no model, Step at the last step', async () => {
     await page.goto(url + '?heads=0&steps=100');
     await waitStatus(page, /^no model$/, 60000);
-    await page.getByRole('button', { name: 'Step' }).click();
+    await page.getByRole('button', { name: 'Step' }).click();     // (the worker answers: waited for)
+    await page.locator('#error').filter({ hasText: /^no model to train/ }).waitFor({ timeout: 10000 }).catch(() => {});
     const stepSaid = await alertText();
     await page.getByRole('button', { name: 'Graph' }).click();
     await page.locator('#error').filter({ hasText: /^cannot draw the graph: / }).waitFor({ timeout: 10000 });
@@ -513,6 +515,7 @@ async function main() {
     await type('Steps', 0);
     await waitStatus(page, /^step 0\/0 · loss/, 30000);
     await page.getByRole('button', { name: 'Step' }).click();
+    await page.locator('#error').filter({ hasText: /^the run is at its last step/ }).waitFor({ timeout: 10000 }).catch(() => {});
     const lastSaid = await alertText();
     check(`Step with no model says so (${stepSaid}), Graph too (${graphSaid}); Step at the last step says so (${lastSaid})`,
           /^no model to train/.test(stepSaid) && graphSaid === 'cannot draw the graph: no model' && /^the run is at its last step/.test(lastSaid));
@@ -556,6 +559,38 @@ async function main() {
     const s2 = await statusText(page), still = await page.locator('#train').textContent();
     check(`a PNG given to Open checkpoint leaves the run training (${still}; ${s1} -> ${s2})`, still === 'Pause' && s1 !== s2);
     await page.getByRole('button', { name: 'Pause' }).click();
+  });
+
+  // ---- Train clicked with Steps typed, not yet applied: the click's change builds a run, then
+  // trains it (the new run's reply once turned the button back to Train while it trained, and
+  // a raised Steps was refused as "the run is at its last step") --
+  await part('Train clicked with a setting typed', async () => {
+    await page.goto(url + '?steps=20&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/20 · loss/, 60000);
+    const steps = page.getByLabel('Steps', { exact: true }), button = page.locator('#train');
+    await steps.fill('100000');
+    await button.click();
+    await waitStatus(page, /^step [1-9]\d*\/100000 · loss/, 30000);
+    await page.waitForTimeout(500);
+    const label = await button.textContent();
+    await button.click();
+    await page.waitForTimeout(500);
+    const s1 = await statusText(page);
+    await page.waitForTimeout(1000);
+    const s2 = await statusText(page);
+    check(`Steps typed, Train clicked: it trains, the button Pause (${label}); clicked, it pauses (${s1} -> ${s2})`,
+          label === 'Pause' && s1 === s2 && (await button.textContent()) === 'Train');
+    await page.goto(url + '?steps=20&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/20 · loss/, 60000);
+    await button.click();
+    await waitStatus(page, /^step 20\/20 · loss/, 60000);
+    await steps.fill('100000');
+    await button.click();
+    await page.waitForTimeout(1500);
+    const going = await statusText(page), said = await alertText(), label2 = await button.textContent();
+    await button.click();
+    check(`a finished run, Steps raised in the field, Train clicked: it trains on (${going}; ${label2}; error '${said}')`,
+          /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
   });
 
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------

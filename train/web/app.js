@@ -11,6 +11,9 @@ const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let worker = null, info = null, running = false, textBytes = null;
+// Commands to the worker are numbered; runSent: the last Train's or Pause's
+let sent = 0, runSent = 0;
+const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
 let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
 // The fields as the live run was built from them, and as the last new run asked
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
@@ -276,7 +279,7 @@ function drawGraph(m) {
 }
 
 // The graph, once shown, follows the model: redrawn after a step or a run.
-function refreshGraph() { if (!$('graphview').hidden) worker.postMessage({ cmd: 'graph' }); }
+function refreshGraph() { if (!$('graphview').hidden) send({ cmd: 'graph' }); }
 
 // ---- the worker -----------------------------------------------------------
 
@@ -285,10 +288,19 @@ function setRunning(on) {
   $('train').textContent = on ? 'Pause' : 'Train';
 }
 
+// A reply says whether the worker trains once it has handled command m.n: the
+// Train button follows it, unless Train or Pause was pressed after that command
+// (a click that changes a field and presses Train sends a new run, then Train:
+// the new run's reply must not turn the button back to Train).
+function onReply(m) {
+  if ('running' in m && m.n >= runSent) setRunning(m.running);
+  onMessage[m.type](m);
+}
+
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; setRunning(false); trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
+    info = m.info; trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
     $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
@@ -314,10 +326,10 @@ const onMessage = {
     for (const p of m.losses) trainLoss.push(p);
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
-    if (m.error) { say(m.error); setRunning(false); }
+    if (m.error) say(m.error);
     status(); drawLoss();
   },
-  stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
+  stopped(m) { info = m.info; status(); refreshGraph(); },
   extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
   attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
   graph(m) { drawGraph(m); },
@@ -331,13 +343,12 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.message); setRunning(!!m.running);
+    say(m.message);
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };
 
 async function reset() {
-  setRunning(false);
   say(linkNote);
   linkNote = '';
   const s = settings();
@@ -348,12 +359,8 @@ async function reset() {
     msg.text = textBytes || new TextEncoder().encode($('text').value);
     msg.textName = $('text').dataset.name || 'text';
   }
-  worker.postMessage(msg);
+  send(msg);
 }
-
-// Why neither Train nor Step can go on, or ''.
-const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
-  : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
@@ -361,7 +368,7 @@ function bind() {
     // it, as train --resume --steps N does; any other change starts anew.
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
       settingsToUrl();
-      worker.postMessage({ cmd: 'steps', steps: Number($('steps').value) });
+      send({ cmd: 'steps', steps: Number($('steps').value) });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
@@ -370,7 +377,7 @@ function bind() {
     if (info && info.live && built && SETTINGS.every((j) => $(j).value === built[j])) {
       say('');
       settingsToUrl(built);
-      if (k === 'task') worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value });
+      if (k === 'task') send({ cmd: 'prompt', prompt: $('prompt').value });
       return;
     }
     reset();
@@ -389,27 +396,26 @@ function bind() {
     $('seed').dispatchEvent(new Event('input', { bubbles: true }));
     $('seed').dispatchEvent(new Event('change', { bubbles: true }));
   });
+  // (the worker says when there is nothing to train: it knows the run a change just asked for)
   $('train').addEventListener('click', () => {
-    if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }
-    else if (stuck()) say(stuck());
-    else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
+    setRunning(!running);
+    runSent = send({ cmd: running ? 'train' : 'pause' });
   });
   $('step').addEventListener('click', () => {
     if (running) return;
-    if (stuck()) say(stuck());
-    else { worker.postMessage({ cmd: 'step' }); refreshGraph(); }
+    send({ cmd: 'step' }); refreshGraph();
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
-  $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
-  $('complete').addEventListener('click', () => worker.postMessage({
+  $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  $('complete').addEventListener('click', () => send({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
     seed: $('seed').value }));
-  $('graphbtn').addEventListener('click', () => worker.postMessage({ cmd: 'graph' }));
-  $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
+  $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
+  $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];
     if (!f) return;
-    worker.postMessage({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
+    send({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
     $('open').value = '';
   });
   $('textfile').addEventListener('change', async () => {
@@ -426,12 +432,12 @@ function bind() {
     // A text model opened from a checkpoint without its text: the file's
     // bytes join it (training goes on as train --resume would); else a new run.
     if (info && info.live && !info.trainable && info.task === 'text')
-      worker.postMessage({ cmd: 'text', text: bytes, textName: f.name });
+      send({ cmd: 'text', text: bytes, textName: f.name });
     else reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });
   $('examples').addEventListener('toggle', () => {
-    if ($('examples').open && !$('examples-text').textContent) worker.postMessage({ cmd: 'examples' });
+    if ($('examples').open && !$('examples-text').textContent) send({ cmd: 'examples' });
   });
   $('snapshot').addEventListener('input', () => {
     const i = Number($('snapshot').value), a = snapshots[i];
@@ -453,7 +459,7 @@ function start() {
   settingsFromUrl();
   bind();
   worker = new Worker('worker.js');
-  worker.onmessage = (e) => onMessage[e.data.type](e.data);
+  worker.onmessage = (e) => onReply(e.data);
   worker.onerror = (e) => say('the worker failed: ' + e.message);
 }
 

@@ -11,22 +11,28 @@ const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)))
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
 
 let M = null, running = false, prompt = '', info = null;
+let seen = 0;                  // the number of the page's last command handled
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 
 const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
-// (with whether training goes on, which a refused command leaves as it was)
-const fail = (what) => postMessage({ type: 'error', message: what + ': ' + lastError(), running });
+// Every message says whether training goes on once the page's command `seen` is handled
+// (the page's Train button follows that, unless Train or Pause was pressed since)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, running }), transfer || []);
+const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
+// Why neither Train nor Step can go on, or ''.
+const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 createPlayground().then((module) => {
   M = module;
   lossBuf = M._malloc(4 * 4096);
   evalBuf = M._malloc(8 * 3);
   idsBuf = M._malloc(4 * 1024);
-  postMessage({ type: 'ready' });
-}, (e) => postMessage({ type: 'error', message: 'the engine did not load: ' + e }));
+  post({ type: 'ready' });
+}, (e) => post({ type: 'error', message: 'the engine did not load: ' + e }));
 
 // The tokens the heatmaps show: for a task, the prompt completed greedily
 // (the answer's positions are where attention does the work), cut to the
@@ -61,7 +67,7 @@ function steps(limit) {
   let val = null, error = null;
   while (losses.length < limit && info.step < info.steps && performance.now() - t0 < SLICE_MS) {
     const n = c('pg_train', 'number', ['number', 'number'], [1, lossBuf]);
-    if (n < 0) { error = 'training stopped: ' + lastError(); break; }
+    if (n < 0) { error = 'training stopped: ' + lastError(); running = false; break; }
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
     if (info.step % evalEvery() === 0 || info.step === info.steps) {
@@ -70,19 +76,19 @@ function steps(limit) {
     }
   }
   const snap = val ? attention() : null;
-  postMessage({ type: 'progress', info, losses, val, snapshot: snap, error });
+  post({ type: 'progress', info, losses, val, snapshot: snap, error });
   return !error && info.step < info.steps;
 }
 
 function slice() {
   if (!running) return;
   if (steps(Infinity)) setTimeout(slice, 0);
-  else { running = false; postMessage({ type: 'stopped', info }); }
+  else { running = false; post({ type: 'stopped', info }); }
 }
 
 function showModel(extra) {
   refreshInfo();
-  postMessage(Object.assign({ type: 'model', info, attention: attention() }, extra || {}));
+  post(Object.assign({ type: 'model', info, attention: attention() }, extra || {}));
 }
 
 const handlers = {
@@ -97,7 +103,7 @@ const handlers = {
     refreshInfo();
     if (rc < 0) {   // refused: the run there was goes on as it was (unless an engine error took it: info says)
       if (!info.live) running = false;
-      postMessage({ type: 'error', info: info.live ? null : info, running, message: 'cannot build the model: ' +
+      post({ type: 'error', info: info.live ? null : info, message: 'cannot build the model: ' +
         lastError().replace(/^\/text\b/, m.textName || 'the text') });
       return;
     }
@@ -109,33 +115,41 @@ const handlers = {
   steps(m) {
     if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
-    postMessage({ type: 'extended', info });
+    post({ type: 'extended', info });
   },
-  train() { if (!running && info && info.live) { running = true; slice(); } },
+  train() {
+    if (running) return;
+    if (stuck()) post({ type: 'error', message: stuck() });
+    else { running = true; slice(); }
+  },
   pause() { running = false; },
-  step() { if (!running && info && info.live) { steps(1); postMessage({ type: 'attention', attention: attention() }); } },
-  prompt(m) { prompt = m.prompt; if (!running) postMessage({ type: 'attention', attention: attention() }); },
+  step() {
+    if (running) return;
+    if (stuck()) post({ type: 'error', message: stuck() });
+    else { steps(1); post({ type: 'attention', attention: attention() }); }
+  },
+  prompt(m) { prompt = m.prompt; if (!running) post({ type: 'attention', attention: attention() }); },
   complete(m) {
     const out = c('pg_complete', 'string', ['string', 'number', 'number', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out && lastError()) fail('cannot complete');
-    else postMessage({ type: 'completion', text: out });
+    else post({ type: 'completion', text: out });
   },
   examples() {
     const text = c('pg_walkthrough', 'string', [], []);
     if (!text) fail('cannot compute the worked examples');
-    else postMessage({ type: 'examples', text });
+    else post({ type: 'examples', text });
   },
   graph() {
     const text = c('pg_graph', 'string', ['string'], [info ? info.seed : '1']);   // with no model: says so
     if (!text) fail('cannot draw the graph');
-    else postMessage({ type: 'graph', graph: JSON.parse(text), step: info.step });
+    else post({ type: 'graph', graph: JSON.parse(text), step: info.step });
   },
   save() {
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
     M.FS.unlink('/save.st');
-    postMessage({ type: 'saved', bytes, info }, [bytes.buffer]);
+    post({ type: 'saved', bytes, info }, [bytes.buffer]);
   },
   // A checkpoint, with its text when given (a text model opened without it
   // can complete, not train: choosing the text opens it again with it).
@@ -146,7 +160,7 @@ const handlers = {
     M.FS.unlink('/open.st');
     if (rc < 0) {
       const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
-      postMessage({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why, running });
+      post({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
       return;
     }
     running = false;    // the run it replaced stops
@@ -161,6 +175,7 @@ const handlers = {
 };
 
 onmessage = (e) => {
-  if (!M) { postMessage({ type: 'error', message: 'the engine is still loading' }); return; }
+  seen = e.data.n;
+  if (!M) { post({ type: 'error', message: 'the engine is still loading' }); return; }
   handlers[e.data.cmd](e.data);
 };
