@@ -8,7 +8,6 @@ const $ = (id) => document.getElementById(id);
 const SETTINGS = ['task', 'layers', 'heads', 'd_model', 'context', 'dropout', 'optimizer', 'lr', 'batch', 'steps', 'seed'];
 const SEED_MAX = 9200000000000000000n;            // attograd train --seed's largest
 const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
-const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
@@ -311,7 +310,8 @@ const onMessage = {
       say('');
       $('status').textContent = '';
     }
-    if (!$('prompt').value || m.resetPrompt) $('prompt').value = DEFAULT_PROMPT[info.task];
+    $('prompt').value = m.prompt;    // the worker's choice: one the model reads
+    $('completion').textContent = '';
     addSnapshot(m.attention);
     showAttention(m.attention);
     status(); drawLoss();
@@ -331,7 +331,10 @@ const onMessage = {
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
   extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
-  attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
+  attention(m) {
+    if (m.prompt !== undefined) $('prompt').value = m.prompt;
+    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
+  },
   graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
   completion(m) { $('completion').textContent = m.text; },
@@ -353,7 +356,7 @@ async function reset() {
   linkNote = '';
   const s = settings();
   asked = fields();
-  const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
+  const msg = { cmd: 'new', settings: s, prompt: $('prompt').value };
   if (s.task === 'text') {
     // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
     msg.text = textBytes || new TextEncoder().encode($('text').value);
@@ -372,12 +375,12 @@ function bind() {
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
-    if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
+    if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = ''; }   // the worker gives the task's
     // a setting refused, then set back: the run goes on as it was
     if (info && info.live && built && SETTINGS.every((j) => $(j).value === built[j])) {
       say('');
       settingsToUrl(built);
-      if (k === 'task') send({ cmd: 'prompt', prompt: $('prompt').value });
+      if (k === 'task') send({ cmd: 'prompt', prompt: $('prompt').value, choose: true });
       return;
     }
     reset();

@@ -9,6 +9,7 @@ const SLICE_MS = 50;
 // an evaluation every tenth of the run (at least 10 steps apart, at most 100)
 const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)));
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
+const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let M = null, running = false, prompt = '', info = null;
 let seen = 0;                  // the number of the page's last command handled
@@ -54,6 +55,17 @@ function attention() {
   return { step: info.step, T, L, H, ids, weights: M.HEAPF32.slice(ptr, ptr + L * H * T * T) };
 }
 
+// The prompt for a model just built or opened: the one given if the model
+// reads it (an empty one, or one of another task's, is not given), else the
+// task's default, else (text) the text's first characters or the first letter
+// or digit of its vocabulary; the page's Prompt field takes it.
+function choosePrompt(given, text) {
+  const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
+  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n]/)[0]].slice(0, 4).join('') : '';
+  const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
+  return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
+}
+
 function evaluate(all) {
   if (c('pg_evaluate', 'number', ['number', 'number'], [all ? 0 : EVAL_WINDOWS, evalBuf]) < 0) return null;
   const v = M.HEAPF64.subarray(evalBuf >> 3, (evalBuf >> 3) + 3);
@@ -88,7 +100,7 @@ function slice() {
 
 function showModel(extra) {
   refreshInfo();
-  post(Object.assign({ type: 'model', info, attention: attention() }, extra || {}));
+  post(Object.assign({ type: 'model', info, prompt, attention: attention() }, extra || {}));
 }
 
 const handlers = {
@@ -109,7 +121,7 @@ const handlers = {
     }
     running = false;
     opened = null;
-    prompt = m.prompt;
+    prompt = choosePrompt(m.prompt, m.text);
     showModel({ val: evaluate(false) });
   },
   steps(m) {
@@ -128,7 +140,11 @@ const handlers = {
     if (stuck()) post({ type: 'error', message: stuck() });
     else { steps(1); post({ type: 'attention', attention: attention() }); }
   },
-  prompt(m) { prompt = m.prompt; if (!running) post({ type: 'attention', attention: attention() }); },
+  // (`choose`: the page's task set back, its Prompt emptied: the model's default)
+  prompt(m) {
+    prompt = m.choose ? choosePrompt(m.prompt) : m.prompt;
+    if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
+  },
   complete(m) {
     const out = c('pg_complete', 'string', ['string', 'number', 'number', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
@@ -165,7 +181,9 @@ const handlers = {
     }
     running = false;    // the run it replaced stops
     opened = { name: m.name, bytes: m.bytes };
+    const task = info && info.live ? info.task : '';
     refreshInfo();
+    prompt = choosePrompt(info.task === task ? prompt : '', m.text);
     showModel({ opened: m.name, val: info.trainable ? evaluate(false) : null });
   },
   text(m) {
