@@ -19,8 +19,8 @@
 // the run as it was; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
-// without the default prompt's bytes); a large text file; Tab order and names; no main-thread
-// task over 50 ms while training; the file:// notice; no console error or
+// without the default prompt's bytes); a large text file; a 200000-step run's
+// loss curve; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -657,6 +657,28 @@ async function main() {
                 'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
                 'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
+
+  // ---- a long run: the loss curve follows it to its last step --------------------
+  // (a model of the least size, about 10,000 steps a second: drawn from a spread of
+  // every step's loss, the curve threw past about 125,000 steps and stopped there)
+  await part('a long run\'s loss curve', async () => {
+    const t0 = Date.now(), before = problems.length;
+    await page.goto(url + '?task=sort&layers=1&heads=1&d_model=1&batch=1&steps=200000');
+    await waitStatus(page, /^step 0\/200000 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 200000\/200000 · loss/, 600000);
+    await page.getByRole('button', { name: 'Train' }).waitFor();
+    // the train curve (#36c) in the plot's last pixel columns, where step 200000 is drawn
+    const end = await page.getByRole('img', { name: 'Loss curve' }).evaluate((c) => {
+      const d = c.getContext('2d').getImageData(c.width - 14, 0, 7, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i + 2] > d[i] + 60) n++;
+      return n;
+    });
+    check(`a 200000-step run's loss curve reaches its last step (${end} pixels of it in the last columns; ` +
+          `${problems.length - before} errors; ${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+          end > 0 && problems.length === before, problems.slice(before, before + 1).join());
+  });
 
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();

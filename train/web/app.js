@@ -13,7 +13,7 @@ let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
 let sent = 0, runSent = 0;
 const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
-let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
+let trainLoss = newLosses(), valLoss = [], lastVal = null, snapshots = [], current = null;
 // The fields as the live run was built from them, and as the last new run asked
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
@@ -49,7 +49,7 @@ function settingsFromUrl() {
 
 function status() {
   if (!info || !info.live) return;
-  const last = trainLoss.length ? trainLoss[trainLoss.length - 1][1].toFixed(4) : '–';
+  const last = trainLoss.n ? trainLoss.v[trainLoss.n - 1].toFixed(4) : '–';
   let s = `step ${info.step}/${info.steps} · loss ${last}`;
   if (info.task !== 'text' && lastVal && lastVal.total)
     s += ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%`;
@@ -60,13 +60,30 @@ function status() {
 
 // ---- the loss curve -------------------------------------------------------
 
+// The train losses of the run shown, one a step from step `from` + 1 on, in a
+// typed array (a million steps are 4 MB, not a million arrays).
+function newLosses() { return { v: new Float32Array(1024), n: 0, from: 0 }; }
+function addLoss(step, loss) {
+  const t = trainLoss;
+  if (!t.n) t.from = step - 1;
+  if (t.n === t.v.length) { const v = new Float32Array(2 * t.n); v.set(t.v); t.v = v; }
+  t.v[t.n++] = loss;
+}
+
+// Drawn each progress, so in time that does not grow with the run: where
+// steps outnumber the plot's pixels, each pixel column is one vertical line
+// from its steps' lowest loss to their highest.  (Math.max(...) of the
+// losses, as it was, threw past about 125,000 steps, and the curve stopped.)
 function drawLoss() {
-  const cv = $('loss'), g = cv.getContext('2d'), W = cv.width, H = cv.height, pad = 34;
+  const cv = $('loss'), g = cv.getContext('2d'), W = cv.width, H = cv.height, pad = 34, t = trainLoss;
   g.clearRect(0, 0, W, H);
-  const all = trainLoss.concat(valLoss).map((p) => p[1]).filter(Number.isFinite);
-  if (!all.length || !info) return;
-  const top = Math.max(...all) * 1.05, steps = Math.max(info.steps, 1);
-  const x = (s) => pad + (W - pad - 8) * s / steps, y = (v) => H - pad - (H - pad - 8) * v / top;
+  let top = -Infinity;
+  for (let i = 0; i < t.n; i++) if (t.v[i] > top && t.v[i] < Infinity) top = t.v[i];
+  for (const p of valLoss) if (p[1] > top && p[1] < Infinity) top = p[1];
+  if (top === -Infinity || !info) return;
+  top *= 1.05;
+  const steps = Math.max(info.steps, 1), wide = W - pad - 8;
+  const x = (s) => pad + wide * s / steps, y = (v) => H - pad - (H - pad - 8) * v / top;
   g.strokeStyle = '#999'; g.fillStyle = '#444'; g.font = '11px sans-serif';
   g.beginPath(); g.moveTo(pad, 8); g.lineTo(pad, H - pad); g.lineTo(W - 8, H - pad); g.stroke();
   g.fillText(top.toFixed(2), 2, 14); g.fillText('0', pad - 10, H - pad); g.fillText(String(steps), W - 40, H - pad + 14);
@@ -76,7 +93,22 @@ function drawLoss() {
     pts.forEach((p, i) => (i ? g.lineTo(x(p[0]), y(p[1])) : g.moveTo(x(p[0]), y(p[1]))));
     g.stroke();
   };
-  line(trainLoss, '#36c');
+  if (t.n <= 2 * wide) {
+    const pts = [];
+    for (let i = 0; i < t.n; i++) pts.push([t.from + 1 + i, t.v[i]]);
+    line(pts, '#36c');
+  } else {
+    g.strokeStyle = '#36c'; g.beginPath();
+    let col = NaN, lo = 0, hi = 0;
+    const put = () => { if (col === col) { g.lineTo(col, y(lo)); g.lineTo(col, y(hi)); } };
+    for (let i = 0; i < t.n; i++) {
+      const v = t.v[i], c = Math.round(x(t.from + 1 + i));
+      if (!(v < Infinity)) continue;
+      if (c !== col) { put(); col = c; lo = hi = v; } else { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    }
+    put();
+    g.stroke();
+  }
   line(valLoss, '#d60');
 }
 
@@ -299,7 +331,7 @@ function onReply(m) {
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
+    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null; snapshots = [];
     $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
@@ -323,7 +355,7 @@ const onMessage = {
   },
   progress(m) {
     info = m.info;
-    for (const p of m.losses) trainLoss.push(p);
+    for (const p of m.losses) addLoss(p[0], p[1]);
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
     if (m.error) say(m.error);
