@@ -14,7 +14,8 @@
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
-// link reproduces the run; the URL round trip (a reload, a shared link);
+// link reproduces the run; the URL round trip (a reload, a shared link, Back
+// to a page whose setting was refused);
 // settings the page cannot take refused in one line naming the control,
 // the run as it was; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
@@ -532,6 +533,23 @@ async function main() {
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
     check(`a link's unknown task is named (${await alertText()}) and the page runs copy`,
           /^the link's task=bogus: /.test(await alertText()) && (await page.getByLabel('Task').inputValue()) === 'copy');
+  });
+
+  // ---- Back to a page whose setting was refused: the link's run, its fields the link's
+  // (the browser put the refused value back in its field after the page read the link: no model) --
+  await part('Back to a refused setting\'s page', async () => {
+    await page.goto(url + '?task=sort&steps=30');
+    await waitStatus(page, /^step 0\/30 · loss/, 60000);
+    await type('Layers', 0);
+    await page.locator('#error').filter({ hasText: /^cannot build the model: Layers/ }).waitFor({ timeout: 10000 });
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.goBack();
+    const back = await waitStatus(page, /^(step \d+\/\d+ · loss|no model)/, 60000);
+    const layers = await page.getByLabel('Layers', { exact: true }).inputValue();
+    const inLink = new URL(page.url()).searchParams.get('layers');
+    check(`Back to it: the link's run (${back}), Layers the link's (${layers}, the link ${inLink})`,
+          /^step 0\/30 · loss/.test(back) && layers === inLink && inLink === '2');
   });
 
   // ---- a refusal while training leaves it training: Complete, Temperature, Open checkpoint --

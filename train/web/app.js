@@ -39,6 +39,10 @@ function settingsToUrl(f) {
 let linkNote = '';
 function settingsFromUrl() {
   const q = new URLSearchParams(location.search), bad = [];
+  // The link, not the browser, fills the settings: a page come back to by Back or
+  // Forward (or reloaded) would otherwise get its fields' last values put back after
+  // this ran: a value refused, with the run built from the link's.
+  for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
   for (const k of SETTINGS) if (q.has(k)) {
     $(k).value = q.get(k);
     if ($(k).value !== q.get(k)) { bad.push(k + '=' + q.get(k)); if ($(k).selectedIndex < 0) $(k).selectedIndex = 0; }
