@@ -21,7 +21,7 @@
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
-// loss curve; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
+// loss curve; a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -696,6 +696,36 @@ async function main() {
     check(`a 200000-step run's loss curve reaches its last step (${end} pixels of it in the last columns; ` +
           `${problems.length - before} errors; ${((Date.now() - t0) / 1000).toFixed(0)} s)`,
           end > 0 && problems.length === before, problems.slice(before, before + 1).join());
+  });
+
+  // ---- a phone's screen (375 px): nothing wider than it, each control beside its label or
+  // right under it (a field wrapped to the next line's start, its label left at the line's end,
+  // read as the next label's; the loss curve was wider than the screen) --
+  await part('a phone-sized screen', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 700 });
+    await phone.goto(url + '?task=text&steps=20');
+    await phone.getByRole('alert').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await phone.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    await phone.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await phone.getByRole('img', { name: /^attention of layer/ }).first().waitFor({ timeout: 60000 });
+    const got = await phone.evaluate(() => {
+      const apart = [], wide = [];
+      for (const l of document.querySelectorAll('label[for]')) {
+        const c = document.getElementById(l.htmlFor), a = l.getBoundingClientRect(), b = c.getBoundingClientRect();
+        if (!l.offsetParent || !c.offsetParent || c.tagName === 'TEXTAREA') continue;
+        const beside = a.top < b.bottom && b.top < a.bottom && b.left >= a.right - 1;
+        const under = b.top >= a.bottom - 1 && Math.abs(b.left - a.left) < 2;
+        if (!beside && !under) apart.push(l.textContent);
+      }
+      for (const e of document.querySelectorAll('body *'))
+        if (e.offsetParent && e.getBoundingClientRect().right > innerWidth + 1) wide.push(e.id || e.tagName);
+      return { width: document.documentElement.scrollWidth, apart, wide: [...new Set(wide)] };
+    });
+    check(`on a 375-pixel screen nothing is wider than it (${got.width}: ${got.wide.join(' ') || 'none past it'}) and every ` +
+          `control is beside its label or under it (${got.apart.join(', ') || 'all'})`,
+          got.width <= 375 && !got.wide.length && !got.apart.length);
+    await phone.close();
   });
 
   // ---- opened from a file ------------------------------------------------------

@@ -142,9 +142,10 @@ function tip(text, x, y) {
 function cursorCell(map, say) {
   if (document.activeElement !== map.cv || !map.rows.length) return;
   const [i, j] = cursor, { cell, lab } = map, g = map.cv.getContext('2d'), r = map.cv.getBoundingClientRect();
+  const k = map.cv.width / r.width;
   g.strokeStyle = '#d00'; g.lineWidth = 2;
   g.strokeRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
-  tip(cellText(map, i, j), r.left + lab + (j + 1) * cell, r.top + lab + i * cell);
+  tip(cellText(map, i, j), r.left + (lab + (j + 1) * cell) / k, r.top + (lab + i * cell) / k);
   if (say) $('cellsay').textContent = `${map.cv.getAttribute('aria-label')}: ${cellText(map, i, j)}`;
 }
 
@@ -162,8 +163,8 @@ function makeMaps(L, H, T, cell, lab) {
       cv.setAttribute('role', 'img');
       cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
       cv.addEventListener('mousemove', (e) => {
-        const r = cv.getBoundingClientRect();
-        const j = Math.floor((e.clientX - r.left - lab) / cell), i = Math.floor((e.clientY - r.top - lab) / cell);
+        const r = cv.getBoundingClientRect(), k = cv.width / r.width;    // (drawn smaller on a narrow screen)
+        const j = Math.floor(((e.clientX - r.left) * k - lab) / cell), i = Math.floor(((e.clientY - r.top) * k - lab) / cell);
         if (i < 0 || j < 0 || i >= T || j >= T) $('tip').style.display = 'none';
         else tip(cellText(map, i, j), e.clientX, e.clientY);
       });
