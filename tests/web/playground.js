@@ -14,11 +14,14 @@
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
-// link reproduces the run; the URL round trip (a reload, a shared link);
+// link reproduces the run; the URL round trip (a reload, a shared link, Back
+// to a page whose setting was refused);
 // settings the page cannot take refused in one line naming the control,
-// the run as it was; refusals that leave a run training; a text file's own bytes;
-// a large text file; Tab order and names; no main-thread
-// task over 50 ms while training; the file:// notice; no console error or
+// the run as it was; refusals that leave a run training; Train clicked with
+// Steps typed (the button as the worker trains); a text file's own bytes;
+// a Prompt the model reads (an opened checkpoint of another task, a text
+// without the default prompt's bytes); a large text file; a 200000-step run's
+// loss curve; a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -333,6 +336,12 @@ async function main() {
                      '--threads', '1', '--quiet', '--save', sortFile]);
   await page.getByLabel('Open checkpoint').setInputFiles(sortFile);
   await waitStatus(page, /^step 150\/150 · loss/, 30000);
+  // opened over the text run: the Prompt is one a sort model reads (the text's was kept: no heatmaps, Complete refused)
+  const heatmaps = async () => JSON.stringify([await page.getByLabel('Prompt').inputValue(),
+    await page.getByRole('img', { name: /^attention of layer/ }).count(), await page.getByRole('region', { name: 'Attention heatmaps' }).textContent()]);
+  const sortShown = await heatmaps();
+  check(`a sort checkpoint opened over a text run shows its heatmaps for a sort prompt (${sortShown})`,
+        sortShown.startsWith('["210120",4,') && !sortShown.includes('Prompt:'));
   for (const prompt of ['210120', '002211', '111000']) {
     await page.getByLabel('Prompt').fill(prompt);
     await page.getByLabel('Temperature').fill('0');
@@ -503,7 +512,8 @@ async function main() {
   await part('Step and Graph with no model, Step at the last step', async () => {
     await page.goto(url + '?heads=0&steps=100');
     await waitStatus(page, /^no model$/, 60000);
-    await page.getByRole('button', { name: 'Step' }).click();
+    await page.getByRole('button', { name: 'Step' }).click();     // (the worker answers: waited for)
+    await page.locator('#error').filter({ hasText: /^no model to train/ }).waitFor({ timeout: 10000 }).catch(() => {});
     const stepSaid = await alertText();
     await page.getByRole('button', { name: 'Graph' }).click();
     await page.locator('#error').filter({ hasText: /^cannot draw the graph: / }).waitFor({ timeout: 10000 });
@@ -513,6 +523,7 @@ async function main() {
     await type('Steps', 0);
     await waitStatus(page, /^step 0\/0 · loss/, 30000);
     await page.getByRole('button', { name: 'Step' }).click();
+    await page.locator('#error').filter({ hasText: /^the run is at its last step/ }).waitFor({ timeout: 10000 }).catch(() => {});
     const lastSaid = await alertText();
     check(`Step with no model says so (${stepSaid}), Graph too (${graphSaid}); Step at the last step says so (${lastSaid})`,
           /^no model to train/.test(stepSaid) && graphSaid === 'cannot draw the graph: no model' && /^the run is at its last step/.test(lastSaid));
@@ -522,6 +533,23 @@ async function main() {
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
     check(`a link's unknown task is named (${await alertText()}) and the page runs copy`,
           /^the link's task=bogus: /.test(await alertText()) && (await page.getByLabel('Task').inputValue()) === 'copy');
+  });
+
+  // ---- Back to a page whose setting was refused: the link's run, its fields the link's
+  // (the browser put the refused value back in its field after the page read the link: no model) --
+  await part('Back to a refused setting\'s page', async () => {
+    await page.goto(url + '?task=sort&steps=30');
+    await waitStatus(page, /^step 0\/30 · loss/, 60000);
+    await type('Layers', 0);
+    await page.locator('#error').filter({ hasText: /^cannot build the model: Layers/ }).waitFor({ timeout: 10000 });
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.goBack();
+    const back = await waitStatus(page, /^(step \d+\/\d+ · loss|no model)/, 60000);
+    const layers = await page.getByLabel('Layers', { exact: true }).inputValue();
+    const inLink = new URL(page.url()).searchParams.get('layers');
+    check(`Back to it: the link's run (${back}), Layers the link's (${layers}, the link ${inLink})`,
+          /^step 0\/30 · loss/.test(back) && layers === inLink && inLink === '2');
   });
 
   // ---- a refusal while training leaves it training: Complete, Temperature, Open checkpoint --
@@ -558,6 +586,39 @@ async function main() {
     await page.getByRole('button', { name: 'Pause' }).click();
   });
 
+  // ---- Train clicked with Steps typed, not yet applied: the click's change builds a run, then
+  // trains it (the new run's reply once turned the button back to Train while it trained, and
+  // a raised Steps was refused as "the run is at its last step") --
+  await part('Train clicked with a setting typed', async () => {
+    await page.goto(url + '?steps=20&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/20 · loss/, 60000);
+    const steps = page.getByLabel('Steps', { exact: true }), button = page.locator('#train');
+    await steps.fill('100000');
+    await button.click();
+    await waitStatus(page, /^step [1-9]\d*\/100000 · loss/, 30000);
+    await page.waitForTimeout(500);
+    const label = await button.textContent();
+    await button.click();
+    // paused: the status still, once the progress already sent is in (a loaded machine delivers it late)
+    let s1 = await statusText(page), s2 = '';
+    for (let i = 0; i < 20 && s2 !== s1; i++) { await page.waitForTimeout(500); [s1, s2] = [s2 || s1, await statusText(page)]; }
+    await page.waitForTimeout(1000);
+    s1 = s2; s2 = await statusText(page);
+    check(`Steps typed, Train clicked: it trains, the button Pause (${label}); clicked, it pauses (${s1} -> ${s2})`,
+          label === 'Pause' && s1 === s2 && (await button.textContent()) === 'Train');
+    await page.goto(url + '?steps=20&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/20 · loss/, 60000);
+    await button.click();
+    await waitStatus(page, /^step 20\/20 · loss/, 60000);
+    await steps.fill('100000');
+    await button.click();
+    await waitStatus(page, /^step (2[1-9]|[3-9]\d|\d{3,})\/100000/, 10000).catch(() => {});
+    const going = await statusText(page), said = await alertText(), label2 = await button.textContent();
+    await button.click();
+    check(`a finished run, Steps raised in the field, Train clicked: it trains on (${going}; ${label2}; error '${said}')`,
+          /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');
@@ -575,6 +636,18 @@ async function main() {
     check(`a text file with CRLF, a BOM and bytes not UTF-8 trains on its own bytes: the command's checkpoint ` +
           `(text_bytes ${oHead.__metadata__.text_bytes} vs ${cHead.__metadata__.text_bytes})`,
           oData.equals(cData) && JSON.stringify(oHead) === JSON.stringify(cHead));
+  });
+  // a text without the default prompt's bytes ('The '): the Prompt is its own first characters
+  await part('a text without the default prompt\'s bytes', async () => {
+    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(10));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await type('Steps', 3);     // a run of this text, seen by its Steps
+    await waitStatus(page, /^step 0\/3 · loss/, 30000);
+    const shown = await heatmaps();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.getByLabel('Completion').filter({ hasText: /^the / }).waitFor({ timeout: 10000 });
+    check(`a lowercase text's run shows heatmaps for a prompt it reads (${shown}) and completes it ` +
+          `(${JSON.stringify((await page.getByLabel('Completion').textContent()).slice(0, 30))}...)`, shown.startsWith('["the ",2,') && !shown.includes('Prompt:'));
   });
   // a large file is not laid out in the textarea (a megabyte a second): the page's thread stays free
   await part('a large text file', async () => {
@@ -602,6 +675,58 @@ async function main() {
                 'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
                 'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
+
+  // ---- a long run: the loss curve follows it to its last step --------------------
+  // (a model of the least size, about 10,000 steps a second: drawn from a spread of
+  // every step's loss, the curve threw past about 125,000 steps and stopped there)
+  await part('a long run\'s loss curve', async () => {
+    const t0 = Date.now(), before = problems.length;
+    await page.goto(url + '?task=sort&layers=1&heads=1&d_model=1&batch=1&steps=200000');
+    await waitStatus(page, /^step 0\/200000 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 200000\/200000 · loss/, 600000);
+    await page.getByRole('button', { name: 'Train' }).waitFor();
+    // the train curve (#36c) in the plot's last pixel columns, where step 200000 is drawn
+    const end = await page.getByRole('img', { name: 'Loss curve' }).evaluate((c) => {
+      const d = c.getContext('2d').getImageData(c.width - 14, 0, 7, c.height).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i + 2] > d[i] + 60) n++;
+      return n;
+    });
+    check(`a 200000-step run's loss curve reaches its last step (${end} pixels of it in the last columns; ` +
+          `${problems.length - before} errors; ${((Date.now() - t0) / 1000).toFixed(0)} s)`,
+          end > 0 && problems.length === before, problems.slice(before, before + 1).join());
+  });
+
+  // ---- a phone's screen (375 px): nothing wider than it, each control beside its label or
+  // right under it (a field wrapped to the next line's start, its label left at the line's end,
+  // read as the next label's; the loss curve was wider than the screen) --
+  await part('a phone-sized screen', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 700 });
+    await phone.goto(url + '?task=text&steps=20');
+    await phone.getByRole('alert').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await phone.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    await phone.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await phone.getByRole('img', { name: /^attention of layer/ }).first().waitFor({ timeout: 60000 });
+    const got = await phone.evaluate(() => {
+      const apart = [], wide = [];
+      for (const l of document.querySelectorAll('label[for]')) {
+        const c = document.getElementById(l.htmlFor), a = l.getBoundingClientRect(), b = c.getBoundingClientRect();
+        if (!l.offsetParent || !c.offsetParent || c.tagName === 'TEXTAREA') continue;
+        const beside = a.top < b.bottom && b.top < a.bottom && b.left >= a.right - 1;
+        const under = b.top >= a.bottom - 1 && Math.abs(b.left - a.left) < 2;
+        if (!beside && !under) apart.push(l.textContent);
+      }
+      for (const e of document.querySelectorAll('body *'))
+        if (e.offsetParent && e.getBoundingClientRect().right > innerWidth + 1) wide.push(e.id || e.tagName);
+      return { width: document.documentElement.scrollWidth, apart, wide: [...new Set(wide)] };
+    });
+    check(`on a 375-pixel screen nothing is wider than it (${got.width}: ${got.wide.join(' ') || 'none past it'}) and every ` +
+          `control is beside its label or under it (${got.apart.join(', ') || 'all'})`,
+          got.width <= 375 && !got.wide.length && !got.apart.length);
+    await phone.close();
+  });
 
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();

@@ -8,10 +8,12 @@ const $ = (id) => document.getElementById(id);
 const SETTINGS = ['task', 'layers', 'heads', 'd_model', 'context', 'dropout', 'optimizer', 'lr', 'batch', 'steps', 'seed'];
 const SEED_MAX = 9200000000000000000n;            // attograd train --seed's largest
 const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
-const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let worker = null, info = null, running = false, textBytes = null;
-let trainLoss = [], valLoss = [], lastVal = null, snapshots = [], current = null;
+// Commands to the worker are numbered; runSent: the last Train's or Pause's
+let sent = 0, runSent = 0;
+const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
+let trainLoss = newLosses(), valLoss = [], lastVal = null, snapshots = [], current = null;
 // The fields as the live run was built from them, and as the last new run asked
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
@@ -37,6 +39,10 @@ function settingsToUrl(f) {
 let linkNote = '';
 function settingsFromUrl() {
   const q = new URLSearchParams(location.search), bad = [];
+  // The link, not the browser, fills the settings: a page come back to by Back or
+  // Forward (or reloaded) would otherwise get its fields' last values put back after
+  // this ran: a value refused, with the run built from the link's.
+  for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
   for (const k of SETTINGS) if (q.has(k)) {
     $(k).value = q.get(k);
     if ($(k).value !== q.get(k)) { bad.push(k + '=' + q.get(k)); if ($(k).selectedIndex < 0) $(k).selectedIndex = 0; }
@@ -47,7 +53,7 @@ function settingsFromUrl() {
 
 function status() {
   if (!info || !info.live) return;
-  const last = trainLoss.length ? trainLoss[trainLoss.length - 1][1].toFixed(4) : '–';
+  const last = trainLoss.n ? trainLoss.v[trainLoss.n - 1].toFixed(4) : '–';
   let s = `step ${info.step}/${info.steps} · loss ${last}`;
   if (info.task !== 'text' && lastVal && lastVal.total)
     s += ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%`;
@@ -58,13 +64,30 @@ function status() {
 
 // ---- the loss curve -------------------------------------------------------
 
+// The train losses of the run shown, one a step from step `from` + 1 on, in a
+// typed array (a million steps are 4 MB, not a million arrays).
+function newLosses() { return { v: new Float32Array(1024), n: 0, from: 0 }; }
+function addLoss(step, loss) {
+  const t = trainLoss;
+  if (!t.n) t.from = step - 1;
+  if (t.n === t.v.length) { const v = new Float32Array(2 * t.n); v.set(t.v); t.v = v; }
+  t.v[t.n++] = loss;
+}
+
+// Drawn each progress, so in time that does not grow with the run: where
+// steps outnumber the plot's pixels, each pixel column is one vertical line
+// from its steps' lowest loss to their highest.  (Math.max(...) of the
+// losses, as it was, threw past about 125,000 steps, and the curve stopped.)
 function drawLoss() {
-  const cv = $('loss'), g = cv.getContext('2d'), W = cv.width, H = cv.height, pad = 34;
+  const cv = $('loss'), g = cv.getContext('2d'), W = cv.width, H = cv.height, pad = 34, t = trainLoss;
   g.clearRect(0, 0, W, H);
-  const all = trainLoss.concat(valLoss).map((p) => p[1]).filter(Number.isFinite);
-  if (!all.length || !info) return;
-  const top = Math.max(...all) * 1.05, steps = Math.max(info.steps, 1);
-  const x = (s) => pad + (W - pad - 8) * s / steps, y = (v) => H - pad - (H - pad - 8) * v / top;
+  let top = -Infinity;
+  for (let i = 0; i < t.n; i++) if (t.v[i] > top && t.v[i] < Infinity) top = t.v[i];
+  for (const p of valLoss) if (p[1] > top && p[1] < Infinity) top = p[1];
+  if (top === -Infinity || !info) return;
+  top *= 1.05;
+  const steps = Math.max(info.steps, 1), wide = W - pad - 8;
+  const x = (s) => pad + wide * s / steps, y = (v) => H - pad - (H - pad - 8) * v / top;
   g.strokeStyle = '#999'; g.fillStyle = '#444'; g.font = '11px sans-serif';
   g.beginPath(); g.moveTo(pad, 8); g.lineTo(pad, H - pad); g.lineTo(W - 8, H - pad); g.stroke();
   g.fillText(top.toFixed(2), 2, 14); g.fillText('0', pad - 10, H - pad); g.fillText(String(steps), W - 40, H - pad + 14);
@@ -74,7 +97,22 @@ function drawLoss() {
     pts.forEach((p, i) => (i ? g.lineTo(x(p[0]), y(p[1])) : g.moveTo(x(p[0]), y(p[1]))));
     g.stroke();
   };
-  line(trainLoss, '#36c');
+  if (t.n <= 2 * wide) {
+    const pts = [];
+    for (let i = 0; i < t.n; i++) pts.push([t.from + 1 + i, t.v[i]]);
+    line(pts, '#36c');
+  } else {
+    g.strokeStyle = '#36c'; g.beginPath();
+    let col = NaN, lo = 0, hi = 0;
+    const put = () => { if (col === col) { g.lineTo(col, y(lo)); g.lineTo(col, y(hi)); } };
+    for (let i = 0; i < t.n; i++) {
+      const v = t.v[i], c = Math.round(x(t.from + 1 + i));
+      if (!(v < Infinity)) continue;
+      if (c !== col) { put(); col = c; lo = hi = v; } else { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    }
+    put();
+    g.stroke();
+  }
   line(valLoss, '#d60');
 }
 
@@ -104,9 +142,10 @@ function tip(text, x, y) {
 function cursorCell(map, say) {
   if (document.activeElement !== map.cv || !map.rows.length) return;
   const [i, j] = cursor, { cell, lab } = map, g = map.cv.getContext('2d'), r = map.cv.getBoundingClientRect();
+  const k = map.cv.width / r.width;
   g.strokeStyle = '#d00'; g.lineWidth = 2;
   g.strokeRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
-  tip(cellText(map, i, j), r.left + lab + (j + 1) * cell, r.top + lab + i * cell);
+  tip(cellText(map, i, j), r.left + (lab + (j + 1) * cell) / k, r.top + (lab + i * cell) / k);
   if (say) $('cellsay').textContent = `${map.cv.getAttribute('aria-label')}: ${cellText(map, i, j)}`;
 }
 
@@ -124,8 +163,8 @@ function makeMaps(L, H, T, cell, lab) {
       cv.setAttribute('role', 'img');
       cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
       cv.addEventListener('mousemove', (e) => {
-        const r = cv.getBoundingClientRect();
-        const j = Math.floor((e.clientX - r.left - lab) / cell), i = Math.floor((e.clientY - r.top - lab) / cell);
+        const r = cv.getBoundingClientRect(), k = cv.width / r.width;    // (drawn smaller on a narrow screen)
+        const j = Math.floor(((e.clientX - r.left) * k - lab) / cell), i = Math.floor(((e.clientY - r.top) * k - lab) / cell);
         if (i < 0 || j < 0 || i >= T || j >= T) $('tip').style.display = 'none';
         else tip(cellText(map, i, j), e.clientX, e.clientY);
       });
@@ -276,7 +315,7 @@ function drawGraph(m) {
 }
 
 // The graph, once shown, follows the model: redrawn after a step or a run.
-function refreshGraph() { if (!$('graphview').hidden) worker.postMessage({ cmd: 'graph' }); }
+function refreshGraph() { if (!$('graphview').hidden) send({ cmd: 'graph' }); }
 
 // ---- the worker -----------------------------------------------------------
 
@@ -285,10 +324,19 @@ function setRunning(on) {
   $('train').textContent = on ? 'Pause' : 'Train';
 }
 
+// A reply says whether the worker trains once it has handled command m.n: the
+// Train button follows it, unless Train or Pause was pressed after that command
+// (a click that changes a field and presses Train sends a new run, then Train:
+// the new run's reply must not turn the button back to Train).
+function onReply(m) {
+  if ('running' in m && m.n >= runSent) setRunning(m.running);
+  onMessage[m.type](m);
+}
+
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; setRunning(false); trainLoss = []; valLoss = []; lastVal = null; snapshots = [];
+    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null; snapshots = [];
     $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
@@ -299,7 +347,8 @@ const onMessage = {
       say('');
       $('status').textContent = '';
     }
-    if (!$('prompt').value || m.resetPrompt) $('prompt').value = DEFAULT_PROMPT[info.task];
+    $('prompt').value = m.prompt;    // the worker's choice: one the model reads
+    $('completion').textContent = '';
     addSnapshot(m.attention);
     showAttention(m.attention);
     status(); drawLoss();
@@ -311,15 +360,18 @@ const onMessage = {
   },
   progress(m) {
     info = m.info;
-    for (const p of m.losses) trainLoss.push(p);
+    for (const p of m.losses) addLoss(p[0], p[1]);
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
-    if (m.error) { say(m.error); setRunning(false); }
+    if (m.error) say(m.error);
     status(); drawLoss();
   },
-  stopped(m) { info = m.info; setRunning(false); status(); refreshGraph(); },
+  stopped(m) { info = m.info; status(); refreshGraph(); },
   extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
-  attention(m) { if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention); },
+  attention(m) {
+    if (m.prompt !== undefined) $('prompt').value = m.prompt;
+    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
+  },
   graph(m) { drawGraph(m); },
   examples(m) { $('examples-text').textContent = m.text; },
   completion(m) { $('completion').textContent = m.text; },
@@ -331,29 +383,24 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.message); setRunning(!!m.running);
+    say(m.message);
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };
 
 async function reset() {
-  setRunning(false);
   say(linkNote);
   linkNote = '';
   const s = settings();
   asked = fields();
-  const msg = { cmd: 'new', settings: s, prompt: $('prompt').value || DEFAULT_PROMPT[s.task] };
+  const msg = { cmd: 'new', settings: s, prompt: $('prompt').value };
   if (s.task === 'text') {
     // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
     msg.text = textBytes || new TextEncoder().encode($('text').value);
     msg.textName = $('text').dataset.name || 'text';
   }
-  worker.postMessage(msg);
+  send(msg);
 }
-
-// Why neither Train nor Step can go on, or ''.
-const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
-  : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
@@ -361,16 +408,16 @@ function bind() {
     // it, as train --resume --steps N does; any other change starts anew.
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
       settingsToUrl();
-      worker.postMessage({ cmd: 'steps', steps: Number($('steps').value) });
+      send({ cmd: 'steps', steps: Number($('steps').value) });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
-    if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = DEFAULT_PROMPT[$('task').value]; }
+    if (k === 'task') { $('textbox').hidden = $('task').value !== 'text'; $('prompt').value = ''; }   // the worker gives the task's
     // a setting refused, then set back: the run goes on as it was
     if (info && info.live && built && SETTINGS.every((j) => $(j).value === built[j])) {
       say('');
       settingsToUrl(built);
-      if (k === 'task') worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value });
+      if (k === 'task') send({ cmd: 'prompt', prompt: $('prompt').value, choose: true });
       return;
     }
     reset();
@@ -389,27 +436,26 @@ function bind() {
     $('seed').dispatchEvent(new Event('input', { bubbles: true }));
     $('seed').dispatchEvent(new Event('change', { bubbles: true }));
   });
+  // (the worker says when there is nothing to train: it knows the run a change just asked for)
   $('train').addEventListener('click', () => {
-    if (running) { worker.postMessage({ cmd: 'pause' }); setRunning(false); }
-    else if (stuck()) say(stuck());
-    else { worker.postMessage({ cmd: 'train' }); setRunning(true); }
+    setRunning(!running);
+    runSent = send({ cmd: running ? 'train' : 'pause' });
   });
   $('step').addEventListener('click', () => {
     if (running) return;
-    if (stuck()) say(stuck());
-    else { worker.postMessage({ cmd: 'step' }); refreshGraph(); }
+    send({ cmd: 'step' }); refreshGraph();
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
-  $('prompt').addEventListener('input', () => worker.postMessage({ cmd: 'prompt', prompt: $('prompt').value }));
-  $('complete').addEventListener('click', () => worker.postMessage({
+  $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  $('complete').addEventListener('click', () => send({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
     seed: $('seed').value }));
-  $('graphbtn').addEventListener('click', () => worker.postMessage({ cmd: 'graph' }));
-  $('save').addEventListener('click', () => worker.postMessage({ cmd: 'save' }));
+  $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
+  $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];
     if (!f) return;
-    worker.postMessage({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
+    send({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
     $('open').value = '';
   });
   $('textfile').addEventListener('change', async () => {
@@ -426,12 +472,12 @@ function bind() {
     // A text model opened from a checkpoint without its text: the file's
     // bytes join it (training goes on as train --resume would); else a new run.
     if (info && info.live && !info.trainable && info.task === 'text')
-      worker.postMessage({ cmd: 'text', text: bytes, textName: f.name });
+      send({ cmd: 'text', text: bytes, textName: f.name });
     else reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });
   $('examples').addEventListener('toggle', () => {
-    if ($('examples').open && !$('examples-text').textContent) worker.postMessage({ cmd: 'examples' });
+    if ($('examples').open && !$('examples-text').textContent) send({ cmd: 'examples' });
   });
   $('snapshot').addEventListener('input', () => {
     const i = Number($('snapshot').value), a = snapshots[i];
@@ -453,7 +499,7 @@ function start() {
   settingsFromUrl();
   bind();
   worker = new Worker('worker.js');
-  worker.onmessage = (e) => onMessage[e.data.type](e.data);
+  worker.onmessage = (e) => onReply(e.data);
   worker.onerror = (e) => say('the worker failed: ' + e.message);
 }
 

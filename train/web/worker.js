@@ -9,24 +9,31 @@ const SLICE_MS = 50;
 // an evaluation every tenth of the run (at least 10 steps apart, at most 100)
 const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)));
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
+const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let M = null, running = false, prompt = '', info = null;
+let seen = 0;                  // the number of the page's last command handled
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 
 const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
-// (with whether training goes on, which a refused command leaves as it was)
-const fail = (what) => postMessage({ type: 'error', message: what + ': ' + lastError(), running });
+// Every message says whether training goes on once the page's command `seen` is handled
+// (the page's Train button follows that, unless Train or Pause was pressed since)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, running }), transfer || []);
+const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
+// Why neither Train nor Step can go on, or ''.
+const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 createPlayground().then((module) => {
   M = module;
   lossBuf = M._malloc(4 * 4096);
   evalBuf = M._malloc(8 * 3);
   idsBuf = M._malloc(4 * 1024);
-  postMessage({ type: 'ready' });
-}, (e) => postMessage({ type: 'error', message: 'the engine did not load: ' + e }));
+  post({ type: 'ready' });
+}, (e) => post({ type: 'error', message: 'the engine did not load: ' + e }));
 
 // The tokens the heatmaps show: for a task, the prompt completed greedily
 // (the answer's positions are where attention does the work), cut to the
@@ -48,6 +55,17 @@ function attention() {
   return { step: info.step, T, L, H, ids, weights: M.HEAPF32.slice(ptr, ptr + L * H * T * T) };
 }
 
+// The prompt for a model just built or opened: the one given if the model
+// reads it (an empty one, or one of another task's, is not given), else the
+// task's default, else (text) the text's first characters or the first letter
+// or digit of its vocabulary; the page's Prompt field takes it.
+function choosePrompt(given, text) {
+  const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
+  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n]/)[0]].slice(0, 4).join('') : '';
+  const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
+  return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
+}
+
 function evaluate(all) {
   if (c('pg_evaluate', 'number', ['number', 'number'], [all ? 0 : EVAL_WINDOWS, evalBuf]) < 0) return null;
   const v = M.HEAPF64.subarray(evalBuf >> 3, (evalBuf >> 3) + 3);
@@ -61,7 +79,7 @@ function steps(limit) {
   let val = null, error = null;
   while (losses.length < limit && info.step < info.steps && performance.now() - t0 < SLICE_MS) {
     const n = c('pg_train', 'number', ['number', 'number'], [1, lossBuf]);
-    if (n < 0) { error = 'training stopped: ' + lastError(); break; }
+    if (n < 0) { error = 'training stopped: ' + lastError(); running = false; break; }
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
     if (info.step % evalEvery() === 0 || info.step === info.steps) {
@@ -70,19 +88,19 @@ function steps(limit) {
     }
   }
   const snap = val ? attention() : null;
-  postMessage({ type: 'progress', info, losses, val, snapshot: snap, error });
+  post({ type: 'progress', info, losses, val, snapshot: snap, error });
   return !error && info.step < info.steps;
 }
 
 function slice() {
   if (!running) return;
   if (steps(Infinity)) setTimeout(slice, 0);
-  else { running = false; postMessage({ type: 'stopped', info }); }
+  else { running = false; post({ type: 'stopped', info }); }
 }
 
 function showModel(extra) {
   refreshInfo();
-  postMessage(Object.assign({ type: 'model', info, attention: attention() }, extra || {}));
+  post(Object.assign({ type: 'model', info, prompt, attention: attention() }, extra || {}));
 }
 
 const handlers = {
@@ -97,45 +115,57 @@ const handlers = {
     refreshInfo();
     if (rc < 0) {   // refused: the run there was goes on as it was (unless an engine error took it: info says)
       if (!info.live) running = false;
-      postMessage({ type: 'error', info: info.live ? null : info, running, message: 'cannot build the model: ' +
+      post({ type: 'error', info: info.live ? null : info, message: 'cannot build the model: ' +
         lastError().replace(/^\/text\b/, m.textName || 'the text') });
       return;
     }
     running = false;
     opened = null;
-    prompt = m.prompt;
+    prompt = choosePrompt(m.prompt, m.text);
     showModel({ val: evaluate(false) });
   },
   steps(m) {
     if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
-    postMessage({ type: 'extended', info });
+    post({ type: 'extended', info });
   },
-  train() { if (!running && info && info.live) { running = true; slice(); } },
+  train() {
+    if (running) return;
+    if (stuck()) post({ type: 'error', message: stuck() });
+    else { running = true; slice(); }
+  },
   pause() { running = false; },
-  step() { if (!running && info && info.live) { steps(1); postMessage({ type: 'attention', attention: attention() }); } },
-  prompt(m) { prompt = m.prompt; if (!running) postMessage({ type: 'attention', attention: attention() }); },
+  step() {
+    if (running) return;
+    if (stuck()) post({ type: 'error', message: stuck() });
+    else { steps(1); post({ type: 'attention', attention: attention() }); }
+  },
+  // (`choose`: the page's task set back, its Prompt emptied: the model's default)
+  prompt(m) {
+    prompt = m.choose ? choosePrompt(m.prompt) : m.prompt;
+    if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
+  },
   complete(m) {
     const out = c('pg_complete', 'string', ['string', 'number', 'number', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out && lastError()) fail('cannot complete');
-    else postMessage({ type: 'completion', text: out });
+    else post({ type: 'completion', text: out });
   },
   examples() {
     const text = c('pg_walkthrough', 'string', [], []);
     if (!text) fail('cannot compute the worked examples');
-    else postMessage({ type: 'examples', text });
+    else post({ type: 'examples', text });
   },
   graph() {
     const text = c('pg_graph', 'string', ['string'], [info ? info.seed : '1']);   // with no model: says so
     if (!text) fail('cannot draw the graph');
-    else postMessage({ type: 'graph', graph: JSON.parse(text), step: info.step });
+    else post({ type: 'graph', graph: JSON.parse(text), step: info.step });
   },
   save() {
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
     M.FS.unlink('/save.st');
-    postMessage({ type: 'saved', bytes, info }, [bytes.buffer]);
+    post({ type: 'saved', bytes, info }, [bytes.buffer]);
   },
   // A checkpoint, with its text when given (a text model opened without it
   // can complete, not train: choosing the text opens it again with it).
@@ -146,12 +176,14 @@ const handlers = {
     M.FS.unlink('/open.st');
     if (rc < 0) {
       const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
-      postMessage({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why, running });
+      post({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
       return;
     }
     running = false;    // the run it replaced stops
     opened = { name: m.name, bytes: m.bytes };
+    const task = info && info.live ? info.task : '';
     refreshInfo();
+    prompt = choosePrompt(info.task === task ? prompt : '', m.text);
     showModel({ opened: m.name, val: info.trainable ? evaluate(false) : null });
   },
   text(m) {
@@ -161,6 +193,7 @@ const handlers = {
 };
 
 onmessage = (e) => {
-  if (!M) { postMessage({ type: 'error', message: 'the engine is still loading' }); return; }
+  seen = e.data.n;
+  if (!M) { post({ type: 'error', message: 'the engine is still loading' }); return; }
   handlers[e.data.cmd](e.data);
 };
