@@ -107,12 +107,16 @@ typedef struct {
     _Atomic int end;
 } slot;
 
+/* Read without `use` by every thread that calls the engine (a program may
+ * run contexts on threads of its own, and call ag_set_threads from any of
+ * them): want, started and the measurements are atomic.  A loop asks for
+ * the threads running (started + 1) at most, whatever want says by then. */
 static struct {
     pthread_mutex_t use;            /* held by the thread running a loop */
     pthread_mutex_t mu;             /* with cv: sleeping threads */
     pthread_cond_t cv;
-    int want;                       /* threads asked for (0: not yet decided) */
-    int started;                    /* threads running besides the caller's */
+    _Atomic int want;               /* threads asked for (0: not yet decided) */
+    _Atomic int started;            /* threads running besides the caller's */
     pthread_t *threads;
     slot *slots;
     _Atomic uint32_t gen;           /* bumped for each loop, and to stop */
@@ -124,9 +128,9 @@ static struct {
     _Atomic int sleepers;
     _Atomic int quit;
     _Atomic int64_t spin_ns;        /* S */
-    int64_t wake_ns, fork_ns;       /* W, F as measured */
-    double elem_ns;                 /* E */
-    size_t min_work;                /* a loop with less work runs on one thread */
+    _Atomic int64_t wake_ns, fork_ns;   /* W, F as measured */
+    _Atomic double elem_ns;         /* E */
+    _Atomic size_t min_work;        /* a loop with less work runs on one thread */
 } pool = { .use = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 static int share_all;                  /* ag_threads_share_all */
@@ -193,9 +197,13 @@ static int default_threads(void)
 
 int ag_get_threads(void)
 {
-    if (!pool.want)
-        pool.want = default_threads();
-    return pool.want;
+    int n = atomic_load(&pool.want);
+    if (!n) {
+        /* the first caller decides, unless ag_set_threads came first */
+        const int d = default_threads();
+        n = atomic_compare_exchange_strong(&pool.want, &n, d) ? d : n;
+    }
+    return n;
 }
 
 int ag_max_threads(void) { return tl_inside ? 1 : ag_get_threads(); }
@@ -577,14 +585,20 @@ void ag_parallel(int n_tasks, int nth, ag_task_fn fn, void *ctx)
         nth = n_tasks;
     if (nth > ag_max_threads())
         nth = ag_max_threads();
+    POOL_RACE_POINT(3, NULL);
     if (nth <= 1 || pthread_mutex_trylock(&pool.use) != 0) {
         run_inline(n_tasks, fn, ctx);
         return;
     }
-    if (start_threads())
+    if (start_threads()) {
+        /* another thread's ag_set_threads may have changed the pool since
+         * ag_max_threads answered: no more threads than it has now */
+        if (nth > pool.started + 1)
+            nth = pool.started + 1;
         run_loop(n_tasks, nth, fn, ctx);
-    else
+    } else {
         run_inline(n_tasks, fn, ctx);
+    }
     pthread_mutex_unlock(&pool.use);
 }
 
