@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pool.h"
 
 /* ---- kernels ------------------------------------------------------------ */
 
@@ -67,6 +68,7 @@ void ag_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    ag_pool_catch(msg);
     if (error_fn) {
         error_fn(msg, error_user);
         abort();                     /* a handler must not return */

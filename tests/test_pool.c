@@ -8,6 +8,8 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +266,121 @@ static void test_fork(void)
 #endif
 #endif
 
+/* ag_error raised inside a task (a kernel's scratch buffer that cannot be
+ * allocated) under a handler that longjmps, as a program that survives
+ * errors has.  The handler runs on the calling thread, once every thread
+ * is out of the loop (a pool thread jumping into the caller's stack, or
+ * the caller leaving a loop other threads still run, is undefined), and
+ * the pool works as before afterwards: loops are shared again.  In a
+ * child, which a crash or a hang (alarm) cannot take the suite down with. */
+#ifndef AG_REFERENCE
+static jmp_buf task_jump;
+static pthread_t task_caller;
+static char task_msg[128];
+static _Atomic int task_running;   /* tasks of the failing loop now running */
+static _Atomic int task_raise_on;  /* 1: the first task on a pool thread raises; 0: a task on the caller does */
+static _Atomic int task_raised;
+static int running_at_handler;
+
+static void task_handler(const char *msg, void *user)
+{
+    (void)user;
+    if (!pthread_equal(pthread_self(), task_caller))
+        _exit(3);                  /* on a pool thread: nowhere to jump to */
+    running_at_handler = atomic_load(&task_running);
+    snprintf(task_msg, sizeof task_msg, "%s", msg);
+    longjmp(task_jump, 1);
+}
+
+static void raising_task(void *ctx, int t)
+{
+    (void)ctx;
+    atomic_fetch_add(&task_running, 1);
+    const int on_pool = ag_thread_id() != 0;
+    if (on_pool == atomic_load(&task_raise_on) && atomic_exchange(&task_raised, 1) == 0) {
+        atomic_fetch_sub(&task_running, 1);
+        ag_error("task %d failed", t);
+    }
+    const struct timespec pause = { 0, 200000 };   /* the other threads are in their tasks meanwhile */
+    nanosleep(&pause, NULL);
+    atomic_fetch_sub(&task_running, 1);
+}
+
+static void note_thread(void *ctx, int t)
+{
+    (void)t;
+    const struct timespec pause = { 0, 200000 };
+    nanosleep(&pause, NULL);
+    atomic_fetch_or((_Atomic int *)ctx, 1 << (ag_thread_id() & 7));
+}
+
+/* 0 when every check passed; else which failed */
+static int error_in_task_child(int on_pool)
+{
+    ag_set_threads(2);
+    task_caller = pthread_self();
+    ag_set_error_handler(task_handler, NULL);
+    int raised = 0;
+    for (int rep = 0; rep < 200 && !raised; rep++) {
+        atomic_store(&task_raised, 0);
+        atomic_store(&task_raise_on, on_pool);
+        if (setjmp(task_jump) == 0)
+            ag_parallel(16, 2, raising_task, NULL);
+        else
+            raised = 1;
+    }
+    ag_set_error_handler(NULL, NULL);
+    if (!raised)
+        return 77;                 /* no task ever ran on a pool thread */
+    if (strncmp(task_msg, "task ", 5) != 0 || !strstr(task_msg, "failed"))
+        return 4;
+    if (running_at_handler != 0)
+        return 5;
+    if (wrong_runs(500, 2) != 0)
+        return 6;
+    _Atomic int seen = 0;
+    for (int rep = 0; rep < 50 && atomic_load(&seen) != 3; rep++)
+        ag_parallel(8, 2, note_thread, &seen);
+    return atomic_load(&seen) == 3 ? 0 : 7;
+}
+#endif
+
+static void test_error_in_task(void)
+{
+#ifdef AG_REFERENCE
+    CHECK_SKIP("an error in a task: the reference build runs its loops on one thread");
+#elif defined(UNDER_TSAN)
+    CHECK_SKIP("an error in a task: ThreadSanitizer does not support a multi-threaded process that forks");
+#else
+    static const char *const what[] = {
+        [3] = "the handler ran on a pool thread (it longjmps into the caller's stack)",
+        [4] = "the handler was not given the task's message",
+        [5] = "the handler ran while tasks of the loop were still running",
+        [6] = "a loop after the error ran a task other than once",
+        [7] = "loops after the error no longer use the pool's threads",
+    };
+    for (int on_pool = 0; on_pool < 2; on_pool++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60);
+            _exit(error_in_task_child(on_pool));
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (code == 77) {
+            CHECK_SKIP("an error in a task on a pool thread: no task ran on one in 200 loops");
+            continue;
+        }
+        CHECK(code == 0, "an error raised in a task on %s: %s", on_pool ? "a pool thread" : "the calling thread",
+              code >= 3 && code <= 7 ? what[code]
+              : WIFSIGNALED(status)  ? strsignal(WTERMSIG(status))
+                                     : "the child failed");
+    }
+#endif
+}
+
 /* Threads the system will not give: in a child whose address space is
  * capped a little above what it maps (room for a few threads' stacks), 64
  * threads are asked for.  The loops run on the caller, every task once,
@@ -510,6 +627,7 @@ int main(void)
     test_parallel_for();
     test_threads_for();
     test_two_callers();
+    test_error_in_task();
     test_fork();
     test_denied_threads();
     test_policy();
