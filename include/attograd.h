@@ -30,6 +30,19 @@
  * size_t holds) goes to the error handler, which by default prints one line
  * naming the function and exits with status 2.  A handler that longjmps out
  * of an allocation failure leaves nothing allocated by the failed call.
+ *
+ * Threads of the program: contexts are independent, so several threads may
+ * each run their own ag_ctx, with its tensors, ag_params and ag_optim, at
+ * the same time (the results are those of running them one after another,
+ * bit for bit).  One context, parameter set or optimizer is used by one
+ * thread at a time; nothing checks that.  The kernels' threads serve one
+ * calling thread at a time, and the calls of the others meanwhile run on
+ * their own thread alone.  ag_set_threads and the error handler are the
+ * process's: any thread may call ag_set_threads at any time, and the
+ * handler is set before other threads call the engine.  It runs on the
+ * thread whose call failed (an error inside the kernels' threads is raised
+ * again on the calling thread, after they have left the failed loop), so
+ * a handler that longjmps uses a jmp_buf of that thread (_Thread_local).
  */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
