@@ -500,6 +500,29 @@ else
         eval 'grep -qx "libdir=/opt/ag/lib" stage/opt/ag/lib/pkgconfig/attograd.pc'
     mk uninstall DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make uninstall DESTDIR=... removes the staged files" test -z "$(find stage -type f -o -type l)"
+    # a DESTDIR with a space stages there (it went to a directory cut at the space)
+    mk install DESTDIR="$tmp/st ag-stage-dir" PREFIX=/opt/ag >install.txt 2>&1
+    check "make install DESTDIR='with a space' stages under it ($(tail -n 2 install.txt))" \
+        eval 'test -x "st ag-stage-dir/opt/ag/bin/attograd" && cmp -s "$ROOT/include/attograd.h" "st ag-stage-dir/opt/ag/include/attograd.h"'
+    mk uninstall DESTDIR="$tmp/st ag-stage-dir" PREFIX=/opt/ag >/dev/null 2>&1
+    check "make uninstall DESTDIR='with a space' removes them" eval 'test -z "$(find "st ag-stage-dir" -type f -o -type l)"'
+    # PREFIX is where the files will live and what attograd.pc tells
+    # compilers: a relative one (taken from the source tree) and one with a
+    # space (split by make, and by \$(pkg-config ...)) are refused in one
+    # line naming PREFIX, before anything is written
+    # (the names are this test's own: what a make that split them wrote
+    # into the source tree is removed)
+    for bad in "ag-rel-prefix/inst" "$tmp/with ag-space-prefix"; do
+        mk install PREFIX="$bad" >install.txt 2>err.txt
+        rc=$?
+        check "make install PREFIX='$bad': refused, one line naming PREFIX (exit $rc: $(head -c 300 err.txt))" \
+            eval '[ $rc -ne 0 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "PREFIX=.*absolute path" err.txt'
+        check "make install PREFIX='$bad': nothing written" \
+            eval '! test -e "$ROOT/ag-rel-prefix" && ! test -e "$ROOT/ag-space-prefix" && ! test -e "$tmp/with"'
+        rm -rf "$ROOT/ag-rel-prefix" "$ROOT/ag-space-prefix" "$ROOT/ag-stage-dir"
+    done
+    mk uninstall PREFIX=ag-rel-prefix/inst >/dev/null 2>err.txt
+    check "make uninstall PREFIX=ag-rel-prefix/inst: refused ($(head -c 200 err.txt))" grep -q "PREFIX=.*absolute path" err.txt
     # a build directory given as an absolute path: `make run` runs the
     # command built there (it ran ./ before the path)
     runcmd=$(make -s --no-print-directory -C "$ROOT" -n BUILDDIR="$BUILD" run 2>&1 | tail -n 1)
