@@ -26,7 +26,7 @@
  * ag_reset().  Ops record themselves on the tape when gradients are enabled
  * and an input requires a gradient.  Tensors are contiguous and row-major,
  * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims, a NULL
- * tensor, a tensor recorded in another context, sizes past what int or
+ * tensor or context, a tensor recorded in another context, sizes past what int or
  * size_t holds) goes to the error handler, which by default prints one line
  * naming the function and exits with status 2.  A handler that longjmps out
  * of an allocation failure leaves nothing allocated by the failed call.

@@ -99,6 +99,7 @@ static int regular(const long *s, const int *nb, long *stride)
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {
+    ag_need("ag_matmul", "ctx", ctx);
     ag_need("ag_matmul", "a", a);
     ag_need("ag_matmul", "b", b);
     int shape[AG_MAX_DIMS], ndim;
@@ -221,6 +222,7 @@ static ag_tensor *linear_product(ag_ctx *ctx, const char *op, ag_tensor *x, ag_t
 
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
+    ag_need("ag_linear", "ctx", ctx);
     int rows;
     ag_tensor *out = linear_product(ctx, "ag_linear", x, W, b, &rows);
     if (b) {
@@ -277,6 +279,7 @@ typedef struct {
  * one pass over the [rows, out] activations fewer each way. */
 ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
+    ag_need("ag_linear_gelu", "ctx", ctx);
     int rows;
     ag_tensor *product = linear_product(ctx, "ag_linear_gelu", x, W, b, &rows);
     ag_tensor *out = ag_empty(ctx, product->ndim, product->shape);

@@ -100,6 +100,7 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
+    ag_need("ag_backward", "ctx", ctx);
     ag_need("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
@@ -136,6 +137,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 
 void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user)
 {
+    ag_need("ag_set_grad_ready_hook", "ctx", ctx);
     ctx->grad_ready = fn;
     ctx->grad_ready_user = user;
 }
@@ -149,6 +151,7 @@ int ag_op_id(const ag_tensor *t)
 
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user)
 {
+    ag_need("ag_graph_walk", "ctx", ctx);
     ag_need("ag_graph_walk", "root", root);
     if (!fn)
         ag_error("ag_graph_walk: fn is NULL");
@@ -212,6 +215,7 @@ static void dot_op(const ag_graph_op *op, void *user)
 
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
 {
+    ag_need("ag_graph_dot", "ctx", ctx);
     ag_need("ag_graph_dot", "root", root);
     ag_need("ag_graph_dot", "out", out);
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");

@@ -651,6 +651,8 @@ static void test_shape_errors(ag_ctx *ctx)
                  "too large");
 }
 
+static void count_op(const ag_graph_op *op, void *user);
+
 /* A NULL where a tensor (or an array) is needed is named, never followed. */
 static void test_null_arguments(ag_ctx *ctx)
 {
@@ -710,6 +712,64 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
     ag_params_free(ps);
+
+    /* a NULL context (ag_ctx_new's result never checked, say): every
+     * function taking one names itself and the context */
+    ag_ctx *no = NULL;
+    ag_tensor *q = Z(1, 2, 6), *c1 = Z(1, 4, 2), *c2 = Z(1, 4, 2);
+    char buf[32];
+    EXPECT_ERROR(ag_reset(no), "ag_reset: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_used(no), "ag_arena_used: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_peak(no), "ag_arena_peak: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_reserved(no), "ag_arena_reserved: ctx is NULL");
+    EXPECT_ERROR((void)ag_set_grad_enabled(no, 0), "ag_set_grad_enabled: ctx is NULL");
+    EXPECT_ERROR((void)ag_grad_enabled(no), "ag_grad_enabled: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_mark(no), "ag_arena_mark: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_rewind(no, ag_arena_mark(ctx), x), "ag_arena_rewind: ctx is NULL");
+    EXPECT_ERROR((void)ag_dropout_rng(no), "ag_dropout_rng: ctx is NULL");
+    EXPECT_ERROR((void)ag_set_precision(no, AG_FP32), "ag_set_precision: ctx is NULL");
+    EXPECT_ERROR((void)ag_get_precision(no), "ag_get_precision: ctx is NULL");
+    EXPECT_ERROR(ag_backward(no, x), "ag_backward: ctx is NULL");
+    EXPECT_ERROR(ag_set_grad_ready_hook(no, NULL, NULL), "ag_set_grad_ready_hook: ctx is NULL");
+    EXPECT_ERROR((void)ag_graph_walk(no, x, count_op, NULL), "ag_graph_walk: ctx is NULL");
+    EXPECT_ERROR(ag_graph_dot(no, x, stdout), "ag_graph_dot: ctx is NULL");
+    EXPECT_ERROR((void)ag_tape_length(no), "ag_tape_length: ctx is NULL");
+    EXPECT_ERROR((void)ag_new(no, 1, (int[]){ 2 }), "ag_new: ctx is NULL");
+    EXPECT_ERROR((void)ag_from(no, 1, (int[]){ 2 }, (ag_real[]){ 1, 2 }), "ag_from: ctx is NULL");
+    EXPECT_ERROR((void)ag_full(no, 1, (int[]){ 2 }, 1), "ag_full: ctx is NULL");
+    EXPECT_ERROR((void)ag_params_join(no, (ag_tensor *[]){ x }, 1), "ag_params_join: ctx is NULL");
+    EXPECT_ERROR((void)ag_add(no, x, x), "ag_add: ctx is NULL");
+    EXPECT_ERROR((void)ag_sub(no, x, x), "ag_sub: ctx is NULL");
+    EXPECT_ERROR((void)ag_mul(no, x, x), "ag_mul: ctx is NULL");
+    EXPECT_ERROR((void)ag_scale(no, x, 2), "ag_scale: ctx is NULL");
+    EXPECT_ERROR((void)ag_add_scalar(no, x, 2), "ag_add_scalar: ctx is NULL");
+    EXPECT_ERROR((void)ag_exp(no, x), "ag_exp: ctx is NULL");
+    EXPECT_ERROR((void)ag_log(no, x), "ag_log: ctx is NULL");
+    EXPECT_ERROR((void)ag_tanh(no, x), "ag_tanh: ctx is NULL");
+    EXPECT_ERROR((void)ag_relu(no, x), "ag_relu: ctx is NULL");
+    EXPECT_ERROR((void)ag_gelu(no, x), "ag_gelu: ctx is NULL");
+    EXPECT_ERROR((void)ag_matmul(no, x, Z(3, 2)), "ag_matmul: ctx is NULL");
+    EXPECT_ERROR((void)ag_linear(no, x, Z(2, 3), NULL), "ag_linear: ctx is NULL");
+    EXPECT_ERROR((void)ag_linear_gelu(no, x, Z(2, 3), NULL), "ag_linear_gelu: ctx is NULL");
+    EXPECT_ERROR((void)ag_reshape(no, x, 1, (int[]){ 6 }), "ag_reshape: ctx is NULL");
+    EXPECT_ERROR((void)ag_transpose(no, x, 0, 1), "ag_transpose: ctx is NULL");
+    EXPECT_ERROR((void)ag_concat(no, (ag_tensor *[]){ x, x }, 2, 0), "ag_concat: ctx is NULL");
+    EXPECT_ERROR((void)ag_slice(no, x, 0, 0, 1), "ag_slice: ctx is NULL");
+    EXPECT_ERROR((void)ag_sum(no, x, 0, 0), "ag_sum: ctx is NULL");
+    EXPECT_ERROR((void)ag_mean(no, x, 0, 0), "ag_mean: ctx is NULL");
+    EXPECT_ERROR((void)ag_sum_all(no, x), "ag_sum_all: ctx is NULL");
+    EXPECT_ERROR((void)ag_mean_all(no, x), "ag_mean_all: ctx is NULL");
+    EXPECT_ERROR((void)ag_softmax(no, x, -1), "ag_softmax: ctx is NULL");
+    EXPECT_ERROR((void)ag_log_softmax(no, x, -1), "ag_log_softmax: ctx is NULL");
+    EXPECT_ERROR((void)ag_masked_fill(no, x, x, 0), "ag_masked_fill: ctx is NULL");
+    EXPECT_ERROR((void)ag_dropout(no, x, 0.5f, 1), "ag_dropout: ctx is NULL");
+    EXPECT_ERROR((void)ag_embedding(no, x, ids, 1, (int[]){ 2 }), "ag_embedding: ctx is NULL");
+    EXPECT_ERROR((void)ag_layer_norm(no, x, NULL, NULL, 1e-5f), "ag_layer_norm: ctx is NULL");
+    EXPECT_ERROR((void)ag_cross_entropy(no, x, ids), "ag_cross_entropy: ctx is NULL");
+    EXPECT_ERROR((void)ag_attention(no, q, 1, 1, 0, 0, NULL), "ag_attention: ctx is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(no, q, 1, c1, c2, 0), "ag_attention_cached: ctx is NULL");
+    EXPECT_ERROR((void)ag_shape_str(NULL, buf, sizeof buf), "ag_shape_str: t is NULL");
+    EXPECT_ERROR((void)ag_shape_str(x, NULL, 8), "ag_shape_str: buf is NULL");
 }
 
 /* ag_params_join views parameters stored back to back as one tensor whose
