@@ -23,13 +23,16 @@
  *
  * Conventions: every op takes the context first and returns a new tensor
  * allocated in the context's arena; the tensor lives until the next
- * ag_reset().  Ops record themselves on the tape when gradients are enabled
- * and an input requires a gradient.  Tensors are contiguous and row-major,
- * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims, a NULL
- * tensor or context, a tensor recorded in another context, sizes past what int or
- * size_t holds) goes to the error handler, which by default prints one line
- * naming the function and exits with status 2.  A handler that longjmps out
- * of an allocation failure leaves nothing allocated by the failed call.
+ * ag_reset() (an op recorded on, or a backward from, a recorded tensor of
+ * an earlier step is refused while its memory has not been reused; after
+ * that nothing can tell).  Ops record themselves on the tape when
+ * gradients are enabled and an input requires a gradient.  Tensors are
+ * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
+ * shapes, bad dims, a NULL tensor or context, a tensor recorded in another
+ * context, sizes past what int or size_t holds) goes to the error handler,
+ * which by default prints one line naming the function and exits with
+ * status 2.  A handler that longjmps out of an allocation failure leaves
+ * nothing allocated by the failed call.
  *
  * Threads of the program: contexts are independent, so several threads may
  * each run their own ag_ctx, with its tensors, ag_params and ag_optim, at

@@ -123,6 +123,7 @@ void ag_reset(ag_ctx *ctx)
     ctx->tail = NULL;
     ctx->n_nodes = 0;
     ctx->backward_done = 0;
+    ctx->step++;
 }
 
 static ag_block *block_new(size_t size)

@@ -849,6 +849,22 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *value = ag_sum_all(ctx, there);   /* without gradients it is a plain value */
     ag_set_grad_enabled(ctx, was_on);
     CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
+
+    /* A tensor kept past ag_reset: its entry is no longer on the tape, so
+     * a backward from it gave w no gradient and said nothing, and an op
+     * recorded on it would cut w off the same way. */
+    ag_reset(ctx);
+    ag_params_zero_grad(ps);
+    ag_tensor *old_loss = ag_sum_all(ctx, ag_mul(ctx, w, w)), *old_sq = ag_mul(ctx, w, w);
+    ag_reset(ctx);
+    EXPECT_ERROR(ag_backward(ctx, old_loss), "ag_backward", "before the last ag_reset");
+    EXPECT_ERROR((void)ag_sum_all(ctx, old_sq), "ag_sum_all", "before the last ag_reset");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, old_loss, count_op, NULL), "ag_graph_walk", "before the last ag_reset");
+    CHECK(w->grad[0] == 0 && w->grad[1] == 0 && w->grad[2] == 0, "a refused backward changed w's gradient");
+    /* the same step's tensors are on the tape: backward works */
+    ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
+    ag_backward(ctx, loss);
+    CHECK(ag_tape_length(ctx) == 2 && loss->data[0] == 0, "a step after the refusals records and runs backward");
     ag_ctx_free(other);
     ag_params_free(ps);
 }
