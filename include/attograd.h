@@ -410,7 +410,8 @@ size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision);
  * largest call and never shrunk (so later calls do not allocate).  For one
  * matrix product [M,K] x [K,N] at a precision (any transposes; the
  * products of one precision share their buffers, so a step holds the
- * largest of its products'), and for ag_attention with its backward. */
+ * largest of its products'; M, N and K at least 1, a precision AG_FP32 or
+ * AG_BF16: others are refused), and for ag_attention with its backward. */
 size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision);
 size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head);
 

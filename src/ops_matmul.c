@@ -6,6 +6,7 @@
  * precision), whose transpose flags let backward use A^T and B^T in
  * place.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -13,6 +14,12 @@
 /* The packing buffers the products below keep (see products()). */
 size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision)
 {
+    /* the sizes of a product of tensors (each at least 1), within what the
+     * kernels round up to their blocks in int */
+    if (M < 1 || N < 1 || K < 1 || M > INT_MAX / 2 || N > INT_MAX / 2 || K > INT_MAX / 2)
+        ag_error("ag_matmul_scratch_bytes: M %d, N %d, K %d (each 1 to %d)", M, N, K, INT_MAX / 2);
+    if (precision != AG_FP32 && precision != AG_BF16)
+        ag_error("ag_matmul_scratch_bytes: precision %d is not AG_FP32 or AG_BF16", precision);
     if (precision == AG_BF16 && ag_kern->gemm_bf16_scratch)
         return ag_kern->gemm_bf16_scratch(M, N, K);
     return ag_kern->gemm_scratch(M, N, K);

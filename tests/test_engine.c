@@ -649,6 +649,18 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 0, 4, 0), "ag_attention_scratch_bytes", "T 0");
     EXPECT_ERROR((void)ag_attention_arena_bytes(1 << 30, 1 << 30, 1 << 30, 1, AG_FP32), "ag_attention_arena_bytes",
                  "too large");
+    /* a product's sizes: each at least 1 and small enough for the kernels'
+     * int arithmetic (INT_MAX overflowed inside them: UBSan stopped it, and
+     * a plain build returned a wrapped number), and a known precision */
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(INT_MAX, INT_MAX, INT_MAX, AG_FP32), "ag_matmul_scratch_bytes",
+                 "M 2147483647");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(-5, 3, 3, AG_FP32), "ag_matmul_scratch_bytes", "M -5");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(3, 0, 3, AG_BF16), "ag_matmul_scratch_bytes", "N 0");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(3, 3, 3, 9), "ag_matmul_scratch_bytes", "precision 9");
+    /* (the reference kernels keep no buffers) */
+    CHECK((ag_matmul_scratch_bytes(3, 3, 3, AG_FP32) > 0) == (strcmp(ag_kernels_name(), "reference") != 0),
+          "the scratch of a 3x3x3 product with the %s kernels is %zu bytes", ag_kernels_name(),
+          ag_matmul_scratch_bytes(3, 3, 3, AG_FP32));
 }
 
 static void count_op(const ag_graph_op *op, void *user);
