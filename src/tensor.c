@@ -431,14 +431,22 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
         int cap = ps->capacity ? 2 * ps->capacity : 16;
         ag_tensor **list = realloc(ps->list, (size_t)cap * sizeof *list);
         if (!list)
-            ag_error("out of memory registering parameter '%s'", name);
+            ag_error("ag_params_add: out of memory registering parameter '%.64s%s'", name,
+                     strlen(name) > 64 ? "..." : "");
         ps->list = list;
         ps->capacity = cap;
     }
-    ag_tensor *t = xmalloc(sizeof *t);
+    /* both or neither: a handler that longjmps out of the second
+     * allocation's failure must not be left holding the first */
+    const size_t len = strlen(name) + 1;
+    ag_tensor *t = malloc(sizeof *t);
+    char *copy = malloc(len);
+    if (!t || !copy) {
+        free(t);
+        free(copy);
+        ag_error("ag_params_add: out of memory registering parameter '%.64s%s'", name, len > 65 ? "..." : "");
+    }
     tensor_init(t, ndim, shape, n);
-    size_t len = strlen(name) + 1;
-    char *copy = xmalloc(len);
     memcpy(copy, name, len);
     t->name = copy;
     t->is_param = 1;
