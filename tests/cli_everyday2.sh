@@ -490,6 +490,52 @@ else
         $(pkg-config --libs-only-other --libs-only-l attograd | sed 's/-lattograd//') 2>cc.txt
     check "the static library links with the flags attograd.pc carries ($(head -c 300 cc.txt))" \
         eval '[ "$(./example_static)" = "8 2 0 2" ]'
+    # the installed headers in the strictest settings a C or C++ user may
+    # have: no compound literal, designated initializer or restrict in them,
+    # C linkage for C++, and no warning at -Wconversion
+    printf '#include <attograd.h>\n#include <attograd_io.h>\nint main(void) { return ag_get_threads() > 0 ? 0 : 1; }\n' >strict.c
+    for std in "-std=c99 -pedantic" "-std=c11 -pedantic -Wconversion -Wsign-conversion -Wstrict-prototypes"; do
+        # shellcheck disable=SC2046
+        $cc $std -Wall -Wextra -Werror strict.c -o strict $(pkg-config --cflags --libs attograd) 2>cc.txt
+        check "the headers compile with $cc $std -Wall -Wextra -Werror ($(head -c 300 cc.txt))" test -x strict
+        rm -f strict
+    done
+    cat >strict.cpp <<'EOF_CPP'
+#include <attograd.h>
+#include <attograd_io.h>
+#include <cstdio>
+int main()
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *ps = ag_params_new();
+    const int shape[] = { 3 };
+    ag_tensor *w = ag_params_add(ps, "w", 1, shape);
+    ag_params_alloc(ps);
+    w->data[0] = 1; w->data[1] = -2; w->data[2] = 3;
+    const ag_real xs[] = { 2, 2, 2 };
+    ag_tensor *y = ag_sum_all(ctx, ag_relu(ctx, ag_mul(ctx, ag_from(ctx, 1, shape, xs), w)));
+    ag_backward(ctx, y);
+    std::printf("%g %g %g %g %s\n", (double)y->data[0], (double)w->grad[0], (double)w->grad[1],
+                (double)w->grad[2], ag_st_dtype_name(AG_ST_F32));
+    ag_params_free(ps);
+    ag_ctx_free(ctx);
+    return 0;
+}
+EOF_CPP
+    for cxx in g++ clang++; do
+        if ! command -v $cxx >/dev/null; then
+            skip "no $cxx: the headers in C++"
+            continue
+        fi
+        # shellcheck disable=SC2046
+        $cxx -std=c++11 -Wall -Wextra -Werror -pedantic strict.cpp -o strict_cpp $(pkg-config --cflags --libs attograd) \
+            2>cc.txt
+        check "the headers compile and link as C++ ($cxx -std=c++11 -pedantic -Werror: $(head -c 300 cc.txt))" \
+            test -x strict_cpp
+        check "... and the C++ program computes the header's example ($(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp))" \
+            eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp)" = "8 2 0 2 F32" ]'
+        rm -f strict_cpp
+    done
     mk uninstall PREFIX="$tmp/usr" >/dev/null 2>&1
     check "make uninstall removes every file it installed ($(find usr -type f -o -type l | tr '\n' ' '))" \
         test -z "$(find usr -type f -o -type l)"
