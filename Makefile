@@ -402,6 +402,17 @@ SHLIB        = $(BUILD)/$(SONAME)
 PIC_OBJ      = $(LIB_SRC:%.c=$(BUILD)/pic/%.o)
 HEADERS      = $(wildcard include/*.h)
 
+# The directories are where the files will live and what attograd.pc tells
+# compilers: absolute (a relative one would be taken from this directory,
+# and mean nothing to pkg-config's users) and without whitespace (make
+# splits it into words, and `$$(pkg-config --cflags attograd)` would split
+# the -I).  Refused before anything is built or written.  DESTDIR, which
+# only stages the files, may hold spaces.
+ifneq ($(filter install uninstall,$(MAKECMDGOALS)),)
+$(foreach d,PREFIX BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR,$(if $(filter-out 1,$(words $($(d))))$(filter-out /%,$($(d))),\
+    $(error $(d)='$($(d))': make install and uninstall need an absolute path without spaces)))
+endif
+
 $(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags
 	@mkdir -p $(dir $@)
 	@echo "  CC  $@"
@@ -418,18 +429,18 @@ $(BUILD)/attograd.pc: $(BUILD)/flags FORCE
 	    'Libs: -L$${libdir} -lattograd $(SAN) $(LDLIBS)' >$@
 
 install: all $(SHLIB) $(BUILD)/attograd.pc
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
-	install -m 755 $(CLI) $(DESTDIR)$(BINDIR)/attograd
-	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libattograd.a
-	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libattograd.so
-	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/
-	install -m 644 $(BUILD)/attograd.pc $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(PKGCONFIGDIR)"
+	install -m 755 $(CLI) "$(DESTDIR)$(BINDIR)/attograd"
+	install -m 644 $(LIB) "$(DESTDIR)$(LIBDIR)/libattograd.a"
+	install -m 755 $(SHLIB) "$(DESTDIR)$(LIBDIR)/$(SONAME)"
+	ln -sf $(SONAME) "$(DESTDIR)$(LIBDIR)/libattograd.so"
+	install -m 644 $(HEADERS) "$(DESTDIR)$(INCLUDEDIR)/"
+	install -m 644 $(BUILD)/attograd.pc "$(DESTDIR)$(PKGCONFIGDIR)/attograd.pc"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/attograd $(DESTDIR)$(LIBDIR)/libattograd.a $(DESTDIR)$(LIBDIR)/$(SONAME) \
-	    $(DESTDIR)$(LIBDIR)/libattograd.so $(HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) \
-	    $(DESTDIR)$(PKGCONFIGDIR)/attograd.pc
+	rm -f "$(DESTDIR)$(BINDIR)/attograd" "$(DESTDIR)$(LIBDIR)/libattograd.a" "$(DESTDIR)$(LIBDIR)/$(SONAME)" \
+	    "$(DESTDIR)$(LIBDIR)/libattograd.so" $(HEADERS:include/%="$(DESTDIR)$(INCLUDEDIR)/%") \
+	    "$(DESTDIR)$(PKGCONFIGDIR)/attograd.pc"
 
 # The pictures in data/, drawn by the command as the README shows (the
 # copy task's default run, then attn); tests/cli_viz.sh fails when one is

@@ -23,13 +23,29 @@
  *
  * Conventions: every op takes the context first and returns a new tensor
  * allocated in the context's arena; the tensor lives until the next
- * ag_reset().  Ops record themselves on the tape when gradients are enabled
- * and an input requires a gradient.  Tensors are contiguous and row-major,
- * with 1 to AG_MAX_DIMS dimensions.  Misuse (bad shapes, bad dims, a NULL
- * tensor, a tensor recorded in another context, sizes past what int or
- * size_t holds) goes to the error handler, which by default prints one line
- * naming the function and exits with status 2.  A handler that longjmps out
- * of an allocation failure leaves nothing allocated by the failed call.
+ * ag_reset() (an op recorded on, or a backward from, a recorded tensor of
+ * an earlier step is refused while its memory has not been reused; after
+ * that nothing can tell).  Ops record themselves on the tape when
+ * gradients are enabled and an input requires a gradient.  Tensors are
+ * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
+ * shapes, bad dims, a NULL tensor or context, a tensor recorded in another
+ * context, sizes past what int or size_t holds) goes to the error handler,
+ * which by default prints one line naming the function and exits with
+ * status 2.  A handler that longjmps out of an allocation failure leaves
+ * nothing allocated by the failed call.
+ *
+ * Threads of the program: contexts are independent, so several threads may
+ * each run their own ag_ctx, with its tensors, ag_params and ag_optim, at
+ * the same time (the results are those of running them one after another,
+ * bit for bit).  One context, parameter set or optimizer is used by one
+ * thread at a time; nothing checks that.  The kernels' threads serve one
+ * calling thread at a time, and the calls of the others meanwhile run on
+ * their own thread alone.  ag_set_threads and the error handler are the
+ * process's: any thread may call ag_set_threads at any time, and the
+ * handler is set before other threads call the engine.  It runs on the
+ * thread whose call failed (an error inside the kernels' threads is raised
+ * again on the calling thread, after they have left the failed loop), so
+ * a handler that longjmps uses a jmp_buf of that thread (_Thread_local).
  */
 #ifndef ATTOGRAD_H
 #define ATTOGRAD_H
@@ -394,7 +410,8 @@ size_t ag_attention_arena_bytes(int B, int T, int d, int n_head, int precision);
  * largest call and never shrunk (so later calls do not allocate).  For one
  * matrix product [M,K] x [K,N] at a precision (any transposes; the
  * products of one precision share their buffers, so a step holds the
- * largest of its products'), and for ag_attention with its backward. */
+ * largest of its products'; M, N and K at least 1, a precision AG_FP32 or
+ * AG_BF16: others are refused), and for ag_attention with its backward. */
 size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision);
 size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head);
 

@@ -249,6 +249,7 @@ static int open_through(ag_atomic_file *a, const char *path, char *err, size_t e
 
 int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen)
 {
+    if (!a) { ag_set_err(err, errlen, "ag_atomic_open: a is NULL"); return -1; }
     memset(a, 0, sizeof *a);
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty file name"); return -1; }
     int own = ag_stream_fd(path);
@@ -357,6 +358,7 @@ int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
 {
     /* After a commit, an abort or a failed open there is no stream: fflush
      * would flush every stream of the program and ferror dereference NULL. */
+    if (!a) { ag_set_err(err, errlen, "ag_atomic_commit: a is NULL"); return -1; }
     if (a->state == CLOSED || !a->f) {
         ag_set_err(err, errlen, "%s: no write under way (committed or aborted already, or never opened)",
                    a->path ? a->path : "(no file)");
@@ -386,7 +388,7 @@ int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
 
 void ag_atomic_abort(ag_atomic_file *a)
 {
-    if (a->state == CLOSED) return;
+    if (!a || a->state == CLOSED) return;
     if (a->f) fclose(a->f);
     if (a->tmp) unlink(a->tmp);
     release(a);
@@ -394,6 +396,7 @@ void ag_atomic_abort(ag_atomic_file *a)
 
 int ag_atomic_discard(const ag_atomic_file *a)
 {
+    if (!a) return -1;
     int state = a->state;
     if (state == CLOSED || state == THROUGH) return -1;   /* nothing of ours to remove */
     /* Renaming: a temp file that is gone was renamed into place. */

@@ -58,6 +58,7 @@ struct ag_node {
     int op;
     int id;                         /* position on the tape, from 0 */
     const ag_ctx *ctx;              /* the context whose tape holds it */
+    unsigned step;                  /* that context's step (its resets) when recorded */
     ag_tensor *out;
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
@@ -83,6 +84,7 @@ struct ag_ctx {
     int grad_enabled;
     int precision;                  /* AG_FP32 or AG_BF16: the matrix multiplies' */
     int backward_done;              /* a backward pass ran since the last reset */
+    unsigned step;                  /* ag_reset calls so far: a node of another step is stale */
     ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
     void *grad_ready_user;
     ag_pcg32 dropout_rng;
@@ -114,9 +116,14 @@ ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape);
 int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
 /* Append a tape entry producing `out`; returns it for the op to fill. */
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
-/* Refuses an input of op that was recorded on another context's tape
- * (ag_record asks it of a, b and c; concat of each of its inputs). */
+/* Refuses an input of op that was recorded on another context's tape, or
+ * on this one before its last ag_reset (ag_record asks it of a, b and c;
+ * concat of each of its inputs). */
 void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in);
+/* Why a tensor's entry is not on ctx's tape as it is now ("computed in
+ * another context", "computed before the last ag_reset"), or NULL when it
+ * is there or the tensor is a leaf. */
+const char *ag_off_tape(const ag_ctx *ctx, const ag_tensor *t);
 /* The gradient buffer of t, created zeroed in the arena on first use. */
 ag_real *ag_grad(ag_ctx *ctx, ag_tensor *t);
 /* The same for a backward that writes every element of t's gradient: when

@@ -64,6 +64,7 @@ static void check_items(const char *fn, int B, int n_head, int T)
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights)
 {
+    ag_need("ag_attention", "ctx", ctx);
     char s[64];
     ag_need("ag_attention", "qkv", qkv);
     if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
@@ -108,6 +109,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
                                int pos)
 {
+    ag_need("ag_attention_cached", "ctx", ctx);
     char s[64], sk[64], sv[64];
     ag_need("ag_attention_cached", "qkv", qkv);
     ag_need("ag_attention_cached", "k_cache", k_cache);

@@ -157,6 +157,7 @@ static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, co
 
 static ag_tensor *binary(ag_ctx *ctx, int kind, int op, const char *name, ag_tensor *a, ag_tensor *b)
 {
+    ag_need(name, "ctx", ctx);
     ag_need(name, "a", a);
     ag_need(name, "b", b);
     ag_bcast bc = ag_broadcast(name, a, b);
@@ -215,6 +216,7 @@ void ag_backward_mul(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
 {
+    ag_need("ag_scale", "ctx", ctx);
     ag_need("ag_scale", "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
@@ -238,6 +240,7 @@ void ag_backward_scale(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
 {
+    ag_need("ag_add_scalar", "ctx", ctx);
     ag_need("ag_add_scalar", "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
@@ -262,6 +265,8 @@ void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 
 static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
 {
+    if (!ctx)
+        ag_error("ag_%s: ctx is NULL", ag_op_name(op));
     if (!a)
         ag_error("ag_%s: a is NULL", ag_op_name(op));
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);

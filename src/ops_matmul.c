@@ -6,6 +6,7 @@
  * precision), whose transpose flags let backward use A^T and B^T in
  * place.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "internal.h"
@@ -13,6 +14,12 @@
 /* The packing buffers the products below keep (see products()). */
 size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision)
 {
+    /* the sizes of a product of tensors (each at least 1), within what the
+     * kernels round up to their blocks in int */
+    if (M < 1 || N < 1 || K < 1 || M > INT_MAX / 2 || N > INT_MAX / 2 || K > INT_MAX / 2)
+        ag_error("ag_matmul_scratch_bytes: M %d, N %d, K %d (each 1 to %d)", M, N, K, INT_MAX / 2);
+    if (precision != AG_FP32 && precision != AG_BF16)
+        ag_error("ag_matmul_scratch_bytes: precision %d is not AG_FP32 or AG_BF16", precision);
     if (precision == AG_BF16 && ag_kern->gemm_bf16_scratch)
         return ag_kern->gemm_bf16_scratch(M, N, K);
     return ag_kern->gemm_scratch(M, N, K);
@@ -99,6 +106,7 @@ static int regular(const long *s, const int *nb, long *stride)
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {
+    ag_need("ag_matmul", "ctx", ctx);
     ag_need("ag_matmul", "a", a);
     ag_need("ag_matmul", "b", b);
     int shape[AG_MAX_DIMS], ndim;
@@ -221,6 +229,7 @@ static ag_tensor *linear_product(ag_ctx *ctx, const char *op, ag_tensor *x, ag_t
 
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
+    ag_need("ag_linear", "ctx", ctx);
     int rows;
     ag_tensor *out = linear_product(ctx, "ag_linear", x, W, b, &rows);
     if (b) {
@@ -277,6 +286,7 @@ typedef struct {
  * one pass over the [rows, out] activations fewer each way. */
 ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b)
 {
+    ag_need("ag_linear_gelu", "ctx", ctx);
     int rows;
     ag_tensor *product = linear_product(ctx, "ag_linear_gelu", x, W, b, &rows);
     ag_tensor *out = ag_empty(ctx, product->ndim, product->shape);

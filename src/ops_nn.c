@@ -14,6 +14,7 @@
  * is kept for backward. */
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
 {
+    ag_need("ag_dropout", "ctx", ctx);
     ag_need("ag_dropout", "a", a);
     if (!(p >= 0 && p < 1))
         ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
@@ -50,6 +51,7 @@ void ag_backward_dropout(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape)
 {
+    ag_need("ag_embedding", "ctx", ctx);
     char sw[64];
     ag_need("ag_embedding", "W", W);
     ag_need("ag_embedding", "ids", ids);
@@ -102,6 +104,7 @@ typedef struct {
  * (definition: ref_layer_norm in src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps)
 {
+    ag_need("ag_layer_norm", "ctx", ctx);
     ag_need("ag_layer_norm", "x", x);
     /* 1/sqrt(var + eps) of a constant row is NaN for eps < 0 (and eps NaN is NaN everywhere) */
     if (!(eps >= 0))

@@ -13,6 +13,7 @@
 
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
 {
+    ag_need("ag_reshape", "ctx", ctx);
     char sa[64];
     ag_need("ag_reshape", "a", a);
     ag_need("ag_reshape", "shape", shape);
@@ -90,6 +91,7 @@ static void transpose_copy(const ag_real *src, ag_real *dst, const int *shape4, 
 
 ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
 {
+    ag_need("ag_transpose", "ctx", ctx);
     ag_need("ag_transpose", "a", a);
     int d0 = ag_norm_dim("ag_transpose", a, dim0), d1 = ag_norm_dim("ag_transpose", a, dim1);
     int shape[AG_MAX_DIMS], shape4[4], off = 4 - a->ndim;
@@ -121,6 +123,7 @@ void ag_backward_transpose(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
 {
+    ag_need("ag_concat", "ctx", ctx);
     if (n < 1)
         ag_error("ag_concat: no tensors given");
     ag_need("ag_concat", "ts", ts);
@@ -190,6 +193,7 @@ void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
 {
+    ag_need("ag_slice", "ctx", ctx);
     ag_need("ag_slice", "a", a);
     int d = ag_norm_dim("ag_slice", a, dim);
     if (start < 0 || len < 1 || start > a->shape[d] - len) {
@@ -233,6 +237,7 @@ void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_sum", "ctx", ctx);
     ag_need("ag_sum", "a", a);
     int d = ag_norm_dim("ag_sum", a, dim);
     int shape[AG_MAX_DIMS], ndim = 0;
@@ -276,6 +281,7 @@ void ag_backward_sum(ag_ctx *ctx, ag_node *node)
 
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
+    ag_need("ag_mean", "ctx", ctx);
     ag_need("ag_mean", "a", a);
     int d = ag_norm_dim("ag_mean", a, dim);
     return ag_scale(ctx, ag_sum(ctx, a, d, keepdim), (ag_real)(1.0 / a->shape[d]));
@@ -283,6 +289,7 @@ ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_sum_all", "ctx", ctx);
     ag_need("ag_sum_all", "a", a);
     ag_tensor *out = ag_empty(ctx, 1, (int[]){1});
     double s = 0;                   /* accumulate in double: sums of many floats */
@@ -303,6 +310,7 @@ void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 
 ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a)
 {
+    ag_need("ag_mean_all", "ctx", ctx);
     ag_need("ag_mean_all", "a", a);
     return ag_scale(ctx, ag_sum_all(ctx, a), (ag_real)(1.0 / (double)a->size));
 }

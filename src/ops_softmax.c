@@ -28,6 +28,7 @@ static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
 static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
 {
     int d, log_out = op == AG_OP_LOG_SOFTMAX;
+    ag_need(log_out ? "ag_log_softmax" : "ag_softmax", "ctx", ctx);
     rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", a, dim, &d);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     ag_kern->softmax(a->data, out->data, r.outer, r.n, r.inner, log_out);
@@ -80,6 +81,7 @@ static void masked_fill_backward_range(void *ctx, size_t lo, size_t hi)
 
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value)
 {
+    ag_need("ag_masked_fill", "ctx", ctx);
     ag_need("ag_masked_fill", "a", a);
     ag_need("ag_masked_fill", "mask", mask);
     ag_bcast bc = ag_broadcast("ag_masked_fill", a, mask);
@@ -129,6 +131,7 @@ typedef struct {
  * the per-row losses in row order. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {
+    ag_need("ag_cross_entropy", "ctx", ctx);
     ag_need("ag_cross_entropy", "logits", logits);
     ag_need("ag_cross_entropy", "targets", targets);
     int V = logits->shape[logits->ndim - 1];

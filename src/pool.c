@@ -78,7 +78,9 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -107,12 +109,16 @@ typedef struct {
     _Atomic int end;
 } slot;
 
+/* Read without `use` by every thread that calls the engine (a program may
+ * run contexts on threads of its own, and call ag_set_threads from any of
+ * them): want, started and the measurements are atomic.  A loop asks for
+ * the threads running (started + 1) at most, whatever want says by then. */
 static struct {
     pthread_mutex_t use;            /* held by the thread running a loop */
     pthread_mutex_t mu;             /* with cv: sleeping threads */
     pthread_cond_t cv;
-    int want;                       /* threads asked for (0: not yet decided) */
-    int started;                    /* threads running besides the caller's */
+    _Atomic int want;               /* threads asked for (0: not yet decided) */
+    _Atomic int started;            /* threads running besides the caller's */
     pthread_t *threads;
     slot *slots;
     _Atomic uint32_t gen;           /* bumped for each loop, and to stop */
@@ -121,17 +127,32 @@ static struct {
     _Atomic(void *) ctx;
     _Atomic int nth;
     _Atomic int done;               /* tasks finished in this loop */
+    _Atomic int failed;             /* a task of this loop raised an error: the rest are skipped */
+    char fail_msg[512];             /* the first one's message, for the calling thread */
     _Atomic int sleepers;
     _Atomic int quit;
     _Atomic int64_t spin_ns;        /* S */
-    int64_t wake_ns, fork_ns;       /* W, F as measured */
-    double elem_ns;                 /* E */
-    size_t min_work;                /* a loop with less work runs on one thread */
+    _Atomic int64_t wake_ns, fork_ns;   /* W, F as measured */
+    _Atomic double elem_ns;         /* E */
+    _Atomic size_t min_work;        /* a loop with less work runs on one thread */
 } pool = { .use = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 static int share_all;                  /* ag_threads_share_all */
 static _Thread_local int tl_id;        /* ag_thread_id() */
 static _Thread_local int tl_inside;    /* in a task, or a pool thread: loops run inline */
+
+/* Errors in tasks.  ag_error on a thread that is running a loop's tasks
+ * (ag_pool_catch) jumps back to the loop on that thread, not to the
+ * program's handler: a pool thread must not run a handler that longjmps
+ * into another thread's stack, and the calling thread must not leave a
+ * loop that other threads are still running.  The loop skips its tasks
+ * not yet started, and when every thread is out of it ag_parallel raises
+ * the first message on the calling thread. */
+typedef struct {
+    jmp_buf jb;
+    char msg[512];
+} trap;
+static _Thread_local trap *tl_trap;
 
 static int64_t now_ns(void)
 {
@@ -193,9 +214,13 @@ static int default_threads(void)
 
 int ag_get_threads(void)
 {
-    if (!pool.want)
-        pool.want = default_threads();
-    return pool.want;
+    int n = atomic_load(&pool.want);
+    if (!n) {
+        /* the first caller decides, unless ag_set_threads came first */
+        const int d = default_threads();
+        n = atomic_compare_exchange_strong(&pool.want, &n, d) ? d : n;
+    }
+    return n;
 }
 
 int ag_max_threads(void) { return tl_inside ? 1 : ag_get_threads(); }
@@ -223,17 +248,42 @@ static int claim(slot *s, uint32_t gen)
     }
 }
 
-/* Thread id's share of loop gen, then whatever the others have not started. */
+/* Thread id's share of loop gen, then whatever the others have not
+ * started.  A task that raises an error ends there (it counts as done), and
+ * no thread starts another task of the loop. */
 static void run_tasks(uint32_t gen, int id, int nth, ag_task_fn fn, void *ctx)
 {
-    int ran = 0;
-    for (int k = 0; k < nth; k++) {
-        slot *s = &pool.slots[(id + k) % nth];
-        for (int t; (t = claim(s, gen)) >= 0; ran++)
-            fn(ctx, t);
+    trap tr;
+    trap *const outer = tl_trap;
+    volatile int ran = 0, k = 0;
+    if (setjmp(tr.jb) != 0) {
+        if (atomic_exchange(&pool.failed, 1) == 0)
+            memcpy(pool.fail_msg, tr.msg, sizeof pool.fail_msg);
+        ran = ran + 1;
     }
+    tl_trap = &tr;
+    for (; k < nth; k = k + 1) {
+        slot *s = &pool.slots[(id + k) % nth];
+        for (int t; (t = claim(s, gen)) >= 0; ran = ran + 1)
+            if (!atomic_load_explicit(&pool.failed, memory_order_relaxed))
+                fn(ctx, t);
+    }
+    tl_trap = outer;
     if (ran)
         atomic_fetch_add_explicit(&pool.done, ran, memory_order_release);
+}
+
+void ag_pool_catch(const char *msg)
+{
+    trap *const t = tl_trap;
+    if (t) {
+        snprintf(t->msg, sizeof t->msg, "%s", msg);
+        longjmp(t->jb, 1);
+    }
+    /* no loop of this thread catches it: the error leaves every loop
+     * this thread was running inline */
+    tl_id = 0;
+    tl_inside = 0;
 }
 
 /* Polls for a loop after `seen` for S, then sleeps until one is posted. */
@@ -335,6 +385,7 @@ static void run_loop(int n_tasks, int nth, ag_task_fn fn, void *ctx)
     atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&pool.nth, nth, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.failed, 0, memory_order_relaxed);
     post();
     tl_id = 0;
     tl_inside = 1;
@@ -533,8 +584,14 @@ static int start_threads(void)
     free(pool.slots);
     pool.threads = malloc(sizeof *pool.threads * (size_t)(nth - 1));
     pool.slots = aligned_alloc(64, sizeof *pool.slots * (size_t)nth);
-    if (!pool.threads || !pool.slots)
-        ag_error("out of memory: %d threads", nth);
+    if (!pool.threads || !pool.slots) {
+        free(pool.threads);
+        free(pool.slots);
+        pool.threads = NULL;
+        pool.slots = NULL;
+        pool.want = 1;              /* as when the system will not give the threads */
+        return 0;
+    }
     memset(pool.slots, 0, sizeof *pool.slots * (size_t)nth);
     /* the pool's threads take no signals: they stay the program's main thread's */
     sigset_t all, old;
@@ -577,15 +634,28 @@ void ag_parallel(int n_tasks, int nth, ag_task_fn fn, void *ctx)
         nth = n_tasks;
     if (nth > ag_max_threads())
         nth = ag_max_threads();
+    POOL_RACE_POINT(3, NULL);
     if (nth <= 1 || pthread_mutex_trylock(&pool.use) != 0) {
         run_inline(n_tasks, fn, ctx);
         return;
     }
-    if (start_threads())
-        run_loop(n_tasks, nth, fn, ctx);
-    else
+    if (!start_threads()) {
+        pthread_mutex_unlock(&pool.use);
         run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    /* another thread's ag_set_threads may have changed the pool since
+     * ag_max_threads answered: no more threads than it has now */
+    if (nth > pool.started + 1)
+        nth = pool.started + 1;
+    char msg[sizeof pool.fail_msg];
+    run_loop(n_tasks, nth, fn, ctx);
+    const int failed = atomic_load(&pool.failed);
+    if (failed)
+        memcpy(msg, pool.fail_msg, sizeof msg);
     pthread_mutex_unlock(&pool.use);
+    if (failed)
+        ag_error("%s", msg);        /* on the calling thread, every thread out of the loop */
 }
 
 /* The least work ag_parallel_for shares (the pool is measured on first use). */

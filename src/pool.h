@@ -50,6 +50,12 @@ int ag_threads_for(double serial_ns);
 #define AG_POOL_MAX_OWNED 16
 void ag_thread_owns(void **p);
 
+/* ag_error's first step: on a thread running a loop's tasks, jump back to
+ * that loop (its ag_parallel raises msg again on the calling thread once
+ * every thread is out of the loop); elsewhere forget the loops this thread
+ * ran inline, which the error leaves, and return. */
+void ag_pool_catch(const char *msg);
+
 /* The running thread's place in the current ag_parallel, in [0, nth): 0 on
  * the calling thread and outside any. */
 int ag_thread_id(void);

@@ -41,11 +41,28 @@ int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag
 /* An input recorded on another context's tape has its history there:
  * backward over this tape would stop at it and silently leave everything
  * it was computed from without a gradient. */
+const char *ag_off_tape(const ag_ctx *ctx, const ag_tensor *t)
+{
+    if (!t || !t->node)
+        return NULL;
+    if (t->node->ctx != ctx)
+        return "computed in another context";
+    /* The tensor and its entry live in the arena until the next ag_reset;
+     * one kept past it (whose memory nothing has reused yet) would be read
+     * as if its history were still on the tape, and backward would give
+     * nothing a gradient. */
+    if (t->node->step != ctx->step)
+        return "computed before the last ag_reset (arena tensors live until the next reset)";
+    return NULL;
+}
+
 void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
 {
-    if (in && in->node && in->node->ctx != ctx)
-        ag_error("ag_%s: an input was computed in another context (gradients cannot flow between tapes)",
-                 ag_op_name(op));
+    const char *why = ag_off_tape(ctx, in);
+    if (why && in->node->ctx != ctx)
+        ag_error("ag_%s: an input was %s (gradients cannot flow between tapes)", ag_op_name(op), why);
+    if (why)
+        ag_error("ag_%s: an input was %s", ag_op_name(op), why);
 }
 
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
@@ -56,6 +73,7 @@ ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor 
     ag_node *n = ag_alloc_zero(ctx, sizeof *n);
     n->op = op;
     n->ctx = ctx;
+    n->step = ctx->step;
     n->id = ctx->n_nodes++;
     n->out = out;
     n->in[0] = a;
@@ -100,6 +118,7 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
+    ag_need("ag_backward", "ctx", ctx);
     ag_need("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
@@ -107,6 +126,8 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     }
     if (loss->node && loss->node->ctx != ctx)
         ag_error("ag_backward: the loss was computed in another context (pass the context that recorded it)");
+    if (ag_off_tape(ctx, loss))
+        ag_error("ag_backward: the loss was %s", ag_off_tape(ctx, loss));
     if (!loss->requires_grad)
         ag_error("ag_backward: the loss does not depend on any tensor that wants a gradient (were gradients "
                  "disabled, the parameters allocated by ag_params_alloc_no_grad, or no tensor marked as "
@@ -136,6 +157,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 
 void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user)
 {
+    ag_need("ag_set_grad_ready_hook", "ctx", ctx);
     ctx->grad_ready = fn;
     ctx->grad_ready_user = user;
 }
@@ -149,11 +171,12 @@ int ag_op_id(const ag_tensor *t)
 
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user)
 {
+    ag_need("ag_graph_walk", "ctx", ctx);
     ag_need("ag_graph_walk", "root", root);
     if (!fn)
         ag_error("ag_graph_walk: fn is NULL");
-    if (root->node && root->node->ctx != ctx)
-        ag_error("ag_graph_walk: root was computed in another context");
+    if (ag_off_tape(ctx, root))
+        ag_error("ag_graph_walk: root was %s", ag_off_tape(ctx, root));
     /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
     for (ag_node *n = ctx->tail; n; n = n->prev)
         n->mark = 0;
@@ -212,6 +235,7 @@ static void dot_op(const ag_graph_op *op, void *user)
 
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
 {
+    ag_need("ag_graph_dot", "ctx", ctx);
     ag_need("ag_graph_dot", "root", root);
     ag_need("ag_graph_dot", "out", out);
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "pool.h"
 
 /* ---- kernels ------------------------------------------------------------ */
 
@@ -39,6 +40,7 @@ int ag_bf16_status(const char **fact)
 
 int ag_set_precision(ag_ctx *ctx, int precision)
 {
+    ag_need("ag_set_precision", "ctx", ctx);
     if (precision != AG_FP32 && precision != AG_BF16)
         ag_error("ag_set_precision: %d is not AG_FP32 or AG_BF16", precision);
     if (precision == AG_BF16 && ag_bf16_status(NULL) != AG_BF16_READY)
@@ -47,7 +49,11 @@ int ag_set_precision(ag_ctx *ctx, int precision)
     return 0;
 }
 
-int ag_get_precision(const ag_ctx *ctx) { return ctx->precision; }
+int ag_get_precision(const ag_ctx *ctx)
+{
+    ag_need("ag_get_precision", "ctx", ctx);
+    return ctx->precision;
+}
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -67,6 +73,7 @@ void ag_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    ag_pool_catch(msg);
     if (error_fn) {
         error_fn(msg, error_user);
         abort();                     /* a handler must not return */
@@ -108,6 +115,7 @@ void ag_ctx_free(ag_ctx *ctx)
 
 void ag_reset(ag_ctx *ctx)
 {
+    ag_need("ag_reset", "ctx", ctx);
     for (ag_block *b = ctx->first; b; b = b->next)
         b->used = 0;
     ctx->cur = ctx->first;
@@ -115,6 +123,7 @@ void ag_reset(ag_ctx *ctx)
     ctx->tail = NULL;
     ctx->n_nodes = 0;
     ctx->backward_done = 0;
+    ctx->step++;
 }
 
 static ag_block *block_new(size_t size)
@@ -174,23 +183,49 @@ void *ag_alloc_zero(ag_ctx *ctx, size_t bytes)
     return p;
 }
 
-size_t ag_arena_used(const ag_ctx *ctx) { return ctx->used; }
-size_t ag_arena_peak(const ag_ctx *ctx) { return ctx->peak; }
-size_t ag_arena_reserved(const ag_ctx *ctx) { return ctx->reserved; }
-ag_pcg32 *ag_dropout_rng(ag_ctx *ctx) { return &ctx->dropout_rng; }
-int ag_tape_length(const ag_ctx *ctx) { return ctx->n_nodes; }
+size_t ag_arena_used(const ag_ctx *ctx)
+{
+    ag_need("ag_arena_used", "ctx", ctx);
+    return ctx->used;
+}
+size_t ag_arena_peak(const ag_ctx *ctx)
+{
+    ag_need("ag_arena_peak", "ctx", ctx);
+    return ctx->peak;
+}
+size_t ag_arena_reserved(const ag_ctx *ctx)
+{
+    ag_need("ag_arena_reserved", "ctx", ctx);
+    return ctx->reserved;
+}
+ag_pcg32 *ag_dropout_rng(ag_ctx *ctx)
+{
+    ag_need("ag_dropout_rng", "ctx", ctx);
+    return &ctx->dropout_rng;
+}
+int ag_tape_length(const ag_ctx *ctx)
+{
+    ag_need("ag_tape_length", "ctx", ctx);
+    return ctx->n_nodes;
+}
 
 int ag_set_grad_enabled(ag_ctx *ctx, int enabled)
 {
+    ag_need("ag_set_grad_enabled", "ctx", ctx);
     int old = ctx->grad_enabled;
     ctx->grad_enabled = enabled != 0;
     return old;
 }
 
-int ag_grad_enabled(const ag_ctx *ctx) { return ctx->grad_enabled; }
+int ag_grad_enabled(const ag_ctx *ctx)
+{
+    ag_need("ag_grad_enabled", "ctx", ctx);
+    return ctx->grad_enabled;
+}
 
 ag_mark ag_arena_mark(const ag_ctx *ctx)
 {
+    ag_need("ag_arena_mark", "ctx", ctx);
     ag_mark m = { ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes };
     return m;
 }
@@ -199,6 +234,7 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size);
 
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 {
+    ag_need("ag_arena_rewind", "ctx", ctx);
     ag_need("ag_arena_rewind", "keep", keep);
     /* A mark of another context would hand this arena that one's block to
      * allocate from; one taken before an ag_reset may lie past everything
@@ -287,6 +323,7 @@ ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape)
 
 ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
 {
+    ag_need("ag_new", "ctx", ctx);
     ag_tensor *t = ag_empty(ctx, ndim, shape);
     memset(t->data, 0, t->size * sizeof(ag_real));
     return t;
@@ -294,6 +331,7 @@ ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape)
 
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values)
 {
+    ag_need("ag_from", "ctx", ctx);
     ag_need("ag_from", "values", values);
     ag_tensor *t = empty_for(ctx, "ag_from", ndim, shape);
     memcpy(t->data, values, t->size * sizeof(ag_real));
@@ -302,6 +340,7 @@ ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *value
 
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value)
 {
+    ag_need("ag_full", "ctx", ctx);
     ag_tensor *t = empty_for(ctx, "ag_full", ndim, shape);
     for (size_t i = 0; i < t->size; i++)
         t->data[i] = value;
@@ -337,6 +376,8 @@ const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len)
 {
     if (len == 0)
         return buf;                 /* not even room for the terminating NUL */
+    ag_need("ag_shape_str", "buf", buf);
+    ag_need("ag_shape_str", "t", t);
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < t->ndim && used < len; i++)
@@ -390,14 +431,22 @@ ag_tensor *ag_params_add(ag_params *ps, const char *name, int ndim, const int *s
         int cap = ps->capacity ? 2 * ps->capacity : 16;
         ag_tensor **list = realloc(ps->list, (size_t)cap * sizeof *list);
         if (!list)
-            ag_error("out of memory registering parameter '%s'", name);
+            ag_error("ag_params_add: out of memory registering parameter '%.64s%s'", name,
+                     strlen(name) > 64 ? "..." : "");
         ps->list = list;
         ps->capacity = cap;
     }
-    ag_tensor *t = xmalloc(sizeof *t);
+    /* both or neither: a handler that longjmps out of the second
+     * allocation's failure must not be left holding the first */
+    const size_t len = strlen(name) + 1;
+    ag_tensor *t = malloc(sizeof *t);
+    char *copy = malloc(len);
+    if (!t || !copy) {
+        free(t);
+        free(copy);
+        ag_error("ag_params_add: out of memory registering parameter '%.64s%s'", name, len > 65 ? "..." : "");
+    }
     tensor_init(t, ndim, shape, n);
-    size_t len = strlen(name) + 1;
-    char *copy = xmalloc(len);
     memcpy(copy, name, len);
     t->name = copy;
     t->is_param = 1;
@@ -458,6 +507,7 @@ ag_tensor *ag_params_find(const ag_params *ps, const char *name)
 
 ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
 {
+    ag_need("ag_params_join", "ctx", ctx);
     char s0[64], si[64];
     if (n < 1)
         ag_error("ag_params_join: %d parameters (need at least one)", n);

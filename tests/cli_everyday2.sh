@@ -512,6 +512,52 @@ else
         $(pkg-config --libs-only-other --libs-only-l attograd | sed 's/-lattograd//') 2>cc.txt
     check "the static library links with the flags attograd.pc carries ($(head -c 300 cc.txt))" \
         eval '[ "$(./example_static)" = "8 2 0 2" ]'
+    # the installed headers in the strictest settings a C or C++ user may
+    # have: no compound literal, designated initializer or restrict in them,
+    # C linkage for C++, and no warning at -Wconversion
+    printf '#include <attograd.h>\n#include <attograd_io.h>\nint main(void) { return ag_get_threads() > 0 ? 0 : 1; }\n' >strict.c
+    for std in "-std=c99 -pedantic" "-std=c11 -pedantic -Wconversion -Wsign-conversion -Wstrict-prototypes"; do
+        # shellcheck disable=SC2046
+        $cc $std -Wall -Wextra -Werror strict.c -o strict $(pkg-config --cflags --libs attograd) 2>cc.txt
+        check "the headers compile with $cc $std -Wall -Wextra -Werror ($(head -c 300 cc.txt))" test -x strict
+        rm -f strict
+    done
+    cat >strict.cpp <<'EOF_CPP'
+#include <attograd.h>
+#include <attograd_io.h>
+#include <cstdio>
+int main()
+{
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *ps = ag_params_new();
+    const int shape[] = { 3 };
+    ag_tensor *w = ag_params_add(ps, "w", 1, shape);
+    ag_params_alloc(ps);
+    w->data[0] = 1; w->data[1] = -2; w->data[2] = 3;
+    const ag_real xs[] = { 2, 2, 2 };
+    ag_tensor *y = ag_sum_all(ctx, ag_relu(ctx, ag_mul(ctx, ag_from(ctx, 1, shape, xs), w)));
+    ag_backward(ctx, y);
+    std::printf("%g %g %g %g %s\n", (double)y->data[0], (double)w->grad[0], (double)w->grad[1],
+                (double)w->grad[2], ag_st_dtype_name(AG_ST_F32));
+    ag_params_free(ps);
+    ag_ctx_free(ctx);
+    return 0;
+}
+EOF_CPP
+    for cxx in g++ clang++; do
+        if ! command -v $cxx >/dev/null; then
+            skip "no $cxx: the headers in C++"
+            continue
+        fi
+        # shellcheck disable=SC2046
+        $cxx -std=c++11 -Wall -Wextra -Werror -pedantic strict.cpp -o strict_cpp $(pkg-config --cflags --libs attograd) \
+            2>cc.txt
+        check "the headers compile and link as C++ ($cxx -std=c++11 -pedantic -Werror: $(head -c 300 cc.txt))" \
+            test -x strict_cpp
+        check "... and the C++ program computes the header's example ($(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp))" \
+            eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp)" = "8 2 0 2 F32" ]'
+        rm -f strict_cpp
+    done
     mk uninstall PREFIX="$tmp/usr" >/dev/null 2>&1
     check "make uninstall removes every file it installed ($(find usr -type f -o -type l | tr '\n' ' '))" \
         test -z "$(find usr -type f -o -type l)"
@@ -522,6 +568,29 @@ else
         eval 'grep -qx "libdir=/opt/ag/lib" stage/opt/ag/lib/pkgconfig/attograd.pc'
     mk uninstall DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make uninstall DESTDIR=... removes the staged files" test -z "$(find stage -type f -o -type l)"
+    # a DESTDIR with a space stages there (it went to a directory cut at the space)
+    mk install DESTDIR="$tmp/st ag-stage-dir" PREFIX=/opt/ag >install.txt 2>&1
+    check "make install DESTDIR='with a space' stages under it ($(tail -n 2 install.txt))" \
+        eval 'test -x "st ag-stage-dir/opt/ag/bin/attograd" && cmp -s "$ROOT/include/attograd.h" "st ag-stage-dir/opt/ag/include/attograd.h"'
+    mk uninstall DESTDIR="$tmp/st ag-stage-dir" PREFIX=/opt/ag >/dev/null 2>&1
+    check "make uninstall DESTDIR='with a space' removes them" eval 'test -z "$(find "st ag-stage-dir" -type f -o -type l)"'
+    # PREFIX is where the files will live and what attograd.pc tells
+    # compilers: a relative one (taken from the source tree) and one with a
+    # space (split by make, and by \$(pkg-config ...)) are refused in one
+    # line naming PREFIX, before anything is written
+    # (the names are this test's own: what a make that split them wrote
+    # into the source tree is removed)
+    for bad in "ag-rel-prefix/inst" "$tmp/with ag-space-prefix"; do
+        mk install PREFIX="$bad" >install.txt 2>err.txt
+        rc=$?
+        check "make install PREFIX='$bad': refused, one line naming PREFIX (exit $rc: $(head -c 300 err.txt))" \
+            eval '[ $rc -ne 0 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "PREFIX=.*absolute path" err.txt'
+        check "make install PREFIX='$bad': nothing written" \
+            eval '! test -e "$ROOT/ag-rel-prefix" && ! test -e "$ROOT/ag-space-prefix" && ! test -e "$tmp/with"'
+        rm -rf "$ROOT/ag-rel-prefix" "$ROOT/ag-space-prefix" "$ROOT/ag-stage-dir"
+    done
+    mk uninstall PREFIX=ag-rel-prefix/inst >/dev/null 2>err.txt
+    check "make uninstall PREFIX=ag-rel-prefix/inst: refused ($(head -c 200 err.txt))" grep -q "PREFIX=.*absolute path" err.txt
     # a build directory given as an absolute path: `make run` runs the
     # command built there (it ran ./ before the path)
     runcmd=$(make -s --no-print-directory -C "$ROOT" -n BUILDDIR="$BUILD" run 2>&1 | tail -n 1)

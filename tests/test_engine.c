@@ -10,6 +10,9 @@
  * value is a sum of up to ~100 products, REL_SUM (float 2e-5, double 1e-12).
  */
 #include <float.h>
+#ifdef __linux__
+#include <malloc.h>
+#endif
 #include <limits.h>
 #include <math.h>
 #include <setjmp.h>
@@ -649,7 +652,21 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_attention_scratch_bytes(2, 0, 4, 0), "ag_attention_scratch_bytes", "T 0");
     EXPECT_ERROR((void)ag_attention_arena_bytes(1 << 30, 1 << 30, 1 << 30, 1, AG_FP32), "ag_attention_arena_bytes",
                  "too large");
+    /* a product's sizes: each at least 1 and small enough for the kernels'
+     * int arithmetic (INT_MAX overflowed inside them: UBSan stopped it, and
+     * a plain build returned a wrapped number), and a known precision */
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(INT_MAX, INT_MAX, INT_MAX, AG_FP32), "ag_matmul_scratch_bytes",
+                 "M 2147483647");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(-5, 3, 3, AG_FP32), "ag_matmul_scratch_bytes", "M -5");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(3, 0, 3, AG_BF16), "ag_matmul_scratch_bytes", "N 0");
+    EXPECT_ERROR((void)ag_matmul_scratch_bytes(3, 3, 3, 9), "ag_matmul_scratch_bytes", "precision 9");
+    /* (the reference kernels keep no buffers) */
+    CHECK((ag_matmul_scratch_bytes(3, 3, 3, AG_FP32) > 0) == (strcmp(ag_kernels_name(), "reference") != 0),
+          "the scratch of a 3x3x3 product with the %s kernels is %zu bytes", ag_kernels_name(),
+          ag_matmul_scratch_bytes(3, 3, 3, AG_FP32));
 }
+
+static void count_op(const ag_graph_op *op, void *user);
 
 /* A NULL where a tensor (or an array) is needed is named, never followed. */
 static void test_null_arguments(ag_ctx *ctx)
@@ -710,6 +727,64 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
     ag_params_free(ps);
+
+    /* a NULL context (ag_ctx_new's result never checked, say): every
+     * function taking one names itself and the context */
+    ag_ctx *no = NULL;
+    ag_tensor *q = Z(1, 2, 6), *c1 = Z(1, 4, 2), *c2 = Z(1, 4, 2);
+    char buf[32];
+    EXPECT_ERROR(ag_reset(no), "ag_reset: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_used(no), "ag_arena_used: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_peak(no), "ag_arena_peak: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_reserved(no), "ag_arena_reserved: ctx is NULL");
+    EXPECT_ERROR((void)ag_set_grad_enabled(no, 0), "ag_set_grad_enabled: ctx is NULL");
+    EXPECT_ERROR((void)ag_grad_enabled(no), "ag_grad_enabled: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_mark(no), "ag_arena_mark: ctx is NULL");
+    EXPECT_ERROR((void)ag_arena_rewind(no, ag_arena_mark(ctx), x), "ag_arena_rewind: ctx is NULL");
+    EXPECT_ERROR((void)ag_dropout_rng(no), "ag_dropout_rng: ctx is NULL");
+    EXPECT_ERROR((void)ag_set_precision(no, AG_FP32), "ag_set_precision: ctx is NULL");
+    EXPECT_ERROR((void)ag_get_precision(no), "ag_get_precision: ctx is NULL");
+    EXPECT_ERROR(ag_backward(no, x), "ag_backward: ctx is NULL");
+    EXPECT_ERROR(ag_set_grad_ready_hook(no, NULL, NULL), "ag_set_grad_ready_hook: ctx is NULL");
+    EXPECT_ERROR((void)ag_graph_walk(no, x, count_op, NULL), "ag_graph_walk: ctx is NULL");
+    EXPECT_ERROR(ag_graph_dot(no, x, stdout), "ag_graph_dot: ctx is NULL");
+    EXPECT_ERROR((void)ag_tape_length(no), "ag_tape_length: ctx is NULL");
+    EXPECT_ERROR((void)ag_new(no, 1, (int[]){ 2 }), "ag_new: ctx is NULL");
+    EXPECT_ERROR((void)ag_from(no, 1, (int[]){ 2 }, (ag_real[]){ 1, 2 }), "ag_from: ctx is NULL");
+    EXPECT_ERROR((void)ag_full(no, 1, (int[]){ 2 }, 1), "ag_full: ctx is NULL");
+    EXPECT_ERROR((void)ag_params_join(no, (ag_tensor *[]){ x }, 1), "ag_params_join: ctx is NULL");
+    EXPECT_ERROR((void)ag_add(no, x, x), "ag_add: ctx is NULL");
+    EXPECT_ERROR((void)ag_sub(no, x, x), "ag_sub: ctx is NULL");
+    EXPECT_ERROR((void)ag_mul(no, x, x), "ag_mul: ctx is NULL");
+    EXPECT_ERROR((void)ag_scale(no, x, 2), "ag_scale: ctx is NULL");
+    EXPECT_ERROR((void)ag_add_scalar(no, x, 2), "ag_add_scalar: ctx is NULL");
+    EXPECT_ERROR((void)ag_exp(no, x), "ag_exp: ctx is NULL");
+    EXPECT_ERROR((void)ag_log(no, x), "ag_log: ctx is NULL");
+    EXPECT_ERROR((void)ag_tanh(no, x), "ag_tanh: ctx is NULL");
+    EXPECT_ERROR((void)ag_relu(no, x), "ag_relu: ctx is NULL");
+    EXPECT_ERROR((void)ag_gelu(no, x), "ag_gelu: ctx is NULL");
+    EXPECT_ERROR((void)ag_matmul(no, x, Z(3, 2)), "ag_matmul: ctx is NULL");
+    EXPECT_ERROR((void)ag_linear(no, x, Z(2, 3), NULL), "ag_linear: ctx is NULL");
+    EXPECT_ERROR((void)ag_linear_gelu(no, x, Z(2, 3), NULL), "ag_linear_gelu: ctx is NULL");
+    EXPECT_ERROR((void)ag_reshape(no, x, 1, (int[]){ 6 }), "ag_reshape: ctx is NULL");
+    EXPECT_ERROR((void)ag_transpose(no, x, 0, 1), "ag_transpose: ctx is NULL");
+    EXPECT_ERROR((void)ag_concat(no, (ag_tensor *[]){ x, x }, 2, 0), "ag_concat: ctx is NULL");
+    EXPECT_ERROR((void)ag_slice(no, x, 0, 0, 1), "ag_slice: ctx is NULL");
+    EXPECT_ERROR((void)ag_sum(no, x, 0, 0), "ag_sum: ctx is NULL");
+    EXPECT_ERROR((void)ag_mean(no, x, 0, 0), "ag_mean: ctx is NULL");
+    EXPECT_ERROR((void)ag_sum_all(no, x), "ag_sum_all: ctx is NULL");
+    EXPECT_ERROR((void)ag_mean_all(no, x), "ag_mean_all: ctx is NULL");
+    EXPECT_ERROR((void)ag_softmax(no, x, -1), "ag_softmax: ctx is NULL");
+    EXPECT_ERROR((void)ag_log_softmax(no, x, -1), "ag_log_softmax: ctx is NULL");
+    EXPECT_ERROR((void)ag_masked_fill(no, x, x, 0), "ag_masked_fill: ctx is NULL");
+    EXPECT_ERROR((void)ag_dropout(no, x, 0.5f, 1), "ag_dropout: ctx is NULL");
+    EXPECT_ERROR((void)ag_embedding(no, x, ids, 1, (int[]){ 2 }), "ag_embedding: ctx is NULL");
+    EXPECT_ERROR((void)ag_layer_norm(no, x, NULL, NULL, 1e-5f), "ag_layer_norm: ctx is NULL");
+    EXPECT_ERROR((void)ag_cross_entropy(no, x, ids), "ag_cross_entropy: ctx is NULL");
+    EXPECT_ERROR((void)ag_attention(no, q, 1, 1, 0, 0, NULL), "ag_attention: ctx is NULL");
+    EXPECT_ERROR((void)ag_attention_cached(no, q, 1, c1, c2, 0), "ag_attention_cached: ctx is NULL");
+    EXPECT_ERROR((void)ag_shape_str(NULL, buf, sizeof buf), "ag_shape_str: t is NULL");
+    EXPECT_ERROR((void)ag_shape_str(x, NULL, 8), "ag_shape_str: buf is NULL");
 }
 
 /* ag_params_join views parameters stored back to back as one tensor whose
@@ -789,6 +864,22 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *value = ag_sum_all(ctx, there);   /* without gradients it is a plain value */
     ag_set_grad_enabled(ctx, was_on);
     CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
+
+    /* A tensor kept past ag_reset: its entry is no longer on the tape, so
+     * a backward from it gave w no gradient and said nothing, and an op
+     * recorded on it would cut w off the same way. */
+    ag_reset(ctx);
+    ag_params_zero_grad(ps);
+    ag_tensor *old_loss = ag_sum_all(ctx, ag_mul(ctx, w, w)), *old_sq = ag_mul(ctx, w, w);
+    ag_reset(ctx);
+    EXPECT_ERROR(ag_backward(ctx, old_loss), "ag_backward", "before the last ag_reset");
+    EXPECT_ERROR((void)ag_sum_all(ctx, old_sq), "ag_sum_all", "before the last ag_reset");
+    EXPECT_ERROR((void)ag_graph_walk(ctx, old_loss, count_op, NULL), "ag_graph_walk", "before the last ag_reset");
+    CHECK(w->grad[0] == 0 && w->grad[1] == 0 && w->grad[2] == 0, "a refused backward changed w's gradient");
+    /* the same step's tensors are on the tape: backward works */
+    ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
+    ag_backward(ctx, loss);
+    CHECK(ag_tape_length(ctx) == 2 && loss->data[0] == 0, "a step after the refusals records and runs backward");
     ag_ctx_free(other);
     ag_params_free(ps);
 }
@@ -909,6 +1000,44 @@ static void test_alloc_failures(void)
         CHECK(o == NULL && grew < ((size_t)8 << 20), "a failed ag_optim_adamw kept %zu bytes mapped", grew);
     ag_optim_free(o);   /* NULL unless the cap let it through */
     ag_params_free(ps);
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    /* a parameter whose 64 MB name cannot be copied under the cap: the
+     * tensor allocated for it before must not be kept.  2000 tries, so that
+     * glibc's count of the bytes in use shows the hundred bytes each would
+     * keep (a few freed chunks it holds for reuse count as in use) */
+    const size_t name_len = (size_t)64 << 20;
+    char *volatile long_name = malloc(name_len + 1);
+    ag_params *volatile named = ag_params_new();
+    ag_params_add(named, "first", 1, (int[]){ 2 });   /* its list exists */
+    if (long_name) {
+        memset(long_name, 'n', name_len);
+        long_name[name_len] = 0;
+        WITH_ROOM((size_t)16 << 20,
+                  EXPECT_ERROR((void)ag_params_add(named, long_name, 1, (int[]){ 2 }), "ag_params_add",
+                               "out of memory", "'nnnn"),
+                  grew);
+        const struct mallinfo2 before = mallinfo2();
+        volatile int refused = 0;
+        WITH_ROOM((size_t)16 << 20,
+                  for (volatile int i = 0; i < 2000; i++) {
+                      if (setjmp(error_jump) != 0)
+                          refused = refused + 1;
+                      else
+                          (void)ag_params_add(named, long_name, 1, (int[]){ 2 });
+                  },
+                  grew);
+        const struct mallinfo2 after = mallinfo2();
+        if (grew == SIZE_MAX)
+            CHECK_SKIP("the address space cannot be capped or measured here");
+        else
+            CHECK(refused == 2000 && named->count == 1 && after.uordblks < before.uordblks + 4096,
+                  "2000 failed ag_params_add calls (%d refused) kept %zu bytes (%d parameters)", refused,
+                  after.uordblks - before.uordblks, named->count);
+    }
+    free(long_name);
+    ag_params_free(named);
+#endif
 #else
 #ifdef HAVE_LSAN
     CHECK_SKIP("the address-space cap (the sanitizer's own mappings need the address space)");

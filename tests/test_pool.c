@@ -8,6 +8,8 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +266,197 @@ static void test_fork(void)
 #endif
 #endif
 
+/* What include/attograd.h promises a program with threads of its own: two
+ * threads each training their own context (embedding, layer norm,
+ * attention with dropout, the fused linear + GELU, cross-entropy, clipping,
+ * AdamW) at the same time get the bits each gets alone, while one of them
+ * has the pool's threads and the other runs alone. */
+enum { TC_B = 2, TC_T = 24, TC_D = 32, TC_V = 11, TC_STEPS = 12 };
+typedef struct {
+    uint64_t seed;
+    ag_real out[TC_D * TC_D];
+    ag_real loss;
+} tc_job;
+
+static void *tc_train(void *arg)
+{
+    tc_job *j = arg;
+    ag_ctx *ctx = ag_ctx_new();
+    ag_params *ps = ag_params_new();
+    ag_tensor *emb = ag_params_add(ps, "emb", 2, (int[]){ TC_V, TC_D });
+    ag_tensor *wqkv = ag_params_add(ps, "wqkv", 2, (int[]){ 3 * TC_D, TC_D });
+    ag_tensor *wo = ag_params_add(ps, "wo", 2, (int[]){ TC_D, TC_D });
+    ag_tensor *lw = ag_params_add(ps, "lw", 1, (int[]){ TC_D });
+    ag_tensor *lb = ag_params_add(ps, "lb", 1, (int[]){ TC_D });
+    ag_tensor *head = ag_params_add(ps, "head", 2, (int[]){ TC_V, TC_D });
+    ag_params_alloc(ps);
+    ag_pcg32 g;
+    ag_pcg32_seed(&g, j->seed, 1);
+    ag_pcg32_seed(ag_dropout_rng(ctx), j->seed, 3);
+    for (size_t i = 0; i < ps->total; i++)
+        ps->data[i] = (ag_real)(0.1 * ag_pcg32_normal(&g));
+    for (int i = 0; i < TC_D; i++)
+        lw->data[i] = 1;
+    ag_optim *opt = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0.01);
+    int32_t ids[TC_B * TC_T];
+    for (int s = 0; s < TC_STEPS; s++) {
+        for (int i = 0; i < TC_B * TC_T; i++)
+            ids[i] = (int32_t)ag_pcg32_below(&g, TC_V);
+        ag_reset(ctx);
+        ag_tensor *x = ag_embedding(ctx, emb, ids, 2, (int[]){ TC_B, TC_T });
+        ag_tensor *h = ag_layer_norm(ctx, x, lw, lb, (ag_real)1e-5);
+        ag_tensor *a = ag_attention(ctx, ag_linear(ctx, h, wqkv, NULL), 4, 1, (ag_real)0.1, 1, NULL);
+        x = ag_add(ctx, x, ag_linear_gelu(ctx, a, wo, NULL));
+        ag_tensor *loss = ag_cross_entropy(ctx, ag_linear(ctx, x, head, NULL), ids);
+        ag_params_zero_grad(ps);
+        ag_backward(ctx, loss);
+        ag_clip_grad_norm(ps, 1.0);
+        ag_optim_step(opt, 1e-2);
+        j->loss = loss->data[0];
+    }
+    memcpy(j->out, wo->data, sizeof j->out);
+    ag_optim_free(opt);
+    ag_params_free(ps);
+    ag_ctx_free(ctx);
+    return NULL;
+}
+
+static void test_two_contexts(void)
+{
+    check_set_threads(2);
+    tc_job alone[2] = { { .seed = 1 }, { .seed = 2 } };
+    tc_train(&alone[0]);
+    tc_train(&alone[1]);
+    int differ = 0;
+    for (int round = 0; round < 3; round++) {
+        tc_job both[2] = { { .seed = 1 }, { .seed = 2 } };
+        pthread_t other;
+        CHECK(pthread_create(&other, NULL, tc_train, &both[1]) == 0, "pthread_create failed");
+        tc_train(&both[0]);
+        pthread_join(other, NULL);
+        for (int k = 0; k < 2; k++)
+            differ += memcmp(both[k].out, alone[k].out, sizeof both[k].out) != 0 || both[k].loss != alone[k].loss;
+    }
+    CHECK(differ == 0 && alone[0].loss != alone[1].loss,
+          "two contexts trained at once on two threads: %d of 6 runs differ from the same run alone", differ);
+    ag_threads_share_all(0);
+}
+
+/* ag_error raised inside a task (a kernel's scratch buffer that cannot be
+ * allocated) under a handler that longjmps, as a program that survives
+ * errors has.  The handler runs on the calling thread, once every thread
+ * is out of the loop (a pool thread jumping into the caller's stack, or
+ * the caller leaving a loop other threads still run, is undefined), and
+ * the pool works as before afterwards: loops are shared again.  In a
+ * child, which a crash or a hang (alarm) cannot take the suite down with. */
+#ifndef AG_REFERENCE
+static jmp_buf task_jump;
+static pthread_t task_caller;
+static char task_msg[128];
+static _Atomic int task_running;   /* tasks of the failing loop now running */
+static _Atomic int task_raise_on;  /* 1: the first task on a pool thread raises; 0: a task on the caller does */
+static _Atomic int task_raised;
+static int running_at_handler;
+
+static void task_handler(const char *msg, void *user)
+{
+    (void)user;
+    if (!pthread_equal(pthread_self(), task_caller))
+        _exit(3);                  /* on a pool thread: nowhere to jump to */
+    running_at_handler = atomic_load(&task_running);
+    snprintf(task_msg, sizeof task_msg, "%s", msg);
+    longjmp(task_jump, 1);
+}
+
+static void raising_task(void *ctx, int t)
+{
+    (void)ctx;
+    atomic_fetch_add(&task_running, 1);
+    const int on_pool = ag_thread_id() != 0;
+    if (on_pool == atomic_load(&task_raise_on) && atomic_exchange(&task_raised, 1) == 0) {
+        atomic_fetch_sub(&task_running, 1);
+        ag_error("task %d failed", t);
+    }
+    const struct timespec pause = { 0, 200000 };   /* the other threads are in their tasks meanwhile */
+    nanosleep(&pause, NULL);
+    atomic_fetch_sub(&task_running, 1);
+}
+
+static void note_thread(void *ctx, int t)
+{
+    (void)t;
+    const struct timespec pause = { 0, 200000 };
+    nanosleep(&pause, NULL);
+    atomic_fetch_or((_Atomic int *)ctx, 1 << (ag_thread_id() & 7));
+}
+
+/* 0 when every check passed; else which failed */
+static int error_in_task_child(int on_pool)
+{
+    ag_set_threads(2);
+    task_caller = pthread_self();
+    ag_set_error_handler(task_handler, NULL);
+    int raised = 0;
+    for (int rep = 0; rep < 200 && !raised; rep++) {
+        atomic_store(&task_raised, 0);
+        atomic_store(&task_raise_on, on_pool);
+        if (setjmp(task_jump) == 0)
+            ag_parallel(16, 2, raising_task, NULL);
+        else
+            raised = 1;
+    }
+    ag_set_error_handler(NULL, NULL);
+    if (!raised)
+        return 77;                 /* no task ever ran on a pool thread */
+    if (strncmp(task_msg, "task ", 5) != 0 || !strstr(task_msg, "failed"))
+        return 4;
+    if (running_at_handler != 0)
+        return 5;
+    if (wrong_runs(500, 2) != 0)
+        return 6;
+    _Atomic int seen = 0;
+    for (int rep = 0; rep < 50 && atomic_load(&seen) != 3; rep++)
+        ag_parallel(8, 2, note_thread, &seen);
+    return atomic_load(&seen) == 3 ? 0 : 7;
+}
+#endif
+
+static void test_error_in_task(void)
+{
+#ifdef AG_REFERENCE
+    CHECK_SKIP("an error in a task: the reference build runs its loops on one thread");
+#elif defined(UNDER_TSAN)
+    CHECK_SKIP("an error in a task: ThreadSanitizer does not support a multi-threaded process that forks");
+#else
+    static const char *const what[] = {
+        [3] = "the handler ran on a pool thread (it longjmps into the caller's stack)",
+        [4] = "the handler was not given the task's message",
+        [5] = "the handler ran while tasks of the loop were still running",
+        [6] = "a loop after the error ran a task other than once",
+        [7] = "loops after the error no longer use the pool's threads",
+    };
+    for (int on_pool = 0; on_pool < 2; on_pool++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(60);
+            _exit(error_in_task_child(on_pool));
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (code == 77) {
+            CHECK_SKIP("an error in a task on a pool thread: no task ran on one in 200 loops");
+            continue;
+        }
+        CHECK(code == 0, "an error raised in a task on %s: %s", on_pool ? "a pool thread" : "the calling thread",
+              code >= 3 && code <= 7 ? what[code]
+              : WIFSIGNALED(status)  ? strsignal(WTERMSIG(status))
+                                     : "the child failed");
+    }
+#endif
+}
+
 /* Threads the system will not give: in a child whose address space is
  * capped a little above what it maps (room for a few threads' stacks), 64
  * threads are asked for.  The loops run on the caller, every task once,
@@ -510,6 +703,8 @@ int main(void)
     test_parallel_for();
     test_threads_for();
     test_two_callers();
+    test_two_contexts();
+    test_error_in_task();
     test_fork();
     test_denied_threads();
     test_policy();

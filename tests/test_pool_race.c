@@ -1,10 +1,14 @@
 /*
- * test_pool_race.c - one interleaving of src/pool.c's threads, replayed on
- * purpose: a pool thread that read a loop's task slot, lost its core, and
+ * test_pool_race.c - interleavings of src/pool.c's threads, replayed on
+ * purpose.  A pool thread that read a loop's task slot, lost its core, and
  * resumes while the caller is already setting up the next loop must not run
  * a task of the finished loop (its context is gone: on a busy machine that
- * once ended a benchmark with SIGFPE).  pool.c is compiled into this test
- * with POOL_RACE_POINT holding the threads at the two points in question.
+ * once ended a benchmark with SIGFPE).  And ag_set_threads called by another
+ * thread of the program while a loop is being set up: the loop takes the
+ * threads the pool then has, not the count it was asked for before (it
+ * wrote past the pool's slots: AddressSanitizer's heap-buffer-overflow).
+ * pool.c is compiled into this test with POOL_RACE_POINT holding the
+ * threads at the points in question.
  */
 #include <stdatomic.h>
 #include <time.h>
@@ -42,6 +46,11 @@ static void wait_for(_Atomic int *v, int at_least, long ms)
  * loop B, waits for the pool thread to go on before opening the slot. */
 static void race_point(int where, const void *at)
 {
+    if (where == 3 && atomic_load(&phase) == 3) {
+        atomic_store(&phase, 0);
+        ag_set_threads(2);           /* as another thread would, between the count and the pool */
+        return;
+    }
     if (where == 1 && tl_id != 0 && atomic_load(&phase) == 1 && atomic_load(&stage) == 0) {
         atomic_store(&held_slot, at);
         atomic_store(&stage, 1);
@@ -103,6 +112,19 @@ int main(void)
     CHECK(replayed > 0, "the interleaving was never replayed (the pool thread never reached its claim in loop A)");
     CHECK(late == 0, "%d tasks of a finished loop ran after it returned", late);
     CHECK(wrong == 0, "%d tasks ran other than once", wrong);
+
+    /* 4 threads asked for, 2 set before the pool is taken */
+    ag_set_threads(4);
+    static loop_ctx w4, c;
+    ag_parallel(4, 4, task, &w4);                /* the pool runs 4 threads */
+    atomic_store(&phase, 3);
+    ag_parallel(8, 4, task, &c);
+    const int nth = atomic_load(&pool.nth), running = pool.started + 1;
+    CHECK(nth <= running, "ag_set_threads(2) while a loop of 4 was set up: the loop used %d slots of %d threads",
+          nth, running);
+    wrong = 0;
+    for (int t = 0; t < 8; t++) wrong += atomic_load(&c.runs[t]) != 1;
+    CHECK(wrong == 0, "ag_set_threads while a loop was set up: %d tasks ran other than once", wrong);
 #endif
     return check_done();
 }

@@ -371,6 +371,13 @@ static void test_atomic_files(void)
     ag_atomic_abort(&a);
     CHECK(ag_atomic_commit(&a, err, sizeof err) == -1 && strstr(err, "no write under way"), "commit after abort: %s",
           err);
+    /* no ag_atomic_file at all: named, never followed */
+    CHECK(ag_atomic_open(NULL, real, err, sizeof err) == -1 && strstr(err, "ag_atomic_open: a is NULL"),
+          "open of NULL: %s", err);
+    CHECK(ag_atomic_commit(NULL, err, sizeof err) == -1 && strstr(err, "ag_atomic_commit: a is NULL"),
+          "commit of NULL: %s", err);
+    ag_atomic_abort(NULL);
+    CHECK(ag_atomic_discard(NULL) == -1, "discard of NULL: no write under way");
     b = slurp(real, &len);
     CHECK(b && len == 5 && memcmp(b, "twice", 5) == 0 && count_entries(sub) == 1, "the committed file stays");
     free(b);
