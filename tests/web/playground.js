@@ -21,7 +21,7 @@
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
-// loss curve; a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
+// loss curve and its Snapshot's heatmaps (at most 100, evenly spread); a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -696,6 +696,20 @@ async function main() {
     check(`a 200000-step run's loss curve reaches its last step (${end} pixels of it in the last columns; ` +
           `${problems.length - before} errors; ${((Date.now() - t0) / 1000).toFixed(0)} s)`,
           end > 0 && problems.length === before, problems.slice(before, before + 1).join());
+    // its 2001 evaluations' heatmaps: Snapshot keeps at most 100 (each was kept: about 1.3 GB over a
+    // million steps of a text model), evenly spread from the first to the latest, each labelled with its step
+    const snaps = await page.getByLabel('Snapshot').evaluate((sl) => {
+      const got = [];
+      for (let i = 0; i <= Number(sl.max); i++) {
+        sl.value = String(i); sl.dispatchEvent(new Event('input'));
+        got.push(Number(/^step (\d+)$/.exec(document.getElementById('snapinfo').textContent)[1]));
+      }
+      return got;
+    });
+    const gaps = new Set(snaps.slice(1, -1).map((s, i) => s - snaps[i]));
+    check(`Snapshot keeps at most 100 of its 2001 evaluations' heatmaps (${snaps.length}), evenly spread (${[...gaps]} ` +
+          `steps apart) from step ${snaps[0]} to ${snaps[snaps.length - 1]}`, snaps.length <= 100 && snaps.length >= 50 &&
+          gaps.size === 1 && snaps[0] === 0 && snaps[snaps.length - 1] === 200000);
   });
 
   // ---- a phone's screen (375 px): nothing wider than it, each control beside its label or

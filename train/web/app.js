@@ -13,7 +13,7 @@ let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
 let sent = 0, runSent = 0;
 const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
-let trainLoss = newLosses(), valLoss = [], lastVal = null, snapshots = [], current = null;
+let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 // The fields as the live run was built from them, and as the last new run asked
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
@@ -228,12 +228,47 @@ function showAttention(a) {
   if (Number(sl.value) >= snapshots.length - 1 || !snapshots.length) drawHeatmaps(a);
 }
 
+// The heatmaps Snapshot scrubs through: the model's as built, then one each
+// evaluation, at most SNAP_MAX of them and at most SNAP_BYTES (a big model's
+// heatmaps of a long prompt are megabytes each).  When full, every other one
+// goes (the first stays) and from then on one evaluation in twice as many is
+// kept, so they stay evenly spread over the run; the latest is kept too,
+// until the next comes.  (One each evaluation, kept for good, took about 1.3 GB
+// over a million steps of a text model.)
+const SNAP_MAX = 100, SNAP_BYTES = 64 << 20;
+let snapshots = [], snapEvery = 1, snapSeen = 0;
+function clearSnapshots() {
+  snapshots = []; snapEvery = 1; snapSeen = 0;
+  $('snapshot').max = '0'; $('snapshot').value = '0'; labelSnapshot();
+}
 function addSnapshot(a) {
   if (!a || a.error) return;
+  const sl = $('snapshot'), shown = snapshots[Number(sl.value)], atEnd = Number(sl.value) >= snapshots.length - 1;
+  // the latest, kept only as the latest, makes way
+  if (snapshots.length && snapshots[snapshots.length - 1].k % snapEvery) snapshots.pop();
+  a.k = snapSeen++;
   snapshots.push(a);
-  const sl = $('snapshot'), atEnd = Number(sl.value) >= snapshots.length - 2;
+  const bytes = () => snapshots.reduce((n, s) => n + s.weights.byteLength, 0);
+  while (snapshots.length > SNAP_MAX || (snapshots.length > 2 && bytes() > SNAP_BYTES)) {
+    snapEvery *= 2;
+    snapshots = snapshots.filter((s, i) => s.k % snapEvery === 0 || i === snapshots.length - 1);
+  }
   sl.max = String(snapshots.length - 1);
-  if (atEnd) { sl.value = sl.max; $('snapinfo').textContent = `step ${a.step}`; }
+  if (atEnd) sl.value = sl.max;
+  else {
+    // the one scrubbed to, or (thinned out) the nearest before it
+    let i = 0;
+    while (i + 1 < snapshots.length && snapshots[i + 1].k <= shown.k) i++;
+    sl.value = String(i);
+    if (snapshots[i] !== shown) drawHeatmaps(snapshots[i]);
+  }
+  labelSnapshot();
+}
+
+// The step of the heatmaps Snapshot shows, beside it
+function labelSnapshot() {
+  const sl = $('snapshot'), a = snapshots[Number(sl.value)];
+  $('snapinfo').textContent = a ? `step ${a.step}` : '';
 }
 
 // ---- one training step's autograd graph ----------------------------------
@@ -336,8 +371,8 @@ function onReply(m) {
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null; snapshots = [];
-    $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
+    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null;
+    clearSnapshots();
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
       for (const k of SETTINGS) if (k in info && k !== 'task') $(k).value = info[k];
@@ -482,7 +517,7 @@ function bind() {
   $('snapshot').addEventListener('input', () => {
     const i = Number($('snapshot').value), a = snapshots[i];
     if (!a) return;
-    $('snapinfo').textContent = `step ${a.step}`;
+    labelSnapshot();
     drawHeatmaps(i === snapshots.length - 1 && current ? current : a);
   });
 }
