@@ -5,7 +5,8 @@
 // Checks: the page's files within 400 KB; copy trained to >= 99% held-out
 // exact match; the saved checkpoint byte for byte the reference build's
 // (build-ref, --threads 1, the same settings); the heatmaps' rows sum to 1
-// within 1e-6 with exact zeros above the diagonal; a heatmap cell's
+// within 1e-6 with exact zeros above the diagonal; Snapshot's value said
+// as a step, the completion announced once; a heatmap cell's
 // details by keyboard as by the mouse; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes), as does one whose recorded settings are out of their
@@ -164,12 +165,15 @@ async function main() {
   const first = await head.evaluate((c) => c.dataset.weights);
   check(`Snapshot scrubs back to the untrained model's weights (snapshot 0 of ${last})`,
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
+  // (Chromium's accessibility tree, as the DevTools protocol gives it, reports a range's value, not its aria-valuetext)
+  const valueText = await page.getByLabel('Snapshot').getAttribute('aria-valuetext');
+  check(`Snapshot's value is said as the step it shows, not its index (${valueText})`, valueText === 'step 0 of 100');
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
 
   // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
   await part('heatmap details by keyboard', async () => {
-    const tip = page.getByRole('tooltip'), said = page.locator('[aria-live=polite]:not([role])');
+    const tip = page.getByRole('tooltip'), said = page.locator('#cellsay');
     const focused = () => page.evaluate(() => document.activeElement.getAttribute('aria-label'));
     const cellRe = /^query (.+) \((\d+)\) → key (.+) \((\d+)\): ([0-9.]+)$/;
     await page.getByLabel('Snapshot').focus();
@@ -203,12 +207,22 @@ async function main() {
   // sample once the checkpoint is saved, below), and the screenshot shows it
   const copyPrompt = await page.getByLabel('Prompt').inputValue();
   await page.getByLabel('Temperature').fill('0');
+  const statusBefore = await statusText(page);
   await page.getByRole('button', { name: 'Complete' }).click();
   let copyCompletion = '';
   for (let i = 0; i < 50 && !copyCompletion; i++) {
     await page.waitForTimeout(100);
     copyCompletion = (await page.getByLabel('Completion').textContent()).trim();
   }
+  // said once: by a polite live region of its own (it was not said at all), the status line as it was
+  const liveBy = await page.getByLabel('Completion').evaluate((e) => {
+    const by = [];
+    for (let x = e; x; x = x.parentElement)
+      if (x.getAttribute('aria-live') || x.getAttribute('role')) by.push(x.id + ': ' + (x.getAttribute('aria-live') || x.getAttribute('role')));
+    return by.join(', ');
+  });
+  check(`the completion is announced once, by a polite live region (${liveBy || 'none'}; the status line as it was)`,
+        liveBy === 'completion: polite' && (await statusText(page)) === statusBefore);
   await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Graph: the ops attograd graph draws, with shapes and gradients -------

@@ -265,10 +265,13 @@ function addSnapshot(a) {
   labelSnapshot();
 }
 
-// The step of the heatmaps Snapshot shows, beside it
+// The step of the heatmaps Snapshot shows, beside it and as its value said
+// (a screen reader said the index: "37")
 function labelSnapshot() {
   const sl = $('snapshot'), a = snapshots[Number(sl.value)];
   $('snapinfo').textContent = a ? `step ${a.step}` : '';
+  if (a) sl.setAttribute('aria-valuetext', `step ${a.step} of ${info.steps}`);
+  else sl.removeAttribute('aria-valuetext');
 }
 
 // ---- one training step's autograd graph ----------------------------------
@@ -402,7 +405,7 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
-  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
+  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); labelSnapshot(); },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
     if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
