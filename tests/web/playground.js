@@ -11,7 +11,9 @@
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes), as does one whose recorded settings are out of their
 // ranges (in train --resume's words); a checkpoint written by the command
-// opened and completed as `attograd sample --temperature 0` completes it; Graph shows
+// opened and completed as `attograd sample --temperature 0` completes it (a
+// character its 200-byte cut splits held back; a heatmap labels a byte of
+// a UTF-8 character as attograd attn does, \xNN); Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
@@ -365,6 +367,31 @@ async function main() {
     for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
+
+  // ---- UTF-8 in what the page shows: a model of 'xé' repeated (2-byte é), completing 'é' greedily --
+  await part('UTF-8 in the completion and the heatmaps', async () => {
+    fs.writeFileSync(path.join(TMP, 'xe.txt'), 'xé'.repeat(400));
+    execFileSync(REF, ['train', '--text', 'xe.txt', '--layers', '1', '--heads', '1', '--d-model', '16', '--context', '8',
+                       '--optimizer', 'adamw', '--lr', '0.01', '--batch', '8', '--steps', '160', '--threads', '1', '--quiet',
+                       '--save', 'xe.st'], { cwd: TMP });
+    const printed = execFileSync(REF, ['sample', '--model', 'xe.st', '--prompt', 'é', '--temperature', '0'], { cwd: TMP });
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'xe.st'));
+    await waitStatus(page, /^step 160\/160 · loss/, 30000);
+    await page.getByLabel('Prompt').fill('é');
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    // its 200 bytes end with the first of an é: held back (it showed as U+FFFD)
+    const got = await page.getByLabel('Completion').filter({ hasText: /^é/ }).textContent({ timeout: 10000 });
+    const want = 'é' + 'xé'.repeat(66) + 'x';
+    check(`a completion whose 200th byte starts a character ends before it (...${JSON.stringify(got.slice(-4))}; ` +
+          `attograd sample's bytes end ${printed.subarray(-4).toString('hex')})`, got === want &&
+          printed.subarray(0, -2).equals(Buffer.from(want)) && printed[printed.length - 2] === 0xc3);
+    // a byte of a UTF-8 character is not one (its bytes showed as Latin-1's Ã and ©)
+    await page.getByRole('img', { name: 'attention of layer 1, head 1' }).focus();
+    const tip = await page.getByRole('tooltip').textContent();
+    check(`a heatmap labels the bytes of é as attograd attn does, \\xc3 and \\xa9 (${tip})`,
+          /^query \\x(c3|a9) \(\d\) → key \\x(c3|a9) \(\d\): /.test(tip));
+  });
 
   // ---- a Seed past 2^31 (a long in WebAssembly) and past 2^53 (a JS number): 64 bits throughout --
   await part('a 64-bit Seed', async () => {

@@ -118,9 +118,13 @@ function drawLoss() {
 
 // ---- attention heatmaps ---------------------------------------------------
 
+// A token (one byte) as `attograd attn` labels it (train/cli/svg.c): newline ⏎,
+// tab ⇥, space ␣, and as \xNN a control byte, DEL or a byte of a multi-byte
+// UTF-8 character (>= 0x80: not a character; it showed as a Latin-1 one).
 function tokenText(id) {
   const b = info.vocab[id];
-  return b === 10 ? '\\n' : b === 32 ? '␣' : String.fromCharCode(b);
+  return b === 10 ? '⏎' : b === 9 ? '⇥' : b === 32 ? '␣'
+    : b < 32 || b >= 127 ? '\\x' + b.toString(16).padStart(2, '0') : String.fromCharCode(b);
 }
 
 // One canvas per layer and head, made once per shape and repainted after.
@@ -194,8 +198,12 @@ function paint(map) {
   g.clearRect(0, 0, cv.width, cv.height);
   g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
   for (let i = 0; i < T; i++) {
-    g.fillText(tokenText(ids[i]), lab + i * cell + 1, lab - 3);
-    g.fillText(tokenText(ids[i]), 2, lab + (i + 1) * cell - 3);
+    const t = tokenText(ids[i]);
+    // a key's label wider than its column (\xNN) reads upward, as attograd attn draws it
+    if (g.measureText(t).width > cell) {
+      g.save(); g.translate(lab + (i + 1) * cell - 3, lab - 3); g.rotate(-Math.PI / 2); g.fillText(t, 0, 0); g.restore();
+    } else g.fillText(t, lab + i * cell + 1, lab - 3);
+    g.fillText(t, 2, lab + (i + 1) * cell - 3);
   }
   for (let i = 0; i < T; i++)
     for (let j = 0; j < T; j++) {
@@ -209,7 +217,9 @@ function drawHeatmaps(a) {
   if (!a) return;
   if (a.error) { $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
-  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), lab = 14, key = `${L},${H},${T}`;
+  // the labels' band: 14 pixels, wider for a label of more than one character (\xNN)
+  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), chars = Math.max(...ids.map((id) => tokenText(id).length));
+  const lab = Math.max(14, Math.ceil(chars * 0.62 * Math.min(12, cell)) + 5), key = `${L},${H},${T},${lab}`;
   if ($('heatmaps').dataset.key !== key) { makeMaps(L, H, T, cell, lab); $('heatmaps').dataset.key = key; }
   maps.forEach((map, k) => {
     const base = k * T * T;
