@@ -18,7 +18,8 @@
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
 // link reproduces the run; the URL round trip (a reload, a shared link, Back
-// to a page whose setting was refused);
+// to a page whose setting was refused; a link's bad, doubled or unknown
+// parameter named);
 // settings the page cannot take refused in one line naming the control,
 // the run as it was; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
@@ -574,6 +575,27 @@ async function main() {
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
     check(`a link's unknown task is named (${await alertText()}) and the page runs copy`,
           /^the link's task=bogus: /.test(await alertText()) && (await page.getByLabel('Task').inputValue()) === 'copy');
+  });
+
+  // ---- a link's bad, doubled or unknown parameter: named in one line, the control keeping its own value
+  // (text in a number field emptied it, and the engine's "empty or not a number" took the line;
+  // a doubled one took its first, an unknown one was dropped, both unsaid) --
+  await part('a link\'s bad, doubled or unknown parameters', async () => {
+    const heads = () => page.getByLabel('Heads', { exact: true }).inputValue();
+    await page.goto(url + '?heads=abc&steps=9');
+    const s1 = await waitStatus(page, /^(step 0\/9 · loss|no model)/, 60000), a1 = await alertText(), h1 = await heads();
+    check(`a link's heads=abc is named in one line (${a1}), Heads keeps the page's value (${h1}), the run built (${s1})`,
+          a1 === "the link's heads=abc: not a value the page takes" && h1 === '4' && /^step 0\/9/.test(s1));
+    await page.goto(url + '?heads=2&heads=3&hedas=5&steps=9');
+    const s2 = await waitStatus(page, /^(step 0\/9 · loss|no model)/, 60000), a2 = await alertText(), h2 = await heads();
+    check(`a link's setting given twice and a name that is no setting are named (${a2}), Heads the page's (${h2})`,
+          a2 === "the link's heads=2&heads=3: a setting given more than once; the link's hedas=5: not a setting of the page" &&
+          h2 === '4' && /^step 0\/9/.test(s2));
+    await page.goto(url + '?layers=abc&heads=0&steps=9');
+    await page.locator('#error').filter({ hasText: /cannot build the model/ }).waitFor({ timeout: 60000 });
+    const a3 = await alertText();
+    check(`a link's value stays named when the engine refuses another (${a3})`,
+          /^the link's layers=abc: not a value the page takes; cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/.test(a3));
   });
 
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's

@@ -34,20 +34,28 @@ function settingsToUrl(f) {
   history.replaceState(null, '', '?' + q.toString());
 }
 
-// A link's value a control cannot hold (a task it does not list; a number
-// field empties itself) is named once the first run is built.
-let linkNote = '';
+// A link's parameter the page cannot take (a value its control cannot hold,
+// as a task it does not list or text in a number field; a setting given more
+// than once; a name that is no setting) is named in one line, and the control
+// keeps the page's own value; the line stays when the engine refuses the rest.
+let linkNote = '', noteFor = -1, noteShown = '';
 function settingsFromUrl() {
-  const q = new URLSearchParams(location.search), bad = [];
+  const q = new URLSearchParams(location.search), bad = [], twice = [], unknown = [];
   // The link, not the browser, fills the settings: a page come back to by Back or
   // Forward (or reloaded) would otherwise get its fields' last values put back after
   // this ran: a value refused, with the run built from the link's.
   for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
-  for (const k of SETTINGS) if (q.has(k)) {
-    $(k).value = q.get(k);
-    if ($(k).value !== q.get(k)) { bad.push(k + '=' + q.get(k)); if ($(k).selectedIndex < 0) $(k).selectedIndex = 0; }
+  for (const k of new Set(q.keys())) {
+    const all = q.getAll(k), e = SETTINGS.includes(k) && $(k);
+    if (!e) { unknown.push(k + '=' + all[0]); continue; }
+    if (all.length > 1) { twice.push(all.map((v) => k + '=' + v).join('&')); continue; }
+    const own = e.value;
+    e.value = all[0];
+    if (e.value !== all[0]) { bad.push(k + '=' + all[0]); e.value = own; }
   }
-  if (bad.length) linkNote = `the link's ${bad.join(', ')}: not a value the page takes`;
+  linkNote = [[bad, 'not a value the page takes'], [twice, 'a setting given more than once'],
+              [unknown, 'not a setting of the page']]
+    .filter(([l]) => l.length).map(([l, why]) => `the link's ${l.join(', ')}: ${why}`).join('; ');
   $('textbox').hidden = $('task').value !== 'text';
 }
 
@@ -431,13 +439,13 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.message);
+    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };
 
 async function reset() {
-  say(linkNote);
+  say(noteShown = linkNote);
   linkNote = '';
   const s = settings();
   asked = fields();
@@ -447,7 +455,7 @@ async function reset() {
     msg.text = textBytes || new TextEncoder().encode($('text').value);
     msg.textName = $('text').dataset.name || 'text';
   }
-  send(msg);
+  noteFor = send(msg);
 }
 
 function bind() {
