@@ -5,23 +5,27 @@
 // Checks: the page's files within 400 KB; copy trained to >= 99% held-out
 // exact match; the saved checkpoint byte for byte the reference build's
 // (build-ref, --threads 1, the same settings); the heatmaps' rows sum to 1
-// within 1e-6 with exact zeros above the diagonal; a heatmap cell's
+// within 1e-6 with exact zeros above the diagonal; Snapshot's value said
+// as a step, the completion announced once; a heatmap cell's
 // details by keyboard as by the mouse; a bad file to Open
 // checkpoint gives one line and leaves the model as it was (saved again:
 // the same bytes), as does one whose recorded settings are out of their
 // ranges (in train --resume's words); a checkpoint written by the command
-// opened and completed as `attograd sample --temperature 0` completes it; Graph shows
+// opened and completed as `attograd sample --temperature 0` completes it (a
+// character its 200-byte cut splits held back; a heatmap labels a byte of
+// a UTF-8 character as attograd attn does, \xNN); Graph shows
 // the ops `attograd graph` reports, each with its shape and gradient; a
 // checkpoint of the command's opened, given more Steps, trained and saved is
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
 // link reproduces the run; the URL round trip (a reload, a shared link, Back
-// to a page whose setting was refused);
+// to a page whose setting was refused; a link's bad, doubled or unknown
+// parameter named);
 // settings the page cannot take refused in one line naming the control,
 // the run as it was; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
-// loss curve; a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
+// loss curve and its Snapshot's heatmaps (at most 100, evenly spread); a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -164,12 +168,15 @@ async function main() {
   const first = await head.evaluate((c) => c.dataset.weights);
   check(`Snapshot scrubs back to the untrained model's weights (snapshot 0 of ${last})`,
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
+  // (Chromium's accessibility tree, as the DevTools protocol gives it, reports a range's value, not its aria-valuetext)
+  const valueText = await page.getByLabel('Snapshot').getAttribute('aria-valuetext');
+  check(`Snapshot's value is said as the step it shows, not its index (${valueText})`, valueText === 'step 0 of 100');
   await page.getByLabel('Snapshot').fill(last);
   check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
 
   // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
   await part('heatmap details by keyboard', async () => {
-    const tip = page.getByRole('tooltip'), said = page.locator('[aria-live=polite]:not([role])');
+    const tip = page.getByRole('tooltip'), said = page.locator('#cellsay');
     const focused = () => page.evaluate(() => document.activeElement.getAttribute('aria-label'));
     const cellRe = /^query (.+) \((\d+)\) → key (.+) \((\d+)\): ([0-9.]+)$/;
     await page.getByLabel('Snapshot').focus();
@@ -203,12 +210,22 @@ async function main() {
   // sample once the checkpoint is saved, below), and the screenshot shows it
   const copyPrompt = await page.getByLabel('Prompt').inputValue();
   await page.getByLabel('Temperature').fill('0');
+  const statusBefore = await statusText(page);
   await page.getByRole('button', { name: 'Complete' }).click();
   let copyCompletion = '';
   for (let i = 0; i < 50 && !copyCompletion; i++) {
     await page.waitForTimeout(100);
     copyCompletion = (await page.getByLabel('Completion').textContent()).trim();
   }
+  // said once: by a polite live region of its own (it was not said at all), the status line as it was
+  const liveBy = await page.getByLabel('Completion').evaluate((e) => {
+    const by = [];
+    for (let x = e; x; x = x.parentElement)
+      if (x.getAttribute('aria-live') || x.getAttribute('role')) by.push(x.id + ': ' + (x.getAttribute('aria-live') || x.getAttribute('role')));
+    return by.join(', ');
+  });
+  check(`the completion is announced once, by a polite live region (${liveBy || 'none'}; the status line as it was)`,
+        liveBy === 'completion: polite' && (await statusText(page)) === statusBefore);
   await page.screenshot({ path: SHOT, fullPage: true });
 
   // ---- Graph: the ops attograd graph draws, with shapes and gradients -------
@@ -351,6 +368,31 @@ async function main() {
     for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
     check(`Complete of ${prompt} is attograd sample's (${got} vs ${want})`, got === want);
   }
+
+  // ---- UTF-8 in what the page shows: a model of 'xé' repeated (2-byte é), completing 'é' greedily --
+  await part('UTF-8 in the completion and the heatmaps', async () => {
+    fs.writeFileSync(path.join(TMP, 'xe.txt'), 'xé'.repeat(400));
+    execFileSync(REF, ['train', '--text', 'xe.txt', '--layers', '1', '--heads', '1', '--d-model', '16', '--context', '8',
+                       '--optimizer', 'adamw', '--lr', '0.01', '--batch', '8', '--steps', '160', '--threads', '1', '--quiet',
+                       '--save', 'xe.st'], { cwd: TMP });
+    const printed = execFileSync(REF, ['sample', '--model', 'xe.st', '--prompt', 'é', '--temperature', '0'], { cwd: TMP });
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'xe.st'));
+    await waitStatus(page, /^step 160\/160 · loss/, 30000);
+    await page.getByLabel('Prompt').fill('é');
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    // its 200 bytes end with the first of an é: held back (it showed as U+FFFD)
+    const got = await page.getByLabel('Completion').filter({ hasText: /^é/ }).textContent({ timeout: 10000 });
+    const want = 'é' + 'xé'.repeat(66) + 'x';
+    check(`a completion whose 200th byte starts a character ends before it (...${JSON.stringify(got.slice(-4))}; ` +
+          `attograd sample's bytes end ${printed.subarray(-4).toString('hex')})`, got === want &&
+          printed.subarray(0, -2).equals(Buffer.from(want)) && printed[printed.length - 2] === 0xc3);
+    // a byte of a UTF-8 character is not one (its bytes showed as Latin-1's Ã and ©)
+    await page.getByRole('img', { name: 'attention of layer 1, head 1' }).focus();
+    const tip = await page.getByRole('tooltip').textContent();
+    check(`a heatmap labels the bytes of é as attograd attn does, \\xc3 and \\xa9 (${tip})`,
+          /^query \\x(c3|a9) \(\d\) → key \\x(c3|a9) \(\d\): /.test(tip));
+  });
 
   // ---- a Seed past 2^31 (a long in WebAssembly) and past 2^53 (a JS number): 64 bits throughout --
   await part('a 64-bit Seed', async () => {
@@ -535,6 +577,27 @@ async function main() {
           /^the link's task=bogus: /.test(await alertText()) && (await page.getByLabel('Task').inputValue()) === 'copy');
   });
 
+  // ---- a link's bad, doubled or unknown parameter: named in one line, the control keeping its own value
+  // (text in a number field emptied it, and the engine's "empty or not a number" took the line;
+  // a doubled one took its first, an unknown one was dropped, both unsaid) --
+  await part('a link\'s bad, doubled or unknown parameters', async () => {
+    const heads = () => page.getByLabel('Heads', { exact: true }).inputValue();
+    await page.goto(url + '?heads=abc&steps=9');
+    const s1 = await waitStatus(page, /^(step 0\/9 · loss|no model)/, 60000), a1 = await alertText(), h1 = await heads();
+    check(`a link's heads=abc is named in one line (${a1}), Heads keeps the page's value (${h1}), the run built (${s1})`,
+          a1 === "the link's heads=abc: not a value the page takes" && h1 === '4' && /^step 0\/9/.test(s1));
+    await page.goto(url + '?heads=2&heads=3&hedas=5&steps=9');
+    const s2 = await waitStatus(page, /^(step 0\/9 · loss|no model)/, 60000), a2 = await alertText(), h2 = await heads();
+    check(`a link's setting given twice and a name that is no setting are named (${a2}), Heads the page's (${h2})`,
+          a2 === "the link's heads=2&heads=3: a setting given more than once; the link's hedas=5: not a setting of the page" &&
+          h2 === '4' && /^step 0\/9/.test(s2));
+    await page.goto(url + '?layers=abc&heads=0&steps=9');
+    await page.locator('#error').filter({ hasText: /cannot build the model/ }).waitFor({ timeout: 60000 });
+    const a3 = await alertText();
+    check(`a link's value stays named when the engine refuses another (${a3})`,
+          /^the link's layers=abc: not a value the page takes; cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/.test(a3));
+  });
+
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's
   // (the browser put the refused value back in its field after the page read the link: no model) --
   await part('Back to a refused setting\'s page', async () => {
@@ -696,6 +759,20 @@ async function main() {
     check(`a 200000-step run's loss curve reaches its last step (${end} pixels of it in the last columns; ` +
           `${problems.length - before} errors; ${((Date.now() - t0) / 1000).toFixed(0)} s)`,
           end > 0 && problems.length === before, problems.slice(before, before + 1).join());
+    // its 2001 evaluations' heatmaps: Snapshot keeps at most 100 (each was kept: about 1.3 GB over a
+    // million steps of a text model), evenly spread from the first to the latest, each labelled with its step
+    const snaps = await page.getByLabel('Snapshot').evaluate((sl) => {
+      const got = [];
+      for (let i = 0; i <= Number(sl.max); i++) {
+        sl.value = String(i); sl.dispatchEvent(new Event('input'));
+        got.push(Number(/^step (\d+)$/.exec(document.getElementById('snapinfo').textContent)[1]));
+      }
+      return got;
+    });
+    const gaps = new Set(snaps.slice(1, -1).map((s, i) => s - snaps[i]));
+    check(`Snapshot keeps at most 100 of its 2001 evaluations' heatmaps (${snaps.length}), evenly spread (${[...gaps]} ` +
+          `steps apart) from step ${snaps[0]} to ${snaps[snaps.length - 1]}`, snaps.length <= 100 && snaps.length >= 50 &&
+          gaps.size === 1 && snaps[0] === 0 && snaps[snaps.length - 1] === 200000);
   });
 
   // ---- a phone's screen (375 px): nothing wider than it, each control beside its label or

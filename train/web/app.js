@@ -13,7 +13,7 @@ let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
 let sent = 0, runSent = 0;
 const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
-let trainLoss = newLosses(), valLoss = [], lastVal = null, snapshots = [], current = null;
+let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 // The fields as the live run was built from them, and as the last new run asked
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
@@ -34,20 +34,28 @@ function settingsToUrl(f) {
   history.replaceState(null, '', '?' + q.toString());
 }
 
-// A link's value a control cannot hold (a task it does not list; a number
-// field empties itself) is named once the first run is built.
-let linkNote = '';
+// A link's parameter the page cannot take (a value its control cannot hold,
+// as a task it does not list or text in a number field; a setting given more
+// than once; a name that is no setting) is named in one line, and the control
+// keeps the page's own value; the line stays when the engine refuses the rest.
+let linkNote = '', noteFor = -1, noteShown = '';
 function settingsFromUrl() {
-  const q = new URLSearchParams(location.search), bad = [];
+  const q = new URLSearchParams(location.search), bad = [], twice = [], unknown = [];
   // The link, not the browser, fills the settings: a page come back to by Back or
   // Forward (or reloaded) would otherwise get its fields' last values put back after
   // this ran: a value refused, with the run built from the link's.
   for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
-  for (const k of SETTINGS) if (q.has(k)) {
-    $(k).value = q.get(k);
-    if ($(k).value !== q.get(k)) { bad.push(k + '=' + q.get(k)); if ($(k).selectedIndex < 0) $(k).selectedIndex = 0; }
+  for (const k of new Set(q.keys())) {
+    const all = q.getAll(k), e = SETTINGS.includes(k) && $(k);
+    if (!e) { unknown.push(k + '=' + all[0]); continue; }
+    if (all.length > 1) { twice.push(all.map((v) => k + '=' + v).join('&')); continue; }
+    const own = e.value;
+    e.value = all[0];
+    if (e.value !== all[0]) { bad.push(k + '=' + all[0]); e.value = own; }
   }
-  if (bad.length) linkNote = `the link's ${bad.join(', ')}: not a value the page takes`;
+  linkNote = [[bad, 'not a value the page takes'], [twice, 'a setting given more than once'],
+              [unknown, 'not a setting of the page']]
+    .filter(([l]) => l.length).map(([l, why]) => `the link's ${l.join(', ')}: ${why}`).join('; ');
   $('textbox').hidden = $('task').value !== 'text';
 }
 
@@ -118,9 +126,13 @@ function drawLoss() {
 
 // ---- attention heatmaps ---------------------------------------------------
 
+// A token (one byte) as `attograd attn` labels it (train/cli/svg.c): newline ⏎,
+// tab ⇥, space ␣, and as \xNN a control byte, DEL or a byte of a multi-byte
+// UTF-8 character (>= 0x80: not a character; it showed as a Latin-1 one).
 function tokenText(id) {
   const b = info.vocab[id];
-  return b === 10 ? '\\n' : b === 32 ? '␣' : String.fromCharCode(b);
+  return b === 10 ? '⏎' : b === 9 ? '⇥' : b === 32 ? '␣'
+    : b < 32 || b >= 127 ? '\\x' + b.toString(16).padStart(2, '0') : String.fromCharCode(b);
 }
 
 // One canvas per layer and head, made once per shape and repainted after.
@@ -194,8 +206,12 @@ function paint(map) {
   g.clearRect(0, 0, cv.width, cv.height);
   g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
   for (let i = 0; i < T; i++) {
-    g.fillText(tokenText(ids[i]), lab + i * cell + 1, lab - 3);
-    g.fillText(tokenText(ids[i]), 2, lab + (i + 1) * cell - 3);
+    const t = tokenText(ids[i]);
+    // a key's label wider than its column (\xNN) reads upward, as attograd attn draws it
+    if (g.measureText(t).width > cell) {
+      g.save(); g.translate(lab + (i + 1) * cell - 3, lab - 3); g.rotate(-Math.PI / 2); g.fillText(t, 0, 0); g.restore();
+    } else g.fillText(t, lab + i * cell + 1, lab - 3);
+    g.fillText(t, 2, lab + (i + 1) * cell - 3);
   }
   for (let i = 0; i < T; i++)
     for (let j = 0; j < T; j++) {
@@ -209,7 +225,9 @@ function drawHeatmaps(a) {
   if (!a) return;
   if (a.error) { $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
-  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), lab = 14, key = `${L},${H},${T}`;
+  // the labels' band: 14 pixels, wider for a label of more than one character (\xNN)
+  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), chars = Math.max(...ids.map((id) => tokenText(id).length));
+  const lab = Math.max(14, Math.ceil(chars * 0.62 * Math.min(12, cell)) + 5), key = `${L},${H},${T},${lab}`;
   if ($('heatmaps').dataset.key !== key) { makeMaps(L, H, T, cell, lab); $('heatmaps').dataset.key = key; }
   maps.forEach((map, k) => {
     const base = k * T * T;
@@ -228,12 +246,50 @@ function showAttention(a) {
   if (Number(sl.value) >= snapshots.length - 1 || !snapshots.length) drawHeatmaps(a);
 }
 
+// The heatmaps Snapshot scrubs through: the model's as built, then one each
+// evaluation, at most SNAP_MAX of them and at most SNAP_BYTES (a big model's
+// heatmaps of a long prompt are megabytes each).  When full, every other one
+// goes (the first stays) and from then on one evaluation in twice as many is
+// kept, so they stay evenly spread over the run; the latest is kept too,
+// until the next comes.  (One each evaluation, kept for good, took about 1.3 GB
+// over a million steps of a text model.)
+const SNAP_MAX = 100, SNAP_BYTES = 64 << 20;
+let snapshots = [], snapEvery = 1, snapSeen = 0;
+function clearSnapshots() {
+  snapshots = []; snapEvery = 1; snapSeen = 0;
+  $('snapshot').max = '0'; $('snapshot').value = '0'; labelSnapshot();
+}
 function addSnapshot(a) {
   if (!a || a.error) return;
+  const sl = $('snapshot'), shown = snapshots[Number(sl.value)], atEnd = Number(sl.value) >= snapshots.length - 1;
+  // the latest, kept only as the latest, makes way
+  if (snapshots.length && snapshots[snapshots.length - 1].k % snapEvery) snapshots.pop();
+  a.k = snapSeen++;
   snapshots.push(a);
-  const sl = $('snapshot'), atEnd = Number(sl.value) >= snapshots.length - 2;
+  const bytes = () => snapshots.reduce((n, s) => n + s.weights.byteLength, 0);
+  while (snapshots.length > SNAP_MAX || (snapshots.length > 2 && bytes() > SNAP_BYTES)) {
+    snapEvery *= 2;
+    snapshots = snapshots.filter((s, i) => s.k % snapEvery === 0 || i === snapshots.length - 1);
+  }
   sl.max = String(snapshots.length - 1);
-  if (atEnd) { sl.value = sl.max; $('snapinfo').textContent = `step ${a.step}`; }
+  if (atEnd) sl.value = sl.max;
+  else {
+    // the one scrubbed to, or (thinned out) the nearest before it
+    let i = 0;
+    while (i + 1 < snapshots.length && snapshots[i + 1].k <= shown.k) i++;
+    sl.value = String(i);
+    if (snapshots[i] !== shown) drawHeatmaps(snapshots[i]);
+  }
+  labelSnapshot();
+}
+
+// The step of the heatmaps Snapshot shows, beside it and as its value said
+// (a screen reader said the index: "37")
+function labelSnapshot() {
+  const sl = $('snapshot'), a = snapshots[Number(sl.value)];
+  $('snapinfo').textContent = a ? `step ${a.step}` : '';
+  if (a) sl.setAttribute('aria-valuetext', `step ${a.step} of ${info.steps}`);
+  else sl.removeAttribute('aria-valuetext');
 }
 
 // ---- one training step's autograd graph ----------------------------------
@@ -336,8 +392,8 @@ function onReply(m) {
 const onMessage = {
   ready() { reset(); },
   model(m) {
-    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null; snapshots = [];
-    $('snapshot').max = '0'; $('snapshot').value = '0'; $('snapinfo').textContent = '';
+    info = m.info; trainLoss = newLosses(); valLoss = []; lastVal = null;
+    clearSnapshots();
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.opened) {
       for (const k of SETTINGS) if (k in info && k !== 'task') $(k).value = info[k];
@@ -367,7 +423,7 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
-  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); },
+  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); labelSnapshot(); },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
     if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
@@ -383,13 +439,13 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.message);
+    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };
 
 async function reset() {
-  say(linkNote);
+  say(noteShown = linkNote);
   linkNote = '';
   const s = settings();
   asked = fields();
@@ -399,7 +455,7 @@ async function reset() {
     msg.text = textBytes || new TextEncoder().encode($('text').value);
     msg.textName = $('text').dataset.name || 'text';
   }
-  send(msg);
+  noteFor = send(msg);
 }
 
 function bind() {
@@ -482,7 +538,7 @@ function bind() {
   $('snapshot').addEventListener('input', () => {
     const i = Number($('snapshot').value), a = snapshots[i];
     if (!a) return;
-    $('snapinfo').textContent = `step ${a.step}`;
+    labelSnapshot();
     drawHeatmaps(i === snapshots.length - 1 && current ? current : a);
   });
 }

@@ -66,6 +66,18 @@ function choosePrompt(given, text) {
   return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
 }
 
+// The completion's bytes (at out) as text, less a UTF-8 character the
+// 200-token cut split at its end (it showed as U+FFFD); bytes that are not
+// UTF-8 before it show as U+FFFD, as anywhere.
+function completionText(out) {
+  let n = 0;
+  while (M.HEAPU8[out + n]) n++;
+  const b = M.HEAPU8.subarray(out, out + n);
+  for (let k = 1; k <= Math.min(3, n) && b[n - k] >= 0x80; k++)
+    if (b[n - k] >= 0xc0) { if ((b[n - k] >= 0xf0 ? 4 : b[n - k] >= 0xe0 ? 3 : 2) > k) n -= k; break; }
+  return new TextDecoder().decode(b.subarray(0, n));
+}
+
 function evaluate(all) {
   if (c('pg_evaluate', 'number', ['number', 'number'], [all ? 0 : EVAL_WINDOWS, evalBuf]) < 0) return null;
   const v = M.HEAPF64.subarray(evalBuf >> 3, (evalBuf >> 3) + 3);
@@ -146,10 +158,10 @@ const handlers = {
     if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
   },
   complete(m) {
-    const out = c('pg_complete', 'string', ['string', 'number', 'number', 'string'],
+    const out = c('pg_complete', 'number', ['string', 'number', 'number', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
-    if (!out && lastError()) fail('cannot complete');
-    else post({ type: 'completion', text: out });
+    if (!out) fail('cannot complete');
+    else post({ type: 'completion', text: completionText(out) });
   },
   examples() {
     const text = c('pg_walkthrough', 'string', [], []);
