@@ -110,7 +110,7 @@ void ag_pcg32_seed(ag_pcg32 *g, uint64_t seed, uint64_t stream);
 uint32_t ag_pcg32_next(ag_pcg32 *g);
 double ag_pcg32_uniform(ag_pcg32 *g);                 /* [0, 1), 53 random bits */
 double ag_pcg32_normal(ag_pcg32 *g);                  /* N(0, 1), Box-Muller, no cached spare */
-uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), unbiased */
+uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound); /* uniform in [0, bound), unbiased; bound 0: 0, no draw */
 /* Skip n draws in O(log n) steps: afterwards the generator gives what it
  * would have given after n calls of ag_pcg32_next. */
 void ag_pcg32_advance(ag_pcg32 *g, uint64_t n);

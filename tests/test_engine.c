@@ -217,6 +217,10 @@ static void test_pcg32_below(void)
         CHECK(fabs(count[k] - N * p) <= 4 * sigma, "below(%d): residue %d seen %d times, want %.0f +- %.0f",
               BOUND, k, count[k], N * p, 4 * sigma);
 
+    /* an empty range: 0, as the header says, and no draw taken */
+    ag_pcg32 before = g;
+    CHECK(ag_pcg32_below(&g, 0) == 0 && g.state == before.state, "below(0): not 0, or a draw was taken");
+
     /* bound = 3 * 2^30: plain r % bound would map both r and r + bound onto
      * [0, 2^30), giving it probability 1/2 instead of 1/3.  Only rejection
      * sampling gets 1/3. */
