@@ -168,6 +168,8 @@ if $A attn --help >/dev/null 2>&1; then
         --csv "$tmp/huge.csv"
     check "attn of an overflowing model writes no picture or CSV" '[ ! -e "$tmp/huge.svg" ] && [ ! -e "$tmp/huge.csv" ]'
 fi
+bad "$huge, so the model cannot be run" graph --model "$tmp/huge.st" --out "$tmp/huge.dot"
+check "graph of an overflowing model writes no DOT file" '[ ! -e "$tmp/huge.dot" ]'
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1
