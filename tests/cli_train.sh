@@ -131,6 +131,20 @@ done
 meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
 bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
     train --resume "$tmp/r_range.st"
+# the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
+# subnormal, is refused by the flag), for --resume and --init alike
+bad "--dropout 1e-320 is too close to 0" train --dropout 1e-320
+for v in 1e-320 0.9999995 ' 0.1'; do
+    meta "$tmp/r.st" "$tmp/r_dropout.st" "dropout=$v"
+    bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
+        train --resume "$tmp/r_dropout.st"
+    bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so a run cannot start from it" \
+        train --init "$tmp/r_dropout.st" --steps 1
+done
+meta "$tmp/r.st" "$tmp/r_dropout.st" dropout=0.999999
+"$A" train --resume "$tmp/r_dropout.st" --steps 4 --quiet --save "$tmp/r_dropout_out.st" > /dev/null 2> "$tmp/err"
+rc=$?
+check "--resume of a checkpoint with dropout 0.999999, --dropout's bound, runs (exit $rc: $(cat "$tmp/err"))" '[ $rc -eq 0 ]'
 meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
 bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
 # a micro-batch that divides no share of the batch: no number of ranks resumes it

@@ -177,6 +177,16 @@ typedef struct run_recorded {
 enum { RUN_N_RECORDED = 19 };
 extern const run_recorded RUN_RECORDED[RUN_N_RECORDED];
 
+/* The model's dropout probability: recorded with the architecture
+ * (checkpoint.c), not among the run's settings, but its range is kept here
+ * with theirs: `attograd train --dropout` takes it from this row, and a
+ * checkpoint that `train --resume` or `--init` opens is checked against it
+ * (run_dropout_read), the value read the way the flag reads it. */
+extern const run_recorded RUN_DROPOUT;
+/* ck's dropout into *p (0 when the file records none): 0, or -1 with one
+ * line naming the file and saying what the value must be. */
+int run_dropout_read(const ckpt *ck, double *p, char *err, size_t errlen);
+
 /* The metadata pairs of a run's settings (ckpt_state.options). */
 enum { RUN_RECORD_MAX = RUN_N_RECORDED + 2 };
 typedef struct run_record {
