@@ -198,6 +198,43 @@ check "SIGINT exits 130 after saving" '[ $rc -eq 130 ] && $A info "$tmp/int.st" 
 $A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/term.st" > /dev/null 2>&1 &
 pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; rc=$?
 check "SIGTERM exits 143 after saving" '[ $rc -eq 143 ] && $A info "$tmp/term.st" > /dev/null'
+
+# --- a stop signal during an evaluation: the last one scores every window of a
+# 32 MB text's validation split (seconds), and a signal ends it after the group
+# being scored, saves the step it follows, and says so; the log's row for that
+# step has no validation loss.  `eval`, with no handler, ends at once.
+for _ in $(seq 720); do cat data/tiny.txt; done > "$tmp/big.txt"
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+$A train --text "$tmp/big.txt" --steps 2 --log-every 1 --threads 1 --save "$tmp/ev.st" --log "$tmp/ev.csv" \
+    > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+for _ in $(seq 600); do grep -q "^step *1/2" "$tmp/ev.out" && break; sleep 0.05; done
+sleep 0.3; t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGINT in the last evaluation: exit 130 within 2 s ($(secs "$t0" "$t1") s), saying so ($(cat "$tmp/ev.err"))" \
+    '[ $rc -eq 130 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 2) }" &&
+     grep -qx "attograd train: interrupted during the evaluation at step 2: stopping and saving" "$tmp/ev.err"'
+check "SIGINT in the last evaluation: the checkpoint holds step 2" '$A info "$tmp/ev.st" | grep -q "step 2,"'
+check "SIGINT in the last evaluation: the log's row 2 has no validation loss ($(tail -n 1 "$tmp/ev.csv"))" \
+    '[ "$(wc -l < "$tmp/ev.csv")" -eq 3 ] && tail -n 1 "$tmp/ev.csv" | grep -q "^2,[0-9.]*,,,"'
+check "SIGINT in the last evaluation: no summary ($(grep -c "^done" "$tmp/ev.out"))" '! grep -q "^done" "$tmp/ev.out"'
+# a run already at its last step scores its model for the summary: SIGTERM there
+# (its output is a file, written at the end: the signal comes 2 s in, while the
+# evaluation, about 6 s, runs)
+$A train --resume "$tmp/ev.st" --threads 1 > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+sleep 2; t0=$(date +%s.%N); kill -TERM $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGTERM in the summary's evaluation: exit 143 within 2 s ($(secs "$t0" "$t1") s), saying so ($(cat "$tmp/ev.err"))" \
+    '[ $rc -eq 143 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 2) }" &&
+     grep -qx "attograd train: terminated during the evaluation at step 2: stopping (nothing to save)" "$tmp/ev.err"'
+# eval: SIGINT as from a terminal (job control: the job's SIGINT is not ignored)
+set -m
+$A eval --model "$tmp/ev.st" --threads 1 > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+set +m
+sleep 1; t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGINT ends eval within 1 s ($(secs "$t0" "$t1") s) with status 130 (got $rc), printing no loss" \
+    '[ $rc -eq 130 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 1) }" && [ ! -s "$tmp/ev.out" ]'
+rm -f "$tmp/big.txt"
 mkdir -p "$tmp/ro" && cp "$tmp/good.bak" "$tmp/ro/m.st" && chmod 555 "$tmp/ro"
 if [ "$(id -u)" -ne 0 ]; then
     $A train --quiet --steps 5 --save "$tmp/ro/m.st" > /dev/null 2> "$tmp/ro.err"; rc=$?

@@ -447,7 +447,7 @@ void eval_group(ag_ctx *ctx, model *m, dataset *d, int split, long items, long f
 
 eval_result eval_result_of(const dataset *d, const double total[3])
 {
-    eval_result r = { total[1] > 0 ? total[0] / total[1] : NAN, (long)total[2], d->is_task ? d->n_heldout : 0 };
+    eval_result r = { total[1] > 0 ? total[0] / total[1] : NAN, (long)total[2], d->is_task ? d->n_heldout : 0, 0 };
     return r;
 }
 
@@ -463,11 +463,12 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
     }
     double total[3] = { 0, 0, 0 };
     long items_of[2], all = 0, done = 0;
+    int stopped = 0;
     for (int s = 0; s < ns; s++)
         all += items_of[s] = eval_items(d, m, splits[s], max_windows);
-    for (int s = 0; s < ns; s++) {
+    for (int s = 0; s < ns && !stopped; s++) {
         const long items = items_of[s];
-        for (long first = 0; first < items; first += batch) {
+        for (long first = 0; first < items && !stopped; first += batch) {
             double v[3];
             eval_group(ctx, m, d, splits[s], items, first, batch, v);
             for (int i = 0; i < 3; i++)
@@ -475,10 +476,14 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
             done += items - first < batch ? items - first : batch;
             if (progress && progress->fn)
                 progress->fn(progress->user, done, all);
+            if (progress && progress->stop && done < all)
+                stopped = *progress->stop;
         }
     }
     ag_set_grad_enabled(ctx, old);
-    return eval_result_of(d, total);
+    eval_result r = eval_result_of(d, total);
+    r.stopped = stopped;
+    return r;
 }
 
 /* ---- generation --------------------------------------------------------- */

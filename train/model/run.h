@@ -8,6 +8,7 @@
 #define ATTOGRAD_RUN_H
 
 #include <math.h>
+#include <signal.h>
 
 #include "attograd.h"
 #include "checkpoint.h"
@@ -36,6 +37,7 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
 typedef struct eval_result {
     double loss;            /* mean next-token cross-entropy over scored tokens */
     long correct, total;    /* task: exact-match greedy completions */
+    int stopped;            /* cut short (eval_progress.stop): the stop value; loss and counts are partial */
 } eval_result;
 
 /* Windows of the validation split each evaluation during training scores
@@ -44,10 +46,14 @@ typedef struct eval_result {
 
 /* Told after each group an evaluation scores how many of its items are
  * done, of how many: a program shows progress on a long one (every window
- * of a large text).  A NULL eval_progress, or fn, tells nobody. */
+ * of a large text).  A NULL eval_progress, or fn, tells nobody.  stop, when
+ * set, is looked at after each group: once it is non-zero (a signal handler
+ * sets it) the evaluation ends there, cut short, its result's `stopped` set
+ * to that value, so a long one stops within a group of a Ctrl-C. */
 typedef struct eval_progress {
     void (*fn)(void *user, long done, long total);
     void *user;
+    volatile sig_atomic_t *stop;
 } eval_progress;
 
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
