@@ -367,8 +367,11 @@ static int summary(trainer *t, const progress *p, long step, double loss, double
 {
     FILE *out = report_stream();
     eval_result ev = p->have_final ? p->final : evaluate_run(t, 0);   /* every rank takes part */
-    if (dist_lost())
-        return DIST_LOST;
+    if (dist_lost()) {                  /* nothing to save: the run took no step */
+        if (dist_lowest_alive())
+            dist_say("%s during the evaluation at step %ld; nothing to save", dist_lost_reason(), step);
+        return stop_signal ? 128 + stop_signal : DIST_LOST;
+    }
     if (ev.stopped) {
         fprintf(stderr, "attograd train: %s during the evaluation at step %ld: stopping (nothing to save)\n",
                 stop_words(ev.stopped), step);
