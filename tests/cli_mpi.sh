@@ -271,6 +271,26 @@ for every in 50 1 1; do
         eval '! ls long.st.tmp.* >/dev/null 2>&1'
 done
 
+# Ctrl-C of mpirun during the last evaluation (every window of a 48 MB text's
+# validation split, seconds per rank): the ranks agree after each round of
+# groups, stop together, and the step the evaluation follows is saved, its log
+# row without a validation loss (before, a rank went on scoring until mpirun
+# killed it, and nothing was saved)
+for _ in $(seq 1080); do cat "$TEXT"; done > big.txt
+rm -f big.st big.csv
+mpirun --oversubscribe -np 2 "$M" train --text big.txt --steps 2 --log-every 1 --threads 1 --save big.st \
+    --log big.csv >big.out 2>big.err &
+mpid=$!
+for _ in $(seq 600); do grep -q "^step *1/2" big.out && break; sleep 0.05; done
+sleep 0.3; t0=$SECONDS; kill -INT "$mpid"; wait "$mpid"
+check "Ctrl-C of mpirun in the last evaluation: every rank gone within 5 s ($((SECONDS - t0)) s)" \
+    test $((SECONDS - t0)) -le 5
+check "Ctrl-C of mpirun in the last evaluation: step 2 saved, and said ($(cat big.err))" \
+    eval 'grep -q "during the evaluation at step 2: saved big.st at step 2" big.err && "$A" info big.st | grep -q "step 2,"'
+check "Ctrl-C of mpirun in the last evaluation: the log's row 2 has no validation loss ($(tail -n 1 big.csv))" \
+    eval '[ "$(wc -l < big.csv)" -eq 3 ] && tail -n 1 big.csv | grep -q "^2,[0-9.]*,,,"'
+rm -f big.txt
+
 # SIGUSR1 to mpirun, which passes it to every rank (each gets it at its own
 # moment): the ranks agree on a step, rank 0 saves it once, and training goes
 # on; a second signal saves a later step.  The file saved at the first, resumed

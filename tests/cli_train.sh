@@ -131,6 +131,20 @@ done
 meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
 bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
     train --resume "$tmp/r_range.st"
+# the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
+# subnormal, is refused by the flag), for --resume and --init alike
+bad "--dropout 1e-320 is too close to 0" train --dropout 1e-320
+for v in 1e-320 0.9999995 ' 0.1'; do
+    meta "$tmp/r.st" "$tmp/r_dropout.st" "dropout=$v"
+    bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
+        train --resume "$tmp/r_dropout.st"
+    bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so a run cannot start from it" \
+        train --init "$tmp/r_dropout.st" --steps 1
+done
+meta "$tmp/r.st" "$tmp/r_dropout.st" dropout=0.999999
+"$A" train --resume "$tmp/r_dropout.st" --steps 4 --quiet --save "$tmp/r_dropout_out.st" > /dev/null 2> "$tmp/err"
+rc=$?
+check "--resume of a checkpoint with dropout 0.999999, --dropout's bound, runs (exit $rc: $(cat "$tmp/err"))" '[ $rc -eq 0 ]'
 meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
 bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
 # a micro-batch that divides no share of the batch: no number of ranks resumes it
@@ -168,6 +182,8 @@ if $A attn --help >/dev/null 2>&1; then
         --csv "$tmp/huge.csv"
     check "attn of an overflowing model writes no picture or CSV" '[ ! -e "$tmp/huge.svg" ] && [ ! -e "$tmp/huge.csv" ]'
 fi
+bad "$huge, so the model cannot be run" graph --model "$tmp/huge.st" --out "$tmp/huge.dot"
+check "graph of an overflowing model writes no DOT file" '[ ! -e "$tmp/huge.dot" ]'
 
 # --- faults: NaN stops the run without saving; SIGINT/SIGTERM finish the step and save
 $A train --quiet --steps 20 --save "$tmp/good.st" >/dev/null 2>&1
@@ -182,6 +198,43 @@ check "SIGINT exits 130 after saving" '[ $rc -eq 130 ] && $A info "$tmp/int.st" 
 $A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/term.st" > /dev/null 2>&1 &
 pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; rc=$?
 check "SIGTERM exits 143 after saving" '[ $rc -eq 143 ] && $A info "$tmp/term.st" > /dev/null'
+
+# --- a stop signal during an evaluation: the last one scores every window of a
+# 32 MB text's validation split (seconds), and a signal ends it after the group
+# being scored, saves the step it follows, and says so; the log's row for that
+# step has no validation loss.  `eval`, with no handler, ends at once.
+for _ in $(seq 720); do cat data/tiny.txt; done > "$tmp/big.txt"
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+$A train --text "$tmp/big.txt" --steps 2 --log-every 1 --threads 1 --save "$tmp/ev.st" --log "$tmp/ev.csv" \
+    > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+for _ in $(seq 600); do grep -q "^step *1/2" "$tmp/ev.out" && break; sleep 0.05; done
+sleep 0.3; t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGINT in the last evaluation: exit 130 within 2 s ($(secs "$t0" "$t1") s), saying so ($(cat "$tmp/ev.err"))" \
+    '[ $rc -eq 130 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 2) }" &&
+     grep -qx "attograd train: interrupted during the evaluation at step 2: stopping and saving" "$tmp/ev.err"'
+check "SIGINT in the last evaluation: the checkpoint holds step 2" '$A info "$tmp/ev.st" | grep -q "step 2,"'
+check "SIGINT in the last evaluation: the log's row 2 has no validation loss ($(tail -n 1 "$tmp/ev.csv"))" \
+    '[ "$(wc -l < "$tmp/ev.csv")" -eq 3 ] && tail -n 1 "$tmp/ev.csv" | grep -q "^2,[0-9.]*,,,"'
+check "SIGINT in the last evaluation: no summary ($(grep -c "^done" "$tmp/ev.out"))" '! grep -q "^done" "$tmp/ev.out"'
+# a run already at its last step scores its model for the summary: SIGTERM there
+# (its output is a file, written at the end: the signal comes 2 s in, while the
+# evaluation, about 6 s, runs)
+$A train --resume "$tmp/ev.st" --threads 1 > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+sleep 2; t0=$(date +%s.%N); kill -TERM $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGTERM in the summary's evaluation: exit 143 within 2 s ($(secs "$t0" "$t1") s), saying so ($(cat "$tmp/ev.err"))" \
+    '[ $rc -eq 143 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 2) }" &&
+     grep -qx "attograd train: terminated during the evaluation at step 2: stopping (nothing to save)" "$tmp/ev.err"'
+# eval: SIGINT as from a terminal (job control: the job's SIGINT is not ignored)
+set -m
+$A eval --model "$tmp/ev.st" --threads 1 > "$tmp/ev.out" 2> "$tmp/ev.err" &
+pid=$!
+set +m
+sleep 1; t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)
+check "SIGINT ends eval within 1 s ($(secs "$t0" "$t1") s) with status 130 (got $rc), printing no loss" \
+    '[ $rc -eq 130 ] && awk -v s="$(secs "$t0" "$t1")" "BEGIN { exit !(s < 1) }" && [ ! -s "$tmp/ev.out" ]'
+rm -f "$tmp/big.txt"
 mkdir -p "$tmp/ro" && cp "$tmp/good.bak" "$tmp/ro/m.st" && chmod 555 "$tmp/ro"
 if [ "$(id -u)" -ne 0 ]; then
     $A train --quiet --steps 5 --save "$tmp/ro/m.st" > /dev/null 2> "$tmp/ro.err"; rc=$?

@@ -138,7 +138,7 @@ int cmd_eval(int argc, char **argv)
     ag_set_precision(ctx, prec);
     meter mt;
     meter_start(&mt, stderr, 1, "evaluating", d.is_task ? "problems" : "windows");
-    const eval_progress progress = { meter_tick, &mt };
+    const eval_progress progress = { meter_tick, &mt, NULL };   /* a signal ends eval at once */
     eval_result r = evaluate(ctx, &m, &d, split, 0, batch, &progress);
     meter_end(&mt);
     refuse_overflow(CMD, ck.path, r.loss, NULL, NULL, NULL, 0);

@@ -350,7 +350,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--heads", OPT_INT, &o->heads, "N", "attention heads; must divide d-model (default 4)", 1, MODEL_MAX_HEADS, 0, 0, 0 },
         { "--d-model", OPT_INT, &o->d_model, "N", "embedding width (default 64)", 1, MODEL_MAX_D_MODEL, 0, 0, 0 },
         { "--context", OPT_INT, &o->context, "T", "context length (default: task length, 64 for text, --init's)", 1, MODEL_MAX_CONTEXT, 0, 0, 0 },
-        { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", 0, MODEL_MAX_DROPOUT, 0, 0, 0 },
+        { "--dropout", OPT_DOUBLE, &o->dropout, "P", "dropout probability in [0,1) (default 0)", RUN_DROPOUT.min, RUN_DROPOUT.max, RUN_DROPOUT.min_open, 0, 0 },
         { "--qkv-bias", OPT_FLAG, &o->qkv_bias, NULL, "biases on the query/key/value projections", 0, 0, 0, 0, 0 },
         { "--optimizer", OPT_STRING, &o->optimizer, "O", "sgd (default) or adamw", 0, 0, 0, 0, 0 },
         { "--lr", OPT_DOUBLE, &o->lr, "X", "learning rate > 0 (default 0.1 sgd, 3e-3 adamw)", RANGE("lr"), 0, 0 },
@@ -415,6 +415,12 @@ int cmd_train(int argc, char **argv)
          * contradicts is refused) */
         ckpt_hints hints = { args_find(opts, nopts, "--heads")->given ? o->heads : 0, o->task, o->text, 0, 0 };
         open_model(CMD, t.from, o->init ? &hints : NULL, &t.ck, &t.m);
+        /* its dropout in --dropout's range, read as the flag reads it (the
+         * reader takes any number in [0, 1)) */
+        double dropout;
+        char err[ERR_MAX];
+        if (run_dropout_read(&t.ck, &dropout, err, sizeof err))
+            die(CMD, "%s, so %s", err, o->resume ? "the run cannot be resumed" : "a run cannot start from it");
         model_flags_as_saved(&t, opts, nopts);
     }
     if (o->resume)

@@ -381,6 +381,7 @@ int cmd_graph(int argc, char **argv)
     }
     int32_t *x = NULL, *y = NULL;
     ag_ctx *ctx = NULL;
+    double value = 0;                       /* the loss; not finite: weights that overflow, nothing written */
     int room = 0, failed = 1, n = example_input(ck.data, &m, tokens, (uint64_t)seed, &x, &y, &room, err, sizeof err);
     if (n < 0 && tokens > room) {
         model_free(&m);
@@ -410,19 +411,21 @@ int cmd_graph(int argc, char **argv)
         ag_set_threads(1);   /* one short sequence: threads would only add overhead */
         step_rows rows = { x, y, 1, n, 1, NULL };
         ag_tensor *loss = step_loss(ctx, &m, &rows);             /* the graph a training step differentiates */
-        if (ag_atomic_open(&out_file, out, err, sizeof err) == 0) {
+        value = (double)loss->data[0];
+        if (isfinite(value) && ag_atomic_open(&out_file, out, err, sizeof err) == 0) {
             ag_graph_dot(ctx, loss, out_file.f);
             failed = ag_atomic_commit(&out_file, err, sizeof err);
         }
         if (!failed)
             fprintf(report_stream(), "%s: %d ops; loss %.4f over %d scored of %d tokens\n", out,
-                    ag_tape_length(ctx), (double)loss->data[0], scored, n);
+                    ag_tape_length(ctx), value, scored, n);
     }
     free(x);
     if (ctx)
         ag_ctx_free(ctx);
     model_free(&m);
     ckpt_close(&ck);
+    refuse_overflow(CMD, a.path, value, NULL, NULL, NULL, 0);
     if (failed)
         die(CMD, "%s", err);
     return 0;

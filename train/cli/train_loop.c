@@ -20,7 +20,9 @@
 #include "train.h"
 
 /* SIGINT, SIGTERM, SIGHUP (a closed terminal): the first one lets the
- * current step finish (and the run save, with --save); a second SIGINT
+ * current step finish (and the run save, with --save), or, during an
+ * evaluation, the group of windows or problems being scored (the
+ * evaluation is cut short: the step it follows is saved); a second SIGINT
  * leaves at once, and a checkpoint being written then is not: its temporary
  * file is removed and the file it would have replaced stays as it was. */
 static volatile sig_atomic_t stop_signal;
@@ -199,9 +201,10 @@ static int save_on_signal(trainer *t, long done, int saved_now)
 /* The ranks have lost each other (dist.h) and this one has given up; it
  * holds the state after step `completed`, as every rank that completed it
  * does.  The lowest-numbered rank still running saves it (each side of a
- * cut network has one) and says what happened in one line; the others
+ * cut network has one) and says what happened in one line (in_eval: in
+ * the evaluation after that step, else during the next step); the others
  * wait until it has, then leave quietly.  Returns the exit status. */
-static int save_after_fault(trainer *t, long completed)
+static int save_after_fault(trainer *t, long completed, int in_eval)
 {
     int status = stop_signal ? 128 + stop_signal : DIST_LOST;
     if (!dist_lowest_alive()) {
@@ -210,21 +213,28 @@ static int save_after_fault(trainer *t, long completed)
     }
     dist_saving();
     const char *path = t->fault_save;
+    char when[64];
+    snprintf(when, sizeof when, in_eval ? "during the evaluation at step %ld" : "during step %ld",
+             in_eval ? completed : completed + 1);
     if (!path) {
-        dist_say("%s during step %ld; no --save, so the %ld steps taken are lost", dist_lost_reason(), completed + 1,
-                 completed - t->start);
+        dist_say("%s %s; no --save, so the %ld steps taken are lost", dist_lost_reason(), when, completed - t->start);
     } else {
         t->o.save = path;
         if (save(t, completed, 0)) {
-            dist_say("%s during step %ld; saving %s failed (above)", dist_lost_reason(), completed + 1, path);
+            dist_say("%s %s; saving %s failed (above)", dist_lost_reason(), when, path);
             status = 1;
         } else {
-            dist_say("%s during step %ld: saved %s at step %ld, the last step completed (train --resume %s goes on)",
-                     dist_lost_reason(), completed + 1, path, completed, path);
+            dist_say("%s %s: saved %s at step %ld, the last step completed (train --resume %s goes on)",
+                     dist_lost_reason(), when, path, completed, path);
         }
     }
     dist_saver_done();
     return status;
+}
+
+static const char *stop_words(int sig)
+{
+    return sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up" : "terminated";
 }
 
 static void progress_bar(long step, long total, double loss, double elapsed, long done)
@@ -242,13 +252,14 @@ static void progress_bar(long step, long total, double loss, double elapsed, lon
 
 /* An evaluation of the run.  One that scores everything (max_windows 0,
  * the last: every window of the validation split, or every held-out
- * problem) draws its progress on a terminal: on a large text it is long. */
+ * problem) draws its progress on a terminal: on a large text it is long.
+ * A stop signal cuts it short (every rank at the same group): ev.stopped. */
 static eval_result evaluate_run(trainer *t, long max_windows)
 {
     meter mt;
     meter_start(&mt, stderr, max_windows == 0 && !t->o.quiet, "evaluating",
                 t->data.is_task ? "problems" : "windows");
-    const eval_progress progress = { meter_tick, &mt };
+    const eval_progress progress = { meter_tick, &mt, &stop_signal };
     eval_result ev = train_evaluate(t, max_windows, &progress);
     meter_end(&mt);
     return ev;
@@ -264,8 +275,11 @@ typedef struct progress {
 } progress;
 
 /* A progress line (and CSV row) every --log-every steps, an evaluation
- * every --eval-every steps, and both at the last step. */
-static void report(trainer *t, progress *p, long done, double loss, double lr)
+ * every --eval-every steps, and both at the last step.  Returns 1 when a
+ * stop signal cut the evaluation short: the line and the row are then
+ * those of a step without one (no validation loss), as --log-every has
+ * them, or none. */
+static int report(trainer *t, progress *p, long done, double loss, double lr)
 {
     FILE *out = report_stream();
     const train_opts *o = &t->o;
@@ -274,16 +288,19 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     if (!log_now && !eval_now) {
         if (p->tty && done % 5 == 0 && stdout_open())
             progress_bar(done, o->steps, loss, now_seconds() - p->t_start, done - t->start);
-        return;
+        return 0;
     }
     double ms = 1e3 * (now_seconds() - p->t_mark) / (double)(done - p->mark_step);
     double tps = (double)t->B * t->S / (ms / 1e3);
-    eval_result ev = { NAN, 0, 0 };
+    eval_result ev = { NAN, 0, 0, 0 };
     if (eval_now)
         ev = evaluate_run(t, done == o->steps ? 0 : TRAIN_EVAL_WINDOWS);
-    if (dist_lost())
-        return;                                 /* the evaluation could not be finished */
-    if (done == o->steps) {
+    if (dist_lost() || ev.stopped) {            /* the evaluation was not finished */
+        eval_now = 0;
+        if (!log_now)
+            return 1;
+    }
+    if (done == o->steps && !ev.stopped) {
         p->final = ev;
         p->have_final = 1;
     }
@@ -313,6 +330,7 @@ static void report(trainer *t, progress *p, long done, double loss, double lr)
     }
     p->t_mark = now_seconds();          /* evaluation time is not training time */
     p->mark_step = done;
+    return ev.stopped || dist_lost();
 }
 
 static void show_examples(trainer *t, int n)
@@ -343,12 +361,24 @@ static void show_examples(trainer *t, int n)
     free(seqs);
 }
 
-static void summary(trainer *t, const progress *p, long step, double loss, double elapsed)
+/* The last line; 0, or 128 + the signal that cut short the evaluation it
+ * needed (a run with no steps to take scores its model here). */
+static int summary(trainer *t, const progress *p, long step, double loss, double elapsed)
 {
     FILE *out = report_stream();
     eval_result ev = p->have_final ? p->final : evaluate_run(t, 0);   /* every rank takes part */
+    if (dist_lost()) {                  /* nothing to save: the run took no step */
+        if (dist_lowest_alive())
+            dist_say("%s during the evaluation at step %ld; nothing to save", dist_lost_reason(), step);
+        return stop_signal ? 128 + stop_signal : DIST_LOST;
+    }
+    if (ev.stopped) {
+        fprintf(stderr, "attograd train: %s during the evaluation at step %ld: stopping (nothing to save)\n",
+                stop_words(ev.stopped), step);
+        return 128 + ev.stopped;
+    }
     if (!stdout_open())
-        return;
+        return 0;
     int is_task = t->data.is_task;
     if (step == t->start)
         fprintf(out, "done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
@@ -363,6 +393,7 @@ static void summary(trainer *t, const progress *p, long step, double loss, doubl
             t->estimate / 1e6, (double)ag_arena_peak(t->ctx) / 1e6);
     if (is_task && !t->o.quiet)
         show_examples(t, 5);
+    return 0;
 }
 
 int train_loop(trainer *t)
@@ -374,7 +405,7 @@ int train_loop(trainer *t)
     on_stop_signals(on_signal);
     dist_watch_stop(&stop_signal);
 
-    progress p = { now_seconds(), 0, t->start, dist_terminal(report_stream()) && !o->quiet, { NAN, 0, 0 }, 0 };
+    progress p = { now_seconds(), 0, t->start, dist_terminal(report_stream()) && !o->quiet, { NAN, 0, 0, 0 }, 0 };
     p.t_mark = p.t_start;
     double loss = NAN;
     long step = t->start;
@@ -385,7 +416,7 @@ int train_loop(trainer *t)
         step_result r = train_step(t, step, lr);
         loss = r.loss;
         if (dist_lost()) {
-            status = save_after_fault(t, step);
+            status = save_after_fault(t, step, 0);
             break;
         }
         if (r.status != STEP_OK) {
@@ -396,9 +427,9 @@ int train_loop(trainer *t)
             break;
         }
         long done = step + 1;
-        report(t, &p, done, loss, lr);
+        int cut = report(t, &p, done, loss, lr);     /* a stop signal cut its evaluation short */
         if (dist_lost()) {
-            status = save_after_fault(t, ++step);
+            status = save_after_fault(t, ++step, cut);
             break;
         }
         int saved_now = 0;
@@ -414,7 +445,7 @@ int train_loop(trainer *t)
         /* every rank stops, or saves, at the same step */
         train_requests rq = train_dist_requests(stop_signal, save_signals);
         if (dist_lost()) {
-            status = save_after_fault(t, ++step);
+            status = save_after_fault(t, ++step, 0);
             break;
         }
         if (rq.saves > saves_done && !rq.stop && done != o->steps) {   /* else the save after the loop */
@@ -430,9 +461,8 @@ int train_loop(trainer *t)
             step++;
             if (p.tty)
                 fprintf(out, "\n");
-            fprintf(stderr, "attograd train: %s at step %ld: stopping%s\n",
-                    stop_signal == SIGINT ? "interrupted" : stop_signal == SIGHUP ? "hung up" : "terminated", step,
-                    o->save ? " and saving" : "");
+            fprintf(stderr, "attograd train: %s %s step %ld: stopping%s\n", stop_words(stop_signal),
+                    cut ? "during the evaluation at" : "at", step, o->save ? " and saving" : "");
             status = 128 + stop_signal;
             break;
         }
@@ -444,7 +474,7 @@ int train_loop(trainer *t)
     if (status == 0 && t->kept && stdout_open())
         fprintf(out, "%s left as it was (step %ld: no steps taken, nothing to save)\n", t->kept, step);
     if (status == 0)
-        summary(t, &p, step, loss, elapsed);
+        status = summary(t, &p, step, loss, elapsed);
     log_flush(t);                       /* the header of a run with no steps to take */
     return status == 0 && t->log_failed ? 1 : status;
 }

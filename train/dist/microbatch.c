@@ -414,12 +414,29 @@ eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int
         counts[N + q] = 3 * first;
     }
     const int mine = counts[N + rank] / 3, n_mine = counts[rank] / 3;
-    for (int c = mine; c < mine + n_mine; c++) {
-        eval_group(ctx, m, d, TEXT_VAL, items, (long)c * rows, rows, v + 3 * c);
-        if (progress && progress->fn)   /* this rank's share: the others' run alongside */
-            progress->fn(progress->user, (long)(c - mine + 1) * rows, (long)n_mine * rows);
+    /* in rounds of one group per rank (the last round: some ranks have
+     * none), after each of which, when asked to watch a stop flag, the
+     * ranks agree whether to go on: the largest flag any rank has seen, so
+     * every rank stops after the same round, and none is left waiting for
+     * the others in a collective */
+    const int rounds = (groups + N - 1) / N;
+    long stopped = 0;
+    for (int k = 0; k < rounds && !stopped; k++) {
+        int c = mine + k;
+        if (k < n_mine) {
+            eval_group(ctx, m, d, TEXT_VAL, items, (long)c * rows, rows, v + 3 * c);
+            if (progress && progress->fn)   /* this rank's share: the others' run alongside */
+                progress->fn(progress->user, (long)(c - mine + 1) * rows, (long)n_mine * rows);
+        }
+        if (progress && progress->stop && k + 1 < rounds) {
+            stopped = *progress->stop;
+            dist_max(&stopped, 1);
+            if (dist_lost())
+                break;                      /* the caller looks at dist_lost() */
+        }
     }
-    dist_allgather(v, counts, counts + N, DIST_DOUBLE);
+    if (!stopped && !dist_lost())
+        dist_allgather(v, counts, counts + N, DIST_DOUBLE);
     double total[3] = { 0, 0, 0 };
     for (int c = 0; c < groups; c++)
         for (int i = 0; i < 3; i++)
@@ -427,5 +444,7 @@ eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int
     free(v);
     free(counts);
     ag_set_grad_enabled(ctx, old);
-    return eval_result_of(d, total);
+    eval_result r = eval_result_of(d, total);
+    r.stopped = (int)stopped;
+    return r;
 }

@@ -78,7 +78,10 @@ double mb_gradient(mb_plan *p, ag_ctx *ctx, model *m, const int32_t *x, const in
 /* evaluate() for training (the validation split; at most max_windows
  * windows when > 0, a task's held-out problems), its groups of `rows` items
  * split between the ranks and added up in order: the number evaluate()
- * gives in one process with the same rows, on any number of ranks. */
+ * gives in one process with the same rows, on any number of ranks.  With
+ * progress->stop set, the ranks agree after each round of groups (one per
+ * rank) on the largest stop value any has seen, and all end it there, cut
+ * short, together. */
 eval_result mb_evaluate(ag_ctx *ctx, model *m, dataset *d, long max_windows, int rows,
                         const eval_progress *progress);
 

@@ -155,6 +155,8 @@ const run_recorded RUN_RECORDED[RUN_N_RECORDED] = {
 };
 #undef AT
 
+const run_recorded RUN_DROPOUT = { "dropout", RUN_REAL, 0, NULL, "0", 0, MODEL_MAX_DROPOUT, 0 };
+
 /* Where setting k lives in s. */
 #define FIELD(type, s, k) ((type *)((char *)(s) + (k)->offset))
 #define CFIELD(type, s, k) ((const type *)((const char *)(s) + (k)->offset))
@@ -206,19 +208,36 @@ static int in_range(const run_recorded *k, double v)
     return (k->min_open ? v > k->min : v >= k->min) && v <= k->max;
 }
 
+/* strtol and strtod skip leading white space: a number is the whole text,
+ * and decimal (strtod would read C's hex floats, which the flags refuse) */
+static int is_number(const char *text)
+{
+    return text && *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
+}
+
+/* A real setting's value from text, as the flags read it: 0, or -1 when
+ * it is not a number in k's range (one too close to 0 for a normal double,
+ * which strtod calls out of range, is refused as the flag refuses it). */
+static int real_read(const run_recorded *k, const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    int number = is_number(text);
+    double v = number ? strtod(text, &end) : 0;
+    if (!number || *end || errno == ERANGE || !isfinite(v) || !in_range(k, v))
+        return -1;
+    *out = v == 0 ? 0.0 : v;    /* -0 is 0, as the flags read it */
+    return 0;
+}
+
 int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
 {
     char *end;
     errno = 0;
-    /* strtol and strtod skip leading white space: a number is the whole
-     * text, and decimal (strtod would read C's hex floats, which the flags
-     * refuse) */
-    int number = text && *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
+    int number = is_number(text);
     if (k->kind == RUN_REAL) {
-        double v = number ? strtod(text, &end) : 0;
-        if (!number || *end || errno == ERANGE || !isfinite(v) || !in_range(k, v))
+        if (real_read(k, text, FIELD(double, s, k)))
             return -1;
-        *FIELD(double, s, k) = v == 0 ? 0.0 : v;    /* -0 is 0, as the flags read it */
     } else if (k->kind == RUN_LONG || k->kind == RUN_INT64 || k->kind == RUN_INT) {
         long long v = number ? strtoll(text, &end, 10) : 0;
         long long lo = k->kind == RUN_INT ? INT_MIN : k->kind == RUN_LONG ? LONG_MIN : INT64_MIN;
@@ -322,6 +341,19 @@ int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen)
     return 0;
 }
 
+int run_dropout_read(const ckpt *ck, double *p, char *err, size_t errlen)
+{
+    const char *v = ckpt_meta(ck, RUN_DROPOUT.key);
+    if (real_read(&RUN_DROPOUT, v ? v : RUN_DROPOUT.missing, p)) {
+        char allowed[96];
+        run_setting_allowed(&RUN_DROPOUT, allowed, sizeof allowed);
+        ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value (%s)", ck->path, RUN_DROPOUT.key, v,
+                   allowed);
+        return -1;
+    }
+    return 0;
+}
+
 double lr_schedule(int cosine, long step, long warmup, long total, double lr, double min_lr)
 {
     if (!cosine)
@@ -415,7 +447,7 @@ void eval_group(ag_ctx *ctx, model *m, dataset *d, int split, long items, long f
 
 eval_result eval_result_of(const dataset *d, const double total[3])
 {
-    eval_result r = { total[1] > 0 ? total[0] / total[1] : NAN, (long)total[2], d->is_task ? d->n_heldout : 0 };
+    eval_result r = { total[1] > 0 ? total[0] / total[1] : NAN, (long)total[2], d->is_task ? d->n_heldout : 0, 0 };
     return r;
 }
 
@@ -431,11 +463,12 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
     }
     double total[3] = { 0, 0, 0 };
     long items_of[2], all = 0, done = 0;
+    int stopped = 0;
     for (int s = 0; s < ns; s++)
         all += items_of[s] = eval_items(d, m, splits[s], max_windows);
-    for (int s = 0; s < ns; s++) {
+    for (int s = 0; s < ns && !stopped; s++) {
         const long items = items_of[s];
-        for (long first = 0; first < items; first += batch) {
+        for (long first = 0; first < items && !stopped; first += batch) {
             double v[3];
             eval_group(ctx, m, d, splits[s], items, first, batch, v);
             for (int i = 0; i < 3; i++)
@@ -443,10 +476,14 @@ eval_result evaluate(ag_ctx *ctx, model *m, dataset *d, int split, long max_wind
             done += items - first < batch ? items - first : batch;
             if (progress && progress->fn)
                 progress->fn(progress->user, done, all);
+            if (progress && progress->stop && done < all)
+                stopped = *progress->stop;
         }
     }
     ag_set_grad_enabled(ctx, old);
-    return eval_result_of(d, total);
+    eval_result r = eval_result_of(d, total);
+    r.stopped = stopped;
+    return r;
 }
 
 /* ---- generation --------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #define ATTOGRAD_RUN_H
 
 #include <math.h>
+#include <signal.h>
 
 #include "attograd.h"
 #include "checkpoint.h"
@@ -36,6 +37,7 @@ void dataset_batch(const dataset *d, int random_order, ag_pcg32 *rng, long step,
 typedef struct eval_result {
     double loss;            /* mean next-token cross-entropy over scored tokens */
     long correct, total;    /* task: exact-match greedy completions */
+    int stopped;            /* cut short (eval_progress.stop): the stop value; loss and counts are partial */
 } eval_result;
 
 /* Windows of the validation split each evaluation during training scores
@@ -44,10 +46,14 @@ typedef struct eval_result {
 
 /* Told after each group an evaluation scores how many of its items are
  * done, of how many: a program shows progress on a long one (every window
- * of a large text).  A NULL eval_progress, or fn, tells nobody. */
+ * of a large text).  A NULL eval_progress, or fn, tells nobody.  stop, when
+ * set, is looked at after each group: once it is non-zero (a signal handler
+ * sets it) the evaluation ends there, cut short, its result's `stopped` set
+ * to that value, so a long one stops within a group of a Ctrl-C. */
 typedef struct eval_progress {
     void (*fn)(void *user, long done, long total);
     void *user;
+    volatile sig_atomic_t *stop;
 } eval_progress;
 
 /* split: TEXT_TRAIN, TEXT_VAL, or -1 for all (text only).  Text: every
@@ -176,6 +182,16 @@ typedef struct run_recorded {
  * text_fnv1a64, text_check_unchanged) is recorded after text_path. */
 enum { RUN_N_RECORDED = 19 };
 extern const run_recorded RUN_RECORDED[RUN_N_RECORDED];
+
+/* The model's dropout probability: recorded with the architecture
+ * (checkpoint.c), not among the run's settings, but its range is kept here
+ * with theirs: `attograd train --dropout` takes it from this row, and a
+ * checkpoint that `train --resume` or `--init` opens is checked against it
+ * (run_dropout_read), the value read the way the flag reads it. */
+extern const run_recorded RUN_DROPOUT;
+/* ck's dropout into *p (0 when the file records none): 0, or -1 with one
+ * line naming the file and saying what the value must be. */
+int run_dropout_read(const ckpt *ck, double *p, char *err, size_t errlen);
 
 /* The metadata pairs of a run's settings (ckpt_state.options). */
 enum { RUN_RECORD_MAX = RUN_N_RECORDED + 2 };
