@@ -133,7 +133,7 @@ bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a numb
     train --resume "$tmp/r_range.st"
 # the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
 # subnormal, is refused by the flag), for --resume and --init alike
-bad "--dropout 1e-320 is too close to 0" train --dropout 1e-320
+bad "--dropout 1e-320 is too close to 0: below a double's smallest normal magnitude" train --dropout 1e-320
 for v in 1e-320 0.9999995 ' 0.1'; do
     meta "$tmp/r.st" "$tmp/r_dropout.st" "dropout=$v"
     bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \

@@ -176,8 +176,8 @@ static int parse_value(const char *cmd, opt *o, const char *text)
          * close to 0 (1e-400) is said to be, not read as 0 or refused as
          * out of a range it is inside */
         if (errno == ERANGE && isfinite(v))
-            return refuse(cmd, "%s %s is too close to 0 to be represented (a double's smallest normal magnitude "
-                          "is about 2.2e-308)", o->name, text);
+            return refuse(cmd, "%s %s is too close to 0: below a double's smallest normal magnitude "
+                          "(about 2.2e-308)", o->name, text);
         if (range_check(cmd, o, !(o->min_open ? v > o->min : v >= o->min) || !(v <= o->max), text))
             return -1;
         /* -0 is 0: a value is recorded and compared as text ("%.17g"
