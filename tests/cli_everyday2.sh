@@ -544,9 +544,18 @@ int main()
     return 0;
 }
 EOF_CPP
+    # a library built with sanitizers links their runtime, which only the
+    # compiler family that built it provides (gcc's libasan is not clang's)
+    cc_family=gcc; $cc --version 2>/dev/null | grep -q clang && cc_family=clang
+    case " $(pkg-config --libs attograd) " in *" -fsanitize="*) sanitized=1 ;; *) sanitized= ;; esac
     for cxx in g++ clang++; do
         if ! command -v $cxx >/dev/null; then
             skip "no $cxx: the headers in C++"
+            continue
+        fi
+        case $cxx in clang*) cxx_family=clang ;; *) cxx_family=gcc ;; esac
+        if [ -n "$sanitized" ] && [ "$cxx_family" != "$cc_family" ]; then
+            skip "$cxx: the library is built with sanitizers by $cc_family, whose runtime $cxx does not link"
             continue
         fi
         # shellcheck disable=SC2046
