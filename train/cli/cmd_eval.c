@@ -141,7 +141,7 @@ int cmd_eval(int argc, char **argv)
     const eval_progress progress = { meter_tick, &mt, NULL };   /* a signal ends eval at once */
     eval_result r = evaluate(ctx, &m, &d, split, 0, batch, &progress);
     meter_end(&mt);
-    refuse_overflow(CMD, ck.path, r.loss, NULL, NULL, NULL, 0);
+    refuse_overflow(CMD, ck.path, r.loss, prec);
     /* a token is a byte of text; the loss is in nats per token */
     printf("loss %.6f (%.4f bits per %s, perplexity %.4g)\n", r.loss, r.loss / log(2.0), d.is_task ? "token" : "byte",
            exp(r.loss));
@@ -291,7 +291,7 @@ int cmd_sample(int argc, char **argv)
     ag_set_precision(ctx, prec);
     /* the tokens the first is drawn after: the prompt's (its last context's) */
     int T = m.cfg.context, first = is_text ? (n < T ? n : T) : t.prompt;
-    refuse_overflow(CMD, ck.path, 0, ctx, &m, is_text ? buf + n - first : seq, first);
+    refuse_overflow(CMD, ck.path, forward_check(ctx, &m, is_text ? buf + n - first : seq, first), prec);
     if (!greedy && !args_find(opts, nopts, "--seed")->given) {
         seed = fresh_seed();
         fprintf(stderr, "attograd sample: seed %ld (--seed %ld repeats this sample)\n", seed, seed);

@@ -267,7 +267,7 @@ int cmd_attn(int argc, char **argv)
             double finite = 0;
             for (size_t k = 0; k < (size_t)p.nh * p.n * p.n; k++)
                 finite += p.w[k] * 0;       /* NaN when a weight is not finite */
-            refuse_overflow(CMD, a.path, finite, NULL, NULL, NULL, 0);
+            refuse_overflow(CMD, a.path, finite, AG_FP32);
             attn_title(&p, a.path, &ck);
             failed = write_attention(&p, out, csv, title, err, sizeof err);
         }
@@ -425,7 +425,7 @@ int cmd_graph(int argc, char **argv)
         ag_ctx_free(ctx);
     model_free(&m);
     ckpt_close(&ck);
-    refuse_overflow(CMD, a.path, value, NULL, NULL, NULL, 0);
+    refuse_overflow(CMD, a.path, value, AG_FP32);
     if (failed)
         die(CMD, "%s", err);
     return 0;

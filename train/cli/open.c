@@ -113,21 +113,23 @@ int precision_parse(const char *cmd, const char *name)
     return AG_BF16;
 }
 
-void refuse_overflow(const char *cmd, const char *path, double v, ag_ctx *ctx, model *m, const int32_t *ids, int n)
+double forward_check(ag_ctx *ctx, model *m, const int32_t *ids, int n)
 {
-    int finite = isfinite(v);
-    if (finite && ctx && ids) {
-        int grad = ag_grad_enabled(ctx);
-        ag_set_grad_enabled(ctx, 0);
-        ag_reset(ctx);
-        const ag_tensor *logits = model_forward(ctx, m, ids, 1, n, 0, NULL);
-        for (size_t i = 0; i < (size_t)n * m->cfg.vocab_size && finite; i++)
-            finite = isfinite(logits->data[i]);
-        ag_reset(ctx);
-        ag_set_grad_enabled(ctx, grad);
-    }
-    if (!finite)
+    int grad = ag_set_grad_enabled(ctx, 0);
+    ag_reset(ctx);
+    const ag_tensor *logits = model_forward(ctx, m, ids, 1, n, 0, NULL);
+    double v = 0;
+    for (size_t i = 0; i < (size_t)n * m->cfg.vocab_size; i++)
+        v += (double)logits->data[i] * 0;   /* 0, or NaN once a logit is not finite */
+    ag_reset(ctx);
+    ag_set_grad_enabled(ctx, grad);
+    return v;
+}
+
+void refuse_overflow(const char *cmd, const char *path, double v, int precision)
+{
+    if (!isfinite(v))
         die(cmd, "%s: its forward pass gives values that are not finite (NaN): the weights overflow %s arithmetic, "
-                 "so the model cannot be %s", path, ctx && ag_get_precision(ctx) == AG_BF16 ? "bf16" : "float",
+                 "so the model cannot be %s", path, precision == AG_BF16 ? "bf16" : "float",
             strcmp(cmd, "eval") == 0 ? "scored" : strcmp(cmd, "sample") == 0 ? "sampled" : "run");
 }

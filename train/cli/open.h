@@ -56,11 +56,13 @@ void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model 
 int precision_parse(const char *cmd, const char *name);
 /* A model whose forward pass overflows (finite weights too large for its
  * arithmetic: 1e38 in float) gives NaN where a loss, a token or an
- * attention weight is due.  When v (a loss, or NAN for values found not
- * finite) or, given ctx and ids, any logit of the forward of ids [1,n] in
- * ctx's precision is not finite: one line naming the file and exit 2,
- * before anything is printed. */
-void refuse_overflow(const char *cmd, const char *path, double v, ag_ctx *ctx, model *m, const int32_t *ids, int n);
+ * attention weight is due.  When v (a loss, or a sum of values times 0) is
+ * not finite: one line naming the file and exit 2, before anything is
+ * printed; precision is the one the model ran in. */
+void refuse_overflow(const char *cmd, const char *path, double v, int precision);
+/* 0, or NaN when a logit of the forward pass of ids [1, n] in ctx's
+ * precision is not finite (the arena is reset before and after). */
+double forward_check(ag_ctx *ctx, model *m, const int32_t *ids, int n);
 #define PRECISION_OPT(p) { "--precision", OPT_STRING, &(p), "P", "matrix multiplies: fp32 (default) or bf16 (bf16 inputs, fp32 sums)", 0, 0, 0, 0, 0 }
 #define HEADS_OPT(h) { "--heads", OPT_INT, &(h), "N", "attention heads, for a file that does not say (e.g. a PyTorch state_dict)", 1, 4096, 0, 0, 0 }
 
