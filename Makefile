@@ -9,6 +9,7 @@
 #   make test               every test; ends with "N passed, N failed"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
+#   make test-tsan          the C tests and a training on 2 threads under ThreadSanitizer
 #   make coverage           line and branch coverage of the tests, per file (gcc)
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
@@ -106,7 +107,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan test-clang coverage run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan test-tsan test-clang coverage run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -190,6 +191,23 @@ test:
 test-asan:
 	@ATTOGRAD_QUICK=1 $(MAKE) -s --no-print-directory test BUILDDIR=build-asan OPT=-O2 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+# The float build's C tests and a short training on 2 threads
+# (tests/tsan_train.sh) under ThreadSanitizer, in build-tsan/.  The
+# engine's threads are its own (src/pool.c: POSIX threads, C11 atomics, no
+# OpenMP), so TSan sees every synchronization they use; a report makes the
+# program exit 66, which tests/run.sh counts as a failure.  -O2 as
+# test-asan builds.  Skipped, saying so, where a threaded program built
+# with -fsanitize=thread does not build or run (a compiler without it, or
+# a kernel whose address-space layout its runtime does not accept).
+TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
+test-tsan:
+	@t=$$(mktemp -d) && trap 'rm -rf "$$t"' EXIT && \
+	if ! printf '#include <pthread.h>\nstatic void *f(void *a) { return a; }\nint main(void) { pthread_t t; return pthread_create(&t, 0, f, 0) || pthread_join(t, 0); }\n' | \
+	    $(CC) $(TSAN_FLAGS) -pthread -x c - -o $$t/probe 2>/dev/null || ! $$t/probe >/dev/null 2>&1; then \
+	    echo "test-tsan: skipped: $(CC) -fsanitize=thread does not build or run a threaded program here"; exit 0; fi; \
+	$(MAKE) -s --no-print-directory BUILDDIR=build-tsan OPT=-O2 SAN="$(TSAN_FLAGS)" all tests && \
+	ATTOGRAD=./build-tsan/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=build-tsan/tests/%) tests/tsan_train.sh
 
 # The C tests built by clang (float and double): the two compilers fuse
 # and vectorize differently, and sums that must round alike (the attention
@@ -454,4 +472,4 @@ pictures: all
 clean:
 	rm -rf build build-double build-ref build-ref-double build-asan build-asan-double build-asan-ref \
 	    build-asan-ref-double build-fuzz build-valgrind build-valgrind-double build-mpi build-asan-mpi \
-	    build-web build-web-obj build-clang build-clang-double
+	    build-web build-web-obj build-clang build-clang-double build-tsan

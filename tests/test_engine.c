@@ -52,6 +52,16 @@
 #ifdef HAVE_LSAN
 #include <sanitizer/lsan_interface.h>
 #endif
+/* Under ThreadSanitizer the address-space caps below are skipped too: its
+ * allocator ends the program when an allocation under the cap fails
+ * (rather than return NULL: "allocator is out of memory"). */
+#if defined(__SANITIZE_THREAD__)
+#define HAVE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HAVE_TSAN 1
+#endif
+#endif
 
 static ag_pcg32 rng;
 
@@ -931,7 +941,7 @@ static void test_params_optim_misuse(void)
     ag_params_free(ps);
 }
 
-#if defined(__linux__) && !defined(HAVE_LSAN)
+#if defined(__linux__) && !defined(HAVE_LSAN) && !defined(HAVE_TSAN)
 
 /* Run `stmt` with the address space capped `room` bytes above what is
  * mapped now (RLIMIT_AS, which mmap respects), so an allocation that fits
@@ -979,7 +989,7 @@ static void test_alloc_failures(void)
     CHECK(ps->data == NULL && ps->grad == NULL, "a failed ag_params_alloc left blocks behind");
     ag_params_free(ps);
 
-#if defined(__linux__) && !defined(HAVE_LSAN)
+#if defined(__linux__) && !defined(HAVE_LSAN) && !defined(HAVE_TSAN)
     /* 64 MB blocks: each its own mapping (ag_big_alloc), so the address
      * space shows whether one was kept */
     const int n = (int)(((size_t)64 << 20) / sizeof(ag_real));
@@ -1043,7 +1053,7 @@ static void test_alloc_failures(void)
     ag_params_free(named);
 #endif
 #else
-#ifdef HAVE_LSAN
+#if defined(HAVE_LSAN) || defined(HAVE_TSAN)
     CHECK_SKIP("the address-space cap (the sanitizer's own mappings need the address space)");
 #else
     CHECK_SKIP("the address-space cap (Linux only)");

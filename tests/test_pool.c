@@ -2,7 +2,7 @@
  * test_pool.c - the engine's threads (src/pool.c): every task runs exactly
  * once for many task and thread counts (more threads than cores too),
  * repeated and nested loops, which work is shared (ag_threads_for), two
- * calling threads at once, a pool used in a forked child, threads the
+ * calling threads at once, ag_set_threads from another thread, a pool used in a forked child, threads the
  * system will not give, the wait policies, and kernels and the optimizers giving the same bits on 1, 2
  * and more threads.
  */
@@ -224,6 +224,46 @@ static void test_two_callers(void)
           wrong_b);
 }
 
+/* ag_set_threads from another thread while loops run: the pool is stopped
+ * and restarted under the loops (any thread may call it at any time), and
+ * every loop still runs each task once, on no more threads than it has. */
+static _Atomic int setter_stop;
+
+static void *setter(void *arg)
+{
+    (void)arg;
+    for (int i = 0; !atomic_load(&setter_stop); i++) {
+        ag_set_threads(1 + i % 4);
+        (void)ag_get_threads();
+        nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+    }
+    return NULL;
+}
+
+static void test_set_threads_elsewhere(void)
+{
+    ag_set_threads(3);
+    atomic_store(&setter_stop, 0);
+    pthread_t other;
+    CHECK(pthread_create(&other, NULL, setter, NULL) == 0, "pthread_create failed");
+    int wrong = 0;
+    size_t spread = 0;
+    for (int rep = 0; rep < 400; rep++) {
+        wrong += wrong_runs(1 + rep % 37, 4) != 0;
+        range_ctx r = { calloc(1001, sizeof(_Atomic int)) };
+        ag_parallel_for(1000, rep % 2 ? 1000 : (size_t)1 << 30, range_body, &r);
+        for (size_t i = 0; i < 1000; i++)
+            spread += atomic_load(&r.hits[i]) != 1;
+        free(r.hits);
+        (void)ag_threads_for(1e6);
+    }
+    atomic_store(&setter_stop, 1);
+    pthread_join(other, NULL);
+    CHECK(wrong == 0, "ag_set_threads from another thread: %d of 400 loops ran a task other than once", wrong);
+    CHECK(spread == 0, "ag_set_threads from another thread: ag_parallel_for visited %zu elements other than once",
+          spread);
+}
+
 /* A pool started in the parent, then used in a forked child (as MPI ranks
  * may be started) and in the parent again. */
 #if defined(__SANITIZE_THREAD__)
@@ -349,7 +389,7 @@ static void test_two_contexts(void)
  * the caller leaving a loop other threads still run, is undefined), and
  * the pool works as before afterwards: loops are shared again.  In a
  * child, which a crash or a hang (alarm) cannot take the suite down with. */
-#ifndef AG_REFERENCE
+#if !defined(AG_REFERENCE) && !defined(UNDER_TSAN)
 static jmp_buf task_jump;
 static pthread_t task_caller;
 static char task_msg[128];
@@ -704,6 +744,7 @@ int main(void)
     test_threads_for();
     test_two_callers();
     test_two_contexts();
+    test_set_threads_elsewhere();
     test_error_in_task();
     test_fork();
     test_denied_threads();
