@@ -306,6 +306,10 @@ ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a);
 
 /* torch.matmul for 2-D to 4-D operands: the last two dims multiply, leading
  * (batch) dims broadcast.  1-D operands are not accepted: reshape first.
+ * The matrix multiply takes its sizes in int: rows (all of a's, stacked,
+ * when b is one matrix), columns and inner size each at most INT_MAX / 2,
+ * and at most INT_MAX products; larger shapes are refused, as are those of
+ * ag_linear and ag_linear_gelu whose rows, out or in pass INT_MAX / 2.
  * Math: ag_matmul, ag_backward_matmul (src/ops_matmul.c); each product is
  * ref_gemm (src/reference.c). */
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);

@@ -11,13 +11,20 @@
 
 #include "internal.h"
 
+/* The kernels take a product's sizes in int and round them up to their
+ * blocks in int: rows, columns and inner size each at most PRODUCT_MAX,
+ * and at most INT_MAX products in a batch.  Past that an int wraps (a
+ * linear layer's 2^32 rows became 0 and its output was left unwritten), so
+ * the ops below refuse such shapes before they allocate their output. */
+#define PRODUCT_MAX (INT_MAX / 2)
+
 /* The packing buffers the products below keep (see products()). */
 size_t ag_matmul_scratch_bytes(int M, int N, int K, int precision)
 {
     /* the sizes of a product of tensors (each at least 1), within what the
      * kernels round up to their blocks in int */
-    if (M < 1 || N < 1 || K < 1 || M > INT_MAX / 2 || N > INT_MAX / 2 || K > INT_MAX / 2)
-        ag_error("ag_matmul_scratch_bytes: M %d, N %d, K %d (each 1 to %d)", M, N, K, INT_MAX / 2);
+    if (M < 1 || N < 1 || K < 1 || M > PRODUCT_MAX || N > PRODUCT_MAX || K > PRODUCT_MAX)
+        ag_error("ag_matmul_scratch_bytes: M %d, N %d, K %d (each 1 to %d)", M, N, K, PRODUCT_MAX);
     if (precision != AG_FP32 && precision != AG_BF16)
         ag_error("ag_matmul_scratch_bytes: precision %d is not AG_FP32 or AG_BF16", precision);
     if (precision == AG_BF16 && ag_kern->gemm_bf16_scratch)
@@ -111,6 +118,20 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     ag_need("ag_matmul", "b", b);
     int shape[AG_MAX_DIMS], ndim;
     mm_plan p = plan_matmul(a, b, shape, &ndim);
+    /* the sizes the kernels are given below: one tall product of the
+     * stacked rows of a, or `items` products of M rows */
+    long stride;
+    const long long items = (long long)p.nb[0] * p.nb[1];
+    const int stacked = p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride) && stride == (long)p.M * p.K;
+    const long long rows = stacked ? items * p.M : p.M;
+    if (rows > PRODUCT_MAX || p.N > PRODUCT_MAX || p.K > PRODUCT_MAX || items > INT_MAX) {
+        char sa[64], sb[64];
+        const long long products = stacked ? 1 : items;
+        ag_error("ag_matmul: %s @ %s is too large: %lld product%s of %lld rows x %d columns x %d inner "
+                 "(the matrix multiply takes at most %d products, each size at most %d)",
+                 ag_shape_str(a, sa, sizeof sa), ag_shape_str(b, sb, sizeof sb), products, products == 1 ? "" : "s",
+                 rows, p.N, p.K, INT_MAX, PRODUCT_MAX);
+    }
     p.precision = ctx->precision;
     const ag_gemm_fn gemm = ag_gemm_of(p.precision);
     ag_tensor *out = ag_empty(ctx, ndim, shape);
@@ -217,11 +238,16 @@ static ag_tensor *linear_product(ag_ctx *ctx, const char *op, ag_tensor *x, ag_t
     if (b && (b->ndim != 1 || b->shape[0] != outf))
         ag_error("%s: bias %s does not fit weight %s (need [%d])", op, ag_shape_str(b, sb, sizeof sb),
                  ag_shape_str(W, sw, sizeof sw), outf);
+    const size_t n_rows = x->size / (size_t)in;
+    if (n_rows > PRODUCT_MAX || outf > PRODUCT_MAX || in > PRODUCT_MAX)
+        ag_error("%s: input %s and weight %s are too large: %zu rows x %d outputs x %d inputs "
+                 "(the matrix multiply takes each size at most %d)", op, ag_shape_str(x, sx, sizeof sx),
+                 ag_shape_str(W, sw, sizeof sw), n_rows, outf, in, PRODUCT_MAX);
     int shape[AG_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = outf;
     ag_tensor *out = ag_empty(ctx, x->ndim, shape);
-    *rows = (int)(x->size / (size_t)in);
+    *rows = (int)n_rows;
     /* y[r, o] = sum_i x[r, i] W[o, i] : W read transposed in place */
     ag_gemm_of(ctx->precision)(0, 1, *rows, outf, in, x->data, in, W->data, in, 0, out->data, outf);
     return out;

@@ -280,12 +280,20 @@ size_t ag_shape_size(const char *op, int ndim, const int *shape)
     ag_need(op, "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("%s: %d dimensions (1 to %d supported)", op, ndim, AG_MAX_DIMS);
-    size_t n = 1;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 1)
             ag_error("%s: dimension %d has size %d (must be at least 1)", op, i, shape[i]);
-        if (n > SIZE_MAX / sizeof(ag_real) / (size_t)shape[i])
-            ag_error("%s: tensor too large", op);
+    /* the element count and its bytes must fit in size_t: a wrapped count
+     * would allocate too little */
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (n > SIZE_MAX / sizeof(ag_real) / (size_t)shape[i]) {
+            ag_tensor t = { .ndim = ndim };
+            memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+            char s[64];
+            ag_error("%s: shape %s is too large (more than %zu bytes)", op, ag_shape_str(&t, s, sizeof s),
+                     (size_t)SIZE_MAX);
+        }
         n *= (size_t)shape[i];
     }
     return n;

@@ -623,6 +623,29 @@ static void test_shape_errors(ag_ctx *ctx)
     ag_tensor tall = { .ndim = 3, .shape = { 1 << 29, 2, 12 }, .size = (size_t)12 << 30, .data = few };
     EXPECT_ERROR((void)ag_attention(ctx, &tall, 4, 1, 0, 1, NULL), "ag_attention", "4 heads", "too large");
     EXPECT_ERROR((void)ag_attention_cached(ctx, &tall, 4, &tall, &tall, 0), "ag_attention_cached", "too large");
+    /* products past the matrix multiply's int sizes (rows, columns, inner
+     * size each at most INT_MAX / 2, at most INT_MAX products) are refused
+     * before the output is allocated: a linear layer's 2^32 rows were taken
+     * as 0 rows, and its output left unwritten without a word */
+    const int half = INT_MAX / 2;
+    ag_tensor rows32 = { .ndim = 3, .shape = { 1 << 16, 1 << 16, 1 }, .size = (size_t)1 << 32, .data = few };
+    ag_tensor rows30 = { .ndim = 2, .shape = { half + 1, 1 }, .size = (size_t)half + 1, .data = few };
+    ag_tensor cols30 = { .ndim = 2, .shape = { 1, half + 1 }, .size = (size_t)half + 1, .data = few };
+    ag_tensor items32 = { .ndim = 4, .shape = { 1 << 16, 1 << 16, 1, 1 }, .size = (size_t)1 << 32, .data = few };
+    EXPECT_ERROR((void)ag_linear(ctx, &rows32, Z(1, 1), NULL), "ag_linear", "[65536,65536,1]", "[1,1]",
+                 "4294967296 rows", "too large");
+    EXPECT_ERROR((void)ag_linear_gelu(ctx, &rows32, Z(1, 1), NULL), "ag_linear_gelu", "4294967296 rows");
+    EXPECT_ERROR((void)ag_linear(ctx, &rows30, Z(1, 1), NULL), "ag_linear", "1073741824 rows", "at most 1073741823");
+    EXPECT_ERROR((void)ag_linear(ctx, Z(1, 1), &rows30, NULL), "ag_linear", "1073741824 outputs");
+    EXPECT_ERROR((void)ag_matmul(ctx, &rows32, Z(1, 1)), "ag_matmul", "[65536,65536,1] @ [1,1]",
+                 "1 product of 4294967296 rows");
+    EXPECT_ERROR((void)ag_matmul(ctx, &items32, &items32), "ag_matmul", "4294967296 products of 1 rows x 1 columns");
+    EXPECT_ERROR((void)ag_matmul(ctx, &rows30, Z(1, 1)), "ag_matmul", "1073741824 rows");
+    EXPECT_ERROR((void)ag_matmul(ctx, Z(1, 1), &cols30), "ag_matmul", "[1,1] @ [1,1073741824]", "1073741824 columns");
+    /* a shape whose bytes pass size_t's range, at creation */
+    EXPECT_ERROR((void)ag_new(ctx, 4, (int[]){ 1 << 30, 1 << 30, 1 << 30, 1 << 30 }), "ag_new",
+                 "[1073741824,1073741824,1073741824,1073741824]", "too large");
+    EXPECT_ERROR((void)ag_full(ctx, 3, (int[]){ INT_MAX, INT_MAX, INT_MAX }, 1), "ag_full", "too large");
 
     /* the cache's other misuses: a qkv that is not [B,T,3d], a cache of
      * another width or batch, caches of two lengths, a negative position */
