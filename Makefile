@@ -408,7 +408,11 @@ run: all
 # The shared library is built from its own position-independent objects
 # (pic/), so the command and the static library keep their code as it is.
 # attograd.pc carries what a program linking the library needs: the
-# precision's define and, for the static library, -pthread and libm.
+# precision's define, and the library (with the sanitizers' flags when it
+# was built with them: a program linking it links their runtime).  The
+# shared library records libm and the threads' library itself (DT_NEEDED),
+# so -lm and -pthread are in Libs.private, which `pkg-config --static`
+# adds for a link to libattograd.a.
 VERSION      = 0.1
 SONAME       = libattograd.so.0
 PREFIX      ?= /usr/local
@@ -444,7 +448,7 @@ $(BUILD)/attograd.pc: $(BUILD)/flags FORCE
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
 	    'Name: attograd' 'Description: reverse-mode autograd engine in C11 with the ops of multi-head attention' \
 	    'Version: $(VERSION)' 'Cflags: -I$${includedir} $(PRECFLAGS)' \
-	    'Libs: -L$${libdir} -lattograd $(SAN) $(LDLIBS)' >$@
+	    '$(strip Libs: -L$${libdir} -lattograd $(SAN))' 'Libs.private: $(LDLIBS)' >$@
 
 install: all $(SHLIB) $(BUILD)/attograd.pc
 	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(INCLUDEDIR)" "$(DESTDIR)$(PKGCONFIGDIR)"

@@ -507,11 +507,31 @@ else
     check "... and links the shared library" eval 'LD_LIBRARY_PATH= ldd ./example 2>/dev/null | grep -q libattograd.so'
     check "... and computes what the header says (y = 8, dy/dw = 2 0 2: got $(LD_LIBRARY_PATH=$tmp/usr/lib ./example))" \
         eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./example)" = "8 2 0 2" ]'
+    # a link to the shared library needs no -lm or -pthread (the library
+    # records them itself); one to the static library needs both, which
+    # attograd.pc gives as Libs.private for `pkg-config --static`
+    libs=" $(pkg-config --libs attograd) " static_libs=" $(pkg-config --static --libs attograd) "
+    check "pkg-config --libs attograd lists neither -lm nor -pthread (the shared library records them:$libs)" \
+        eval 'case "$libs" in *" -lm "* | *" -pthread "*) false ;; esac'
+    check "pkg-config --static --libs attograd lists -lm and -pthread ($static_libs)" \
+        eval 'case "$static_libs" in *" -lm "*) ;; *) false ;; esac && case "$static_libs" in *" -pthread "*) ;; *) false ;; esac'
     # shellcheck disable=SC2046
     $cc example.c -o example_static $(pkg-config --cflags attograd) usr/lib/libattograd.a \
-        $(pkg-config --libs-only-other --libs-only-l attograd | sed 's/-lattograd//') 2>cc.txt
-    check "the static library links with the flags attograd.pc carries ($(head -c 300 cc.txt))" \
+        $(pkg-config --static --libs-only-other --libs-only-l attograd | sed 's/-lattograd//') 2>cc.txt
+    check "the static library links with the flags \`pkg-config --static\` gives ($(head -c 300 cc.txt))" \
         eval '[ "$(./example_static)" = "8 2 0 2" ]'
+    # and a program linked -static throughout with those flags alone (not
+    # with the sanitizers, whose runtime is not linked statically, nor
+    # without the C library's static archive)
+    case "$libs" in *" -fsanitize="*) static_ok= ;; *) static_ok=1 ;; esac
+    if [ -n "$static_ok" ] && printf 'int main(void) { return 0; }\n' | $cc -static -x c - -o static_probe 2>/dev/null; then
+        # shellcheck disable=SC2046
+        $cc -static example.c -o example_all_static $(pkg-config --cflags --static --libs attograd) 2>cc.txt
+        check "-static with \`pkg-config --cflags --static --libs attograd\` alone links and computes the example ($(head -c 300 cc.txt))" \
+            eval '[ "$(./example_all_static 2>&1)" = "8 2 0 2" ]'
+    else
+        skip "$cc -static: the library is built with sanitizers, or there is no static C library"
+    fi
     # the installed headers in the strictest settings a C or C++ user may
     # have: no compound literal, designated initializer or restrict in them,
     # C linkage for C++, and no warning at -Wconversion
