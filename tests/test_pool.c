@@ -2,9 +2,10 @@
  * test_pool.c - the engine's threads (src/pool.c): every task runs exactly
  * once for many task and thread counts (more threads than cores too),
  * repeated and nested loops, which work is shared (ag_threads_for), two
- * calling threads at once, ag_set_threads from another thread, a pool used in a forked child, threads the
- * system will not give, the wait policies, and kernels and the optimizers giving the same bits on 1, 2
- * and more threads.
+ * calling threads at once, ag_set_threads from another thread, a pool used
+ * in a forked child, threads the system will not give, the wait policies,
+ * and kernels and the optimizers giving the same bits on 1, 2 and more
+ * threads.
  */
 #include <math.h>
 #include <pthread.h>
@@ -224,9 +225,9 @@ static void test_two_callers(void)
           wrong_b);
 }
 
-/* ag_set_threads from another thread while loops run: the pool is stopped
- * and restarted under the loops (any thread may call it at any time), and
- * every loop still runs each task once, on no more threads than it has. */
+/* ag_set_threads from another thread while loops run (any thread may call
+ * it at any time): the pool's threads are stopped and started again between
+ * the loops as the count changes, and every loop still runs each task once. */
 static _Atomic int setter_stop;
 
 static void *setter(void *arg)
