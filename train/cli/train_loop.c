@@ -444,8 +444,8 @@ int train_loop(trainer *t)
         }
         /* every rank stops, or saves, at the same step */
         train_requests rq = train_dist_requests(stop_signal, save_signals);
-        if (dist_lost()) {
-            status = save_after_fault(t, ++step, 0);
+        if (dist_lost()) {              /* after a stop the evaluation's rounds agreed on: said as that */
+            status = save_after_fault(t, ++step, cut);
             break;
         }
         if (rq.saves > saves_done && !rq.stop && done != o->steps) {   /* else the save after the loop */
