@@ -276,6 +276,25 @@ for every in 50 1 1; do
         eval '! ls long.st.tmp.* >/dev/null 2>&1'
 done
 
+# SIGTERM to one rank alone (a signal that reaches the ranks at different
+# moments, as on several hosts, where mpirun's daemons pass it on): the others
+# learn of it at the step's agreement, and the run ends as one process's.  A
+# signal that comes while the rank waits in that agreement, having given it no
+# stop, is kept for the next step's (it was lost: the rank trained on, and
+# mpirun's SIGKILL came before any save).
+for r in 0 1; do
+    start_long 2 --save-every 50
+    victim=$(rank_pid $r)
+    kill -TERM "$victim"
+    for _ in $(seq 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$mpid" 2>/dev/null && kill -9 "$mpid"
+    wait "$mpid"
+    step=$(sed -nE 's/^attograd train: terminated at step ([0-9]+): stopping and saving$/\1/p' long.err)
+    check "SIGTERM to rank $r alone: every rank stops at one step, as one process ($(grep '^attograd' long.err | tr '\n' '|'))" \
+        eval '[ -n "$step" ] && [ "$(grep "^attograd" long.err)" = "attograd train: terminated at step $step: stopping and saving" ] &&
+              [ "$(tail -n 1 long.out)" = "saved long.st (step $step)" ] && "$A" info long.st | grep -q "step $step,"'
+done
+
 # Ctrl-C of mpirun during the last evaluation (every window of a 48 MB text's
 # validation split, seconds per rank): mpirun passes SIGTERM to every rank;
 # the ranks agree after each round of groups, stop together, and end as one
