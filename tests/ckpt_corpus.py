@@ -271,6 +271,12 @@ def main():
               vocab="[%de]" % vocab[0])
     meta_case("meta_optimizer_unknown", "metadata optimizer is rmsprop", optimizer="rmsprop")
     meta_case("meta_optim_step_missing", "metadata 'optim_step' is missing", optim_step=None)
+    # a run takes one optimizer step per training step: a state whose count
+    # is another is no run's (resumed, AdamW's bias correction would be off)
+    step = int(meta["step"])
+    meta_case("meta_optim_step_more", f"metadata optim_step = {step + 2} contradicts step = {step}",
+              optim_step=str(step + 2))
+    meta_case("meta_optim_step_zero", f"metadata optim_step = 0 contradicts step = {step}", optim_step="0")
 
     for name, expect in cases:
         print(f"{name}\t{expect}")
@@ -315,6 +321,11 @@ def main():
           "holds weights only, no optimizer state to resume (use --init", wmeta)
     fcase("resume_no_lr", entries, "train --resume FILE --steps 9",
           "metadata 'lr' is missing, so the run cannot be resumed", with_meta(meta, lr=None))
+    fcase("resume_optim_step_other", entries, "train --resume FILE --steps 9",
+          f"metadata optim_step = 1 contradicts step = {step} (a run takes one optimizer step per training step)",
+          with_meta(meta, optim_step="1"))
+    fcase("init_optim_step_other", entries, "train --init FILE --text TEXT --steps 1",
+          f"metadata optim_step = 1 contradicts step = {step}", with_meta(meta, optim_step="1"))
     fcase("resume_no_text_path", entries, "train --resume FILE --steps 9",
           "was trained on a text file it does not name: give it with --text FILE", with_meta(meta, text_path=None))
     with open(os.path.join(outdir, "foreign.manifest"), "w") as f:

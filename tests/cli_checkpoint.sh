@@ -52,6 +52,19 @@ l1=$($AG eval --model "$W/a.st" --text "$TEXT" --split all 2>&1)
 l2=$($AG eval --model "$W/c.st" --text "$TEXT" --split all 2>&1)
 [ -n "$l1" ] && [ "$l1" = "$l2" ]
 check $? "round trip: --init then --save keeps the weights ($l1 vs $l2)"
+# one optimizer step per training step: the metadata's step and optim_step
+# agree in a run's checkpoint, and in one of a new run --init starts from it
+# (a new optimizer at step 0); the loader refuses a file where they do not
+# (the corpus below)
+steps_of() {
+    $PY -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+m = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]
+print(m["step"], m["optim_step"])' "$1"
+}
+$AG train --init "$W/a.st" --text "$TEXT" --steps 2 --quiet --save "$W/d.st" >/dev/null 2>&1
+[ "$(steps_of "$W/a.st")" = "7 7" ] && [ "$(steps_of "$W/d.st")" = "2 2" ]
+check $? "step and optim_step: 7 7 after 7 steps, 2 2 after --init and 2 more ($(steps_of "$W/a.st"); $(steps_of "$W/d.st"))"
 
 # ---- resume determinism: 2N steps = N + resume + N --------------------------
 N=6

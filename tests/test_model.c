@@ -420,6 +420,7 @@ static void save_run(const char *path, const text_data *text, const char *const 
     ag_pcg32_seed(&dropout_rng, 3, 2);
     model_init(&m, &init);
     ag_optim *opt = ag_optim_adamw(m.params, 0.9, 0.999, 1e-8, 0);
+    opt->step = 5;                      /* a run's state at step 5: one update a step */
     ckpt_state state = { opt, &data_rng, &dropout_rng, kv, n };
     ag_atomic_file out;
     char err[400];

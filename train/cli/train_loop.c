@@ -442,10 +442,13 @@ int train_loop(trainer *t)
             }
             saved = saved_now = 1;
         }
-        /* every rank stops, or saves, at the same step */
+        /* every rank stops, or saves, at the same step: the one after which
+         * the largest signal any rank had when it joined the reduction was
+         * not 0.  A signal this rank gets while it waits there is left up for
+         * the next step's (the agreement is no reason to forget it). */
         train_requests rq = train_dist_requests(stop_signal, save_signals);
-        if (dist_lost()) {
-            status = save_after_fault(t, ++step, 0);
+        if (dist_lost()) {              /* after a stop the evaluation's rounds agreed on: said as that */
+            status = save_after_fault(t, ++step, cut);
             break;
         }
         if (rq.saves > saves_done && !rq.stop && done != o->steps) {   /* else the save after the loop */
@@ -457,7 +460,8 @@ int train_loop(trainer *t)
             if (save_on_signal(t, done, saved_now))
                 saved = 1;
         }
-        if ((stop_signal = rq.stop)) {
+        if (rq.stop) {
+            stop_signal = rq.stop;      /* the signal another rank had, on a rank that had none */
             step++;
             if (p.tty)
                 fprintf(out, "\n");

@@ -10,7 +10,8 @@
  * tries to go on without a rank: what it makes sure of is that the steps
  * done are not lost.  Every rank holds the same weights and optimizer state
  * after each step, so any of them can save it; a collective that cannot
- * complete (a rank gone, stuck or cut off; SIGTERM; an error) is given up
+ * complete (a rank gone, stuck or cut off; a SIGTERM the ranks do not meet
+ * on within half a second; an error) is given up
  * (below), and the lowest-numbered rank still running on its side of the
  * network saves the last completed step.
  */
@@ -188,8 +189,22 @@ void dist_start(const char *cmd)
  * to the loop, which saves from normal context.  A rank that gives up leaves
  * the collective pending (MPI has no way to cancel one), tells every other
  * rank on the `faults` communicator, and from then on every collective
- * returns at once, failed. */
+ * returns at once, failed.
+ *
+ * The stop flag is given STOP_GRACE seconds first.  mpirun passes a stop
+ * (Ctrl-C, SIGTERM, SIGHUP) to every rank at once as SIGTERM, and each then
+ * finishes its step or its group of the evaluation and goes on to the
+ * reduction where the ranks agree to stop (train_dist_requests, the
+ * evaluation's rounds): a collective that gave up as soon as the flag was up
+ * would turn that stop into a fault at the first rank to arrive there, and
+ * the run would end as a lost rank's does instead of as one process's.  So
+ * a collective waits on while the others are still coming, and gives up once
+ * the flag has been up STOP_GRACE seconds since this rank first saw it (a
+ * rank gone, or a step or a group longer than that): mpirun sends SIGKILL a
+ * second after SIGTERM, and the rest of that second is the saving rank's. */
+enum { STOP_GRACE_MS = 500 };
 static volatile sig_atomic_t *stop_flag;
+static double stop_seen;                /* when a collective first found the stop flag up; 0: not yet */
 static dist_fault lost;                 /* why this rank gave up, DIST_RUNNING while it has not */
 static int lost_peer = -1, peer_fault;  /* the rank whose notice made it give up, and that rank's reason */
 static char lost_why[MPI_MAX_ERROR_STRING + 64];
@@ -344,6 +359,19 @@ void dist_saver_done(void)
         }
 }
 
+/* Whether the stop flag is up and has been for STOP_GRACE_MS (above).  The
+ * one thread that polls at a time (the exchange's, or the main thread's)
+ * keeps stop_seen. */
+static int stop_due(void)
+{
+    if (!stop_flag || !*stop_flag)
+        return 0;
+    double now = now_seconds();
+    if (stop_seen == 0)
+        stop_seen = now;
+    return now - stop_seen >= STOP_GRACE_MS / 1e3;
+}
+
 /* One look at req: 1 once it has completed, 0 while it has not, -1 when
  * the rank gives up (now or before).  rc is the call's own result. */
 static int poll_once(MPI_Request *req, int *rc, const char *call, double deadline)
@@ -357,7 +385,7 @@ static int poll_once(MPI_Request *req, int *rc, const char *call, double deadlin
         give_up(DIST_FAILED, call, *rc);
     else if (done)
         return 1;
-    else if (stop_flag && *stop_flag)
+    else if (stop_due())
         give_up(DIST_STOPPED, call, *rc);
     else if (heard_notice())
         give_up(DIST_PEER, call, *rc);
@@ -539,7 +567,11 @@ int dist_exchange_wait(void)
 }
 
 /* A rank that has given up leaves without MPI_Finalize, which would wait
- * for the collective it left pending. */
+ * for the collective it left pending.  So do ranks that stopped together on
+ * a signal (status 128 + it), once they have met: the signal came, most
+ * likely, from mpirun ending the job (Ctrl-C, SIGTERM), and then MPI_Finalize
+ * waits for a daemon that no longer answers until mpirun's SIGKILL, a
+ * second after its SIGTERM, ends the rank with that status lost. */
 int dist_end(int status, int together)
 {
     if (together && !lost) {
@@ -548,7 +580,7 @@ int dist_end(int status, int together)
         stop_flag = NULL;
         MPI_Request req;
         int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
-        if (wait_for(&req, rc, "MPI_Ibarrier") == 0)
+        if (wait_for(&req, rc, "MPI_Ibarrier") == 0 && status < 128)
             finalize();
     }
     return status;

@@ -9,10 +9,11 @@
  * same verdicts, so one voice says them); what only one rank can know (a
  * timeout, a failed collective, an error in the engine) goes to the real
  * standard error, naming the rank.  Every collective is bounded by a
- * timeout: a rank that waits longer for the others, or is told to stop
- * while waiting, gives up and returns to the training loop, which saves the
- * last step every rank completed and exits with DIST_LOST (or 128 + the
- * signal).
+ * timeout: a rank that waits longer for the others, or is still waiting
+ * half a second after it was told to stop (time for the others, told too,
+ * to meet it where the ranks agree to stop), gives up and returns to the
+ * training loop, which saves the last step every rank completed and exits
+ * with DIST_LOST (or 128 + the signal).
  */
 #ifndef ATTOGRAD_DIST_H
 #define ATTOGRAD_DIST_H
@@ -108,15 +109,16 @@ void dist_exit(int status)
     ;
 
 /* Why this rank gave up waiting for the others: a collective that did not
- * complete within the timeout, an error MPI returned, the stop flag raised
- * while waiting (SIGTERM from mpirun), or the notice of another rank that
+ * complete within the timeout, an error MPI returned, the stop flag up half
+ * a second while waiting (SIGTERM from mpirun), or the notice of another rank that
  * gave up first. */
 typedef enum { DIST_RUNNING, DIST_TIMED_OUT, DIST_FAILED, DIST_STOPPED, DIST_PEER } dist_fault;
 dist_fault dist_lost(void);
 /* What happened, in words, for the one line the saving rank prints. */
 const char *dist_lost_reason(void);
-/* A flag a signal handler raises: a collective waiting when it is up gives
- * up (the handler itself can neither call MPI nor save). */
+/* A flag a signal handler raises: a collective still waiting half a second
+ * after it is up gives up (the handler itself can neither call MPI nor
+ * save). */
 void dist_watch_stop(volatile sig_atomic_t *flag);
 /* After giving up: 1 when no lower-numbered rank has given up too within
  * half a second, that is, this rank is the lowest still running on its side
@@ -138,8 +140,8 @@ void dist_saving(void);
 /* The end of a run with exit status `status`.  together: every rank ends
  * with this status (it succeeded, or they stopped together): the ranks
  * wait for each other (rank 0 may still be saving) and leave the run
- * (MPI_Finalize).  Otherwise the status is returned at once, and mpirun
- * ends the other ranks.  Returns status. */
+ * (MPI_Finalize; not after a stop signal, see dist.c).  Otherwise the status
+ * is returned at once, and mpirun ends the other ranks.  Returns status. */
 int dist_end(int status, int together);
 
 #endif

@@ -613,6 +613,20 @@ static int read_state(reading *r, const ag_params *ps)
         return -1;
     if (rc == 1 || need)
         FAIL("%s: metadata '%s' is missing", path, need ? need : "optim_step");
+    /* A run takes one optimizer update per training step: micro-batches and
+     * ranks add their gradients into that one update, a step that diverges
+     * saves nothing, and one the ranks lost is saved as the step before it
+     * with the state from before it.  --init starts a new optimizer at step 0
+     * for a new run at step 0, and the page resumes and saves as train does,
+     * so every run's state attograd writes has optim_step = step.  Files
+     * without a run's state (weights only; PyTorch's) record no optim_step
+     * and are not held to it.  One that contradicts its step is no run's
+     * state: resumed, AdamW's bias correction and SGD's first momentum step
+     * would count other steps than the run took, and the resume would not be
+     * the run that never stopped. */
+    if (c->optim_step != c->step)
+        FAIL("%s: metadata optim_step = %ld contradicts step = %ld (a run takes one optimizer step per training "
+             "step), so its optimizer state is not the run's", path, c->optim_step, c->step);
     int moments = c->optim_kind == AG_ADAMW ? 2 : 1;
     for (int mo = 0; mo < moments; mo++)
         for (int i = 0; i < ps->count; i++) {
