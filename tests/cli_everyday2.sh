@@ -322,6 +322,19 @@ check "--log given on resume writes there, and the run goes on there ($(cat err.
 "$A" train --resume n.st --steps 22 --log-every 2 --quiet >/dev/null 2>err.txt
 check "... and the next resume continues it ($(cat err.txt))" \
     test "$(cut -d, -f1 other.csv | tr '\n' ' ')" = "step 20 22 "
+# a last row cut short (a full disk stopped its write: no newline) is
+# dropped, whatever its step: continued, "18" and "24,..." made a row of
+# step 1824, and "20,2.1" and "24,..." one of 10 fields
+for torn in '18' '20,2.1'; do
+    printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n%s' \
+        "$torn" >torn.csv
+    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log torn.csv --save torn.st >/dev/null 2>err.txt
+    rc=$?
+    steps=$(tail -n +2 torn.csv | cut -d, -f1 | tr '\n' ' ')
+    check "a log whose last row '$torn' is cut short: dropped before the run continues it ($rc: $steps $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ "$steps" = "20 22 24 " ] && "$A" plot --log torn.csv --out torn.svg 2>/dev/null'
+done
+rm -f torn.csv torn.st torn.svg
 # a file that is no log, named by --log or put where the run's log was, is
 # refused, not appended to; the checkpoint is not rewritten
 printf 'notes: do not lose\n' >notes.txt

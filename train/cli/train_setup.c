@@ -64,11 +64,19 @@ static int row_after(const char *line, long step)
 
 /* A resumed run given the run's --log again continues it from the
  * checkpoint's step: rows the interrupted run logged after its last save
- * are dropped first (the file replaced whole), so no step appears twice.
- * A log with no such rows is left as it is, not replaced: a run resumed at
- * its last step in a directory it cannot write (where a replacement's
- * temporary file cannot be made) has nothing to drop.  A log that is not a
- * regular file (a pipe, a device) is only appended to. */
+ * are dropped first (the file replaced whole), so no step appears twice,
+ * and so is a last row cut short (no newline: a write that a full disk
+ * stopped part way), which the next row would otherwise continue ("260"
+ * and "401,..." make a row of step 260401).  A log with no such rows is
+ * left as it is, not replaced: a run resumed at its last step in a
+ * directory it cannot write (where a replacement's temporary file cannot
+ * be made) has nothing to drop.  A log that is not a regular file (a pipe,
+ * a device) is only appended to. */
+static int row_dropped(const char *line, ssize_t len, long step)
+{
+    return line[len - 1] != '\n' || row_after(line, step);
+}
+
 static void log_drop_after(const char *path, long step)
 {
     struct stat st;
@@ -77,24 +85,34 @@ static void log_drop_after(const char *path, long step)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    char err[ERR_MAX], line[4096];
-    int after = 0;
-    while (!after && fgets(line, sizeof line, in))
-        after = row_after(line, step);
-    if (!after || fseek(in, 0, SEEK_SET) != 0) {
+    char err[ERR_MAX], *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int drop = 0;
+    while (!drop && (got = getline(&line, &cap, in)) > 0)
+        drop = row_dropped(line, got, step);
+    if (!drop || ferror(in) || fseek(in, 0, SEEK_SET) != 0) {
+        free(line);
         fclose(in);
-        return;
+        return;                         /* a read error: opening it to append says why */
     }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
     if (ag_atomic_open(&out, path, err, sizeof err)) {
+        free(line);
         fclose(in);
         die(CMD, "%s", err);
     }
-    while (fgets(line, sizeof line, in))
-        if (!row_after(line, step))     /* the header and rows up to the checkpoint stay */
-            fputs(line, out.f);
+    while ((got = getline(&line, &cap, in)) > 0)
+        if (!row_dropped(line, got, step))  /* the header and rows up to the checkpoint stay */
+            fwrite(line, 1, (size_t)got, out.f);
+    free(line);
+    int failed = ferror(in);
     fclose(in);
+    if (failed) {                       /* a log read in part is not to replace the whole */
+        ag_atomic_abort(&out);
+        die(CMD, "cannot read log %s: %s", path, strerror(errno ? errno : EIO));
+    }
     if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
 }
