@@ -111,6 +111,10 @@ bad "--save x.st and --log ./x.st are the same file" train --text data.txt $SMAL
 bad "--out m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out m.st
 bad "--csv m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out a.svg --csv m.st
 bad "--out a.svg and --csv a.svg are the same file" attn --model m.st --prompt 'The ' --out a.svg --csv a.svg
+# attn reads --text too (a vocabulary), so writing it is as refused
+bad "--out data.txt is the same file as --text data.txt" attn --model m.st --prompt 'The ' --text data.txt --out data.txt
+bad "--csv link.txt is the same file as --text hard.txt" \
+    attn --model m.st --prompt 'The ' --text hard.txt --out a.svg --csv link.txt
 bad "--out run.csv is the same file as --log run.csv" plot --log run.csv --out run.csv
 bad "--out m.st is the same file as --model m.st" graph --model m.st --out m.st
 check "refused outputs: the text is unchanged" cmp -s data.txt data.bak
