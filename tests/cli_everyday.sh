@@ -98,6 +98,7 @@ cp "$TEXT" data.txt; cp data.txt data.bak
 "$A" train --text data.txt $SMALL --steps 2 --quiet --log run.csv --log-every 1 >/dev/null 2>&1
 cp m.st m.bak; cp run.csv run.bak
 ln -s data.txt link.txt; ln data.txt hard.txt
+ln -s new.st dangling; mkdir -p sub; ln -s ../new.st sub/up  # links to a file not made yet
 listing() { for f in *; do case $f in before.txt | after.txt | stdout | stderr) ;; *) echo "$f" ;; esac; done; }
 listing >before.txt
 bad "--log data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --log data.txt
@@ -116,6 +117,11 @@ bad "--out data.txt is the same file as --text data.txt" attn --model m.st --pro
 bad "--csv link.txt is the same file as --text hard.txt" \
     attn --model m.st --prompt 'The ' --text hard.txt --out a.svg --csv link.txt
 bad "--out run.csv is the same file as --log run.csv" plot --log run.csv --out run.csv
+# a link to a file not made yet is the file a write through it makes: the
+# log, created first, was replaced by the checkpoint and lost (exit 0)
+bad "--save new.st and --log dangling are the same file" train --text data.txt $SMALL --steps 1 --save new.st --log dangling
+bad "--save sub/up and --log dangling are the same file" train --text data.txt $SMALL --steps 1 --save sub/up --log dangling
+bad "--out dangling and --csv new.st are the same file" attn --model m.st --prompt 'The ' --out dangling --csv new.st
 bad "--out m.st is the same file as --model m.st" graph --model m.st --out m.st
 check "refused outputs: the text is unchanged" cmp -s data.txt data.bak
 check "refused outputs: the checkpoint is unchanged" cmp -s m.st m.bak
