@@ -406,6 +406,14 @@ for f in "--lr 0.2" "--batch 16" "--optimizer adamw" "--heads 2" "--dropout 0.1"
     check "--resume $f (another value): exit 2, both values named ($(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q -- "${f%% *} cannot be" err.txt'
 done
+# a value that differs in its 16th digit is shown with the digits that
+# differ, not as the same '0.9' on both sides
+one_line "$A" train --resume eq.st --momentum 0.9000000000000001 --steps 4 --quiet
+check "--resume --momentum 0.9000000000000001: the two values told apart ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "(0.9000000000000001 given, the checkpoint holds 0.9)" err.txt'
+one_line "$A" train --resume eq.st --lr 0.1234567 --steps 4 --quiet
+check "--resume --lr 0.1234567: shown as given ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "(0.1234567 given, the checkpoint holds 0.1)" err.txt'
 # -0 is 0: a run given --momentum -0 resumes with --momentum 0
 "$A" train --steps 2 --quiet --momentum -0 --save zero.st >/dev/null 2>&1
 "$A" train --resume zero.st --momentum 0 --steps 3 --quiet >/dev/null 2>err.txt
