@@ -394,6 +394,15 @@ check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
 rc=$?
 check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+# a standard output that is full is not closed: the line says why it failed
+for q in "" "--quiet"; do
+    "$A" train $TINY --steps 2 --save full.st $q >/dev/full 2>err.txt
+    rc=$?
+    check "train $q >/dev/full: trains and saves, one line naming the full device ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ -s full.st ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+              grep -q "cannot write standard output: No space left on device" err.txt'
+    rm -f full.st
+done
 
 # ---- 8. --resume accepts flags equal to the checkpoint's, refuses others ----------------------
 "$A" train --steps 2 --quiet --save eq.st >/dev/null 2>&1

@@ -116,6 +116,24 @@ FILE *report_stream(void)
     return report_to ? report_to : stdout;
 }
 
+static int report_failed;   /* errno of the report's first write that failed */
+
+int report_flush(void)
+{
+    FILE *out = report_stream();
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out))
+        return 0;
+    if (!report_failed)
+        report_failed = errno ? errno : EIO;
+    return -1;
+}
+
+int report_errno(void)
+{
+    return report_failed;
+}
+
 static void report_away_from(const file_arg *outputs, int n_out)
 {
     struct stat st;

@@ -260,7 +260,7 @@ static void print_config(const trainer *t)
         fprintf(out, "  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
     else if (t->from)
         fprintf(out, "  %s %s at step unknown\n", o->resume ? "resuming" : "initialized from", t->from);
-    fflush(out);
+    report_flush();
 }
 
 /* A resumed cosine run asked to go past the end of its schedule: one line. */
@@ -270,7 +270,7 @@ static void say_extension(const train_opts *o, int cosine)
     if (cosine && o->steps > o->schedule_steps) {
         fprintf(out, "  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
                 "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
-        fflush(out);
+        report_flush();
     }
 }
 
