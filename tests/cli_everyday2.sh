@@ -440,6 +440,13 @@ check "eval --split on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
 one_line "$A" sample --model task.st --prompt 'abcdefgh|' --tokens 50
 check "sample --tokens on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q -- "--tokens applies to text models" err.txt'
+# --accept-changed-data has no text to accept on a task run (eval refuses it the same way)
+cp task.st task2.st
+one_line "$A" train --resume task2.st --steps 3 --quiet --accept-changed-data
+check "train --resume of a task run --accept-changed-data: exit 2, the reason, nothing trained ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--accept-changed-data applies to a run on a text file: a copy run" err.txt &&
+          cmp -s task.st task2.st'
+rm -f task2.st
 # --temperature on a task model is honoured: a hot sample differs from the greedy answer somewhere
 greedy=$("$A" sample --model task.st --prompt 'abcdefgh|' 2>/dev/null)
 hot=""

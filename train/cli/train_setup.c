@@ -36,6 +36,9 @@ static void open_data(trainer *t)
     if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
         die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
             o->task ? o->task : o->text);
+    if (o->accept_changed_data && t->data.is_task)
+        die(CMD, "--accept-changed-data applies to a run on a text file: a %s run draws its problems from the task",
+            t->data.task.name);
     if (o->resume && !t->data.is_task && !o->accept_changed_data) {
         /* the recorded file changed, or --text named another: each says what
          * is true and how to go on */
