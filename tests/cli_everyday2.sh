@@ -316,6 +316,17 @@ check "a log deleted since: a new one, with its header, from the checkpoint's st
     eval '[ "$(cut -d, -f1 n.csv | tr "\n" " ")" = "step 18 " ] && grep -q "n.csv no longer exists" out.txt'
 check "... said among the configuration's lines, after its first (not above it: $(head -c 300 out.txt | tr '\n' '|'))" \
     eval 'head -n 1 out.txt | grep -q "^attograd train: " && grep -q "^  log  *.*n.csv no longer exists" out.txt'
+# a log whose directory is gone cannot start anew there: the line says the
+# checkpoint named it and how to go on
+mkdir -p gone
+"$A" train $TINY --steps 2 --quiet --save gone.st --log gone/g.csv >/dev/null 2>&1
+rm -r gone
+one_line "$A" train --resume gone.st --steps 4 --quiet
+check "a resume whose log's directory is gone: exit 2, one line naming it as the checkpoint's log and --log ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "gone/g.csv, the run.s log the checkpoint names: No such file or directory; give --log FILE" err.txt'
+"$A" train --resume gone.st --steps 4 --quiet --log gone.csv >/dev/null 2>err.txt
+check "... and with --log elsewhere it goes on ($(cat err.txt))" test "$(cut -d, -f1 gone.csv | tr '\n' ' ')" = "step 4 "
+rm -f gone.st gone.csv
 "$A" train --resume n.st --steps 20 --log-every 2 --quiet --log other.csv >/dev/null 2>err.txt
 check "--log given on resume writes there, and the run goes on there ($(cat err.txt))" \
     eval '[ "$(cut -d, -f1 other.csv | tr "\n" " ")" = "step 20 " ] && [ "$(wc -l <n.csv)" -eq 2 ]'

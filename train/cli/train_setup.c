@@ -338,8 +338,16 @@ void train_setup(trainer *t)
          * checkpoint left as it was may be */
         int nothing_to_add = o->resume && t->ck.step == o->steps && stat(o->log_path, &st) == 0 &&
                              S_ISREG(st.st_mode) && st.st_size > 0;
-        if (!nothing_to_add && !(t->log = fopen(o->log_path, o->resume ? "a" : "w")))
-            die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));
+        if (!nothing_to_add && !(t->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
+            int e = errno;
+            /* the log a resumed run continues where the checkpoint names
+             * it: its directory gone, the way on is another --log */
+            const char *recorded = o->resume ? ckpt_meta(&t->ck, "log_path") : NULL;
+            if (recorded && strcmp(recorded, o->log_path) == 0)
+                die(CMD, "cannot write log %s, the run's log the checkpoint names: %s; give --log FILE to continue "
+                         "it elsewhere", o->log_path, strerror(e));
+            die(CMD, "cannot write log %s: %s", o->log_path, strerror(e));
+        }
         if (t->log && (!o->resume || ftell(t->log) == 0))
             fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
     }
