@@ -264,8 +264,15 @@ refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may ha
 refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" info big.st
 refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" train --init big.st
 refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a CSV log may have" plot --log big.txt --out p.svg
+# --text beside a model is read for its vocabulary (or checked against the
+# one the file lists): it read /dev/zero until memory ran out, waited on a
+# pipe forever, or was taken without a look (attn)
+bad "fifo is not a regular file" sample --model m2.st --text fifo
+refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may have" sample --model m2.st --text big.txt
+refused_big "/dev/zero is not a regular file" attn --model m2.st --prompt 'The ' --out a.svg --text /dev/zero
 if [ -n "$cap" ]; then
     refused_big "/dev/zero is not a regular file" train --text /dev/zero
+    refused_big "/dev/zero is not a regular file" sample --model m2.st --text /dev/zero
 else
     skip "train --text /dev/zero (no memory cap in this build)"
 fi

@@ -46,6 +46,11 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
         die(cmd, "--task: %s", err);
     if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err))
         die(cmd, "%s", err);
+    /* --text is read for a vocabulary the file does not list, or checked
+     * against the one it lists: a pipe or a device (/dev/zero) is refused
+     * before it is read, as every text input is */
+    if (hints && hints->text && input_check(hints->text, "text file", TEXT_MAX_BYTES, err, sizeof err))
+        die(cmd, "%s", err);
     if (ckpt_open_hints(ck, path, m, hints, err, sizeof err)) {
         if (hints)
             flag_advice(ck, hints, err, sizeof err);
