@@ -376,6 +376,9 @@ if has attn; then
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
     bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
+    # a --text beside a file that lists its vocabulary must fit it, as sample's must (it was not looked at)
+    bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" attn --model "$F/text.st" --prompt the \
+        --text "$F/foreign.txt" --out "$O/a.svg"
     bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
         --out "$O/a.svg"
     # the CSV and the picture both or neither: an SVG that cannot be made

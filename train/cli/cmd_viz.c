@@ -246,6 +246,7 @@ int cmd_attn(int argc, char **argv)
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
+    check_vocab_text(CMD, &ck, a.text);
     const model_config *c = &m.cfg;
     int H = c->n_head, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;

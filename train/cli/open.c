@@ -68,6 +68,17 @@ void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model 
     open_model(cmd, a->path, &hints, ck, m);
 }
 
+void check_vocab_text(const char *cmd, const ckpt *ck, const char *text)
+{
+    char err[ERR_MAX];
+    text_data td;
+    if (!text || !ag_st_meta(ck->file, "vocab"))
+        return;                         /* read for the vocabulary itself */
+    if (text_load_vocab(&td, text, ck->vocab, ck->vocab_size, err, sizeof err))
+        die(cmd, "%s", err);
+    text_free(&td);
+}
+
 void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)
 {
     int is_text = strcmp(ck->data, "text") == 0;
