@@ -98,6 +98,7 @@ cp "$TEXT" data.txt; cp data.txt data.bak
 "$A" train --text data.txt $SMALL --steps 2 --quiet --log run.csv --log-every 1 >/dev/null 2>&1
 cp m.st m.bak; cp run.csv run.bak
 ln -s data.txt link.txt; ln data.txt hard.txt
+ln -s new.st dangling; mkdir -p sub; ln -s ../new.st sub/up  # links to a file not made yet
 listing() { for f in *; do case $f in before.txt | after.txt | stdout | stderr) ;; *) echo "$f" ;; esac; done; }
 listing >before.txt
 bad "--log data.txt is the same file as --text data.txt" train --text data.txt $SMALL --steps 1 --log data.txt
@@ -111,7 +112,16 @@ bad "--save x.st and --log ./x.st are the same file" train --text data.txt $SMAL
 bad "--out m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out m.st
 bad "--csv m.st is the same file as --model m.st" attn --model m.st --prompt 'The ' --out a.svg --csv m.st
 bad "--out a.svg and --csv a.svg are the same file" attn --model m.st --prompt 'The ' --out a.svg --csv a.svg
+# attn reads --text too (a vocabulary), so writing it is as refused
+bad "--out data.txt is the same file as --text data.txt" attn --model m.st --prompt 'The ' --text data.txt --out data.txt
+bad "--csv link.txt is the same file as --text hard.txt" \
+    attn --model m.st --prompt 'The ' --text hard.txt --out a.svg --csv link.txt
 bad "--out run.csv is the same file as --log run.csv" plot --log run.csv --out run.csv
+# a link to a file not made yet is the file a write through it makes: the
+# log, created first, was replaced by the checkpoint and lost (exit 0)
+bad "--save new.st and --log dangling are the same file" train --text data.txt $SMALL --steps 1 --save new.st --log dangling
+bad "--save sub/up and --log dangling are the same file" train --text data.txt $SMALL --steps 1 --save sub/up --log dangling
+bad "--out dangling and --csv new.st are the same file" attn --model m.st --prompt 'The ' --out dangling --csv new.st
 bad "--out m.st is the same file as --model m.st" graph --model m.st --out m.st
 check "refused outputs: the text is unchanged" cmp -s data.txt data.bak
 check "refused outputs: the checkpoint is unchanged" cmp -s m.st m.bak
@@ -254,8 +264,15 @@ refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may ha
 refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" info big.st
 refused_big "big.st is 4294967297 bytes, more than the 4 GiB a checkpoint may have" train --init big.st
 refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a CSV log may have" plot --log big.txt --out p.svg
+# --text beside a model is read for its vocabulary (or checked against the
+# one the file lists): it read /dev/zero until memory ran out, waited on a
+# pipe forever, or was taken without a look (attn)
+bad "fifo is not a regular file" sample --model m2.st --text fifo
+refused_big "big.txt is 1073741825 bytes, more than the 1 GiB a text file may have" sample --model m2.st --text big.txt
+refused_big "/dev/zero is not a regular file" attn --model m2.st --prompt 'The ' --out a.svg --text /dev/zero
 if [ -n "$cap" ]; then
     refused_big "/dev/zero is not a regular file" train --text /dev/zero
+    refused_big "/dev/zero is not a regular file" sample --model m2.st --text /dev/zero
 else
     skip "train --text /dev/zero (no memory cap in this build)"
 fi

@@ -316,12 +316,36 @@ check "a log deleted since: a new one, with its header, from the checkpoint's st
     eval '[ "$(cut -d, -f1 n.csv | tr "\n" " ")" = "step 18 " ] && grep -q "n.csv no longer exists" out.txt'
 check "... said among the configuration's lines, after its first (not above it: $(head -c 300 out.txt | tr '\n' '|'))" \
     eval 'head -n 1 out.txt | grep -q "^attograd train: " && grep -q "^  log  *.*n.csv no longer exists" out.txt'
+# a log whose directory is gone cannot start anew there: the line says the
+# checkpoint named it and how to go on
+mkdir -p gone
+"$A" train $TINY --steps 2 --quiet --save gone.st --log gone/g.csv >/dev/null 2>&1
+rm -r gone
+one_line "$A" train --resume gone.st --steps 4 --quiet
+check "a resume whose log's directory is gone: exit 2, one line naming it as the checkpoint's log and --log ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "gone/g.csv, the run.s log the checkpoint names: No such file or directory; give --log FILE" err.txt'
+"$A" train --resume gone.st --steps 4 --quiet --log gone.csv >/dev/null 2>err.txt
+check "... and with --log elsewhere it goes on ($(cat err.txt))" test "$(cut -d, -f1 gone.csv | tr '\n' ' ')" = "step 4 "
+rm -f gone.st gone.csv
 "$A" train --resume n.st --steps 20 --log-every 2 --quiet --log other.csv >/dev/null 2>err.txt
 check "--log given on resume writes there, and the run goes on there ($(cat err.txt))" \
     eval '[ "$(cut -d, -f1 other.csv | tr "\n" " ")" = "step 20 " ] && [ "$(wc -l <n.csv)" -eq 2 ]'
 "$A" train --resume n.st --steps 22 --log-every 2 --quiet >/dev/null 2>err.txt
 check "... and the next resume continues it ($(cat err.txt))" \
     test "$(cut -d, -f1 other.csv | tr '\n' ' ')" = "step 20 22 "
+# a last row cut short (a full disk stopped its write: no newline) is
+# dropped, whatever its step: continued, "18" and "24,..." made a row of
+# step 1824, and "20,2.1" and "24,..." one of 10 fields
+for torn in '18' '20,2.1'; do
+    printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n%s' \
+        "$torn" >torn.csv
+    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log torn.csv --save torn.st >/dev/null 2>err.txt
+    rc=$?
+    steps=$(tail -n +2 torn.csv | cut -d, -f1 | tr '\n' ' ')
+    check "a log whose last row '$torn' is cut short: dropped before the run continues it ($rc: $steps $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ "$steps" = "20 22 24 " ] && "$A" plot --log torn.csv --out torn.svg 2>/dev/null'
+done
+rm -f torn.csv torn.st torn.svg
 # a file that is no log, named by --log or put where the run's log was, is
 # refused, not appended to; the checkpoint is not rewritten
 printf 'notes: do not lose\n' >notes.txt
@@ -381,6 +405,15 @@ check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
 rc=$?
 check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+# a standard output that is full is not closed: the line says why it failed
+for q in "" "--quiet"; do
+    "$A" train $TINY --steps 2 --save full.st $q >/dev/full 2>err.txt
+    rc=$?
+    check "train $q >/dev/full: trains and saves, one line naming the full device ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ -s full.st ] && [ "$(wc -l <err.txt)" -eq 1 ] &&
+              grep -q "cannot write standard output: No space left on device" err.txt'
+    rm -f full.st
+done
 
 # ---- 8. --resume accepts flags equal to the checkpoint's, refuses others ----------------------
 "$A" train --steps 2 --quiet --save eq.st >/dev/null 2>&1
@@ -393,6 +426,14 @@ for f in "--lr 0.2" "--batch 16" "--optimizer adamw" "--heads 2" "--dropout 0.1"
     check "--resume $f (another value): exit 2, both values named ($(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q -- "${f%% *} cannot be" err.txt'
 done
+# a value that differs in its 16th digit is shown with the digits that
+# differ, not as the same '0.9' on both sides
+one_line "$A" train --resume eq.st --momentum 0.9000000000000001 --steps 4 --quiet
+check "--resume --momentum 0.9000000000000001: the two values told apart ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "(0.9000000000000001 given, the checkpoint holds 0.9)" err.txt'
+one_line "$A" train --resume eq.st --lr 0.1234567 --steps 4 --quiet
+check "--resume --lr 0.1234567: shown as given ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "(0.1234567 given, the checkpoint holds 0.1)" err.txt'
 # -0 is 0: a run given --momentum -0 resumes with --momentum 0
 "$A" train --steps 2 --quiet --momentum -0 --save zero.st >/dev/null 2>&1
 "$A" train --resume zero.st --momentum 0 --steps 3 --quiet >/dev/null 2>err.txt
@@ -410,6 +451,13 @@ check "eval --split on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
 one_line "$A" sample --model task.st --prompt 'abcdefgh|' --tokens 50
 check "sample --tokens on a task model: exit 2, the reason ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q -- "--tokens applies to text models" err.txt'
+# --accept-changed-data has no text to accept on a task run (eval refuses it the same way)
+cp task.st task2.st
+one_line "$A" train --resume task2.st --steps 3 --quiet --accept-changed-data
+check "train --resume of a task run --accept-changed-data: exit 2, the reason, nothing trained ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q -- "--accept-changed-data applies to a run on a text file: a copy run" err.txt &&
+          cmp -s task.st task2.st'
+rm -f task2.st
 # --temperature on a task model is honoured: a hot sample differs from the greedy answer somewhere
 greedy=$("$A" sample --model task.st --prompt 'abcdefgh|' 2>/dev/null)
 hot=""

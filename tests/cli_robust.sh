@@ -116,6 +116,9 @@ bad "--lr expects a number, got 'inf'" train --lr inf
 # numbers past a double's or a long's range are numbers out of the option's range
 bad "--lr 1e999 is out of range: it must be > 0 and <= 1000000" train --lr 1e999
 bad "--lr 1e-400 is too close to 0: below a double's smallest normal magnitude" train --lr 1e-400
+# clip's bound is 1e308: a value past it is said to be, not refused with '>= 0' alone
+bad "--clip 1e309 is out of range: it must be >= 0 and <= 1e+308" train --clip 1e309
+bad "--clip 1.7976931348623157e308 is out of range: it must be >= 0 and <= 1e+308" train --clip 1.7976931348623157e308
 bad "--seed 18446744073709551616 is out of range: it must be >= 0 and <= 9200000000000000000" train --seed 18446744073709551616
 # an integer's bounds compared as integers: through a double, these equal 9.2e18
 bad "--seed 9200000000000000001 is out of range: it must be >= 0 and <= 9200000000000000000" train --seed 9200000000000000001
@@ -376,6 +379,9 @@ if has attn; then
     bad "exceeds the limit" attn --model "$F/random.bin" --prompt abc --out "$O/a.svg"
     bad "is a directory" attn --model "$F/dir" --prompt abc --out "$O/a.svg"
     bad "is not in the vocabulary" attn --model "$F/text.st" --prompt '{~}' --out "$O/a.svg"
+    # a --text beside a file that lists its vocabulary must fit it, as sample's must (it was not looked at)
+    bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" attn --model "$F/text.st" --prompt the \
+        --text "$F/foreign.txt" --out "$O/a.svg"
     bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
         --out "$O/a.svg"
     # the CSV and the picture both or neither: an SVG that cannot be made

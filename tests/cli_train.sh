@@ -131,6 +131,9 @@ done
 meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
 bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
     train --resume "$tmp/r_range.st"
+meta "$tmp/r.st" "$tmp/r_clip.st" clip=1e309
+bad "r_clip.st: metadata clip = '1e309' is not a valid value (it must be a number >= 0 and <= 1e+308), so the run cannot be resumed" \
+    train --resume "$tmp/r_clip.st"
 # the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
 # subnormal, is refused by the flag), for --resume and --init alike
 bad "--dropout 1e-320 is too close to 0: below a double's smallest normal magnitude" train --dropout 1e-320

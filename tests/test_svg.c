@@ -642,6 +642,8 @@ static void test_read_log(void)
         {"number.csv", HDR "0,4.1x,,,0.1,1,1\n", ":2: train_loss is not a number: '4.1x'"},
         {"word.csv", HDR "0,4.1,,,abc,1,1\n", ":2: lr is not a number: 'abc'"},
         {"step.csv", HDR ",4.1,,,0.1,1,1\n", ":2: step is empty"},
+        {"nanstep.csv", HDR "nan,4.1,,,0.1,1,1\n", ":2: step is not a finite number: 'nan'"},
+        {"infstep.csv", HDR "0,4.1,,,0.1,1,1\ninf,4.0,,,0.1,1,1\n", ":3: step is not a finite number: 'inf'"},
         {"twice.csv", HDR "0,4,,,1,1,1\n" HDR, ":3: step is not a number: 'step'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {

@@ -133,8 +133,10 @@ static int range_check(const char *cmd, const opt *o, int out, const char *text)
             snprintf(lo, sizeof lo, "%.0f", o->min);
             snprintf(hi, sizeof hi, "%.0f", o->max);
         }
-        return refuse(cmd, "%s %s is out of range: it must be %s %s%s%s", o->name, text, o->min_open ? ">" : ">=",
-                      lo, o->max < 1e300 ? " and <= " : "", o->max < 1e300 ? hi : "");
+        /* both bounds, clip's 1e308 too: --clip 1e309 is past it, not
+         * below a ">= 0" said alone */
+        return refuse(cmd, "%s %s is out of range: it must be %s %s and <= %s", o->name, text, o->min_open ? ">" : ">=",
+                      lo, hi);
     }
     return 0;
 }

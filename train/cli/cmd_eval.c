@@ -261,17 +261,10 @@ int cmd_sample(int argc, char **argv)
                argc, argv, opts, nopts);
     const int prec = precision_parse(CMD, a.precision);
     ag_set_threads(a.threads);
-    char err[ERR_MAX];
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
-    if (a.text && ag_st_meta(ck.file, "vocab")) {
-        /* the file lists its vocabulary: the text must stay inside it */
-        text_data td;
-        if (text_load_vocab(&td, a.text, ck.vocab, ck.vocab_size, err, sizeof err))
-            die(CMD, "%s", err);
-        text_free(&td);
-    }
+    check_vocab_text(CMD, &ck, a.text);
     int is_text = strcmp(ck.data, "text") == 0;
     if (!is_text && args_find(opts, nopts, "--tokens")->given)
         die(CMD, "--tokens applies to text models: a %s model writes its task's answer, no more and no less", ck.data);

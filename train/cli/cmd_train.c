@@ -35,9 +35,16 @@ static void same_as_checkpoint(opt *o, const char *held, const char *verb, const
     args_format(o, kept, sizeof kept);
     if (strcmp(given, kept) == 0)
         return;
-    if (o->kind == OPT_DOUBLE) {    /* shown as given, not to 17 digits */
-        snprintf(given, sizeof given, "%g", strtod(given, NULL));
-        snprintf(kept, sizeof kept, "%g", strtod(kept, NULL));
+    if (o->kind == OPT_DOUBLE) {
+        /* shown as given, not to 17 digits, but with the digits that tell
+         * them apart (0.9000000000000001 and 0.9, not 0.9 and 0.9) */
+        double g = strtod(given, NULL), k = strtod(kept, NULL);
+        for (int digits = 6; digits <= 17; digits++) {
+            snprintf(given, sizeof given, "%.*g", digits, g);
+            snprintf(kept, sizeof kept, "%.*g", digits, k);
+            if (strtod(given, NULL) == g && strtod(kept, NULL) == k)
+                break;
+        }
     }
     die(CMD, "%s %s (%s given, the checkpoint holds %s): %s", o->name, verb, given, kept, why);
 }

@@ -237,14 +237,16 @@ int cmd_attn(int argc, char **argv)
                     "per head.  Masked (future) keys are hatched.  A task model reads at most L tokens; a\n"
                     "whole example of L + 1 is accepted and its last token (never read in training) dropped.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
-    file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out }, { "--csv", csv } };
-    check_distinct(CMD, in, 1, outs, 2);
+    /* --text is read too (the vocabulary of a file that does not list it) */
+    file_arg in[] = { { "--model", a.path }, { "--text", a.text } }, outs[] = { { "--out", out }, { "--csv", csv } };
+    check_distinct(CMD, in, 2, outs, 2);
     track_outputs();
     ag_set_threads(a.threads);
     char err[ERR_MAX];
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
+    check_vocab_text(CMD, &ck, a.text);
     const model_config *c = &m.cfg;
     int H = c->n_head, head = -1, failed = 1;
     size_t plen = strlen(prompt) + 1;

@@ -46,27 +46,40 @@ int input_check(const char *path, const char *kind, uint64_t limit, char *err, s
 }
 
 /* What makes two paths the same file: the device and inode of the file,
- * or of its directory and its name when it does not exist yet. */
+ * or of its directory and its name when it does not exist yet (the name a
+ * write through path creates: a dangling link's target, as
+ * ag_write_target follows it, so that --log to a link to the --save file
+ * yet to be made is that file). */
 typedef struct file_id {
     int known, exists;
     dev_t dev;
     ino_t ino;
-    const char *name;
+    char name[NAME_MAX + 1];
 } file_id;
 
 static file_id identify(const char *path)
 {
-    file_id id = { 0, 0, 0, 0, NULL };
+    file_id id = { 0 };
     struct stat st;
     if (stat(path, &st) == 0) {
-        id = (file_id){ 1, 1, st.st_dev, st.st_ino, NULL };
+        id.known = id.exists = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
         return id;
     }
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (dir && stat(dir, &st) == 0)
-        id = (file_id){ 1, 0, st.st_dev, st.st_ino, slash ? slash + 1 : path };
+    char *target = ag_write_target(path);
+    const char *to = target ? target : path;
+    const char *slash = strrchr(to, '/');
+    const char *base = slash ? slash + 1 : to;
+    char *dir = slash ? strndup(to, slash == to ? 1 : (size_t)(slash - to)) : strdup(".");
+    if (dir && stat(dir, &st) == 0 && strlen(base) < sizeof id.name) {
+        id.known = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        strcpy(id.name, base);
+    }
     free(dir);
+    free(target);
     return id;
 }
 
@@ -84,8 +97,14 @@ int files_same(const char *a, const char *b)
 /* The file an open descriptor writes. */
 static file_id identify_fd(int fd)
 {
+    file_id id = { 0 };
     struct stat st;
-    return fstat(fd, &st) == 0 ? (file_id){ 1, 1, st.st_dev, st.st_ino, NULL } : (file_id){ 0, 0, 0, 0, NULL };
+    if (fstat(fd, &st) == 0) {
+        id.known = id.exists = 1;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    return id;
 }
 
 /* ---- the report, away from an output on stdout ----------------------------- */
@@ -95,6 +114,24 @@ static FILE *report_to;     /* NULL: stdout */
 FILE *report_stream(void)
 {
     return report_to ? report_to : stdout;
+}
+
+static int report_failed;   /* errno of the report's first write that failed */
+
+int report_flush(void)
+{
+    FILE *out = report_stream();
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out))
+        return 0;
+    if (!report_failed)
+        report_failed = errno ? errno : EIO;
+    return -1;
+}
+
+int report_errno(void)
+{
+    return report_failed;
 }
 
 static void report_away_from(const file_arg *outputs, int n_out)

@@ -61,6 +61,11 @@ int files_same(const char *a, const char *b);
  * and the report goes to stderr (or nowhere, when stderr writes into an
  * output too and is not a terminal), as tar -cvf - does. */
 FILE *report_stream(void);
+/* fflush(report_stream()): 0, or -1 when it or an earlier write failed;
+ * report_errno() is then the errno of the first write that failed (a
+ * stream's error flag stays, its cause does not). */
+int report_flush(void);
+int report_errno(void);
 
 /* Create the temporary file that writing path will create, and remove it:
  * -1 with err when it cannot be (no such directory, no permission, a name

@@ -46,6 +46,11 @@ void open_model(const char *cmd, const char *path, const ckpt_hints *hints, ckpt
         die(cmd, "--task: %s", err);
     if (input_check(path, "checkpoint", CKPT_MAX_BYTES, err, sizeof err))
         die(cmd, "%s", err);
+    /* --text is read for a vocabulary the file does not list, or checked
+     * against the one it lists: a pipe or a device (/dev/zero) is refused
+     * before it is read, as every text input is */
+    if (hints && hints->text && input_check(hints->text, "text file", TEXT_MAX_BYTES, err, sizeof err))
+        die(cmd, "%s", err);
     if (ckpt_open_hints(ck, path, m, hints, err, sizeof err)) {
         if (hints)
             flag_advice(ck, hints, err, sizeof err);
@@ -61,6 +66,17 @@ void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model 
 {
     ckpt_hints hints = { a->heads, a->task, a->text, (how & OPEN_DATA_OPTIONAL) != 0, (how & OPEN_FORWARD_ONLY) != 0 };
     open_model(cmd, a->path, &hints, ck, m);
+}
+
+void check_vocab_text(const char *cmd, const ckpt *ck, const char *text)
+{
+    char err[ERR_MAX];
+    text_data td;
+    if (!text || !ag_st_meta(ck->file, "vocab"))
+        return;                         /* read for the vocabulary itself */
+    if (text_load_vocab(&td, text, ck->vocab, ck->vocab_size, err, sizeof err))
+        die(cmd, "%s", err);
+    text_free(&td);
 }
 
 void check_data_flags(const char *cmd, const ckpt *ck, const char *task_name, const char *text)

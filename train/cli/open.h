@@ -50,6 +50,10 @@ typedef struct saved_model {
  * need no gradients: eval, sample, attn). */
 enum { OPEN_DATA_OPTIONAL = 1, OPEN_FORWARD_ONLY = 2 };
 void open_saved(const char *cmd, const saved_model *a, int how, ckpt *ck, model *m);
+/* --text beside a file that lists its vocabulary (sample, attn): the text
+ * must stay inside it, else one line and exit 2; a --text that does
+ * nothing is not taken without a look. */
+void check_vocab_text(const char *cmd, const ckpt *ck, const char *text);
 
 /* --precision: "fp32" (AG_FP32) or "bf16" (AG_BF16); anything else, or
  * bf16 where this build or CPU has no bf16 products, is one line and exit 2. */

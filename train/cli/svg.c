@@ -729,8 +729,14 @@ static int parse_row(const char *line, size_t len, double row[LOG_FIELDS], const
         }
         start = end + 1;
     }
-    if (isnan(row[0])) {
+    if (line[0] == ',') {
         ag_set_err(err, errlen, "%s:%ld: step is empty", path, lineno);
+        return -1;
+    }
+    if (!isfinite(row[0])) {            /* "nan" and "inf" read as numbers, but place no point */
+        size_t n = strcspn(line, ",");
+        ag_set_err(err, errlen, "%s:%ld: step is not a finite number: '%.*s'", path, lineno, n > 40 ? 40 : (int)n,
+                   line);
         return -1;
     }
     return 0;

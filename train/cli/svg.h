@@ -66,7 +66,7 @@ typedef struct svg_log {
  * with a one-line message naming the file (and line, where there is one): a
  * missing or unreadable file, a directory, an empty file, a header other than
  * SVG_LOG_HEADER, a row with the wrong number of fields, a field that is not a
- * number, an empty step. Blank lines and a final CR per line are tolerated.
+ * number, an empty step or one that is not finite (nan, inf). Blank lines and a final CR per line are tolerated.
  * Returns 0, or -1 with err filled and log left empty.
  */
 int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen);

@@ -132,7 +132,7 @@ void train_dist_setup(trainer *t)
         fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads\n",
                 dist_local_size(), threads, online_cores);
 #endif
-    fflush(out);
+    report_flush();
 }
 
 double train_dist_gradient(trainer *t, long step)

@@ -81,11 +81,17 @@ static void on_signal(int sig)
  * there, and trains and saves as before. */
 static int stdout_open(void)
 {
-    FILE *out = report_stream();
     static int closed;
-    if (!closed && (fflush(out) != 0 || ferror(out))) {
+    if (!closed && report_flush() != 0) {
         closed = 1;
-        fprintf(stderr, "attograd train: standard output is closed; training goes on without progress lines\n");
+        /* closed (a pipe's reader gone, >&-, a hung-up terminal), or it
+         * failed otherwise (>/dev/full, a full disk): said as such */
+        int e = report_errno();
+        if (e == EPIPE || e == EBADF || e == EIO)
+            fprintf(stderr, "attograd train: standard output is closed; training goes on without progress lines\n");
+        else
+            fprintf(stderr, "attograd train: cannot write standard output: %s; training goes on without progress "
+                            "lines\n", strerror(e));
     }
     return !closed;
 }
@@ -172,7 +178,7 @@ static int save(trainer *t, long step, int announce)
     }
     if (announce && stdout_open()) {
         fprintf(out, "saved %s (step %ld)\n", t->o.save, step);
-        fflush(out);
+        report_flush();
     }
     return 0;
 }
@@ -247,7 +253,7 @@ static void progress_bar(long step, long total, double loss, double elapsed, lon
         bar[i] = i < filled ? '#' : '.';
     bar[width] = 0;
     fprintf(out, "\r[%s] %ld/%ld  loss %.4f  ETA %.0fs   ", bar, step, total, loss, eta);
-    fflush(out);
+    report_flush();
 }
 
 /* An evaluation of the run.  One that scores everything (max_windows 0,
@@ -315,7 +321,7 @@ static int report(trainer *t, progress *p, long done, double loss, double lr)
                 fprintf(out, " | held-out acc %.1f%%", 100.0 * (double)ev.correct / (double)ev.total);
         }
         fprintf(out, "\n");
-        fflush(out);
+        report_flush();
     }
     if (t->log) {
         fprintf(t->log, "%ld,%.6f,", done, loss);
@@ -455,7 +461,7 @@ int train_loop(trainer *t)
             saves_done = rq.saves;
             if (p.tty) {
                 fprintf(out, "\r%*s\r", 80, "");     /* the bar goes before the line on stderr */
-                fflush(out);
+                report_flush();
             }
             if (save_on_signal(t, done, saved_now))
                 saved = 1;

@@ -36,6 +36,9 @@ static void open_data(trainer *t)
     if (t->from && (t->vocab_size != ck->vocab_size || memcmp(t->vocab, ck->vocab, (size_t)t->vocab_size) != 0))
         die(CMD, "%s: its vocabulary does not match %s %s", t->from, o->task ? "task" : "text",
             o->task ? o->task : o->text);
+    if (o->accept_changed_data && t->data.is_task)
+        die(CMD, "--accept-changed-data applies to a run on a text file: a %s run draws its problems from the task",
+            t->data.task.name);
     if (o->resume && !t->data.is_task && !o->accept_changed_data) {
         /* the recorded file changed, or --text named another: each says what
          * is true and how to go on */
@@ -64,11 +67,19 @@ static int row_after(const char *line, long step)
 
 /* A resumed run given the run's --log again continues it from the
  * checkpoint's step: rows the interrupted run logged after its last save
- * are dropped first (the file replaced whole), so no step appears twice.
- * A log with no such rows is left as it is, not replaced: a run resumed at
- * its last step in a directory it cannot write (where a replacement's
- * temporary file cannot be made) has nothing to drop.  A log that is not a
- * regular file (a pipe, a device) is only appended to. */
+ * are dropped first (the file replaced whole), so no step appears twice,
+ * and so is a last row cut short (no newline: a write that a full disk
+ * stopped part way), which the next row would otherwise continue ("260"
+ * and "401,..." make a row of step 260401).  A log with no such rows is
+ * left as it is, not replaced: a run resumed at its last step in a
+ * directory it cannot write (where a replacement's temporary file cannot
+ * be made) has nothing to drop.  A log that is not a regular file (a pipe,
+ * a device) is only appended to. */
+static int row_dropped(const char *line, ssize_t len, long step)
+{
+    return line[len - 1] != '\n' || row_after(line, step);
+}
+
 static void log_drop_after(const char *path, long step)
 {
     struct stat st;
@@ -77,24 +88,34 @@ static void log_drop_after(const char *path, long step)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    char err[ERR_MAX], line[4096];
-    int after = 0;
-    while (!after && fgets(line, sizeof line, in))
-        after = row_after(line, step);
-    if (!after || fseek(in, 0, SEEK_SET) != 0) {
+    char err[ERR_MAX], *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int drop = 0;
+    while (!drop && (got = getline(&line, &cap, in)) > 0)
+        drop = row_dropped(line, got, step);
+    if (!drop || ferror(in) || fseek(in, 0, SEEK_SET) != 0) {
+        free(line);
         fclose(in);
-        return;
+        return;                         /* a read error: opening it to append says why */
     }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
     if (ag_atomic_open(&out, path, err, sizeof err)) {
+        free(line);
         fclose(in);
         die(CMD, "%s", err);
     }
-    while (fgets(line, sizeof line, in))
-        if (!row_after(line, step))     /* the header and rows up to the checkpoint stay */
-            fputs(line, out.f);
+    while ((got = getline(&line, &cap, in)) > 0)
+        if (!row_dropped(line, got, step))  /* the header and rows up to the checkpoint stay */
+            fwrite(line, 1, (size_t)got, out.f);
+    free(line);
+    int failed = ferror(in);
     fclose(in);
+    if (failed) {                       /* a log read in part is not to replace the whole */
+        ag_atomic_abort(&out);
+        die(CMD, "cannot read log %s: %s", path, strerror(errno ? errno : EIO));
+    }
     if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
 }
@@ -242,7 +263,7 @@ static void print_config(const trainer *t)
         fprintf(out, "  %s %s at step %ld\n", o->resume ? "resuming" : "initialized from", t->from, t->ck.step);
     else if (t->from)
         fprintf(out, "  %s %s at step unknown\n", o->resume ? "resuming" : "initialized from", t->from);
-    fflush(out);
+    report_flush();
 }
 
 /* A resumed cosine run asked to go past the end of its schedule: one line. */
@@ -252,7 +273,7 @@ static void say_extension(const train_opts *o, int cosine)
     if (cosine && o->steps > o->schedule_steps) {
         fprintf(out, "  schedule   the cosine schedule ends at step %ld, the run's first --steps; steps %ld to %ld "
                 "continue at --min-lr %g\n", o->schedule_steps, o->schedule_steps + 1, o->steps, o->min_lr);
-        fflush(out);
+        report_flush();
     }
 }
 
@@ -317,8 +338,16 @@ void train_setup(trainer *t)
          * checkpoint left as it was may be */
         int nothing_to_add = o->resume && t->ck.step == o->steps && stat(o->log_path, &st) == 0 &&
                              S_ISREG(st.st_mode) && st.st_size > 0;
-        if (!nothing_to_add && !(t->log = fopen(o->log_path, o->resume ? "a" : "w")))
-            die(CMD, "cannot write log %s: %s", o->log_path, strerror(errno));
+        if (!nothing_to_add && !(t->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
+            int e = errno;
+            /* the log a resumed run continues where the checkpoint names
+             * it: its directory gone, the way on is another --log */
+            const char *recorded = o->resume ? ckpt_meta(&t->ck, "log_path") : NULL;
+            if (recorded && strcmp(recorded, o->log_path) == 0)
+                die(CMD, "cannot write log %s, the run's log the checkpoint names: %s; give --log FILE to continue "
+                         "it elsewhere", o->log_path, strerror(e));
+            die(CMD, "cannot write log %s: %s", o->log_path, strerror(e));
+        }
         if (t->log && (!o->resume || ftell(t->log) == 0))
             fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
     }

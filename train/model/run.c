@@ -281,10 +281,11 @@ void run_setting_allowed(const run_recorded *k, char *buf, size_t len)
     } else {
         /* a whole number's bounds in full (9200000000000000000, not 9.2e+18) */
         const int whole = k->kind != RUN_REAL;
-        char lo[40], hi[48] = "";       /* none shown for a bound no value reaches (clip's) */
+        /* clip's 1e308 too: 1e309 and DBL_MAX are past it, and a line
+         * saying only ">= 0" would call them in range */
+        char lo[40], hi[48];
         snprintf(lo, sizeof lo, whole ? "%.0f" : "%.10g", k->min);
-        if (k->max < 1e300)
-            snprintf(hi, sizeof hi, whole ? " and <= %.0f" : " and <= %.10g", k->max);
+        snprintf(hi, sizeof hi, whole ? " and <= %.0f" : " and <= %.10g", k->max);
         snprintf(buf, len, "it must be a%s number %s %s%s", whole ? " whole" : "", k->min_open ? ">" : ">=", lo, hi);
     }
 }
