@@ -95,6 +95,7 @@ bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
 bad "--version takes no arguments (got 'x')" --version x
 bad "help: unknown command 'trian' (see attograd --help)" help trian
+bad "help takes one command (got 'extra' after 'train')" help train extra
 # `attograd help CMD` is `attograd CMD --help`
 for cmd in $COMMANDS; do
     check "attograd help $cmd prints what attograd $cmd --help prints" \

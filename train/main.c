@@ -64,6 +64,8 @@ int main(int argc, char **argv)
         return 2;
     }
     /* `attograd help train` is `attograd train --help` */
+    if (strcmp(argv[1], "help") == 0 && argc > 3)
+        die(NULL, "help takes one command (got '%s' after '%s')", argv[3], argv[2]);
     if (strcmp(argv[1], "help") == 0 && argc > 2)
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             if (strcmp(argv[2], commands[i].name) == 0) {

@@ -380,7 +380,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--log", OPT_STRING, &o->log_path, "FILE", "write step, losses, lr and speed as CSV", 0, 0, 0, 0, 0 },
         { "--order", OPT_STRING, &o->order, "O", "text windows: random (default) or sequential", 0, 0, 0, 0, 0 },
         { "--save", OPT_STRING, &o->save, "FILE", "save the model (safetensors) at the end (--resume: default its file)", 0, 0, 0, 0, 0 },
-        { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save); SIGUSR1 saves after the current step", 0, 1e15, 0, 0, 0 },
+        { "--save-every", OPT_LONG, &o->save_every, "N", "also save every N steps (needs --save); 0 = off (default); SIGUSR1 saves after the current step", 0, 1e15, 0, 0, 0 },
         { "--init", OPT_STRING, &o->init, "FILE", "start from a checkpoint's weights and architecture", 0, 0, 0, 0, 0 },
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0, 0 },
