@@ -265,6 +265,26 @@ rc=$?
 check "... and the new checkpoint knows the text as it is now ($(cat err.txt))" test $rc -eq 0
 one_line "$A" train $TINY --steps 1 --accept-changed-data
 check "--accept-changed-data without --resume is refused ($(cat err.txt))" test $rc -eq 2
+# a recorded size or hash that is not one (a hand-edited file) is named, not read as a number
+for bad in 'text_bytes=-5' 'text_bytes=12x' 'text_fnv1a64=zz'; do
+    python3 - run/r.st bad.st "$bad" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+key, value = sys.argv[3].split('=')
+h['__metadata__'][key] = value
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+    one_line "$A" train --resume bad.st --steps 16 --quiet
+    check "resume of a checkpoint whose $bad: exit 2, one line naming it ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q "the checkpoint.s metadata ${bad%%=*} = .${bad#*=}. is not" err.txt'
+    one_line "$A" eval --model bad.st
+    check "eval of it: exit 2, the same line, not that the text changed ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -q "metadata ${bad%%=*} = .${bad#*=}. is not" err.txt && ! grep -q "splits are not" err.txt'
+done
 # the text moved since: the refusal says how to name it, and naming it resumes
 mv run/t.txt moved.txt
 one_line "$A" train --resume run/r.st --steps 16 --quiet

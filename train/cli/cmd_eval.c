@@ -128,9 +128,10 @@ int cmd_eval(int argc, char **argv)
             d.is_task ? d.task.name : "", d.is_task ? " is scored" : "");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
     char err[ERR_MAX];
-    if (own && !accept_changed && text_check_unchanged(&ck, &d.text, 1, err, sizeof err))
-        die(CMD, "%s: its splits are not the ones the model was trained and validated on; "
-                 "--accept-changed-data scores it as it is now", err);
+    int changed = own && !accept_changed ? text_check_unchanged(&ck, &d.text, 1, err, sizeof err) : 0;
+    if (changed)
+        die(CMD, "%s%s; --accept-changed-data scores it as it is now", err,
+            changed == -1 ? ": its splits are not the ones the model was trained and validated on" : "");
     if (split == -3)
         split = own ? TEXT_VAL : -1;
     size_t windows = d.is_task ? 0 : count_windows(CMD, &d, a.text, split, T);

@@ -60,6 +60,15 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, int same_file, char
     const char *bytes = ckpt_meta(ck, "text_bytes"), *hash = ckpt_meta(ck, "text_fnv1a64");
     if (!bytes || !hash)
         return 0;                   /* saved before checkpoints recorded it */
+    /* as this file writes them: decimal digits, and 16 lowercase hex ones */
+    size_t nd = strspn(bytes, "0123456789"), nh = strspn(hash, "0123456789abcdef");
+    int bad_bytes = nd == 0 || nd > 19 || bytes[nd];
+    if (bad_bytes || nh != 16 || hash[nh]) {
+        ag_set_err(err, errlen, "the checkpoint's metadata %s = '%.40s' is not %s, so %s cannot be compared with "
+                   "the text it was trained on", bad_bytes ? "text_bytes" : "text_fnv1a64", bad_bytes ? bytes : hash,
+                   bad_bytes ? "a byte count" : "16 hexadecimal digits", d->name);
+        return -2;
+    }
     char now[24];
     snprintf(now, sizeof now, "%016llx", (unsigned long long)text_fingerprint(d));
     unsigned long long then = strtoull(bytes, NULL, 10);

@@ -84,7 +84,8 @@ int sample_tokens(ag_ctx *ctx, model *m, int32_t *tokens, int n, int n_new, doub
 /* A text is the one a checkpoint was trained on as it was then: the size
  * and FNV-1a hash (text_fingerprint) recorded in its metadata (text_bytes,
  * text_fnv1a64) match.  -1 with one line saying what differs; 0 when they
- * match or the checkpoint recorded none.  same_file: d was read from the
+ * match or the checkpoint recorded none; -2 with one line when what it
+ * recorded is not a byte count and 16 hex digits.  same_file: d was read from the
  * file the checkpoint names (text_path), so a difference is that file's
  * change ("has changed since"); 0: another file, or one not known to be
  * it, which "differs from" the text named. */
