@@ -105,6 +105,10 @@ done
 bad "unknown command 'tr ain'" $'tr\nain'
 bad "unknown option '--no such'" train $'--no\nsuch'
 bad "--lr expects a number, got '0.1 2'" train --lr $'0.1\n2'
+# and a terminal's escape or another control byte is shown as \xNN, not sent to the terminal
+bad "--lr expects a number, got '1\\x1b[31m2\\x07'" train --lr $'1\e[31m2\a'
+printf 'step,lo\033[31mss\n1,2\n' >"$tmp/esc.csv"
+bad "bad header 'step,lo\\x1b[31mss'" plot --log "$tmp/esc.csv" --out "$tmp/esc.svg"
 bad "--save $F/new line.st is the same file as --text $F/new line.st" \
     train --text "$F/new"$'\n'"line.st" --save "$F/new"$'\n'"line.st" --steps 1
 

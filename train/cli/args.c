@@ -32,13 +32,20 @@ __attribute__((format(printf, 2, 0)))
 static void vwarn(const char *cmd, const char *fmt, va_list ap)
 {
     /* one line, whatever the values hold: a path or a flag's value may
-     * carry a newline ("--lr $'1\n2'"), written as a space */
-    static char msg[4 * 4096];
+     * carry a newline ("--lr $'1\n2'"), written as a space; another control
+     * byte (a terminal's escape, from a file's bad line) as \xNN */
+    static char msg[4 * 4096], shown[4 * sizeof msg];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    for (char *c = msg; *c; c++)
+    char *out = shown;
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
         if (*c == '\n' || *c == '\r')
-            *c = ' ';
-    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
+            *out++ = ' ';
+        else if ((*c < 0x20 && *c != '\t') || *c == 0x7F)
+            out += sprintf(out, "\\x%02x", *c);
+        else
+            *out++ = (char)*c;
+    *out = 0;
+    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", shown);
 }
 
 void warn(const char *cmd, const char *fmt, ...)
