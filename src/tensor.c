@@ -144,6 +144,9 @@ static ag_block *block_new(size_t size)
 
 void *ag_alloc(ag_ctx *ctx, size_t bytes)
 {
+    /* rounded up to AG_ALIGN, which must not wrap to a few bytes */
+    if (bytes > SIZE_MAX - (AG_ALIGN - 1))
+        ag_error("out of memory: %zu bytes asked of the arena", bytes);
     bytes = (bytes + AG_ALIGN - 1) & ~(size_t)(AG_ALIGN - 1);
     if (bytes == 0)
         bytes = AG_ALIGN;
@@ -151,7 +154,7 @@ void *ag_alloc(ag_ctx *ctx, size_t bytes)
      * skipped (its tail stays unused this step).  Only when no kept block
      * fits do we malloc, doubling so the number of blocks stays small. */
     ag_block *b = ctx->cur;
-    while (b && b->used + bytes > b->size)
+    while (b && bytes > b->size - b->used)
         b = b->next;
     if (!b) {
         size_t last = 0;
@@ -283,16 +286,19 @@ size_t ag_shape_size(const char *op, int ndim, const int *shape)
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 1)
             ag_error("%s: dimension %d has size %d (must be at least 1)", op, i, shape[i]);
-    /* the element count and its bytes must fit in size_t: a wrapped count
-     * would allocate too little */
+    /* the element count and its bytes, rounded up to the arena's AG_ALIGN,
+     * must fit in size_t: a wrapped count or rounding would allocate too
+     * little ([3,715827883,2147483647] floats, 2^64 - 4 bytes, rounded to 0
+     * and got 64 bytes, and ag_new cleared 2^64 - 4 of them) */
+    const size_t max_bytes = SIZE_MAX & ~(size_t)(AG_ALIGN - 1);
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (n > SIZE_MAX / sizeof(ag_real) / (size_t)shape[i]) {
+        if (n > max_bytes / sizeof(ag_real) / (size_t)shape[i]) {
             ag_tensor t = { .ndim = ndim };
             memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
             char s[64];
             ag_error("%s: shape %s is too large (more than %zu bytes)", op, ag_shape_str(&t, s, sizeof s),
-                     (size_t)SIZE_MAX);
+                     max_bytes);
         }
         n *= (size_t)shape[i];
     }

@@ -646,6 +646,20 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_new(ctx, 4, (int[]){ 1 << 30, 1 << 30, 1 << 30, 1 << 30 }), "ag_new",
                  "[1073741824,1073741824,1073741824,1073741824]", "too large");
     EXPECT_ERROR((void)ag_full(ctx, 3, (int[]){ INT_MAX, INT_MAX, INT_MAX }, 1), "ag_full", "too large");
+    /* and one whose bytes fit size_t but not once rounded up to the arena's
+     * 64: 2^64 - 4 bytes of floats ([3,715827883,2147483647]) or 2^64 - 16
+     * of doubles were rounded to 0, given 64 bytes, and ag_new cleared
+     * 2^64 - 4 bytes from there */
+    const int *edge = sizeof(ag_real) == 4 ? (const int[]){ 3, 715827883, INT_MAX }
+                                           : (const int[]){ 859971, 1492810, 1796145 };
+    EXPECT_ERROR((void)ag_new(ctx, 3, edge), "ag_new", sizeof(ag_real) == 4 ? "[3,715827883,2147483647]" : "[859971,",
+                 "too large");
+    /* the arena itself: a request whose rounding would wrap, or whose end
+     * in the current block would (a block with something in it took 2^64
+     * - 64 more bytes as fitting), is refused */
+    (void)Z(64);
+    EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 10), "out of memory");
+    EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 100), "out of memory");
 
     /* the cache's other misuses: a qkv that is not [B,T,3d], a cache of
      * another width or batch, caches of two lengths, a negative position */
