@@ -9,6 +9,7 @@
  * by ag_reset.  The arena keeps its blocks, so a loop
  * whose steps repeat the same shapes allocates from malloc only in step one.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -537,6 +538,11 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
         if (i > 0 && ts[i]->data != ts[i - 1]->data + ts[i - 1]->size)
             ag_error("ag_params_join: %s is not stored right after %s", ts[i]->name, ts[i - 1]->name);
     }
+    /* the joined first dim is an int like every dim: past INT_MAX it would
+     * wrap (two [2^30] parameters joined as [-2^31]) */
+    if (ts[0]->shape[0] > INT_MAX / n)
+        ag_error("ag_params_join: %d parameters of %s would have %lld entries in dim 0 (at most %d)", n,
+                 ag_shape_str(ts[0], s0, sizeof s0), (long long)ts[0]->shape[0] * n, INT_MAX);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
     shape[0] *= n;

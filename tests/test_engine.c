@@ -856,6 +856,17 @@ static void test_params_join(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ b, a }, 2), "ag_params_join", "a", "right after b");
     ag_tensor *z = Z(3);
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ z }, 1), "ag_params_join", "not an allocated");
+    /* a joined first dim past INT_MAX is refused: two [2^30] parameters
+     * were joined as [-2^31] (only looked at: their data is a few bytes,
+     * the second's address where the first's 2^30 elements would end) */
+    ag_real few[4] = { 0 };
+    ag_tensor h0 = { .ndim = 1, .shape = { 1 << 30 }, .size = (size_t)1 << 30, .data = few, .is_param = 1,
+                     .name = "h0" };
+    ag_tensor h1 = h0;
+    h1.data = (ag_real *)((uintptr_t)few + h0.size * sizeof(ag_real));
+    h1.name = "h1";
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ &h0, &h1 }, 2), "ag_params_join", "2 parameters of [1073741824]",
+                 "2147483648 entries");
 
     /* [a; b] is [4,3] over a's and b's storage; y = sum(x [a;b]^T) trains both */
     ag_reset(ctx);
