@@ -660,6 +660,12 @@ static void test_shape_errors(ag_ctx *ctx)
     (void)Z(64);
     EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 10), "out of memory");
     EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 100), "out of memory");
+    /* an inferred dim past INT_MAX is named, not cut to its low bits (2^32
+     * became 0, and the error spoke of a view of 0 elements) */
+    ag_tensor sq32 = { .ndim = 2, .shape = { 1 << 16, 1 << 16 }, .size = (size_t)1 << 32, .data = few };
+    EXPECT_ERROR((void)ag_reshape(ctx, &sq32, 1, (int[]){ -1 }), "ag_reshape", "[65536,65536]", "[-1]",
+                 "4294967296 entries");
+    EXPECT_ERROR((void)ag_reshape(ctx, &sq32, 2, (int[]){ 2, -1 }), "ag_reshape", "2147483648 entries");
 
     /* the cache's other misuses: a qkv that is not [B,T,3d], a cache of
      * another width or batch, caches of two lengths, a negative position */
