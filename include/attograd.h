@@ -232,6 +232,12 @@ const char *ag_op_name(int op);
 
 /* ---- tensors in the arena ---------------------------------------------- */
 
+/* Each dim is 1 to INT_MAX, and a shape's bytes, rounded up to a multiple
+ * of 64 (the arena's alignment), must fit in size_t; other shapes are
+ * refused, naming the function and the shape.  The ops count elements and
+ * rows in size_t; their own limits are the matrix multiplies' (ag_matmul,
+ * ag_linear), attention's (ag_attention), and INT_MAX for any dim an op
+ * makes (ag_concat, ag_reshape's -1, ag_params_join). */
 ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape);    /* zero-filled */
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values);
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value);
@@ -270,7 +276,8 @@ void ag_params_free(ag_params *ps);
  * (so stored back to back), seen as one [n*r, ...] arena tensor: its data
  * and gradient are theirs, so an op on it trains them all.  One linear layer
  * on the joined weights of the query, key and value projections computes all
- * three.  Parameters that are not adjacent in storage are an error. */
+ * three.  Parameters that are not adjacent in storage are an error, as is
+ * an n*r past INT_MAX. */
 ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n);
 
 /* ---- ops: forward here, backward recorded on the tape ------------------ */
@@ -325,7 +332,8 @@ ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
 ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
 
 /* Shapes.  A reshape is a view: it shares data (and gradient) with its input.
- * One entry of shape may be -1 (inferred).  transpose copies.
+ * One entry of shape may be -1 (inferred; past INT_MAX it is refused).
+ * transpose copies.
  * Math: ag_reshape, ag_backward_reshape; ag_transpose, ag_backward_transpose;
  * ag_concat, ag_backward_concat; ag_slice, ag_backward_slice (src/ops_shape.c). */
 ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape);
@@ -384,6 +392,7 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
  * agree to rounding), without materializing the split heads or the [T,T]
  * weights, and with an analytic backward.  If weights is not NULL it
  * receives w, [B,H,T,T] before dropout (a tensor without gradient).
+ * B x n_head x T past INT_MAX is refused (the kernels count it in int).
  * Math: ref_attention, ref_attention_backward (src/reference.c). */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights);

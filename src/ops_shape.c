@@ -40,6 +40,12 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
         if (known == 0 || a->size % known)
             ag_error("ag_reshape: cannot view %s (%zu elements) as %s", ag_shape_str(a, sa, sizeof sa), a->size,
                      ag_shape_str(&want, sw, sizeof sw));
+        /* a dim is an int: an inferred size past INT_MAX is refused, not
+         * cut to its low bits */
+        if (a->size / known > INT_MAX)
+            ag_error("ag_reshape: cannot view %s (%zu elements) as %s: dim %d would have %zu entries (at most %d)",
+                     ag_shape_str(a, sa, sizeof sa), a->size, ag_shape_str(&want, sw, sizeof sw), infer,
+                     a->size / known, INT_MAX);
         s[infer] = (int)(a->size / known);
         known *= (size_t)s[infer];
     }

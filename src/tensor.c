@@ -9,6 +9,7 @@
  * by ag_reset.  The arena keeps its blocks, so a loop
  * whose steps repeat the same shapes allocates from malloc only in step one.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -144,6 +145,9 @@ static ag_block *block_new(size_t size)
 
 void *ag_alloc(ag_ctx *ctx, size_t bytes)
 {
+    /* rounded up to AG_ALIGN, which must not wrap to a few bytes */
+    if (bytes > SIZE_MAX - (AG_ALIGN - 1))
+        ag_error("out of memory: %zu bytes asked of the arena", bytes);
     bytes = (bytes + AG_ALIGN - 1) & ~(size_t)(AG_ALIGN - 1);
     if (bytes == 0)
         bytes = AG_ALIGN;
@@ -151,7 +155,7 @@ void *ag_alloc(ag_ctx *ctx, size_t bytes)
      * skipped (its tail stays unused this step).  Only when no kept block
      * fits do we malloc, doubling so the number of blocks stays small. */
     ag_block *b = ctx->cur;
-    while (b && b->used + bytes > b->size)
+    while (b && bytes > b->size - b->used)
         b = b->next;
     if (!b) {
         size_t last = 0;
@@ -283,16 +287,19 @@ size_t ag_shape_size(const char *op, int ndim, const int *shape)
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 1)
             ag_error("%s: dimension %d has size %d (must be at least 1)", op, i, shape[i]);
-    /* the element count and its bytes must fit in size_t: a wrapped count
-     * would allocate too little */
+    /* the element count and its bytes, rounded up to the arena's AG_ALIGN,
+     * must fit in size_t: a wrapped count or rounding would allocate too
+     * little ([3,715827883,2147483647] floats, 2^64 - 4 bytes, rounded to 0
+     * and got 64 bytes, and ag_new cleared 2^64 - 4 of them) */
+    const size_t max_bytes = SIZE_MAX & ~(size_t)(AG_ALIGN - 1);
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
-        if (n > SIZE_MAX / sizeof(ag_real) / (size_t)shape[i]) {
+        if (n > max_bytes / sizeof(ag_real) / (size_t)shape[i]) {
             ag_tensor t = { .ndim = ndim };
             memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
             char s[64];
             ag_error("%s: shape %s is too large (more than %zu bytes)", op, ag_shape_str(&t, s, sizeof s),
-                     (size_t)SIZE_MAX);
+                     max_bytes);
         }
         n *= (size_t)shape[i];
     }
@@ -531,6 +538,11 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n)
         if (i > 0 && ts[i]->data != ts[i - 1]->data + ts[i - 1]->size)
             ag_error("ag_params_join: %s is not stored right after %s", ts[i]->name, ts[i - 1]->name);
     }
+    /* the joined first dim is an int like every dim: past INT_MAX it would
+     * wrap (two [2^30] parameters joined as [-2^31]) */
+    if (ts[0]->shape[0] > INT_MAX / n)
+        ag_error("ag_params_join: %d parameters of %s would have %lld entries in dim 0 (at most %d)", n,
+                 ag_shape_str(ts[0], s0, sizeof s0), (long long)ts[0]->shape[0] * n, INT_MAX);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
     shape[0] *= n;

@@ -646,6 +646,26 @@ static void test_shape_errors(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_new(ctx, 4, (int[]){ 1 << 30, 1 << 30, 1 << 30, 1 << 30 }), "ag_new",
                  "[1073741824,1073741824,1073741824,1073741824]", "too large");
     EXPECT_ERROR((void)ag_full(ctx, 3, (int[]){ INT_MAX, INT_MAX, INT_MAX }, 1), "ag_full", "too large");
+    /* and one whose bytes fit size_t but not once rounded up to the arena's
+     * 64: 2^64 - 4 bytes of floats ([3,715827883,2147483647]) or 2^64 - 16
+     * of doubles were rounded to 0, given 64 bytes, and ag_new cleared
+     * 2^64 - 4 bytes from there */
+    const int *edge = sizeof(ag_real) == 4 ? (const int[]){ 3, 715827883, INT_MAX }
+                                           : (const int[]){ 859971, 1492810, 1796145 };
+    EXPECT_ERROR((void)ag_new(ctx, 3, edge), "ag_new", sizeof(ag_real) == 4 ? "[3,715827883,2147483647]" : "[859971,",
+                 "too large");
+    /* the arena itself: a request whose rounding would wrap, or whose end
+     * in the current block would (a block with something in it took 2^64
+     * - 64 more bytes as fitting), is refused */
+    (void)Z(64);
+    EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 10), "out of memory");
+    EXPECT_ERROR((void)ag_alloc(ctx, SIZE_MAX - 100), "out of memory");
+    /* an inferred dim past INT_MAX is named, not cut to its low bits (2^32
+     * became 0, and the error spoke of a view of 0 elements) */
+    ag_tensor sq32 = { .ndim = 2, .shape = { 1 << 16, 1 << 16 }, .size = (size_t)1 << 32, .data = few };
+    EXPECT_ERROR((void)ag_reshape(ctx, &sq32, 1, (int[]){ -1 }), "ag_reshape", "[65536,65536]", "[-1]",
+                 "4294967296 entries");
+    EXPECT_ERROR((void)ag_reshape(ctx, &sq32, 2, (int[]){ 2, -1 }), "ag_reshape", "2147483648 entries");
 
     /* the cache's other misuses: a qkv that is not [B,T,3d], a cache of
      * another width or batch, caches of two lengths, a negative position */
@@ -842,6 +862,17 @@ static void test_params_join(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ b, a }, 2), "ag_params_join", "a", "right after b");
     ag_tensor *z = Z(3);
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ z }, 1), "ag_params_join", "not an allocated");
+    /* a joined first dim past INT_MAX is refused: two [2^30] parameters
+     * were joined as [-2^31] (only looked at: their data is a few bytes,
+     * the second's address where the first's 2^30 elements would end) */
+    ag_real few[4] = { 0 };
+    ag_tensor h0 = { .ndim = 1, .shape = { 1 << 30 }, .size = (size_t)1 << 30, .data = few, .is_param = 1,
+                     .name = "h0" };
+    ag_tensor h1 = h0;
+    h1.data = (ag_real *)((uintptr_t)few + h0.size * sizeof(ag_real));
+    h1.name = "h1";
+    EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ &h0, &h1 }, 2), "ag_params_join", "2 parameters of [1073741824]",
+                 "2147483648 entries");
 
     /* [a; b] is [4,3] over a's and b's storage; y = sum(x [a;b]^T) trains both */
     ag_reset(ctx);

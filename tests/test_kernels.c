@@ -24,6 +24,7 @@
  * it), and special values must match exactly: -inf scores, fully masked
  * rows (zeros, never NaN).
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -378,6 +379,19 @@ static void check_cross_entropy(size_t rows, int V)
     free(t);
 }
 
+/* A row length within 15 of INT_MAX: the fast backward's pass over the
+ * parameters' gradients, in blocks of 16 columns, ended its last block at
+ * 16 x 2^27 = 2^31 in int (signed overflow, which make test-asan's UBSan
+ * stops at).  No rows: nothing is read or written, the blocks are still
+ * laid out. */
+static void check_layer_norm_wide_rows(void)
+{
+    ag_real dw[4] = { 1, 2, 3, 4 }, db[4] = { 5, 6, 7, 8 }, none[1] = { 0 };
+    ag_kernels_fast.layer_norm_backward(none, none, none, none, none, 0, INT_MAX, NULL, 1, dw, db);
+    CHECK(dw[0] == 1 && dw[3] == 4 && db[0] == 5 && db[3] == 8,
+          "layer_norm backward of 0 rows of %d wrote the parameters' gradients", INT_MAX);
+}
+
 static void check_layer_norm(size_t rows, int D, int affine)
 {
     const size_t size = rows * D;
@@ -623,6 +637,7 @@ int main(void)
     check_layer_norm(33, 63, 1);
     check_layer_norm(513, 128, 1);
     check_layer_norm(40, 17, 0);
+    check_layer_norm_wide_rows();
     check_gelu(1, 1, 0, 0);
     check_gelu(1, 1001, 0, 1);
     check_gelu(1, 40000, 0, 0);

@@ -326,7 +326,7 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
         /* the row means of g = dy w and of g xhat, as fixed-order lane sums */
         ag_real acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
         int k = 0;
-        for (; k + AG_LANES <= D; k += AG_LANES)
+        for (; k <= D - AG_LANES; k += AG_LANES)   /* not k + AG_LANES <= D: that wraps for D near INT_MAX */
             for (int l = 0; l < AG_LANES; l++) {
                 ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
                 acc_g[l] += g;
@@ -356,7 +356,8 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
 static void layer_norm_backward_columns(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const int D = a->D, k0 = (int)lo * 16, k1 = ag_min_int((int)hi * 16, D);
+    /* the block ends in size_t: hi * 16 passes INT_MAX when D is within 15 of it */
+    const int D = a->D, k0 = (int)(lo * 16), k1 = hi * 16 < (size_t)D ? (int)(hi * 16) : D;
     for (size_t r = 0; r < a->n; r++)
         layer_norm_param_grads(a->x + r * (size_t)D, a->dy + r * (size_t)D, a->mean[r], a->rstd[r], k0, k1, a->dw,
                                a->db);
