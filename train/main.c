@@ -26,6 +26,18 @@ static const struct {
     { "walkthrough", cmd_walkthrough, "the tutorials' worked examples, computed by the engine" },
 };
 
+/* An error the engine raises (an allocation that fails, a shape it
+ * refuses) ends the command as the command's own errors do: one line naming
+ * the subcommand, and the exit hook run.  The MPI build's ranks put a
+ * handler of their own in its place (train/dist/dist.c). */
+static const char *running;
+
+static void engine_error(const char *msg, void *user)
+{
+    (void)user;
+    die(running, "%s", msg);
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "usage: attograd <command> [options]\n\n"
@@ -86,6 +98,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
+            running = commands[i].name;
+            ag_set_error_handler(engine_error, NULL);
             int status = commands[i].fn(argc - 2, argv + 2);
             /* train's work is the checkpoint: it says itself when its
              * progress lines stop (train_loop.c) */
