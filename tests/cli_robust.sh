@@ -272,6 +272,8 @@ check "eval --help says a text model's --text defaults to its training file, as 
     eval '"$A" eval --help | grep -q -- "--text FILE .*(default for a text model: the file it was trained on)"'
 bad "--accept-changed-data applies to a text model's training file: a copy model is scored on its held-out problems" \
     eval --model "$F/copy.st" --accept-changed-data
+bad "--accept-changed-data applies to a text model's training file: $F/secret.txt is not" \
+    eval --model "$F/text.st" --text "$F/secret.txt" --accept-changed-data
 (cd "$O" && "$A" eval --model "$F/copy.st" --seed 2) >"$tmp/stdout" 2>&1
 check "eval --seed 2 draws copy's held-out problems ($(head -c 200 "$tmp/stdout"))" grep -q "scored 500 held-out problems of task copy" "$tmp/stdout"
 rm -f "$tmp/sort.st" "$O/"*

@@ -127,6 +127,9 @@ int cmd_eval(int argc, char **argv)
             d.is_task ? "every held-out problem of " : "a text is scored on every window of its split",
             d.is_task ? d.task.name : "", d.is_task ? " is scored" : "");
     int T = m.cfg.context, own = !d.is_task && is_training_file(&ck, a.text);
+    if (!d.is_task && !own && accept_changed)
+        die(CMD, "--accept-changed-data applies to a text model's training file: %s is not %s, and is scored whole",
+            a.text, ckpt_meta(&ck, "text_path") ? ckpt_meta(&ck, "text_path") : "the file the checkpoint records");
     char err[ERR_MAX];
     int changed = own && !accept_changed ? text_check_unchanged(&ck, &d.text, 1, err, sizeof err) : 0;
     if (changed)
