@@ -682,6 +682,25 @@ async function main() {
           /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
   });
 
+  // ---- Steps changed on a run under way: checked as a new run's Steps is, and out of the
+  // link when refused (2.5 ended the run at step 2, 1e300 was "Steps -2147483648 is less than
+  // the 1 steps the run has taken", and the link took either) --
+  await part('Steps refused on a run under way', async () => {
+    await page.goto(url + '?steps=400&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/400 · loss/, 60000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/400 · loss/, 30000);
+    const said = [], shown = ['2.5', '1.0000000000000001e+300'];
+    for (const [i, v] of ['2.5', '1e300'].entries()) {
+      await type('Steps', v);
+      await page.locator('#error').filter({ hasText: `(it is ${shown[i]})` }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(`${await alertText()}; ${await statusText(page)}; link steps=${new URL(page.url()).searchParams.get('steps')}`);
+    }
+    check(`Steps 2.5 and 1e300 on a run at step 1 are refused as a new run's are, the run and its link as they were (${said.join(' | ')})`,
+          said.every((x, i) => x.startsWith(`cannot change Steps: Steps must be a whole number from 0 to 2147483647 (it is ${shown[i]}); ` +
+                                            'step 1/400 · loss ') && x.endsWith('; link steps=400')));
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

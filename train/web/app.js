@@ -423,7 +423,11 @@ const onMessage = {
     status(); drawLoss();
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
-  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); labelSnapshot(); },
+  extended(m) {
+    info = m.info;
+    if (built) { built.steps = m.text; settingsToUrl(built); }
+    status(); drawLoss(); labelSnapshot();
+  },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
     if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
@@ -462,9 +466,9 @@ function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
     // More Steps for a run under way (or opened from a checkpoint) continue
     // it, as train --resume --steps N does; any other change starts anew.
+    // (the link takes the Steps once the engine has: a refused one stays out of it)
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
-      settingsToUrl();
-      send({ cmd: 'steps', steps: Number($('steps').value) });
+      send({ cmd: 'steps', steps: Number($('steps').value), text: $('steps').value });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];

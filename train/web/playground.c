@@ -337,6 +337,8 @@ int pg_set_steps(double steps)
         snprintf(error_text, sizeof error_text, "no model");
         return -1;
     }
+    if (setting_ok("Steps", steps, 0, LONG_MAX, WHOLE))     /* as pg_new checks it */
+        return -1;
     if ((long)steps < pg.step) {
         snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld steps the run has taken", (long)steps,
                  pg.step);

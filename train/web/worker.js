@@ -139,7 +139,7 @@ const handlers = {
   steps(m) {
     if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
-    post({ type: 'extended', info });
+    post({ type: 'extended', info, text: m.text });
   },
   train() {
     if (running) return;
