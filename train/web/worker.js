@@ -57,21 +57,22 @@ function attention() {
 
 // The prompt for a model just built or opened: the one given if the model
 // reads it (an empty one, or one of another task's, is not given), else the
-// task's default, else (text) the text's first characters or the first letter
+// task's default, else (text) the text's first characters (up to a line's
+// end or a NUL, which the engine's C string would end at) or the first letter
 // or digit of its vocabulary; the page's Prompt field takes it.
 function choosePrompt(given, text) {
   const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
-  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n]/)[0]].slice(0, 4).join('') : '';
+  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n\0]/)[0]].slice(0, 4).join('') : '';
   const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
   return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
 }
 
-// The completion's bytes (at out) as text, less a UTF-8 character the
+// The completion's bytes (at out, pg_completion_bytes of them: a text's
+// NUL is one; the completion was cut at the first) as text, less a UTF-8 character the
 // 200-token cut split at its end (it showed as U+FFFD); bytes that are not
 // UTF-8 before it show as U+FFFD, as anywhere.
 function completionText(out) {
-  let n = 0;
-  while (M.HEAPU8[out + n]) n++;
+  let n = c('pg_completion_bytes', 'number', [], []);
   const b = M.HEAPU8.subarray(out, out + n);
   for (let k = 1; k <= Math.min(3, n) && b[n - k] >= 0x80; k++)
     if (b[n - k] >= 0xc0) { if ((b[n - k] >= 0xf0 ? 4 : b[n - k] >= 0xe0 ? 3 : 2) > k) n -= k; break; }
