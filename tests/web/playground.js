@@ -727,6 +727,16 @@ async function main() {
     check(`the Prompt chosen from a text starting 'ab\\0c' is one the engine reads whole (${JSON.stringify(prompt)})`, prompt === 'ab');
   });
 
+  // ---- a model of more than 64 layers (the engine's 256 are a link away): a heatmap for each
+  // layer (they were none, the Prompt emptied and nothing said: the engine drew at most 64) --
+  await part('heatmaps of a 65-layer model', async () => {
+    await page.goto(url + '?layers=65&heads=1&d_model=8&batch=1&steps=0');
+    await waitStatus(page, /^step 0\/0 · loss/, 60000);
+    await page.getByRole('img', { name: 'attention of layer 65, head 1' }).waitFor({ timeout: 30000 }).catch(() => {});
+    const shown = await heatmaps();
+    check(`a 65-layer model shows a heatmap for each layer (${shown.slice(0, 60)})`, shown.startsWith('["gcfffbgj|",65,'));
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

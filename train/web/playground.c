@@ -397,9 +397,7 @@ int pg_attention(const char *prompt, int32_t *ids_out)
     }
     T = n < C ? n : C;
     memcpy(ids_out, ids + n - T, (size_t)T * sizeof *ids);
-    ag_tensor *attn[64];
-    if (L > 64)
-        ag_error("more than 64 layers to show");
+    ag_tensor *attn[MODEL_MAX_LAYERS];
     int old = ag_set_grad_enabled(pg.look, 0);
     ag_reset(pg.look);
     model_forward(pg.look, &pg.m, ids_out, 1, T, 0, attn);
