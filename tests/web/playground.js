@@ -860,6 +860,26 @@ async function main() {
     await phone.close();
   });
 
+  // ---- a phone's screen and a long word: a shared link's fbclid named in the error line, a
+  // completion of a text without spaces (each ran past the screen's edge: the page scrolled sideways) --
+  await part('a phone-sized screen and long words', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 700 });
+    const width = () => phone.evaluate(() => document.documentElement.scrollWidth);
+    await phone.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=0&fbclid=IwAR2F4Zx9Qm1vH7kLpT3sNcYdWbE8uRj0aGfXoKiMqPlZtUyVbN');
+    await phone.getByRole('alert').filter({ hasText: /fbclid=/ }).waitFor({ timeout: 60000 });
+    const byLink = await width();
+    await phone.getByLabel('Text', { exact: true }).fill('abcdefghij'.repeat(100));
+    await phone.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await phone.getByRole('img', { name: /^attention of layer/ }).first().waitFor({ timeout: 60000 });
+    await phone.getByRole('button', { name: 'Complete' }).click();
+    await phone.getByLabel('Completion').filter({ hasText: /^.{100}/ }).waitFor({ timeout: 10000 });
+    const byCompletion = await width();
+    check(`on a 375-pixel screen a link's long fbclid (${byLink} wide) and a completion without spaces (${byCompletion}) wrap`,
+          byLink <= 375 && byCompletion <= 375);
+    await phone.close();
+  });
+
   // ---- opened from a file ------------------------------------------------------
   const local = await context.newPage();
   await local.goto('file://' + path.join(WEBDIR, 'index.html'));
