@@ -737,6 +737,48 @@ async function main() {
     check(`a 65-layer model shows a heatmap for each layer (${shown.slice(0, 60)})`, shown.startsWith('["gcfffbgj|",65,'));
   });
 
+  // ---- a refusal's line goes when a command of its kind succeeds, not before (a refused
+  // Complete's "cannot complete" stayed over the next completion; a Prompt's refusal over the
+  // heatmaps of the Prompt fixed; "the run is at its last step" once Steps was raised) --
+  await part('a refusal cleared by its command succeeding', async () => {
+    await page.goto(url + '?steps=1&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/1 · loss/, 60000);
+    const said = [];
+    const after = async (what, re) => {
+      await page.locator('#error').filter({ hasText: re }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(`${what}: '${await alertText()}'`);
+    };
+    await page.getByLabel('Temperature').fill('1000');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await after('Temperature 1000', /^cannot complete: Temperature/);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.getByLabel('Completion').filter({ hasText: /\|/ }).waitFor({ timeout: 10000 });
+    await after('then 0', /^$/);
+    await page.getByLabel('Prompt').fill('zz');
+    await after('Prompt zz', /^Prompt: /);
+    await page.getByLabel('Prompt').fill('abcdefgh|');
+    await after('then abcdefgh|', /^$/);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/1 · loss/, 30000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await after('Step at the last step', /^the run is at its last step/);
+    await type('Steps', 100000);
+    await after('Steps raised', /^$/);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await type('Layers', 0);
+    await after('Layers 0 while training', /^cannot build the model: Layers/);
+    await page.waitForTimeout(1500);     // (progress comes)
+    await after('and 1.5 s of training later', /^cannot build the model: Layers/);
+    await page.getByRole('button', { name: 'Pause' }).click();
+    check(`a refusal's line goes when a command of its kind succeeds, a refused setting's stays while the run trains (${said.join('; ')})`,
+          said.join('; ') === "Temperature 1000: 'cannot complete: Temperature must be a number from 0 (greedy) to 100'; then 0: ''; " +
+            "Prompt zz: 'Prompt: 'z' (0x7a) at position 1 is not a token of task copy (tokens: abcdefghij|)'; then abcdefgh|: ''; " +
+            "Step at the last step: 'the run is at its last step: raise Steps or Reset'; Steps raised: ''; " +
+            "Layers 0 while training: 'cannot build the model: Layers must be a whole number from 1 to 256 (it is 0)'; " +
+            "and 1.5 s of training later: 'cannot build the model: Layers must be a whole number from 1 to 256 (it is 0)'");
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

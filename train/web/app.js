@@ -18,7 +18,12 @@ let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
 
-function say(text) { $('error').textContent = text; }
+// The error line, and the kind of command (the worker's cmd) whose refusal it says: a
+// later one of that kind that succeeds clears it (a refused Complete, then one that
+// completes: the line said "cannot complete" over the completion)
+let errorFrom = '';
+function say(text, from) { $('error').textContent = text; errorFrom = text && from || ''; }
+function cleared(...kinds) { if (errorFrom && kinds.includes(errorFrom)) say(''); }
 
 function settings() {
   const s = {};
@@ -419,23 +424,27 @@ const onMessage = {
     for (const p of m.losses) addLoss(p[0], p[1]);
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
-    if (m.error) say(m.error);
+    if (m.error) say(m.error, 'train');
+    else if (m.losses.length) cleared('train', 'step');
     status(); drawLoss();
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
   extended(m) {
     info = m.info;
+    cleared('steps', 'train', 'step');
     if (built) { built.steps = m.text; settingsToUrl(built); }
     status(); drawLoss(); labelSnapshot();
   },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
-    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
+    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error, 'prompt');
+    else { cleared('prompt'); showAttention(m.attention); }
   },
-  graph(m) { drawGraph(m); },
-  examples(m) { $('examples-text').textContent = m.text; },
-  completion(m) { $('completion').textContent = m.text; },
+  graph(m) { cleared('graph'); drawGraph(m); },
+  examples(m) { cleared('examples'); $('examples-text').textContent = m.text; },
+  completion(m) { cleared('complete'); $('completion').textContent = m.text; },
   saved(m) {
+    cleared('save');
     const a = document.createElement('a');
     a.href = URL.createObjectURL(new Blob([m.bytes], { type: 'application/octet-stream' }));
     a.download = `attograd-${m.info.task}-step${m.info.step}.st`;
@@ -443,7 +452,7 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message);   // (the link's line kept)
+    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message, m.cmd);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };

@@ -12,7 +12,7 @@ const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during trai
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let M = null, running = false, prompt = '', info = null;
-let seen = 0;                  // the number of the page's last command handled
+let seen = 0, seenCmd = '';    // the number of the page's last command handled, and its kind
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 
@@ -20,8 +20,9 @@ const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
 // Every message says whether training goes on once the page's command `seen` is handled
-// (the page's Train button follows that, unless Train or Pause was pressed since)
-const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, running }), transfer || []);
+// (the page's Train button follows that, unless Train or Pause was pressed since), and
+// that command's kind (a refusal of one is cleared by one of its kind that succeeds)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }), transfer || []);
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
@@ -207,6 +208,7 @@ const handlers = {
 
 onmessage = (e) => {
   seen = e.data.n;
+  seenCmd = e.data.cmd;
   if (!M) { post({ type: 'error', message: 'the engine is still loading' }); return; }
   handlers[e.data.cmd](e.data);
 };
