@@ -779,6 +779,22 @@ async function main() {
             "and 1.5 s of training later: 'cannot build the model: Layers must be a whole number from 1 to 256 (it is 0)'");
   });
 
+  // ---- a text checkpoint opened without its text, saved: the file as it was (it was the
+  // weights alone, its run's optimizer state and settings gone: train --resume refused it) --
+  await part('a text checkpoint opened without its text, saved', async () => {
+    fs.writeFileSync(path.join(TMP, 'resumable.txt'), 'the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    execFileSync(REF, ['train', '--text', 'resumable.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '8',
+                       '--batch', '4', '--steps', '5', '--threads', '1', '--quiet', '--save', 'resumable.st'], { cwd: TMP });
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'resumable.st'));
+    await waitStatus(page, /^step 5\/5 · loss/, 30000);
+    const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    const file = fs.readFileSync(path.join(TMP, 'resumable.st'));
+    check(`a text checkpoint opened without its text and saved is the file opened (${saved.length} vs ${file.length} bytes)`,
+          saved.equals(file), firstDifference(saved, file));
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

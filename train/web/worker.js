@@ -176,6 +176,9 @@ const handlers = {
     else post({ type: 'graph', graph: JSON.parse(text), step: info.step });
   },
   save() {
+    // A text model opened without its text cannot have changed: its file as it was (the
+    // engine, without the text to record, wrote the weights alone: the run's state lost)
+    if (opened && info && !info.trainable) { post({ type: 'saved', bytes: opened.bytes.slice(), info }); return; }
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
     M.FS.unlink('/save.st');
