@@ -596,6 +596,12 @@ async function main() {
     const a3 = await alertText();
     check(`a link's value stays named when the engine refuses another (${a3})`,
           /^the link's layers=abc: not a value the page takes; cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/.test(a3));
+    // a parameter of 5000 characters: named by its first 40 (the line said all of them)
+    await page.goto(url + `?steps=9&${'x'.repeat(5000)}=1&heads=${'7'.repeat(5000)}`);
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const a4 = await alertText();
+    check(`a link's long parameters are named by their first 40 characters (${a4.length} characters: ${a4.slice(0, 60)}...)`,
+          a4 === `the link's heads=${'7'.repeat(34)}…: not a value the page takes; the link's ${'x'.repeat(40)}…: not a setting of the page`);
   });
 
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's

@@ -46,17 +46,19 @@ function settingsToUrl(f) {
 let linkNote = '', noteFor = -1, noteShown = '';
 function settingsFromUrl() {
   const q = new URLSearchParams(location.search), bad = [], twice = [], unknown = [];
+  // each as the link has it, past 40 characters cut (a link of 8000 said them all)
+  const cut = (t) => (t.length > 40 ? t.slice(0, 40) + '…' : t);
   // The link, not the browser, fills the settings: a page come back to by Back or
   // Forward (or reloaded) would otherwise get its fields' last values put back after
   // this ran: a value refused, with the run built from the link's.
   for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
   for (const k of new Set(q.keys())) {
     const all = q.getAll(k), e = SETTINGS.includes(k) && $(k);
-    if (!e) { unknown.push(k + '=' + all[0]); continue; }
-    if (all.length > 1) { twice.push(all.map((v) => k + '=' + v).join('&')); continue; }
+    if (!e) { unknown.push(cut(k + '=' + all[0])); continue; }
+    if (all.length > 1) { twice.push(cut(all.map((v) => k + '=' + v).join('&'))); continue; }
     const own = e.value;
     e.value = all[0];
-    if (e.value !== all[0]) { bad.push(k + '=' + all[0]); e.value = own; }
+    if (e.value !== all[0]) { bad.push(cut(k + '=' + all[0])); e.value = own; }
   }
   linkNote = [[bad, 'not a value the page takes'], [twice, 'a setting given more than once'],
               [unknown, 'not a setting of the page']]
