@@ -801,6 +801,28 @@ async function main() {
           saved.equals(file), firstDifference(saved, file));
   });
 
+  // ---- a file the browser cannot read (past its 2 GB; a sparse file, no disk): one line naming
+  // it, the run as it was (the read's exception went uncaught, and nothing was said) --
+  await part('a file the browser cannot read', async () => {
+    const huge = path.join(TMP, 'huge.st');
+    fs.writeFileSync(huge, '');
+    fs.truncateSync(huge, 2049 * 2 ** 20);
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(huge);
+    await page.locator('#error').filter({ hasText: /^huge\.st: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    const opened = `${await alertText()}; ${await statusText(page)}`;
+    await page.goto(url + '?task=text&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Open text file').setInputFiles(huge);
+    await page.locator('#error').filter({ hasText: /^huge\.st: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    const read = await alertText();
+    fs.rmSync(huge);
+    check(`a 2049 MB file given to Open checkpoint (${opened}) and to Open text file (${read}) is named in one line, the run as it was`,
+          opened === `huge.st: the browser could not read its ${2049 * 2 ** 20} bytes (NotReadableError); step 0/9 · loss – · held-out exact match 0.0%` &&
+          read === `huge.st: the browser could not read its ${2049 * 2 ** 20} bytes (NotReadableError)`);
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

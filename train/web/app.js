@@ -473,6 +473,13 @@ async function reset() {
   noteFor = send(msg);
 }
 
+// A chosen file's bytes, or null with one line naming it (a file past what the browser
+// reads, about 2 GB, or gone since it was chosen: the read's exception went uncaught, unsaid)
+async function fileBytes(f) {
+  try { return new Uint8Array(await f.arrayBuffer()); }
+  catch (e) { say(`${f.name}: the browser could not read its ${f.size} bytes (${e.name})`); return null; }
+}
+
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
     // More Steps for a run under way (or opened from a checkpoint) continue
@@ -526,14 +533,16 @@ function bind() {
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];
     if (!f) return;
-    send({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
+    const bytes = await fileBytes(f);
     $('open').value = '';
+    if (bytes) send({ cmd: 'open', name: f.name, bytes });
   });
   $('textfile').addEventListener('change', async () => {
     const f = $('textfile').files[0];
     if (!f) return;
-    const bytes = new Uint8Array(await f.arrayBuffer());
+    const bytes = await fileBytes(f);
     $('textfile').value = '';    // the same file chosen again is a change too
+    if (!bytes) return;
     // a textarea lays out about a megabyte a second: a large file trains unseen
     const big = bytes.length > 1e5;
     $('text').value = big ? '' : new TextDecoder().decode(bytes);
