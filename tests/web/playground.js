@@ -639,6 +639,15 @@ async function main() {
       await page.locator('#error').filter({ hasText: /^cannot complete: Temperature must be/ }).waitFor({ timeout: 10000 });
       check(`Temperature -1 is refused (${await alertText()})`, true);
     });
+    await page.getByLabel('Temperature').fill('');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await part('an empty Temperature refused', async () => {
+      // (it completed greedily, nothing said)
+      await page.locator('#error').filter({ hasText: /^cannot complete: Temperature must be/ }).waitFor({ timeout: 10000 });
+      await page.waitForTimeout(300);
+      check(`an empty Temperature is refused (${await alertText()}), the completion as it was`,
+            /^cannot complete: Temperature must be/.test(await alertText()) && (await page.getByLabel('Completion').textContent()) === '');
+    });
     await page.getByLabel('Temperature').fill('0');
     await type('Learning rate', '');
     await page.locator('#error').filter({ hasText: /^cannot build the model: Learning rate/ }).waitFor({ timeout: 10000 });

@@ -525,9 +525,11 @@ function bind() {
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
   $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  // (an empty Temperature, or one the browser could not read, is NaN, as a setting's is: it
+  // completed greedily, unsaid)
   $('complete').addEventListener('click', () => send({
-    cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
-    seed: $('seed').value }));
+    cmd: 'complete', prompt: $('prompt').value, tokens: 200,
+    temperature: $('temperature').value === '' ? NaN : Number($('temperature').value), seed: $('seed').value }));
   $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
   $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
