@@ -832,6 +832,27 @@ async function main() {
           read === `huge.st: the browser could not read its ${2049 * 2 ** 20} bytes (NotReadableError)`);
   });
 
+  // ---- the mouse still over a heatmap's cell while the heatmaps are made anew (a shorter
+  // Prompt typed): no tip left of a cell gone (it stayed, "query k (8) → key k (8)" of 3 tokens) --
+  await part('no tip of a heatmap gone', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 30000);
+    await page.getByLabel('Prompt').fill('the quick');
+    const first = page.getByRole('img', { name: 'attention of layer 1, head 1' });
+    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 9, null, { timeout: 10000 });
+    const box = await first.boundingBox();
+    await page.mouse.move(box.x + box.width - 5, box.y + box.height - 5);
+    const over = await page.getByRole('tooltip').textContent();
+    await page.getByLabel('Prompt').fill('the');
+    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 3, null, { timeout: 10000 });
+    const after = await page.locator('#tip').evaluate((e) => (e.style.display === 'none' ? 'hidden' : e.textContent));   // (hidden: no role)
+    check(`the tip of a cell (${over}) goes when the heatmaps are made anew for a shorter Prompt (${after})`,
+          /^query k \(8\)/.test(over) && after === 'hidden');
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

@@ -172,6 +172,7 @@ function makeMaps(L, H, T, cell, lab) {
   const box = $('heatmaps');
   box.textContent = '';
   maps = [];
+  $('tip').style.display = 'none';    // (a cell of the maps gone: the mouse leaves them unheard)
   cursor = cursor.map((c) => Math.min(c, T - 1));
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
