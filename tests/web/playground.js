@@ -596,6 +596,12 @@ async function main() {
     const a3 = await alertText();
     check(`a link's value stays named when the engine refuses another (${a3})`,
           /^the link's layers=abc: not a value the page takes; cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/.test(a3));
+    // a parameter of 5000 characters: named by its first 40 (the line said all of them)
+    await page.goto(url + `?steps=9&${'x'.repeat(5000)}=1&heads=${'7'.repeat(5000)}`);
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const a4 = await alertText();
+    check(`a link's long parameters are named by their first 40 characters (${a4.length} characters: ${a4.slice(0, 60)}...)`,
+          a4 === `the link's heads=${'7'.repeat(34)}…: not a value the page takes; the link's ${'x'.repeat(40)}…: not a setting of the page`);
   });
 
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's
@@ -632,6 +638,15 @@ async function main() {
     await part('Temperature -1 refused', async () => {
       await page.locator('#error').filter({ hasText: /^cannot complete: Temperature must be/ }).waitFor({ timeout: 10000 });
       check(`Temperature -1 is refused (${await alertText()})`, true);
+    });
+    await page.getByLabel('Temperature').fill('');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await part('an empty Temperature refused', async () => {
+      // (it completed greedily, nothing said)
+      await page.locator('#error').filter({ hasText: /^cannot complete: Temperature must be/ }).waitFor({ timeout: 10000 });
+      await page.waitForTimeout(300);
+      check(`an empty Temperature is refused (${await alertText()}), the completion as it was`,
+            /^cannot complete: Temperature must be/.test(await alertText()) && (await page.getByLabel('Completion').textContent()) === '');
     });
     await page.getByLabel('Temperature').fill('0');
     await type('Learning rate', '');
@@ -680,6 +695,180 @@ async function main() {
     await button.click();
     check(`a finished run, Steps raised in the field, Train clicked: it trains on (${going}; ${label2}; error '${said}')`,
           /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
+  });
+
+  // ---- Steps changed on a run under way: checked as a new run's Steps is, and out of the
+  // link when refused (2.5 ended the run at step 2, 1e300 was "Steps -2147483648 is less than
+  // the 1 steps the run has taken", and the link took either) --
+  await part('Steps refused on a run under way', async () => {
+    await page.goto(url + '?steps=400&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/400 · loss/, 60000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/400 · loss/, 30000);
+    const said = [], shown = ['2.5', '1.0000000000000001e+300'];
+    for (const [i, v] of ['2.5', '1e300'].entries()) {
+      await type('Steps', v);
+      await page.locator('#error').filter({ hasText: `(it is ${shown[i]})` }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(`${await alertText()}; ${await statusText(page)}; link steps=${new URL(page.url()).searchParams.get('steps')}`);
+    }
+    check(`Steps 2.5 and 1e300 on a run at step 1 are refused as a new run's are, the run and its link as they were (${said.join(' | ')})`,
+          said.every((x, i) => x.startsWith(`cannot change Steps: Steps must be a whole number from 0 to 2147483647 (it is ${shown[i]}); ` +
+                                            'step 1/400 · loss ') && x.endsWith('; link steps=400')));
+  });
+
+  // ---- a text whose bytes hold a NUL: the completion is attograd sample's bytes, not cut at
+  // the first NUL; the Prompt chosen from the text's start stops before one (the engine read
+  // 'ab\0c' as 'ab': the heatmaps and completion were of a prompt other than the one shown) --
+  await part('a text with NUL bytes', async () => {
+    fs.writeFileSync(path.join(TMP, 'nul.txt'), Buffer.from('ab\0cd'.repeat(200), 'latin1'));
+    execFileSync(REF, ['train', '--text', 'nul.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '8',
+                       '--batch', '8', '--lr', '0.3', '--steps', '150', '--threads', '1', '--quiet', '--save', 'nul.st'], { cwd: TMP });
+    const printed = execFileSync(REF, ['sample', '--model', 'nul.st', '--prompt', 'ab', '--temperature', '0'], { cwd: TMP });
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'nul.st'));
+    await waitStatus(page, /^step 150\/150 · loss/, 30000);
+    await page.getByLabel('Prompt').fill('ab');
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    const want = printed.subarray(0, -1).toString('latin1');    // (less sample's newline)
+    let got = '';
+    for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
+    check(`a completion of a text with NUL bytes is attograd sample's ${want.length} bytes (${got.length}: ${JSON.stringify(got.slice(0, 12))}...)`,
+          got === want && want.length === 202);
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=8&batch=8&steps=0');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 60000 });      // no text yet
+    await page.getByLabel('Open text file').setInputFiles(path.join(TMP, 'nul.txt'));
+    await waitStatus(page, /^step 0\/0 · loss/, 30000);
+    const prompt = await page.getByLabel('Prompt').inputValue();
+    check(`the Prompt chosen from a text starting 'ab\\0c' is one the engine reads whole (${JSON.stringify(prompt)})`, prompt === 'ab');
+  });
+
+  // ---- a model of more than 64 layers (the engine's 256 are a link away): a heatmap for each
+  // layer (they were none, the Prompt emptied and nothing said: the engine drew at most 64) --
+  await part('heatmaps of a 65-layer model', async () => {
+    await page.goto(url + '?layers=65&heads=1&d_model=8&batch=1&steps=0');
+    await waitStatus(page, /^step 0\/0 · loss/, 60000);
+    await page.getByRole('img', { name: 'attention of layer 65, head 1' }).waitFor({ timeout: 30000 }).catch(() => {});
+    const shown = await heatmaps();
+    check(`a 65-layer model shows a heatmap for each layer (${shown.slice(0, 60)})`, shown.startsWith('["gcfffbgj|",65,'));
+  });
+
+  // ---- a refusal's line goes when a command of its kind succeeds, not before (a refused
+  // Complete's "cannot complete" stayed over the next completion; a Prompt's refusal over the
+  // heatmaps of the Prompt fixed; "the run is at its last step" once Steps was raised) --
+  await part('a refusal cleared by its command succeeding', async () => {
+    await page.goto(url + '?steps=1&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/1 · loss/, 60000);
+    const said = [];
+    const after = async (what, re) => {
+      await page.locator('#error').filter({ hasText: re }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(`${what}: '${await alertText()}'`);
+    };
+    await page.getByLabel('Temperature').fill('1000');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await after('Temperature 1000', /^cannot complete: Temperature/);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.getByLabel('Completion').filter({ hasText: /\|/ }).waitFor({ timeout: 10000 });
+    await after('then 0', /^$/);
+    await page.getByLabel('Prompt').fill('zz');
+    await after('Prompt zz', /^Prompt: /);
+    await page.getByLabel('Prompt').fill('abcdefgh|');
+    await after('then abcdefgh|', /^$/);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/1 · loss/, 30000);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await after('Step at the last step', /^the run is at its last step/);
+    await type('Steps', 100000);
+    await after('Steps raised', /^$/);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await type('Layers', 0);
+    await after('Layers 0 while training', /^cannot build the model: Layers/);
+    await page.waitForTimeout(1500);     // (progress comes)
+    await after('and 1.5 s of training later', /^cannot build the model: Layers/);
+    await page.getByRole('button', { name: 'Pause' }).click();
+    check(`a refusal's line goes when a command of its kind succeeds, a refused setting's stays while the run trains (${said.join('; ')})`,
+          said.join('; ') === "Temperature 1000: 'cannot complete: Temperature must be a number from 0 (greedy) to 100'; then 0: ''; " +
+            "Prompt zz: 'Prompt: 'z' (0x7a) at position 1 is not a token of task copy (tokens: abcdefghij|)'; then abcdefgh|: ''; " +
+            "Step at the last step: 'the run is at its last step: raise Steps or Reset'; Steps raised: ''; " +
+            "Layers 0 while training: 'cannot build the model: Layers must be a whole number from 1 to 256 (it is 0)'; " +
+            "and 1.5 s of training later: 'cannot build the model: Layers must be a whole number from 1 to 256 (it is 0)'");
+  });
+
+  // ---- a text checkpoint opened without its text, saved: the file as it was (it was the
+  // weights alone, its run's optimizer state and settings gone: train --resume refused it) --
+  await part('a text checkpoint opened without its text, saved', async () => {
+    fs.writeFileSync(path.join(TMP, 'resumable.txt'), 'the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    execFileSync(REF, ['train', '--text', 'resumable.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '8',
+                       '--batch', '4', '--steps', '5', '--threads', '1', '--quiet', '--save', 'resumable.st'], { cwd: TMP });
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'resumable.st'));
+    await waitStatus(page, /^step 5\/5 · loss/, 30000);
+    const saved = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    const file = fs.readFileSync(path.join(TMP, 'resumable.st'));
+    check(`a text checkpoint opened without its text and saved is the file opened (${saved.length} vs ${file.length} bytes)`,
+          saved.equals(file), firstDifference(saved, file));
+  });
+
+  // ---- a file the browser cannot read (past its 2 GB; a sparse file, no disk): one line naming
+  // it, the run as it was (the read's exception went uncaught, and nothing was said) --
+  await part('a file the browser cannot read', async () => {
+    const huge = path.join(TMP, 'huge.st');
+    fs.writeFileSync(huge, '');
+    fs.truncateSync(huge, 2049 * 2 ** 20);
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(huge);
+    await page.locator('#error').filter({ hasText: /^huge\.st: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    const opened = `${await alertText()}; ${await statusText(page)}`;
+    await page.goto(url + '?task=text&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Open text file').setInputFiles(huge);
+    await page.locator('#error').filter({ hasText: /^huge\.st: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    const read = await alertText();
+    fs.rmSync(huge);
+    check(`a 2049 MB file given to Open checkpoint (${opened}) and to Open text file (${read}) is named in one line, the run as it was`,
+          opened === `huge.st: the browser could not read its ${2049 * 2 ** 20} bytes (NotReadableError); step 0/9 · loss – · held-out exact match 0.0%` &&
+          read === `huge.st: the browser could not read its ${2049 * 2 ** 20} bytes (NotReadableError)`);
+  });
+
+  // ---- the mouse still over a heatmap's cell while the heatmaps are made anew (a shorter
+  // Prompt typed): no tip left of a cell gone (it stayed, "query k (8) → key k (8)" of 3 tokens) --
+  await part('no tip of a heatmap gone', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(20));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 30000);
+    await page.getByLabel('Prompt').fill('the quick');
+    const first = page.getByRole('img', { name: 'attention of layer 1, head 1' });
+    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 9, null, { timeout: 10000 });
+    const box = await first.boundingBox();
+    await page.mouse.move(box.x + box.width - 5, box.y + box.height - 5);
+    const over = await page.getByRole('tooltip').textContent();
+    await page.getByLabel('Prompt').fill('the');
+    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 3, null, { timeout: 10000 });
+    const after = await page.locator('#tip').evaluate((e) => (e.style.display === 'none' ? 'hidden' : e.textContent));   // (hidden: no role)
+    check(`the tip of a cell (${over}) goes when the heatmaps are made anew for a shorter Prompt (${after})`,
+          /^query k \(8\)/.test(over) && after === 'hidden');
+  });
+
+  // ---- a 512-token Prompt's heatmaps (Context 512, the field's largest): drawn in well under a
+  // second of the page's thread (a fillRect a cell: 1.45 s of CPU, 2.8 s of a frozen page) --
+  await part('a long Prompt\'s heatmaps', async () => {
+    await page.goto(url + '?task=text&layers=2&heads=4&d_model=16&context=512&batch=1&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(200));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await browser.startTracing(page, { categories: ['toplevel'] });
+    await page.getByLabel('Prompt').fill('the lazy dog. '.repeat(40));
+    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 512, null,
+                               { timeout: 60000 });
+    const tasks = mainThreadTasks(JSON.parse(await browser.stopTracing()));
+    const longest = Math.max(...tasks.map((t) => t.tdur)) / 1000;
+    check(`a 512-token Prompt's 8 heatmaps take at most 0.7 s of the page's thread (longest task ${longest.toFixed(0)} ms of CPU)`,
+          tasks.length > 0 && longest <= 700);
   });
 
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
@@ -802,6 +991,26 @@ async function main() {
     check(`on a 375-pixel screen nothing is wider than it (${got.width}: ${got.wide.join(' ') || 'none past it'}) and every ` +
           `control is beside its label or under it (${got.apart.join(', ') || 'all'})`,
           got.width <= 375 && !got.wide.length && !got.apart.length);
+    await phone.close();
+  });
+
+  // ---- a phone's screen and a long word: a shared link's fbclid named in the error line, a
+  // completion of a text without spaces (each ran past the screen's edge: the page scrolled sideways) --
+  await part('a phone-sized screen and long words', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 375, height: 700 });
+    const width = () => phone.evaluate(() => document.documentElement.scrollWidth);
+    await phone.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=0&fbclid=IwAR2F4Zx9Qm1vH7kLpT3sNcYdWbE8uRj0aGfXoKiMqPlZtUyVbN');
+    await phone.getByRole('alert').filter({ hasText: /fbclid=/ }).waitFor({ timeout: 60000 });
+    const byLink = await width();
+    await phone.getByLabel('Text', { exact: true }).fill('abcdefghij'.repeat(100));
+    await phone.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await phone.getByRole('img', { name: /^attention of layer/ }).first().waitFor({ timeout: 60000 });
+    await phone.getByRole('button', { name: 'Complete' }).click();
+    await phone.getByLabel('Completion').filter({ hasText: /^.{100}/ }).waitFor({ timeout: 10000 });
+    const byCompletion = await width();
+    check(`on a 375-pixel screen a link's long fbclid (${byLink} wide) and a completion without spaces (${byCompletion}) wrap`,
+          byLink <= 375 && byCompletion <= 375);
     await phone.close();
   });
 

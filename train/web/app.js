@@ -18,7 +18,12 @@ let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 const fields = () => Object.fromEntries(SETTINGS.map((k) => [k, $(k).value]));
 let built = null, asked = null;
 
-function say(text) { $('error').textContent = text; }
+// The error line, and the kind of command (the worker's cmd) whose refusal it says: a
+// later one of that kind that succeeds clears it (a refused Complete, then one that
+// completes: the line said "cannot complete" over the completion)
+let errorFrom = '';
+function say(text, from) { $('error').textContent = text; errorFrom = text && from || ''; }
+function cleared(...kinds) { if (errorFrom && kinds.includes(errorFrom)) say(''); }
 
 function settings() {
   const s = {};
@@ -41,17 +46,19 @@ function settingsToUrl(f) {
 let linkNote = '', noteFor = -1, noteShown = '';
 function settingsFromUrl() {
   const q = new URLSearchParams(location.search), bad = [], twice = [], unknown = [];
+  // each as the link has it, past 40 characters cut (a link of 8000 said them all)
+  const cut = (t) => (t.length > 40 ? t.slice(0, 40) + '…' : t);
   // The link, not the browser, fills the settings: a page come back to by Back or
   // Forward (or reloaded) would otherwise get its fields' last values put back after
   // this ran: a value refused, with the run built from the link's.
   for (const k of SETTINGS) $(k).setAttribute('autocomplete', 'off');
   for (const k of new Set(q.keys())) {
     const all = q.getAll(k), e = SETTINGS.includes(k) && $(k);
-    if (!e) { unknown.push(k + '=' + all[0]); continue; }
-    if (all.length > 1) { twice.push(all.map((v) => k + '=' + v).join('&')); continue; }
+    if (!e) { unknown.push(cut(k + '=' + all[0])); continue; }
+    if (all.length > 1) { twice.push(cut(all.map((v) => k + '=' + v).join('&'))); continue; }
     const own = e.value;
     e.value = all[0];
-    if (e.value !== all[0]) { bad.push(k + '=' + all[0]); e.value = own; }
+    if (e.value !== all[0]) { bad.push(cut(k + '=' + all[0])); e.value = own; }
   }
   linkNote = [[bad, 'not a value the page takes'], [twice, 'a setting given more than once'],
               [unknown, 'not a setting of the page']]
@@ -165,6 +172,7 @@ function makeMaps(L, H, T, cell, lab) {
   const box = $('heatmaps');
   box.textContent = '';
   maps = [];
+  $('tip').style.display = 'none';    // (a cell of the maps gone: the mouse leaves them unheard)
   cursor = cursor.map((c) => Math.min(c, T - 1));
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
@@ -213,12 +221,23 @@ function paint(map) {
     } else g.fillText(t, lab + i * cell + 1, lab - 3);
     g.fillText(t, 2, lab + (i + 1) * cell - 3);
   }
+  // one pixel a cell, scaled up to cells (a fillRect a cell took 0.35 s a heatmap of a
+  // 512-token prompt, seconds of a frozen page), then the white line after each
+  const src = new ImageData(T, T), px = new Uint32Array(src.data.buffer);
   for (let i = 0; i < T; i++)
     for (let j = 0; j < T; j++) {
-      const w = rows[i][j];
-      g.fillStyle = `rgb(${255 - Math.round(215 * w)},${255 - Math.round(175 * w)},255)`;
-      g.fillRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
+      const w = rows[i][j] >= 0 ? Math.min(rows[i][j], 1) : 0;
+      px[i * T + j] = 0xffff0000 | (255 - Math.round(175 * w)) << 8 | (255 - Math.round(215 * w));   // (RGBA's bytes)
     }
+  const one = document.createElement('canvas');
+  one.width = one.height = T;
+  one.getContext('2d').putImageData(src, 0, 0);
+  g.imageSmoothingEnabled = false;
+  g.drawImage(one, lab, lab, T * cell, T * cell);
+  for (let k = 1; k <= T; k++) {
+    g.clearRect(lab + k * cell - 1, lab, 1, T * cell);
+    g.clearRect(lab, lab + k * cell - 1, T * cell, 1);
+  }
 }
 
 function drawHeatmaps(a) {
@@ -419,19 +438,27 @@ const onMessage = {
     for (const p of m.losses) addLoss(p[0], p[1]);
     if (m.val) { valLoss.push([m.val.step, m.val.loss]); lastVal = m.val; }
     if (m.snapshot) { addSnapshot(m.snapshot); showAttention(m.snapshot); }
-    if (m.error) say(m.error);
+    if (m.error) say(m.error, 'train');
+    else if (m.losses.length) cleared('train', 'step');
     status(); drawLoss();
   },
   stopped(m) { info = m.info; status(); refreshGraph(); },
-  extended(m) { info = m.info; if (built) built.steps = String(info.steps); status(); drawLoss(); labelSnapshot(); },
+  extended(m) {
+    info = m.info;
+    cleared('steps', 'train', 'step');
+    if (built) { built.steps = m.text; settingsToUrl(built); }
+    status(); drawLoss(); labelSnapshot();
+  },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
-    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error); else showAttention(m.attention);
+    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error, 'prompt');
+    else { cleared('prompt'); showAttention(m.attention); }
   },
-  graph(m) { drawGraph(m); },
-  examples(m) { $('examples-text').textContent = m.text; },
-  completion(m) { $('completion').textContent = m.text; },
+  graph(m) { cleared('graph'); drawGraph(m); },
+  examples(m) { cleared('examples'); $('examples-text').textContent = m.text; },
+  completion(m) { cleared('complete'); $('completion').textContent = m.text; },
   saved(m) {
+    cleared('save');
     const a = document.createElement('a');
     a.href = URL.createObjectURL(new Blob([m.bytes], { type: 'application/octet-stream' }));
     a.download = `attograd-${m.info.task}-step${m.info.step}.st`;
@@ -439,7 +466,7 @@ const onMessage = {
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
   error(m) {
-    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message);   // (the link's line kept)
+    say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message, m.cmd);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
   },
 };
@@ -458,13 +485,20 @@ async function reset() {
   noteFor = send(msg);
 }
 
+// A chosen file's bytes, or null with one line naming it (a file past what the browser
+// reads, about 2 GB, or gone since it was chosen: the read's exception went uncaught, unsaid)
+async function fileBytes(f) {
+  try { return new Uint8Array(await f.arrayBuffer()); }
+  catch (e) { say(`${f.name}: the browser could not read its ${f.size} bytes (${e.name})`); return null; }
+}
+
 function bind() {
   for (const k of SETTINGS) $(k).addEventListener('change', () => {
     // More Steps for a run under way (or opened from a checkpoint) continue
     // it, as train --resume --steps N does; any other change starts anew.
+    // (the link takes the Steps once the engine has: a refused one stays out of it)
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
-      settingsToUrl();
-      send({ cmd: 'steps', steps: Number($('steps').value) });
+      send({ cmd: 'steps', steps: Number($('steps').value), text: $('steps').value });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
@@ -503,22 +537,26 @@ function bind() {
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
   $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  // (an empty Temperature, or one the browser could not read, is NaN, as a setting's is: it
+  // completed greedily, unsaid)
   $('complete').addEventListener('click', () => send({
-    cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: Number($('temperature').value),
-    seed: $('seed').value }));
+    cmd: 'complete', prompt: $('prompt').value, tokens: 200,
+    temperature: $('temperature').value === '' ? NaN : Number($('temperature').value), seed: $('seed').value }));
   $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
   $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
     const f = $('open').files[0];
     if (!f) return;
-    send({ cmd: 'open', name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) });
+    const bytes = await fileBytes(f);
     $('open').value = '';
+    if (bytes) send({ cmd: 'open', name: f.name, bytes });
   });
   $('textfile').addEventListener('change', async () => {
     const f = $('textfile').files[0];
     if (!f) return;
-    const bytes = new Uint8Array(await f.arrayBuffer());
+    const bytes = await fileBytes(f);
     $('textfile').value = '';    // the same file chosen again is a change too
+    if (!bytes) return;
     // a textarea lays out about a megabyte a second: a large file trains unseen
     const big = bytes.length > 1e5;
     $('text').value = big ? '' : new TextDecoder().decode(bytes);

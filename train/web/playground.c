@@ -337,6 +337,8 @@ int pg_set_steps(double steps)
         snprintf(error_text, sizeof error_text, "no model");
         return -1;
     }
+    if (setting_ok("Steps", steps, 0, LONG_MAX, WHOLE))     /* as pg_new checks it */
+        return -1;
     if ((long)steps < pg.step) {
         snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld steps the run has taken", (long)steps,
                  pg.step);
@@ -395,9 +397,7 @@ int pg_attention(const char *prompt, int32_t *ids_out)
     }
     T = n < C ? n : C;
     memcpy(ids_out, ids + n - T, (size_t)T * sizeof *ids);
-    ag_tensor *attn[64];
-    if (L > 64)
-        ag_error("more than 64 layers to show");
+    ag_tensor *attn[MODEL_MAX_LAYERS];
     int old = ag_set_grad_enabled(pg.look, 0);
     ag_reset(pg.look);
     model_forward(pg.look, &pg.m, ids_out, 1, T, 0, attn);
@@ -415,6 +415,7 @@ int pg_attention(const char *prompt, int32_t *ids_out)
 const float *pg_attention_data(void) { return attention_weights; }
 
 static char completion[4096];
+static size_t completion_bytes;     /* its length: a text's bytes may hold a NUL */
 
 /* The prompt completed: a task's answer (greedy at temperature 0, drawn
  * otherwise), or n_new tokens of text; as `attograd sample` prints it. */
@@ -422,6 +423,7 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, const
 {
     ENTER(NULL);
     completion[0] = 0;
+    completion_bytes = 0;
     error_text[0] = 0;
     if (!pg.live) {
         snprintf(error_text, sizeof error_text, "no model");
@@ -447,6 +449,7 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, const
         else
             sample_tokens(pg.look, &pg.m, seq, t->prompt, t->len + 1 - t->prompt, temperature, 0, &rng, NULL, NULL);
         task_format(t, seq, t->len + 1, completion, sizeof completion);
+        completion_bytes = strlen(completion);
     } else {
         enum { MAX = 2048 };
         static int32_t buf[MAX + 1];
@@ -458,10 +461,13 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, const
         if (n == 0)
             buf[n++] = 0;       /* as sample: from the first vocabulary byte */
         n = sample_tokens(pg.look, &pg.m, buf, n, n_new, temperature, 0, &rng, NULL, NULL);
-        text_decode(&pg.data.text, buf, (size_t)n, completion, sizeof completion);
+        completion_bytes = text_decode(&pg.data.text, buf, (size_t)n, completion, sizeof completion);
     }
     return completion;
 }
+
+/* The last completion's length in bytes (the text's NUL is a byte like any). */
+size_t pg_completion_bytes(void) { return completion_bytes; }
 
 /* What the page shows of the run, as JSON. */
 const char *pg_info(void)

@@ -12,7 +12,7 @@ const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during trai
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
 let M = null, running = false, prompt = '', info = null;
-let seen = 0;                  // the number of the page's last command handled
+let seen = 0, seenCmd = '';    // the number of the page's last command handled, and its kind
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 
@@ -20,8 +20,9 @@ const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
 // Every message says whether training goes on once the page's command `seen` is handled
-// (the page's Train button follows that, unless Train or Pause was pressed since)
-const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, running }), transfer || []);
+// (the page's Train button follows that, unless Train or Pause was pressed since), and
+// that command's kind (a refusal of one is cleared by one of its kind that succeeds)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }), transfer || []);
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
@@ -57,21 +58,22 @@ function attention() {
 
 // The prompt for a model just built or opened: the one given if the model
 // reads it (an empty one, or one of another task's, is not given), else the
-// task's default, else (text) the text's first characters or the first letter
+// task's default, else (text) the text's first characters (up to a line's
+// end or a NUL, which the engine's C string would end at) or the first letter
 // or digit of its vocabulary; the page's Prompt field takes it.
 function choosePrompt(given, text) {
   const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
-  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n]/)[0]].slice(0, 4).join('') : '';
+  const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n\0]/)[0]].slice(0, 4).join('') : '';
   const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
   return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
 }
 
-// The completion's bytes (at out) as text, less a UTF-8 character the
+// The completion's bytes (at out, pg_completion_bytes of them: a text's
+// NUL is one; the completion was cut at the first) as text, less a UTF-8 character the
 // 200-token cut split at its end (it showed as U+FFFD); bytes that are not
 // UTF-8 before it show as U+FFFD, as anywhere.
 function completionText(out) {
-  let n = 0;
-  while (M.HEAPU8[out + n]) n++;
+  let n = c('pg_completion_bytes', 'number', [], []);
   const b = M.HEAPU8.subarray(out, out + n);
   for (let k = 1; k <= Math.min(3, n) && b[n - k] >= 0x80; k++)
     if (b[n - k] >= 0xc0) { if ((b[n - k] >= 0xf0 ? 4 : b[n - k] >= 0xe0 ? 3 : 2) > k) n -= k; break; }
@@ -139,7 +141,7 @@ const handlers = {
   steps(m) {
     if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
-    post({ type: 'extended', info });
+    post({ type: 'extended', info, text: m.text });
   },
   train() {
     if (running) return;
@@ -174,6 +176,9 @@ const handlers = {
     else post({ type: 'graph', graph: JSON.parse(text), step: info.step });
   },
   save() {
+    // A text model opened without its text cannot have changed: its file as it was (the
+    // engine, without the text to record, wrote the weights alone: the run's state lost)
+    if (opened && info && !info.trainable) { post({ type: 'saved', bytes: opened.bytes.slice(), info }); return; }
     if (c('pg_save', 'number', ['string'], ['/save.st']) < 0) { fail('cannot save'); return; }
     const bytes = M.FS.readFile('/save.st');
     M.FS.unlink('/save.st');
@@ -206,6 +211,7 @@ const handlers = {
 
 onmessage = (e) => {
   seen = e.data.n;
+  seenCmd = e.data.cmd;
   if (!M) { post({ type: 'error', message: 'the engine is still loading' }); return; }
   handlers[e.data.cmd](e.data);
 };
