@@ -22,7 +22,10 @@ const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
 // Every message says whether training goes on once the page's command `seen` is handled
 // (the page's Train button follows that, unless Train or Pause was pressed since), and
 // that command's kind (a refusal of one is cleared by one of its kind that succeeds)
-const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }), transfer || []);
+// (a message's attention weights are moved to the page, not copied: a big model's are
+// a hundred megabytes)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }),
+  (transfer || []).concat([m.attention, m.snapshot].filter((a) => a && a.weights).map((a) => a.weights.buffer)));
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
