@@ -911,6 +911,28 @@ async function main() {
     await page.mouse.move(0, 0);
   });
 
+  // ---- a checkpoint trained as the page does not train (bf16, micro-batches): the status line
+  // says so (the page trained on in fp32 on whole batches, nothing said) --
+  await part('an opened checkpoint the page does not train as it was', async () => {
+    const made = (name, ...flags) => {
+      execFileSync(REF, ['train', '--task', 'copy', '--layers', '1', '--heads', '2', '--d-model', '16', '--batch', '8',
+                         '--steps', '2', '--threads', '1', '--quiet', '--save', name, ...flags], { cwd: TMP });
+      return path.join(TMP, name);
+    };
+    const opened = async (file) => {
+      await page.goto(url + '?task=copy&layers=1&heads=2&d_model=16&batch=8&steps=3');
+      await waitStatus(page, /^step 0\/3 · loss/, 60000);
+      await page.getByLabel('Open checkpoint').setInputFiles(file);
+      return waitStatus(page, /^step 2\/2 · loss/, 60000);
+    };
+    const plain = await opened(made('plain.st'));
+    const bf16 = await opened(made('bf16.st', '--precision', 'bf16', '--micro-batch', '4'));
+    check(`a checkpoint of the page's kind opened: nothing more said (${plain})`,
+          /^step 2\/2 · loss – · held-out exact match [0-9.]+%$/.test(plain));
+    check(`one trained in bf16 with micro-batches: the status line says the page's steps differ from train --resume's (${bf16})`,
+          / · held-out exact match [0-9.]+% · trained in bf16 with micro-batches of 4: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume$/.test(bf16));
+  });
+
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
   await part('a text file\'s own bytes', async () => {
     await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&dropout=0&optimizer=sgd&lr=0.1&batch=4&steps=0&seed=1');

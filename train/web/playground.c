@@ -49,6 +49,8 @@ static struct {
     int S;                      /* tokens per training row */
     int32_t *x, *y;             /* one batch, [B,S] each */
     long step;                  /* steps taken */
+    char trained_as[80];        /* an opened checkpoint's bf16 or micro-batches, which the page
+                                 * does not train with ("" when neither) */
 } pg;
 
 static char error_text[512];
@@ -472,7 +474,7 @@ size_t pg_completion_bytes(void) { return completion_bytes; }
 /* What the page shows of the run, as JSON. */
 const char *pg_info(void)
 {
-    static char info[2048];
+    static char info[4096];
     const model_config *c = &pg.m.cfg;
     char chars[256 * 7 + 1];
     size_t u = 0;
@@ -482,12 +484,12 @@ const char *pg_info(void)
     snprintf(info, sizeof info,
              "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
-             "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
+             "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s],\"trained_as\":\"%s\"}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
              c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
-             chars);
+             chars, pg.trained_as);
     return info;
 }
 
@@ -680,6 +682,19 @@ static void past_long(const ckpt *ck)
     }
 }
 
+/* What an opened checkpoint's run has that the page's does not: into
+ * trained_as, its bf16 multiplies or micro-batches (the page trains in fp32 on
+ * whole batches, so its steps differ from train --resume's); "" when neither. */
+static void opened_notes(const ckpt *ck, const run_settings *o, char trained_as[80])
+{
+    int bf16 = ck->has_state && o->precision && strcmp(o->precision, "fp32") != 0;
+    int micro = ck->has_state && o->micro_batch > 0;
+    char rows[40] = "";
+    if (micro)
+        snprintf(rows, sizeof rows, " with micro-batches of %d", o->micro_batch);
+    snprintf(trained_as, 80, "%s%s%s", bf16 || micro ? "trained" : "", bf16 ? " in bf16" : "", rows);
+}
+
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
@@ -729,7 +744,10 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
         ckpt_close(&ck);
         return -1;
     }
+    char trained_as[sizeof pg.trained_as];
+    opened_notes(&ck, &o, trained_as);
     run_free();
+    memcpy(pg.trained_as, trained_as, sizeof trained_as);
     pg.data = d;
     pg.m = m;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");
