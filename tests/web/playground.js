@@ -911,9 +911,10 @@ async function main() {
     await page.mouse.move(0, 0);
   });
 
-  // ---- a checkpoint trained as the page does not train (bf16, micro-batches): the status line
-  // says so (the page trained on in fp32 on whole batches, nothing said) --
-  await part('an opened checkpoint the page does not train as it was', async () => {
+  // ---- a checkpoint trained as the page does not train (bf16, micro-batches), or with settings its
+  // link cannot hold (attention-only, QKV bias, momentum, a schedule): the status line says so
+  // (the page trained on in fp32 on whole batches, its link built another run: nothing said) --
+  await part('an opened checkpoint the page does not train or link as it was', async () => {
     const made = (name, ...flags) => {
       execFileSync(REF, ['train', '--task', 'copy', '--layers', '1', '--heads', '2', '--d-model', '16', '--batch', '8',
                          '--steps', '2', '--threads', '1', '--quiet', '--save', name, ...flags], { cwd: TMP });
@@ -927,10 +928,14 @@ async function main() {
     };
     const plain = await opened(made('plain.st'));
     const bf16 = await opened(made('bf16.st', '--precision', 'bf16', '--micro-batch', '4'));
+    const other = await opened(made('other.st', '--arch', 'attn-only', '--qkv-bias', '--momentum', '0.5',
+                                    '--schedule', 'cosine', '--warmup', '1'));
     check(`a checkpoint of the page's kind opened: nothing more said (${plain})`,
           /^step 2\/2 · loss – · held-out exact match [0-9.]+%$/.test(plain));
     check(`one trained in bf16 with micro-batches: the status line says the page's steps differ from train --resume's (${bf16})`,
           / · held-out exact match [0-9.]+% · trained in bf16 with micro-batches of 4: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume$/.test(bf16));
+    check(`one with settings the link cannot hold: the status line says the link builds another run (${other})`,
+          / · held-out exact match [0-9.]+% · the link does not carry its attention-only layers, QKV bias, momentum 0\.5, cosine schedule \(warmup 1, min lr 0, over 2 steps\): it builds another run$/.test(other));
   });
 
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------

@@ -74,9 +74,10 @@ function status() {
     s += ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%`;
   else if (lastVal && info.task === 'text')
     s += ` · validation loss ${lastVal.loss.toFixed(4)}`;
-  // an opened checkpoint's run the page does not train as it was trained
+  // an opened checkpoint's run the page does not train as it was trained, or its link does not build
   if (info.trained_as)
     s += ` · ${info.trained_as}: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume`;
+  if (info.unlinked) s += ` · the link does not carry its ${info.unlinked}: it builds another run`;
   $('status').textContent = s;
 }
 
