@@ -973,6 +973,9 @@ async function main() {
     const large = path.join(TMP, 'large.txt');
     const tiny = fs.readFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'));
     fs.writeFileSync(large, Buffer.concat(Array(Math.ceil(2e6 / tiny.length)).fill(tiny)));
+    // the status line while it builds, each line it shows
+    await page.evaluate(() => { window.statuses = []; new MutationObserver(() => window.statuses.push(
+      document.getElementById('status').textContent)).observe(document.getElementById('status'), { childList: true, characterData: true, subtree: true }); });
     await browser.startTracing(page, { categories: ['toplevel'] });
     await page.getByLabel('Open text file').setInputFiles(large);
     await page.waitForFunction(() => document.getElementById('text').dataset.name === 'large.txt', null, { timeout: 60000 });
@@ -981,6 +984,13 @@ async function main() {
     const longest = Math.max(...opening.map((t) => t.tdur)) / 1000, largeBytes = split(largeSaved)[0].__metadata__.text_bytes;
     check(`a ${fs.statSync(large).size}-byte text file trains (text_bytes ${largeBytes}) with no main-thread task over 50 ms ` +
           `of CPU (longest ${longest.toFixed(1)} ms)`, Number(largeBytes) === fs.statSync(large).size && opening.length > 0 && longest <= 50);
+    // (nothing was said of the build: the line kept the run replaced, or "no model", until the new run came)
+    const lines = await page.evaluate(() => window.statuses), size = fs.statSync(large).size;
+    const want = [`reading large.txt (${size} bytes)…`, 'building the vocabulary and the model of large.txt…',
+                  'evaluating the model of large.txt…'];
+    const at = want.map((w) => lines.indexOf(w)), step = lines.findIndex((l) => /^step 0\//.test(l));
+    check(`the status line follows a large text's build (${lines.slice(0, 5).join(' | ')})`,
+          at.every((k, i) => k >= 0 && (i === 0 || k > at[i - 1])) && step > at[2]);
   });
 
   // ---- every control reached by Tab, named as the README names it ----------------

@@ -490,9 +490,12 @@ const onMessage = {
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
+  // a large text's model under way: which part (reading, vocabulary, evaluation)
+  building(m) { $('status').textContent = m.text; },
   error(m) {
     say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message, m.cmd);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
+    else if (m.cmd === 'new') status();    // (a build refused: the run as it was, a line of its building gone)
   },
 };
 
