@@ -152,7 +152,7 @@ async function main() {
 
   // ---- heatmaps --------------------------------------------------------------
   const maps = await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll(
-    (cs) => cs.map((c) => JSON.parse(c.dataset.weights)));
+    (cs) => cs.map((c) => c.weights()));
   check(`a heatmap per layer and head (${maps.length})`, maps.length === 4);
   let worstSum = 0, above = 0;
   for (const rows of maps)
@@ -165,14 +165,14 @@ async function main() {
   const head = page.getByRole('img', { name: 'attention of layer 1, head 1' });
   const last = await page.getByLabel('Snapshot').inputValue();
   await page.getByLabel('Snapshot').fill('0');
-  const first = await head.evaluate((c) => c.dataset.weights);
+  const first = await head.evaluate((c) => JSON.stringify(c.weights()));
   check(`Snapshot scrubs back to the untrained model's weights (snapshot 0 of ${last})`,
         Number(last) >= 10 && first !== JSON.stringify(maps[0]));
   // (Chromium's accessibility tree, as the DevTools protocol gives it, reports a range's value, not its aria-valuetext)
   const valueText = await page.getByLabel('Snapshot').getAttribute('aria-valuetext');
   check(`Snapshot's value is said as the step it shows, not its index (${valueText})`, valueText === 'step 0 of 100');
   await page.getByLabel('Snapshot').fill(last);
-  check('and forward to the last', (await head.evaluate((c) => c.dataset.weights)) === JSON.stringify(maps[0]));
+  check('and forward to the last', (await head.evaluate((c) => JSON.stringify(c.weights()))) === JSON.stringify(maps[0]));
 
   // ---- a heatmap cell's details by keyboard, as the mouse shows them ----------
   await part('heatmap details by keyboard', async () => {
@@ -185,7 +185,7 @@ async function main() {
     for (const key of ['ArrowDown', 'ArrowDown', 'ArrowDown', 'ArrowRight', 'ArrowUp', 'ArrowRight', 'ArrowLeft'])
       await page.keyboard.press(key);
     const byKey = await tip.textContent(), m = cellRe.exec(byKey) || [], visible = await tip.isVisible();
-    const rows = JSON.parse(await head.evaluate((c) => c.dataset.weights));
+    const rows = await head.evaluate((c) => c.weights());
     check(`Tab from Snapshot reaches the first heatmap (${reached}); arrow keys move its cell cursor, the tip shows ` +
           `query, key and weight (${byKey})`, reached === 'attention of layer 1, head 1' && visible &&
           m[2] === '2' && m[4] === '1' && m[5] === rows[2][1].toFixed(4));
@@ -199,7 +199,7 @@ async function main() {
     await page.mouse.move(0, 0);
     await page.keyboard.press('PageDown');
     const next = await focused(), nextTip = await tip.textContent();
-    const rows2 = JSON.parse(await page.getByRole('img', { name: 'attention of layer 1, head 2' }).evaluate((c) => c.dataset.weights));
+    const rows2 = await page.getByRole('img', { name: 'attention of layer 1, head 2' }).evaluate((c) => c.weights());
     check(`Page Down goes to the next heatmap, same cell (${next}: ${nextTip})`, next === 'attention of layer 1, head 2' &&
           (cellRe.exec(nextTip) || [])[5] === rows2[2][1].toFixed(4) && (await said.textContent()) === next + ': ' + nextTip);
     await page.keyboard.press('Tab');
@@ -517,7 +517,7 @@ async function main() {
     // what the learner sees of the run: status, snapshots, heatmaps, loss curve, link
     const look = async () => JSON.stringify([await statusText(page), page.url(),
       await page.getByLabel('Snapshot').evaluate((e) => e.max + ' ' + e.value),
-      await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll((cs) => cs.map((c) => c.dataset.weights)),
+      await page.getByRole('img', { name: /^attention of layer/ }).evaluateAll((cs) => cs.map((c) => JSON.stringify(c.weights()))),
       await page.getByRole('img', { name: 'Loss curve' }).evaluate((c) => c.toDataURL())]);
     const before = await look();
     const refused = [['Layers', 2.5, /^cannot build the model: Layers must be a whole number .*\(it is 2\.5\)$/],
@@ -842,12 +842,12 @@ async function main() {
     await waitStatus(page, /^step 0\/9 · loss/, 30000);
     await page.getByLabel('Prompt').fill('the quick');
     const first = page.getByRole('img', { name: 'attention of layer 1, head 1' });
-    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 9, null, { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector("#heatmaps canvas").weights().length === 9, null, { timeout: 10000 });
     const box = await first.boundingBox();
     await page.mouse.move(box.x + box.width - 5, box.y + box.height - 5);
     const over = await page.getByRole('tooltip').textContent();
     await page.getByLabel('Prompt').fill('the');
-    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 3, null, { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector("#heatmaps canvas").weights().length === 3, null, { timeout: 10000 });
     const after = await page.locator('#tip').evaluate((e) => (e.style.display === 'none' ? 'hidden' : e.textContent));   // (hidden: no role)
     check(`the tip of a cell (${over}) goes when the heatmaps are made anew for a shorter Prompt (${after})`,
           /^query k \(8\)/.test(over) && after === 'hidden');
@@ -863,12 +863,79 @@ async function main() {
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
     await browser.startTracing(page, { categories: ['toplevel'] });
     await page.getByLabel('Prompt').fill('the lazy dog. '.repeat(40));
-    await page.waitForFunction(() => JSON.parse(document.querySelector('#heatmaps canvas').dataset.weights).length === 512, null,
+    await page.waitForFunction(() => document.querySelector("#heatmaps canvas").weights().length === 512, null,
                                { timeout: 60000 });
     const tasks = mainThreadTasks(JSON.parse(await browser.stopTracing()));
     const longest = Math.max(...tasks.map((t) => t.tdur)) / 1000;
     check(`a 512-token Prompt's 8 heatmaps take at most 0.7 s of the page's thread (longest task ${longest.toFixed(0)} ms of CPU)`,
           tasks.length > 0 && longest <= 700);
+  });
+
+  // ---- a big model's 512-token Prompt (Layers 8, Heads 16: 128 heatmaps): the page's thread
+  // never held long (each map 3,086 pixels square, drawn all at once, its weights copied into
+  // arrays and JSON: about 15 s of a frozen page); the weights read back exact --
+  await part('a big model\'s long Prompt', async () => {
+    await page.goto(url + '?task=text&layers=8&heads=16&d_model=16&context=512&batch=1&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(200));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 120000);
+    await browser.startTracing(page, { categories: ['toplevel'] });
+    await page.getByLabel('Prompt').fill('the lazy dog. '.repeat(40));
+    await page.waitForFunction(() => document.querySelectorAll('#heatmaps canvas').length === 128 &&
+      document.querySelector('#heatmaps canvas').width >= 512, null, { timeout: 120000 });
+    await page.waitForTimeout(1500);     // the maps in view painted
+    const tasks = mainThreadTasks(JSON.parse(await browser.stopTracing()));
+    const longest = Math.max(...tasks.map((t) => t.tdur)) / 1000;
+    check(`a 512-token Prompt's 128 heatmaps (8 layers, 16 heads) hold the page's thread at most 0.7 s at a time ` +
+          `(longest task ${longest.toFixed(0)} ms of CPU)`, tasks.length > 0 && longest <= 700);
+    const last = page.getByRole('img', { name: 'attention of layer 8, head 16', exact: true });
+    const rows = await last.evaluate((c) => c.weights());
+    let worst = 0, above = 0;
+    rows.forEach((row, i) => { worst = Math.max(worst, Math.abs(row.reduce((a, b) => a + b, 0) - 1));
+                               row.forEach((w, j) => { if (j > i && w !== 0) above++; }); });
+    await last.scrollIntoViewIfNeeded();
+    const box = await last.boundingBox(), k = box.width / 512;
+    await page.mouse.move(box.x + 300.5 * k, box.y + 400.5 * k);
+    const shown = await page.getByRole('tooltip').textContent();
+    const m = /^query .+ \((\d+)\) → key .+ \((\d+)\): ([0-9.]+)$/.exec(shown) || [];
+    check(`its last map's 512 rows sum to 1 within 1e-6 (worst ${worst}), zeros above the diagonal (${above} not); ` +
+          `the mouse names a cell's weight (${shown})`, rows.length === 512 && worst <= 1e-6 && above === 0 &&
+          Math.abs(m[1] - 400) <= 1 && Math.abs(m[2] - 300) <= 1 && m[3] === (rows[m[1]] || [])[m[2]].toFixed(4));
+    // and what is in view is drawn: blue cells on the diagonal's side of the first and the last map
+    const blue = (c) => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+                          for (let k = 0; k < d.length; k += 4) if (d[k + 3] && d[k] < 255) n++; return n; };
+    const drawn = [await last.evaluate(blue), await page.getByRole('img', { name: 'attention of layer 1, head 1', exact: true }).evaluate(blue)];
+    check(`the maps in view are drawn (${drawn.join(' and ')} blue pixels in the last and the first)`,
+          drawn[0] > 1000 && drawn[1] > 1000);
+    await page.mouse.move(0, 0);
+  });
+
+  // ---- a checkpoint trained as the page does not train (bf16, micro-batches), or with settings its
+  // link cannot hold (attention-only, QKV bias, momentum, a schedule): the status line says so
+  // (the page trained on in fp32 on whole batches, its link built another run: nothing said) --
+  await part('an opened checkpoint the page does not train or link as it was', async () => {
+    const made = (name, ...flags) => {
+      execFileSync(REF, ['train', '--task', 'copy', '--layers', '1', '--heads', '2', '--d-model', '16', '--batch', '8',
+                         '--steps', '2', '--threads', '1', '--quiet', '--save', name, ...flags], { cwd: TMP });
+      return path.join(TMP, name);
+    };
+    const opened = async (file) => {
+      await page.goto(url + '?task=copy&layers=1&heads=2&d_model=16&batch=8&steps=3');
+      await waitStatus(page, /^step 0\/3 · loss/, 60000);
+      await page.getByLabel('Open checkpoint').setInputFiles(file);
+      return waitStatus(page, /^step 2\/2 · loss/, 60000);
+    };
+    const plain = await opened(made('plain.st'));
+    const bf16 = await opened(made('bf16.st', '--precision', 'bf16', '--micro-batch', '4'));
+    const other = await opened(made('other.st', '--arch', 'attn-only', '--qkv-bias', '--momentum', '0.5',
+                                    '--schedule', 'cosine', '--warmup', '1'));
+    check(`a checkpoint of the page's kind opened: nothing more said (${plain})`,
+          /^step 2\/2 · loss – · held-out exact match [0-9.]+%$/.test(plain));
+    check(`one trained in bf16 with micro-batches: the status line says the page's steps differ from train --resume's (${bf16})`,
+          / · held-out exact match [0-9.]+% · trained in bf16 with micro-batches of 4: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume$/.test(bf16));
+    check(`one with settings the link cannot hold: the status line says the link builds another run (${other})`,
+          / · held-out exact match [0-9.]+% · the link does not carry its attention-only layers, QKV bias, momentum 0\.5, cosine schedule \(warmup 1, min lr 0, over 2 steps\): it builds another run$/.test(other));
   });
 
   // ---- a text file's own bytes: CRLF, a BOM and bytes that are not UTF-8 ---------
@@ -906,6 +973,9 @@ async function main() {
     const large = path.join(TMP, 'large.txt');
     const tiny = fs.readFileSync(path.resolve(process.env.TEXT || 'data/tiny.txt'));
     fs.writeFileSync(large, Buffer.concat(Array(Math.ceil(2e6 / tiny.length)).fill(tiny)));
+    // the status line while it builds, each line it shows
+    await page.evaluate(() => { window.statuses = []; new MutationObserver(() => window.statuses.push(
+      document.getElementById('status').textContent)).observe(document.getElementById('status'), { childList: true, characterData: true, subtree: true }); });
     await browser.startTracing(page, { categories: ['toplevel'] });
     await page.getByLabel('Open text file').setInputFiles(large);
     await page.waitForFunction(() => document.getElementById('text').dataset.name === 'large.txt', null, { timeout: 60000 });
@@ -914,6 +984,13 @@ async function main() {
     const longest = Math.max(...opening.map((t) => t.tdur)) / 1000, largeBytes = split(largeSaved)[0].__metadata__.text_bytes;
     check(`a ${fs.statSync(large).size}-byte text file trains (text_bytes ${largeBytes}) with no main-thread task over 50 ms ` +
           `of CPU (longest ${longest.toFixed(1)} ms)`, Number(largeBytes) === fs.statSync(large).size && opening.length > 0 && longest <= 50);
+    // (nothing was said of the build: the line kept the run replaced, or "no model", until the new run came)
+    const lines = await page.evaluate(() => window.statuses), size = fs.statSync(large).size;
+    const want = [`reading large.txt (${size} bytes)…`, 'building the vocabulary and the model of large.txt…',
+                  'evaluating the model of large.txt…'];
+    const at = want.map((w) => lines.indexOf(w)), step = lines.findIndex((l) => /^step 0\//.test(l));
+    check(`the status line follows a large text's build (${lines.slice(0, 5).join(' | ')})`,
+          at.every((k, i) => k >= 0 && (i === 0 || k > at[i - 1])) && step > at[2]);
   });
 
   // ---- every control reached by Tab, named as the README names it ----------------

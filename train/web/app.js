@@ -74,6 +74,10 @@ function status() {
     s += ` · held-out exact match ${(100 * lastVal.correct / lastVal.total).toFixed(1)}%`;
   else if (lastVal && info.task === 'text')
     s += ` · validation loss ${lastVal.loss.toFixed(4)}`;
+  // an opened checkpoint's run the page does not train as it was trained, or its link does not build
+  if (info.trained_as)
+    s += ` · ${info.trained_as}: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume`;
+  if (info.unlinked) s += ` · the link does not carry its ${info.unlinked}: it builds another run`;
   $('status').textContent = s;
 }
 
@@ -142,15 +146,30 @@ function tokenText(id) {
     : b < 32 || b >= 127 ? '\\x' + b.toString(16).padStart(2, '0') : String.fromCharCode(b);
 }
 
-// One canvas per layer and head, made once per shape and repainted after.
-// A cell's query, key and weight show where the mouse is over it, or at
-// the keyboard's cell cursor on the focused heatmap (one Tab stop for them
-// all: arrow keys move the cursor, Page Up/Down go to the previous/next
-// heatmap), said then by a live region too.
+// One canvas per layer and head, made once per shape and painted when it is
+// in view (or about to be): a model of 8 layers and 16 heads has 128, 4,096
+// at 256 layers, each T x T cells of a T-token Prompt.  A cell is at least
+// one pixel (a 512-token Prompt's map is 512 pixels square, not 3,086), its
+// labels drawn where a cell is wide enough to read them (the tip names every
+// cell's tokens); the weights are the worker's array, read where asked (they
+// were copied into an array a row and into JSON for each map: seconds of a
+// frozen page).  A cell's query, key and weight show where the mouse is over
+// it, or at the keyboard's cell cursor on the focused heatmap (one Tab stop
+// for them all: arrow keys move the cursor, Page Up/Down go to the
+// previous/next heatmap), said then by a live region too.
 let maps = [], cursor = [0, 0];
+const seen = new IntersectionObserver((es) => {
+  for (const e of es) {
+    const map = maps.find((m) => m.cv === e.target);
+    if (!map) continue;
+    map.inView = e.isIntersecting;
+    if (map.inView && map.stale) paint(map);
+  }
+}, { rootMargin: '300px' });
 
+const weight = (map, i, j) => map.w[map.base + i * map.ids.length + j];
 const cellText = (map, i, j) =>
-  `query ${tokenText(map.ids[i])} (${i}) → key ${tokenText(map.ids[j])} (${j}): ${map.rows[i][j].toFixed(4)}`;
+  `query ${tokenText(map.ids[i])} (${i}) → key ${tokenText(map.ids[j])} (${j}): ${weight(map, i, j).toFixed(4)}`;
 
 function tip(text, x, y) {
   const t = $('tip');
@@ -159,17 +178,18 @@ function tip(text, x, y) {
 
 // The cursor's cell on a focused map: outlined, its details in the tip (and said when `say`).
 function cursorCell(map, say) {
-  if (document.activeElement !== map.cv || !map.rows.length) return;
+  if (document.activeElement !== map.cv || !map.ids.length) return;
   const [i, j] = cursor, { cell, lab } = map, g = map.cv.getContext('2d'), r = map.cv.getBoundingClientRect();
   const k = map.cv.width / r.width;
-  g.strokeStyle = '#d00'; g.lineWidth = 2;
-  g.strokeRect(lab + j * cell, lab + i * cell, cell - 1, cell - 1);
+  g.strokeStyle = '#d00'; g.lineWidth = cell < 4 ? 1 : 2;
+  g.strokeRect(lab + j * cell - (cell < 4), lab + i * cell - (cell < 4), Math.max(cell - 1, 2), Math.max(cell - 1, 2));
   tip(cellText(map, i, j), r.left + (lab + (j + 1) * cell) / k, r.top + (lab + i * cell) / k);
   if (say) $('cellsay').textContent = `${map.cv.getAttribute('aria-label')}: ${cellText(map, i, j)}`;
 }
 
 function makeMaps(L, H, T, cell, lab) {
   const box = $('heatmaps');
+  seen.disconnect();
   box.textContent = '';
   maps = [];
   $('tip').style.display = 'none';    // (a cell of the maps gone: the mouse leaves them unheard)
@@ -177,11 +197,13 @@ function makeMaps(L, H, T, cell, lab) {
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const fig = document.createElement('figure'), cv = document.createElement('canvas');
-      const map = { cv, rows: [], ids: [], cell, lab };
+      const map = { cv, ids: [], w: null, base: 0, cell, lab, inView: false, stale: false };
       cv.width = lab + T * cell; cv.height = lab + T * cell;
       cv.tabIndex = maps.length ? -1 : 0;
       cv.setAttribute('role', 'img');
       cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
+      // the map's weights as rows (for whoever asks, as the tests do)
+      cv.weights = () => map.ids.map((_, i) => Array.from(map.w.subarray(map.base + i * T, map.base + (i + 1) * T)));
       cv.addEventListener('mousemove', (e) => {
         const r = cv.getBoundingClientRect(), k = cv.width / r.width;    // (drawn smaller on a narrow screen)
         const j = Math.floor(((e.clientX - r.left) * k - lab) / cell), i = Math.floor(((e.clientY - r.top) * k - lab) / cell);
@@ -204,58 +226,61 @@ function makeMaps(L, H, T, cell, lab) {
       fig.append(cv, cap);
       box.append(fig);
       maps.push(map);
+      seen.observe(cv);
     }
 }
 
 // Weight w as a cell from white (0) to blue (1); the tokens on both axes:
 // rows are queries, columns keys.
 function paint(map) {
-  const { cv, ids, rows, cell, lab } = map, T = ids.length, g = cv.getContext('2d');
+  const { cv, ids, w, base, cell, lab } = map, T = ids.length, g = cv.getContext('2d');
+  map.stale = false;
   g.clearRect(0, 0, cv.width, cv.height);
-  g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
-  for (let i = 0; i < T; i++) {
-    const t = tokenText(ids[i]);
-    // a key's label wider than its column (\xNN) reads upward, as attograd attn draws it
-    if (g.measureText(t).width > cell) {
-      g.save(); g.translate(lab + (i + 1) * cell - 3, lab - 3); g.rotate(-Math.PI / 2); g.fillText(t, 0, 0); g.restore();
-    } else g.fillText(t, lab + i * cell + 1, lab - 3);
-    g.fillText(t, 2, lab + (i + 1) * cell - 3);
+  if (lab) {
+    g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
+    for (let i = 0; i < T; i++) {
+      const t = tokenText(ids[i]);
+      // a key's label wider than its column (\xNN) reads upward, as attograd attn draws it
+      if (g.measureText(t).width > cell) {
+        g.save(); g.translate(lab + (i + 1) * cell - 3, lab - 3); g.rotate(-Math.PI / 2); g.fillText(t, 0, 0); g.restore();
+      } else g.fillText(t, lab + i * cell + 1, lab - 3);
+      g.fillText(t, 2, lab + (i + 1) * cell - 3);
+    }
   }
   // one pixel a cell, scaled up to cells (a fillRect a cell took 0.35 s a heatmap of a
   // 512-token prompt, seconds of a frozen page), then the white line after each
   const src = new ImageData(T, T), px = new Uint32Array(src.data.buffer);
-  for (let i = 0; i < T; i++)
-    for (let j = 0; j < T; j++) {
-      const w = rows[i][j] >= 0 ? Math.min(rows[i][j], 1) : 0;
-      px[i * T + j] = 0xffff0000 | (255 - Math.round(175 * w)) << 8 | (255 - Math.round(215 * w));   // (RGBA's bytes)
-    }
+  for (let k = 0; k < T * T; k++) {
+    const v = w[base + k], x = v >= 0 ? Math.min(v, 1) : 0;
+    px[k] = 0xffff0000 | (255 - Math.round(175 * x)) << 8 | (255 - Math.round(215 * x));   // (RGBA's bytes)
+  }
+  if (cell === 1) { g.putImageData(src, lab, lab); return; }
   const one = document.createElement('canvas');
   one.width = one.height = T;
   one.getContext('2d').putImageData(src, 0, 0);
   g.imageSmoothingEnabled = false;
   g.drawImage(one, lab, lab, T * cell, T * cell);
-  for (let k = 1; k <= T; k++) {
-    g.clearRect(lab + k * cell - 1, lab, 1, T * cell);
-    g.clearRect(lab, lab + k * cell - 1, T * cell, 1);
-  }
+  if (cell >= 4)
+    for (let k = 1; k <= T; k++) {
+      g.clearRect(lab + k * cell - 1, lab, 1, T * cell);
+      g.clearRect(lab, lab + k * cell - 1, T * cell, 1);
+    }
 }
 
 function drawHeatmaps(a) {
   if (!a) return;
-  if (a.error) { $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
+  if (a.error) { seen.disconnect(); maps = []; $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
-  // the labels' band: 14 pixels, wider for a label of more than one character (\xNN)
-  const cell = Math.max(6, Math.min(18, Math.floor(220 / T))), chars = Math.max(...ids.map((id) => tokenText(id).length));
-  const lab = Math.max(14, Math.ceil(chars * 0.62 * Math.min(12, cell)) + 5), key = `${L},${H},${T},${lab}`;
+  // a cell of 18 pixels down to 1 (the labels' band, 14 pixels or wider for a label of
+  // more than one character (\xNN), where a cell is 6 pixels or more)
+  const cell = Math.max(1, Math.min(18, Math.floor(220 / T))), chars = Math.max(...ids.map((id) => tokenText(id).length));
+  const lab = cell < 6 ? 0 : Math.max(14, Math.ceil(chars * 0.62 * Math.min(12, cell)) + 5), key = `${L},${H},${T},${lab}`;
   if ($('heatmaps').dataset.key !== key) { makeMaps(L, H, T, cell, lab); $('heatmaps').dataset.key = key; }
   maps.forEach((map, k) => {
-    const base = k * T * T;
-    map.ids = ids;
-    map.rows = [];
-    for (let i = 0; i < T; i++) map.rows.push(Array.from(weights.subarray(base + i * T, base + (i + 1) * T)));
-    map.cv.dataset.weights = JSON.stringify(map.rows);
-    paint(map);
-    cursorCell(map, 0);
+    map.ids = ids; map.w = weights; map.base = k * T * T;
+    // drawn now where in view (the observer's first word on a new map comes after), else once scrolled to
+    map.stale = true;
+    if (map.inView || document.activeElement === map.cv) { paint(map); cursorCell(map, 0); }
   });
 }
 
@@ -465,9 +490,12 @@ const onMessage = {
     document.body.append(a); a.click(); a.remove();
     setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   },
+  // a large text's model under way: which part (reading, vocabulary, evaluation)
+  building(m) { $('status').textContent = m.text; },
   error(m) {
     say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message, m.cmd);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
+    else if (m.cmd === 'new') status();    // (a build refused: the run as it was, a line of its building gone)
   },
 };
 

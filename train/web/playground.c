@@ -49,6 +49,9 @@ static struct {
     int S;                      /* tokens per training row */
     int32_t *x, *y;             /* one batch, [B,S] each */
     long step;                  /* steps taken */
+    char trained_as[80];        /* an opened checkpoint's bf16 or micro-batches, which the page
+                                 * does not train with ("" when neither) */
+    char unlinked[320];         /* its settings the page's link cannot hold ("" when none) */
 } pg;
 
 static char error_text[512];
@@ -472,7 +475,7 @@ size_t pg_completion_bytes(void) { return completion_bytes; }
 /* What the page shows of the run, as JSON. */
 const char *pg_info(void)
 {
-    static char info[2048];
+    static char info[4096];
     const model_config *c = &pg.m.cfg;
     char chars[256 * 7 + 1];
     size_t u = 0;
@@ -482,12 +485,13 @@ const char *pg_info(void)
     snprintf(info, sizeof info,
              "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
-             "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s]}",
+             "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s],"
+             "\"trained_as\":\"%s\",\"unlinked\":\"%s\"}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
              c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
-             chars);
+             chars, pg.trained_as, pg.unlinked);
     return info;
 }
 
@@ -680,6 +684,48 @@ static void past_long(const ckpt *ck)
     }
 }
 
+/* What an opened checkpoint's run has that the page's does not: into
+ * trained_as, its bf16 multiplies or micro-batches (the page trains in fp32 on
+ * whole batches, so its steps differ from train --resume's); into unlinked,
+ * the settings the page's controls, and so its link, cannot hold (the link
+ * builds a run without them).  Each "" when there are none. */
+static void opened_notes(const ckpt *ck, const run_settings *o, const model_config *c, int adamw, int is_text,
+                         char trained_as[80], char unlinked[320])
+{
+    int bf16 = ck->has_state && o->precision && strcmp(o->precision, "fp32") != 0;
+    int micro = ck->has_state && o->micro_batch > 0;
+    char rows[40] = "";
+    if (micro)
+        snprintf(rows, sizeof rows, " with micro-batches of %d", o->micro_batch);
+    snprintf(trained_as, 80, "%s%s%s", bf16 || micro ? "trained" : "", bf16 ? " in bf16" : "", rows);
+    size_t u = 0;
+    unlinked[0] = 0;
+#define UNLINKED(...) (u += (size_t)snprintf(unlinked + u, u < 320 ? 320 - u : 0, "%s", u ? ", " : ""), \
+                       u += (size_t)snprintf(unlinked + u, u < 320 ? 320 - u : 0, __VA_ARGS__))
+    const run_settings *d = &RUN_DEFAULTS;
+    if (c->arch != ARCH_GPT)
+        UNLINKED("attention-only layers");
+    if (c->qkv_bias)
+        UNLINKED("QKV bias");
+    if (ck->has_state) {
+        if (!adamw && o->momentum != d->momentum)
+            UNLINKED("momentum %g", o->momentum);
+        if (adamw && (o->beta1 != d->beta1 || o->beta2 != d->beta2 || o->eps != d->eps))
+            UNLINKED("AdamW betas %g, %g and eps %g", o->beta1, o->beta2, o->eps);
+        if (o->weight_decay != d->weight_decay)
+            UNLINKED("weight decay %g", o->weight_decay);
+        if (o->clip != d->clip)
+            UNLINKED("clip %g", o->clip);
+        if (strcmp(o->schedule, "cosine") == 0)
+            UNLINKED("cosine schedule (warmup %ld, min lr %g, over %ld steps)", o->warmup, o->min_lr, o->schedule_steps);
+        if (is_text && strcmp(o->order, d->order) != 0)
+            UNLINKED("%s order", o->order);
+    }
+#undef UNLINKED
+    if (u >= 320)
+        snprintf(unlinked + 320 - 4, 4, "...");
+}
+
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
@@ -729,7 +775,11 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
         ckpt_close(&ck);
         return -1;
     }
+    char trained_as[sizeof pg.trained_as], unlinked[sizeof pg.unlinked];
+    opened_notes(&ck, &o, &m.cfg, adamw, is_text, trained_as, unlinked);
     run_free();
+    memcpy(pg.trained_as, trained_as, sizeof trained_as);
+    memcpy(pg.unlinked, unlinked, sizeof unlinked);
     pg.data = d;
     pg.m = m;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");

@@ -8,6 +8,7 @@ importScripts('playground.js');
 const SLICE_MS = 50;
 // an evaluation every tenth of the run (at least 10 steps apart, at most 100)
 const evalEvery = () => Math.max(10, Math.min(100, Math.round(info.steps / 10)));
+const BIG_TEXT = 1e6;          // bytes of a text whose build the status line follows
 const EVAL_WINDOWS = 100;      // text: windows an evaluation scores during training (the last one: all)
 const DEFAULT_PROMPT = { copy: 'gcfffbgj|', reverse: 'gcfffbgj|', sort: '210120', add: '27+58=', text: 'The ' };
 
@@ -22,7 +23,10 @@ const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
 // Every message says whether training goes on once the page's command `seen` is handled
 // (the page's Train button follows that, unless Train or Pause was pressed since), and
 // that command's kind (a refusal of one is cleared by one of its kind that succeeds)
-const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }), transfer || []);
+// (a message's attention weights are moved to the page, not copied: a big model's are
+// a hundred megabytes)
+const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenCmd, running }),
+  (transfer || []).concat([m.attention, m.snapshot].filter((a) => a && a.weights).map((a) => a.weights.buffer)));
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
@@ -119,7 +123,11 @@ function showModel(extra) {
 
 const handlers = {
   new(m) {
+    // a large text's build takes seconds (about 24 for 1.5 GB): the page's status line says which part
+    const big = m.text && m.text.length >= BIG_TEXT, name = m.textName || 'text';
+    if (big) post({ type: 'building', text: `reading ${name} (${m.text.length} bytes)…` });
     if (m.text) M.FS.writeFile('/text', m.text);
+    if (big) post({ type: 'building', text: `building the vocabulary and the model of ${name}…` });
     const s = m.settings;
     const rc = c('pg_new', 'number',
       ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
@@ -135,6 +143,7 @@ const handlers = {
     }
     running = false;
     opened = null;
+    if (big) post({ type: 'building', text: `evaluating the model of ${name}…` });
     prompt = choosePrompt(m.prompt, m.text);
     showModel({ val: evaluate(false) });
   },
