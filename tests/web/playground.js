@@ -905,9 +905,32 @@ async function main() {
     // and what is in view is drawn: blue cells on the diagonal's side of the first and the last map
     const blue = (c) => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
                           for (let k = 0; k < d.length; k += 4) if (d[k + 3] && d[k] < 255) n++; return n; };
-    const drawn = [await last.evaluate(blue), await page.getByRole('img', { name: 'attention of layer 1, head 1', exact: true }).evaluate(blue)];
+    const top = page.getByRole('img', { name: 'attention of layer 1, head 1', exact: true }), lastBlue = await last.evaluate(blue);
+    await top.scrollIntoViewIfNeeded(); await page.waitForTimeout(300);
+    const drawn = [lastBlue, await top.evaluate(blue)];
     check(`the maps in view are drawn (${drawn.join(' and ')} blue pixels in the last and the first)`,
           drawn[0] > 1000 && drawn[1] > 1000);
+    await page.mouse.move(0, 0);
+    // scrolled through all 128 from the top and back: only the maps near the view keep their pixels
+    // (each map drawn once stayed, a megabyte each: 128 MB), and the first is drawn again, read exact
+    const maps = page.getByRole('img', { name: /^attention of layer/ });
+    for (let i = 0; i < 128; i += 2) { await maps.nth(i).scrollIntoViewIfNeeded(); await page.waitForTimeout(60); }
+    for (let i = 127; i >= 0; i -= 2) { await maps.nth(i).scrollIntoViewIfNeeded(); await page.waitForTimeout(60); }
+    await page.waitForTimeout(500);
+    const held = await page.evaluate(() => {
+      const all = [...document.querySelectorAll('#heatmaps canvas')];
+      const near = all.filter((c) => { const r = c.getBoundingClientRect(); return r.bottom > -1600 && r.top < innerHeight + 1600; });
+      return [all.filter((c) => c.width * c.height > 0).length, near.length];
+    });
+    const first = page.getByRole('img', { name: 'attention of layer 1, head 1', exact: true });
+    const again = await first.evaluate(blue), firstRows = await first.evaluate((c) => c.weights());
+    const fbox = await first.boundingBox(), fk = fbox.width / 512;
+    await page.mouse.move(fbox.x + 100.5 * fk, fbox.y + 200.5 * fk);
+    const fshown = await page.getByRole('tooltip').textContent(), fm = /\((\d+)\) → key .+ \((\d+)\): ([0-9.]+)$/.exec(fshown) || [];
+    check(`scrolled through all 128 maps and back, ${held[0]} keep their pixels (at most the ${held[1]} within ` +
+          `1,600 pixels of the view); the first drawn again (${again} blue pixels), its cell named (${fshown})`,
+          held[0] <= held[1] && held[1] < 128 && again > 1000 && firstRows.length === 512 &&
+          Math.abs(fm[1] - 200) <= 1 && Math.abs(fm[2] - 100) <= 1 && fm[3] === (firstRows[fm[1]] || [])[fm[2]].toFixed(4));
     await page.mouse.move(0, 0);
   });
 

@@ -157,15 +157,30 @@ function tokenText(id) {
 // it, or at the keyboard's cell cursor on the focused heatmap (one Tab stop
 // for them all: arrow keys move the cursor, Page Up/Down go to the
 // previous/next heatmap), said then by a live region too.
+// A map far out of view (past 1,500 pixels) lets its pixels go, its canvas 0
+// by 0 pixels (its size on the page held by its style), and is painted again
+// when scrolled near: a 512-token map is a megabyte, 128 of them all kept once
+// scrolled through.
 let maps = [], cursor = [0, 0];
+const mapOf = (cv) => maps.find((m) => m.cv === cv);
 const seen = new IntersectionObserver((es) => {
   for (const e of es) {
-    const map = maps.find((m) => m.cv === e.target);
+    const map = mapOf(e.target);
     if (!map) continue;
     map.inView = e.isIntersecting;
     if (map.inView && map.stale) paint(map);
   }
 }, { rootMargin: '300px' });
+const release = (map) => { map.cv.width = map.cv.height = 0; map.stale = true; };
+const far = new IntersectionObserver((es) => {
+  for (const e of es) {
+    const map = mapOf(e.target);
+    if (!map) continue;
+    map.near = e.isIntersecting;
+    if (!map.near && document.activeElement !== map.cv) release(map);
+  }
+}, { rootMargin: '1500px' });
+const unobserve = () => { seen.disconnect(); far.disconnect(); };
 
 const weight = (map, i, j) => map.w[map.base + i * map.ids.length + j];
 const cellText = (map, i, j) =>
@@ -180,7 +195,7 @@ function tip(text, x, y) {
 function cursorCell(map, say) {
   if (document.activeElement !== map.cv || !map.ids.length) return;
   const [i, j] = cursor, { cell, lab } = map, g = map.cv.getContext('2d'), r = map.cv.getBoundingClientRect();
-  const k = map.cv.width / r.width;
+  const k = map.size / r.width;
   g.strokeStyle = '#d00'; g.lineWidth = cell < 4 ? 1 : 2;
   g.strokeRect(lab + j * cell - (cell < 4), lab + i * cell - (cell < 4), Math.max(cell - 1, 2), Math.max(cell - 1, 2));
   tip(cellText(map, i, j), r.left + (lab + (j + 1) * cell) / k, r.top + (lab + i * cell) / k);
@@ -189,7 +204,7 @@ function cursorCell(map, say) {
 
 function makeMaps(L, H, T, cell, lab) {
   const box = $('heatmaps');
-  seen.disconnect();
+  unobserve();
   box.textContent = '';
   maps = [];
   $('tip').style.display = 'none';    // (a cell of the maps gone: the mouse leaves them unheard)
@@ -197,15 +212,16 @@ function makeMaps(L, H, T, cell, lab) {
   for (let l = 0; l < L; l++)
     for (let h = 0; h < H; h++) {
       const fig = document.createElement('figure'), cv = document.createElement('canvas');
-      const map = { cv, ids: [], w: null, base: 0, cell, lab, inView: false, stale: false };
-      cv.width = lab + T * cell; cv.height = lab + T * cell;
+      const map = { cv, ids: [], w: null, base: 0, cell, lab, size: lab + T * cell, inView: false, near: false, stale: true };
+      cv.width = cv.height = 0;     // (its pixels come when painted)
+      cv.style.width = map.size + 'px'; cv.style.aspectRatio = '1';
       cv.tabIndex = maps.length ? -1 : 0;
       cv.setAttribute('role', 'img');
       cv.setAttribute('aria-label', `attention of layer ${l + 1}, head ${h + 1}`);
       // the map's weights as rows (for whoever asks, as the tests do)
       cv.weights = () => map.ids.map((_, i) => Array.from(map.w.subarray(map.base + i * T, map.base + (i + 1) * T)));
       cv.addEventListener('mousemove', (e) => {
-        const r = cv.getBoundingClientRect(), k = cv.width / r.width;    // (drawn smaller on a narrow screen)
+        const r = cv.getBoundingClientRect(), k = map.size / r.width;    // (drawn smaller on a narrow screen)
         const j = Math.floor(((e.clientX - r.left) * k - lab) / cell), i = Math.floor(((e.clientY - r.top) * k - lab) / cell);
         if (i < 0 || j < 0 || i >= T || j >= T) $('tip').style.display = 'none';
         else tip(cellText(map, i, j), e.clientX, e.clientY);
@@ -220,21 +236,22 @@ function makeMaps(L, H, T, cell, lab) {
         else { cv.tabIndex = -1; to.cv.tabIndex = 0; to.cv.focus(); }
       });
       cv.addEventListener('focus', () => { paint(map); cursorCell(map, 1); });
-      cv.addEventListener('blur', () => { $('tip').style.display = 'none'; paint(map); });
+      cv.addEventListener('blur', () => { $('tip').style.display = 'none'; if (map.near) paint(map); else release(map); });
       const cap = document.createElement('figcaption');
       cap.textContent = `layer ${l + 1} · head ${h + 1}`;
       fig.append(cv, cap);
       box.append(fig);
       maps.push(map);
-      seen.observe(cv);
+      seen.observe(cv); far.observe(cv);
     }
 }
 
 // Weight w as a cell from white (0) to blue (1); the tokens on both axes:
 // rows are queries, columns keys.
 function paint(map) {
-  const { cv, ids, w, base, cell, lab } = map, T = ids.length, g = cv.getContext('2d');
+  const { cv, ids, w, base, cell, lab, size } = map, T = ids.length, g = cv.getContext('2d');
   map.stale = false;
+  if (cv.width !== size) cv.width = cv.height = size;     // (released far from view)
   g.clearRect(0, 0, cv.width, cv.height);
   if (lab) {
     g.font = `${Math.min(12, cell)}px ui-monospace, monospace`; g.fillStyle = '#333';
@@ -269,7 +286,7 @@ function paint(map) {
 
 function drawHeatmaps(a) {
   if (!a) return;
-  if (a.error) { seen.disconnect(); maps = []; $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
+  if (a.error) { unobserve(); maps = []; $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
   // a cell of 18 pixels down to 1 (the labels' band, 14 pixels or wider for a label of
   // more than one character (\xNN), where a cell is 6 pixels or more)
