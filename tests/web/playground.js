@@ -1014,6 +1014,31 @@ async function main() {
     const at = want.map((w) => lines.indexOf(w)), step = lines.findIndex((l) => /^step 0\//.test(l));
     check(`the status line follows a large text's build (${lines.slice(0, 5).join(' | ')})`,
           at.every((k, i) => k >= 0 && (i === 0 || k > at[i - 1])) && step > at[2]);
+    // Reset builds again from the text the worker has (the page's copy of it was sent again on
+    // each, holding the page's thread): a short task, and the run trained is the command's
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    // (the bytes the page posts to its worker, counted as they go: a 2 MB copy is a few ms, 1.5 GB seconds)
+    await page.evaluate(() => { const post = Worker.prototype.postMessage; window.posted = 0;
+      Worker.prototype.postMessage = function (m, ...rest) {
+        for (const v of Object.values(m || {})) if (ArrayBuffer.isView(v)) window.posted += v.byteLength;
+        return post.call(this, m, ...rest); }; });
+    await browser.startTracing(page, { categories: ['toplevel'] });
+    await page.getByRole('button', { name: 'Reset' }).click();
+    await waitStatus(page, /^step 0\/3 · loss/, 60000);
+    const resetting = mainThreadTasks(JSON.parse(await browser.stopTracing())), posted = await page.evaluate(() => window.posted);
+    const resetLongest = Math.max(...resetting.map((t) => t.tdur)) / 1000;
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    const [rHead, rData] = split(await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click()));
+    execFileSync(REF, ['train', '--text', 'large.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '16',
+                       '--batch', '4', '--steps', '3', '--threads', '1', '--quiet', '--save', 'large.st'], { cwd: TMP });
+    const [lHead, lData] = split(fs.readFileSync(path.join(TMP, 'large.st')));
+    delete rHead.__metadata__.text_path; delete lHead.__metadata__.text_path;
+    check(`Reset of a ${size}-byte text's run posts none of it to the worker again (${posted} bytes), holds the page's ` +
+          `thread at most 20 ms (longest task ${resetLongest.toFixed(1)} ms of CPU), and the run it starts, trained, is the ` +
+          `command's (text_bytes ${rHead.__metadata__.text_bytes})`, posted === 0 && resetting.length > 0 && resetLongest <= 20 &&
+          rData.equals(lData) && JSON.stringify(rHead) === JSON.stringify(lHead));
   });
 
   // ---- every control reached by Tab, named as the README names it ----------------

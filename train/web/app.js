@@ -516,6 +516,10 @@ const onMessage = {
   },
 };
 
+// The text the worker has (a file's bytes, or the textarea's text as typed): it keeps it,
+// and a Reset or a new setting builds from its copy (the page's was sent again each time,
+// a copy of its every byte on the page's thread)
+let textSent = null;
 async function reset() {
   say(noteShown = linkNote);
   linkNote = '';
@@ -524,7 +528,9 @@ async function reset() {
   const msg = { cmd: 'new', settings: s, prompt: $('prompt').value };
   if (s.task === 'text') {
     // a file's own bytes (the textarea would change a CRLF, a BOM or bytes that are not UTF-8)
-    msg.text = textBytes || new TextEncoder().encode($('text').value);
+    const typed = textBytes ? null : $('text').value;
+    if (textSent && textSent.bytes === textBytes && textSent.typed === typed) msg.keptText = true;
+    else { msg.text = textBytes || new TextEncoder().encode(typed); textSent = { bytes: textBytes, typed }; }
     msg.textName = $('text').dataset.name || 'text';
   }
   noteFor = send(msg);
@@ -610,8 +616,10 @@ function bind() {
     textBytes = bytes;
     // A text model opened from a checkpoint without its text: the file's
     // bytes join it (training goes on as train --resume would); else a new run.
-    if (info && info.live && !info.trainable && info.task === 'text')
+    if (info && info.live && !info.trainable && info.task === 'text') {
       send({ cmd: 'text', text: bytes, textName: f.name });
+      textSent = { bytes, typed: null };
+    }
     else reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });

@@ -16,6 +16,10 @@ let M = null, running = false, prompt = '', info = null;
 let seen = 0, seenCmd = '';    // the number of the page's last command handled, and its kind
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
+// The page's text, kept as /text (a new run built from it again is not sent it again):
+// its length and first bytes (the Prompt's choice reads them), or null
+let kept = null;
+const keep = (text) => { M.FS.writeFile('/text', text); kept = { length: text.length, head: text.slice(0, 64) }; };
 
 const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
 const lastError = () => c('pg_error', 'string', [], []);
@@ -124,9 +128,10 @@ function showModel(extra) {
 const handlers = {
   new(m) {
     // a large text's build takes seconds (about 24 for 1.5 GB): the page's status line says which part
-    const big = m.text && m.text.length >= BIG_TEXT, name = m.textName || 'text';
-    if (big) post({ type: 'building', text: `reading ${name} (${m.text.length} bytes)…` });
-    if (m.text) M.FS.writeFile('/text', m.text);
+    if (m.keptText && !kept) { post({ type: 'error', message: 'cannot build the model: the text was not sent' }); return; }
+    const text = m.text || (m.keptText ? kept : null), big = text && text.length >= BIG_TEXT, name = m.textName || 'text';
+    if (big && m.text) post({ type: 'building', text: `reading ${name} (${m.text.length} bytes)…` });
+    if (m.text) keep(m.text);
     if (big) post({ type: 'building', text: `building the vocabulary and the model of ${name}…` });
     const s = m.settings;
     const rc = c('pg_new', 'number',
@@ -144,7 +149,7 @@ const handlers = {
     running = false;
     opened = null;
     if (big) post({ type: 'building', text: `evaluating the model of ${name}…` });
-    prompt = choosePrompt(m.prompt, m.text);
+    prompt = choosePrompt(m.prompt, text && kept.head);
     showModel({ val: evaluate(false) });
   },
   steps(m) {
@@ -197,7 +202,7 @@ const handlers = {
   // can complete, not train: choosing the text opens it again with it).
   open(m) {
     M.FS.writeFile('/open.st', m.bytes);
-    if (m.text) M.FS.writeFile('/text', m.text);
+    if (m.text) keep(m.text);
     const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
     M.FS.unlink('/open.st');
     if (rc < 0) {
