@@ -1039,6 +1039,19 @@ async function main() {
           `thread at most 20 ms (longest task ${resetLongest.toFixed(1)} ms of CPU), and the run it starts, trained, is the ` +
           `command's (text_bytes ${rHead.__metadata__.text_bytes})`, posted === 0 && resetting.length > 0 && resetLongest <= 20 &&
           rData.equals(lData) && JSON.stringify(rHead) === JSON.stringify(lHead));
+    // the command's checkpoint of it opened, then its text chosen: the status line follows the build
+    // as a new run's (it said nothing until the opened run came)
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'large.st'));
+    await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    await page.evaluate(() => { window.statuses = []; });
+    await page.getByLabel('Open text file').setInputFiles(large);
+    await waitStatus(page, /^step 3\/3 · loss .* · validation loss/, 60000);
+    const opening2 = await page.evaluate(() => window.statuses);
+    const want2 = [`reading large.txt (${size} bytes)…`, 'building the model of large.st with large.txt…',
+                   'evaluating the model of large.txt…'];
+    const at2 = want2.map((w) => opening2.indexOf(w)), step2 = opening2.findIndex((l) => /^step 3\/3 · loss .* · validation loss/.test(l));
+    check(`the status line follows the build of a checkpoint opened with a large text (${opening2.slice(-4).join(' | ')})`,
+          at2.every((k, i) => k >= 0 && (i === 0 || k > at2[i - 1])) && step2 > at2[2]);
   });
 
   // ---- every control reached by Tab, named as the README names it ----------------

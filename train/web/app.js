@@ -512,7 +512,8 @@ const onMessage = {
   error(m) {
     say(m.n === noteFor && noteShown ? noteShown + '; ' + m.message : m.message, m.cmd);   // (the link's line kept)
     if (m.info) { info = m.info; $('status').textContent = 'no model'; }
-    else if (m.cmd === 'new') status();    // (a build refused: the run as it was, a line of its building gone)
+    // (a build or an opening refused: the run as it was, a line of its building gone)
+    else if (m.cmd === 'new' || m.cmd === 'text' || m.cmd === 'open') status();
   },
 };
 

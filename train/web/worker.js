@@ -201,8 +201,12 @@ const handlers = {
   // A checkpoint, with its text when given (a text model opened without it
   // can complete, not train: choosing the text opens it again with it).
   open(m) {
+    // with a large text, the status line follows it as a new run's (it said nothing for as long)
+    const big = m.text && m.text.length >= BIG_TEXT, name = m.textName || 'text';
+    if (big) post({ type: 'building', text: `reading ${name} (${m.text.length} bytes)…` });
     M.FS.writeFile('/open.st', m.bytes);
     if (m.text) keep(m.text);
+    if (big) post({ type: 'building', text: `building the model of ${m.name} with ${name}…` });
     const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
     M.FS.unlink('/open.st');
     if (rc < 0) {
@@ -214,6 +218,7 @@ const handlers = {
     opened = { name: m.name, bytes: m.bytes };
     const task = info && info.live ? info.task : '';
     refreshInfo();
+    if (big && info.trainable) post({ type: 'building', text: `evaluating the model of ${name}…` });
     prompt = choosePrompt(info.task === task ? prompt : '', m.text);
     showModel({ opened: m.name, val: info.trainable ? evaluate(false) : null });
   },
