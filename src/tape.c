@@ -119,7 +119,7 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
     ag_need("ag_backward", "ctx", ctx);
-    ag_need("ag_backward", "loss", loss);
+    ag_need_data("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
         ag_error("ag_backward: loss must have one element, got shape %s", ag_shape_str(loss, s, sizeof s));

@@ -976,6 +976,21 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "not allocated");
     EXPECT_ERROR(ag_params_zero_grad(ps), "ag_params_zero_grad", "not allocated");
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, 1), "ag_clip_grad_norm", "not allocated");
+    /* a parameter registered but not allocated has no data for an op to read */
+    {
+        ag_tensor *w = ag_params_find(ps, "w");
+        ag_ctx *ctx = ag_ctx_new();
+        ag_tensor *x = ag_full(ctx, 2, (int[]){2, 3}, 1), *ones = ag_full(ctx, 1, (int[]){3}, 1);
+        EXPECT_ERROR((void)ag_scale(ctx, w, 2), "ag_scale", "a has no storage", "ag_params_alloc");
+        EXPECT_ERROR((void)ag_mul(ctx, x, w), "ag_mul", "b has no storage");
+        EXPECT_ERROR((void)ag_sum_all(ctx, w), "ag_sum_all", "no storage");
+        EXPECT_ERROR((void)ag_reshape(ctx, w, 1, (int[]){-1}), "ag_reshape", "no storage");
+        EXPECT_ERROR((void)ag_layer_norm(ctx, x, w, NULL, 1e-5), "ag_layer_norm", "weight has no storage");
+        EXPECT_ERROR((void)ag_layer_norm(ctx, x, ones, w, 1e-5), "ag_layer_norm", "bias has no storage");
+        EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ones, w}, 2, 0), "ag_concat", "ts[1] has no storage");
+        EXPECT_ERROR((void)ag_linear(ctx, x, ag_full(ctx, 2, (int[]){3, 3}, 1), w), "ag_linear", "b has no storage");
+        ag_ctx_free(ctx);
+    }
     ag_params_alloc(ps);
     EXPECT_ERROR((void)ag_optim_sgd(ps, -0.5, 0), "ag_optim_sgd", "momentum -0.5");
     EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, NAN), "ag_optim_sgd", "weight decay nan");
