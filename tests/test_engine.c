@@ -989,6 +989,7 @@ static void test_params_optim_misuse(void)
         EXPECT_ERROR((void)ag_layer_norm(ctx, x, ones, w, 1e-5), "ag_layer_norm", "bias has no storage");
         EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ones, w}, 2, 0), "ag_concat", "ts[1] has no storage");
         EXPECT_ERROR((void)ag_linear(ctx, x, ag_full(ctx, 2, (int[]){3, 3}, 1), w), "ag_linear", "b has no storage");
+        EXPECT_ERROR((void)ag_arena_rewind(ctx, ag_arena_mark(ctx), w), "ag_arena_rewind", "keep has no storage");
         ag_ctx_free(ctx);
     }
     ag_params_alloc(ps);
