@@ -447,8 +447,9 @@ typedef struct ag_optim {
 /* Weight decay applies to the parameters whose `decay` flag is set (the model
  * decides: typically matrices, not biases or norm gains); both optimizers
  * honor the flag the same way.  Both need ps allocated with gradients
- * (ag_params_alloc) and take torch.optim's ranges: momentum, weight decay and eps >= 0,
- * betas in [0, 1); ag_optim_step a finite lr >= 0. */
+ * (ag_params_alloc) and take torch.optim's ranges, finite: momentum, weight
+ * decay and eps finite and >= 0, betas in [0, 1); ag_optim_step a finite
+ * lr >= 0.  Other values are refused (ag_error, naming the function). */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);

@@ -998,6 +998,10 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR((void)ag_optim_adamw(ps, 1, 0.999, 1e-8, 0), "ag_optim_adamw", "betas (1, 0.999)");
     EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, -0.1, 1e-8, 0), "ag_optim_adamw", "betas (0.9, -0.1)");
     EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, -1, 0), "ag_optim_adamw", "eps -1");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, INFINITY, 0), "ag_optim_sgd", "momentum inf", "finite");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, INFINITY), "ag_optim_sgd", "weight decay inf", "finite");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, INFINITY, 0), "ag_optim_adamw", "eps inf", "finite");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, 1e-8, INFINITY), "ag_optim_adamw", "weight decay inf", "finite");
     ag_optim *o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0);
     EXPECT_ERROR(ag_optim_step(o, -0.1), "ag_optim_step", "lr = -0.1");
     EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");
