@@ -238,6 +238,8 @@ void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
     ag_need("ag_graph_dot", "ctx", ctx);
     ag_need("ag_graph_dot", "root", root);
     ag_need("ag_graph_dot", "out", out);
+    if (ag_off_tape(ctx, root))     /* refused before anything is written */
+        ag_error("ag_graph_dot: root was %s", ag_off_tape(ctx, root));
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     ag_graph_walk(ctx, root, dot_op, out);
     fprintf(out, "}\n");

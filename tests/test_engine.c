@@ -943,6 +943,14 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_backward(ctx, old_loss), "ag_backward", "before the last ag_reset");
     EXPECT_ERROR((void)ag_sum_all(ctx, old_sq), "ag_sum_all", "before the last ag_reset");
     EXPECT_ERROR((void)ag_graph_walk(ctx, old_loss, count_op, NULL), "ag_graph_walk", "before the last ag_reset");
+    /* the drawing is refused before a byte of it is written */
+    FILE *dot = tmpfile();
+    if (dot) {
+        EXPECT_ERROR(ag_graph_dot(ctx, old_loss, dot), "ag_graph_dot", "before the last ag_reset");
+        EXPECT_ERROR(ag_graph_dot(ctx, there, dot), "ag_graph_dot", "another context");
+        CHECK(ftell(dot) == 0, "a refused ag_graph_dot wrote %ld bytes", ftell(dot));
+        fclose(dot);
+    }
     CHECK(w->grad[0] == 0 && w->grad[1] == 0 && w->grad[2] == 0, "a refused backward changed w's gradient");
     /* the same step's tensors are on the tape: backward works */
     ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
