@@ -87,7 +87,7 @@ int ag_stream_fd(const char *path);
  * the bytes go where fd stands, as another write to fd would, and fclose
  * leaves fd open.  stdout or stderr, when fd is theirs, is flushed first.
  * NULL with "<label>: descriptor N is not open" (or "is open for reading
- * only") in err. */
+ * only") in err; a NULL label is "(stream)". */
 FILE *ag_stream_open(int fd, const char *label, char *err, size_t errlen);
 
 /* ---- checkpoint files: safetensors ----------------------------------------

@@ -378,6 +378,9 @@ static void test_atomic_files(void)
           "commit of NULL: %s", err);
     ag_atomic_abort(NULL);
     CHECK(ag_atomic_discard(NULL) == -1, "discard of NULL: no write under way");
+    /* a NULL label is named as a stream, not printed through %s */
+    CHECK(ag_stream_open(-1, NULL, err, sizeof err) == NULL && strncmp(err, "(stream): descriptor -1", 23) == 0,
+          "stream of a bad descriptor, no label: %s", err);
     b = slurp(real, &len);
     CHECK(b && len == 5 && memcmp(b, "twice", 5) == 0 && count_entries(sub) == 1, "the committed file stays");
     free(b);
