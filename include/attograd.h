@@ -403,7 +403,8 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
  * by the caller and kept between calls), and each new query attends to
  * cached positions 0 up to its own.  Equals the last T rows of ag_attention
  * over positions 0..pos+T-1, without recomputing the earlier ones.  Returns
- * [B,T,d]; inference only (no gradient, no dropout).  In bf16 precision the
+ * [B,T,d]; inference only (no gradient, no dropout: a qkv that wants a
+ * gradient is refused while gradients are enabled).  In bf16 precision the
  * cached keys and values are stored rounded to bf16.  Math: ref_attention
  * (src/reference.c), its queries starting at position pos. */
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,

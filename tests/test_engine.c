@@ -768,6 +768,17 @@ static void test_null_arguments(ag_ctx *ctx)
                  "qkv is NULL");
     EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), NULL, 0), "ag_attention_cached",
                  "v_cache is NULL");
+    /* inference only: a qkv that wants a gradient would silently get none */
+    {
+        ag_tensor *g = Z(1, 2, 6);
+        ag_requires_grad(g);
+        EXPECT_ERROR((void)ag_attention_cached(ctx, g, 1, Z(1, 4, 2), Z(1, 4, 2), 0), "ag_attention_cached",
+                     "wants a gradient", "ag_set_grad_enabled");
+        int was = ag_set_grad_enabled(ctx, 0);
+        ag_tensor *y = ag_attention_cached(ctx, g, 1, Z(1, 4, 2), Z(1, 4, 2), 0);
+        CHECK(y && !y->requires_grad && y->shape[2] == 2, "ag_attention_cached with gradients off");
+        ag_set_grad_enabled(ctx, was);
+    }
     EXPECT_ERROR(ag_backward(ctx, none), "ag_backward", "loss is NULL");
     EXPECT_ERROR((void)ag_graph_walk(ctx, none, NULL, NULL), "ag_graph_walk", "root is NULL");
     EXPECT_ERROR((void)ag_new(ctx, 2, NULL), "shape is NULL");
