@@ -161,10 +161,11 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);
 /* The generator dropout draws its masks from. */
 ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
 /* Threads used by the kernels (the engine's own, src/pool.c); n <= 0
- * means every core the process may run on.  Without a call: OMP_NUM_THREADS
- * if set, else every core.  Results do not depend on the thread count.
- * Threads the system will not give (a cap on memory or processes) leave the
- * work on the calling thread, and ag_get_threads() then says 1. */
+ * means every core the process may run on, and more than 1024 means 1024.
+ * Without a call: OMP_NUM_THREADS if set, else every core.  Results do not
+ * depend on the thread count.  Threads the system will not give (a cap on
+ * memory or processes) leave the work on the calling thread, and
+ * ag_get_threads() then says 1. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
 /* The precision of the matrix multiplies the ops record from now on
@@ -372,7 +373,8 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
  * output shape ids_shape + [d].  Backward scatter-adds into repeated rows.
  * Math: ag_embedding, ag_backward_embedding (src/ops_nn.c). */
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
-/* Normalize over the last dim, then * weight + bias (both [last dim]).
+/* Normalize over the last dim, then * weight + bias (both [last dim]; either
+ * may be NULL: no scale, no shift).
  * Math: ref_layer_norm, ref_layer_norm_backward (src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
 /* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
