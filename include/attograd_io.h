@@ -56,8 +56,11 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * the temporary file is removed, the target is left as it was, err gets one
  * line naming the file and the cause, and -1 is returned; 0 on success.
  * Either call frees what open allocated; a commit with no write under way
- * (after a commit or an abort) is -1 with a line saying so.  A NULL a:
- * open and commit return -1 saying so, abort does nothing, discard -1. */
+ * (after a commit or an abort) is -1 with a line saying so.  Open sets
+ * up a whole and reads nothing of what it held: opening again an a whose
+ * write is under way leaves that write's temporary file, stream and memory
+ * behind (commit or abort it first).  A NULL a: open and commit return -1
+ * saying so, abort does nothing, discard -1. */
 typedef struct ag_atomic_file {
     FILE *f;                /* open for writing between open and commit/abort */
     char *path;             /* the target */
