@@ -45,7 +45,7 @@ static size_t utf8_bad_at(const unsigned char *s, size_t len);
 
 static shown_name show(const char *name)
 {
-    shown_name out;
+    shown_name out = { { 0 } };   /* all set below; the zeros keep gcc from warning at some levels */
     size_t len = strlen(name), keep = len > 60 ? 60 : len;
     while (keep < len && keep > 0 && ((unsigned char)name[keep] & 0xC0) == 0x80) keep--;
     size_t j = 0;
