@@ -28,10 +28,10 @@
  * that nothing can tell).  Ops record themselves on the tape when
  * gradients are enabled and an input requires a gradient.  Tensors are
  * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
- * shapes, bad dims, a NULL tensor or context, a tensor recorded in another
- * context, sizes past what int or size_t holds) goes to the error handler,
- * which by default prints one line naming the function and exits with
- * status 2.  A handler that longjmps out of an allocation failure leaves
+ * shapes, bad dims, a NULL tensor or context, a parameter not yet given
+ * storage by ag_params_alloc, a tensor recorded in another context, sizes
+ * past what int or size_t holds) goes to the error handler, which by
+ * default prints one line naming the function and exits with status 2.  A handler that longjmps out of an allocation failure leaves
  * nothing allocated by the failed call.
  *
  * Threads of the program: contexts are independent, so several threads may
@@ -161,10 +161,11 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);
 /* The generator dropout draws its masks from. */
 ag_pcg32 *ag_dropout_rng(ag_ctx *ctx);
 /* Threads used by the kernels (the engine's own, src/pool.c); n <= 0
- * means every core the process may run on.  Without a call: OMP_NUM_THREADS
- * if set, else every core.  Results do not depend on the thread count.
- * Threads the system will not give (a cap on memory or processes) leave the
- * work on the calling thread, and ag_get_threads() then says 1. */
+ * means every core the process may run on, and more than 1024 means 1024.
+ * Without a call: OMP_NUM_THREADS if set, else every core.  Results do not
+ * depend on the thread count.  Threads the system will not give (a cap on
+ * memory or processes) leave the work on the calling thread, and
+ * ag_get_threads() then says 1. */
 void ag_set_threads(int n);
 int ag_get_threads(void);
 /* The precision of the matrix multiplies the ops record from now on
@@ -372,7 +373,8 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
  * output shape ids_shape + [d].  Backward scatter-adds into repeated rows.
  * Math: ag_embedding, ag_backward_embedding (src/ops_nn.c). */
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
-/* Normalize over the last dim, then * weight + bias (both [last dim]).
+/* Normalize over the last dim, then * weight + bias (both [last dim]; either
+ * may be NULL: no scale, no shift).
  * Math: ref_layer_norm, ref_layer_norm_backward (src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
 /* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
@@ -403,7 +405,8 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
  * by the caller and kept between calls), and each new query attends to
  * cached positions 0 up to its own.  Equals the last T rows of ag_attention
  * over positions 0..pos+T-1, without recomputing the earlier ones.  Returns
- * [B,T,d]; inference only (no gradient, no dropout).  In bf16 precision the
+ * [B,T,d]; inference only (no gradient, no dropout: a qkv that wants a
+ * gradient is refused while gradients are enabled).  In bf16 precision the
  * cached keys and values are stored rounded to bf16.  Math: ref_attention
  * (src/reference.c), its queries starting at position pos. */
 ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tensor *k_cache, ag_tensor *v_cache,
@@ -447,8 +450,9 @@ typedef struct ag_optim {
 /* Weight decay applies to the parameters whose `decay` flag is set (the model
  * decides: typically matrices, not biases or norm gains); both optimizers
  * honor the flag the same way.  Both need ps allocated with gradients
- * (ag_params_alloc) and take torch.optim's ranges: momentum, weight decay and eps >= 0,
- * betas in [0, 1); ag_optim_step a finite lr >= 0. */
+ * (ag_params_alloc) and take torch.optim's ranges, finite: momentum, weight
+ * decay and eps finite and >= 0, betas in [0, 1); ag_optim_step a finite
+ * lr >= 0.  Other values are refused (ag_error, naming the function). */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);

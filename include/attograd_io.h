@@ -56,8 +56,11 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * the temporary file is removed, the target is left as it was, err gets one
  * line naming the file and the cause, and -1 is returned; 0 on success.
  * Either call frees what open allocated; a commit with no write under way
- * (after a commit or an abort) is -1 with a line saying so.  A NULL a:
- * open and commit return -1 saying so, abort does nothing, discard -1. */
+ * (after a commit or an abort) is -1 with a line saying so.  Open sets
+ * up a whole and reads nothing of what it held: opening again an a whose
+ * write is under way leaves that write's temporary file, stream and memory
+ * behind (commit or abort it first).  A NULL a: open and commit return -1
+ * saying so, abort does nothing, discard -1. */
 typedef struct ag_atomic_file {
     FILE *f;                /* open for writing between open and commit/abort */
     char *path;             /* the target */
@@ -87,7 +90,7 @@ int ag_stream_fd(const char *path);
  * the bytes go where fd stands, as another write to fd would, and fclose
  * leaves fd open.  stdout or stderr, when fd is theirs, is flushed first.
  * NULL with "<label>: descriptor N is not open" (or "is open for reading
- * only") in err. */
+ * only") in err; a NULL label is "(stream)". */
 FILE *ag_stream_open(int fd, const char *label, char *err, size_t errlen);
 
 /* ---- checkpoint files: safetensors ----------------------------------------

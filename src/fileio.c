@@ -155,6 +155,7 @@ int ag_stream_fd(const char *path)
 
 FILE *ag_stream_open(int fd, const char *label, char *err, size_t errlen)
 {
+    if (!label) label = "(stream)";
     int fl = fcntl(fd, F_GETFL);
     if (fl == -1) {
         ag_set_err(err, errlen, "%s: descriptor %d is not open", label, fd);

@@ -150,6 +150,14 @@ static inline void ag_need(const char *fn, const char *what, const void *p)
     if (!p)
         ag_error("%s: %s is NULL", fn, what);
 }
+/* ag_need for a tensor an op reads: a parameter registered but not yet
+ * allocated has no data (and would be read through NULL). */
+static inline void ag_need_data(const char *fn, const char *what, const ag_tensor *t)
+{
+    ag_need(fn, what, t);
+    if (!t->data)
+        ag_error("%s: %s has no storage (a parameter used before ag_params_alloc)", fn, what);
+}
 
 /* Normalize a possibly negative dim for an op's error messages. */
 int ag_norm_dim(const char *op, const ag_tensor *t, int dim);

@@ -66,7 +66,7 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
 {
     ag_need("ag_attention", "ctx", ctx);
     char s[64];
-    ag_need("ag_attention", "qkv", qkv);
+    ag_need_data("ag_attention", "qkv", qkv);
     if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
         ag_error("ag_attention: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);
@@ -111,9 +111,14 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
 {
     ag_need("ag_attention_cached", "ctx", ctx);
     char s[64], sk[64], sv[64];
-    ag_need("ag_attention_cached", "qkv", qkv);
-    ag_need("ag_attention_cached", "k_cache", k_cache);
-    ag_need("ag_attention_cached", "v_cache", v_cache);
+    ag_need_data("ag_attention_cached", "qkv", qkv);
+    ag_need_data("ag_attention_cached", "k_cache", k_cache);
+    ag_need_data("ag_attention_cached", "v_cache", v_cache);
+    /* nothing is recorded: a backward would leave qkv's inputs without this
+     * op's share of their gradient, and say nothing */
+    if (ctx->grad_enabled && qkv->requires_grad)
+        ag_error("ag_attention_cached: qkv wants a gradient, which this op does not give (it is for inference: "
+                 "turn gradients off with ag_set_grad_enabled first)");
     if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
         ag_error("ag_attention_cached: input %s is not [B,T,3d] with d divisible by %d heads",
                  ag_shape_str(qkv, s, sizeof s), n_head);

@@ -158,8 +158,8 @@ static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, co
 static ag_tensor *binary(ag_ctx *ctx, int kind, int op, const char *name, ag_tensor *a, ag_tensor *b)
 {
     ag_need(name, "ctx", ctx);
-    ag_need(name, "a", a);
-    ag_need(name, "b", b);
+    ag_need_data(name, "a", a);
+    ag_need_data(name, "b", b);
     ag_bcast bc = ag_broadcast(name, a, b);
     ag_tensor *out = ag_empty(ctx, bc.out_ndim, bc.out_shape);
     binary_forward(kind, &bc, a->data, b->data, out->data);
@@ -217,7 +217,7 @@ void ag_backward_mul(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
 {
     ag_need("ag_scale", "ctx", ctx);
-    ag_need("ag_scale", "a", a);
+    ag_need_data("ag_scale", "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
     ag_real *y = out->data;
@@ -241,7 +241,7 @@ void ag_backward_scale(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
 {
     ag_need("ag_add_scalar", "ctx", ctx);
-    ag_need("ag_add_scalar", "a", a);
+    ag_need_data("ag_add_scalar", "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
     ag_real *y = out->data;

@@ -114,8 +114,8 @@ static int regular(const long *s, const int *nb, long *stride)
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
 {
     ag_need("ag_matmul", "ctx", ctx);
-    ag_need("ag_matmul", "a", a);
-    ag_need("ag_matmul", "b", b);
+    ag_need_data("ag_matmul", "a", a);
+    ag_need_data("ag_matmul", "b", b);
     int shape[AG_MAX_DIMS], ndim;
     mm_plan p = plan_matmul(a, b, shape, &ndim);
     /* the sizes the kernels are given below: one tall product of the
@@ -228,8 +228,10 @@ static void add_bias_rows(void *ctx, size_t lo, size_t hi)
 static ag_tensor *linear_product(ag_ctx *ctx, const char *op, ag_tensor *x, ag_tensor *W, ag_tensor *b, int *rows)
 {
     char sx[64], sw[64], sb[64];
-    ag_need(op, "x", x);
-    ag_need(op, "W", W);
+    ag_need_data(op, "x", x);
+    ag_need_data(op, "W", W);
+    if (b)
+        ag_need_data(op, "b", b);
     int in = x->shape[x->ndim - 1];
     if (W->ndim != 2 || W->shape[1] != in)
         ag_error("%s: weight %s does not fit input %s (need [out,%d])", op, ag_shape_str(W, sw, sizeof sw),

@@ -15,7 +15,7 @@
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
 {
     ag_need("ag_dropout", "ctx", ctx);
-    ag_need("ag_dropout", "a", a);
+    ag_need_data("ag_dropout", "a", a);
     if (!(p >= 0 && p < 1))
         ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
     if (p == 0 || !training)
@@ -53,7 +53,7 @@ ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim,
 {
     ag_need("ag_embedding", "ctx", ctx);
     char sw[64];
-    ag_need("ag_embedding", "W", W);
+    ag_need_data("ag_embedding", "W", W);
     ag_need("ag_embedding", "ids", ids);
     ag_need("ag_embedding", "ids_shape", ids_shape);
     if (W->ndim != 2)
@@ -105,7 +105,11 @@ typedef struct {
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps)
 {
     ag_need("ag_layer_norm", "ctx", ctx);
-    ag_need("ag_layer_norm", "x", x);
+    ag_need_data("ag_layer_norm", "x", x);
+    if (weight)
+        ag_need_data("ag_layer_norm", "weight", weight);
+    if (bias)
+        ag_need_data("ag_layer_norm", "bias", bias);
     /* 1/sqrt(var + eps) of a constant row is NaN for eps < 0 (and eps NaN is NaN everywhere) */
     if (!(eps >= 0))
         ag_error("ag_layer_norm: eps = %g must be >= 0", (double)eps);

@@ -15,7 +15,7 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
 {
     ag_need("ag_reshape", "ctx", ctx);
     char sa[64];
-    ag_need("ag_reshape", "a", a);
+    ag_need_data("ag_reshape", "a", a);
     ag_need("ag_reshape", "shape", shape);
     if (ndim < 1 || ndim > AG_MAX_DIMS)
         ag_error("ag_reshape: %d dimensions (1 to %d supported)", ndim, AG_MAX_DIMS);
@@ -98,7 +98,7 @@ static void transpose_copy(const ag_real *src, ag_real *dst, const int *shape4, 
 ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
 {
     ag_need("ag_transpose", "ctx", ctx);
-    ag_need("ag_transpose", "a", a);
+    ag_need_data("ag_transpose", "a", a);
     int d0 = ag_norm_dim("ag_transpose", a, dim0), d1 = ag_norm_dim("ag_transpose", a, dim1);
     int shape[AG_MAX_DIMS], shape4[4], off = 4 - a->ndim;
     memcpy(shape, a->shape, sizeof shape);
@@ -136,6 +136,8 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     for (int i = 0; i < n; i++)
         if (!ts[i])
             ag_error("ag_concat: ts[%d] is NULL", i);
+        else if (!ts[i]->data)
+            ag_error("ag_concat: ts[%d] has no storage (a parameter used before ag_params_alloc)", i);
     int d = ag_norm_dim("ag_concat", ts[0], dim);
     int shape[AG_MAX_DIMS];
     memcpy(shape, ts[0]->shape, sizeof shape);
@@ -200,7 +202,7 @@ void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
 {
     ag_need("ag_slice", "ctx", ctx);
-    ag_need("ag_slice", "a", a);
+    ag_need_data("ag_slice", "a", a);
     int d = ag_norm_dim("ag_slice", a, dim);
     if (start < 0 || len < 1 || start > a->shape[d] - len) {
         char s[64];
@@ -244,7 +246,7 @@ void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_sum(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
     ag_need("ag_sum", "ctx", ctx);
-    ag_need("ag_sum", "a", a);
+    ag_need_data("ag_sum", "a", a);
     int d = ag_norm_dim("ag_sum", a, dim);
     int shape[AG_MAX_DIMS], ndim = 0;
     for (int i = 0; i < a->ndim; i++) {
@@ -288,7 +290,7 @@ void ag_backward_sum(ag_ctx *ctx, ag_node *node)
 ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 {
     ag_need("ag_mean", "ctx", ctx);
-    ag_need("ag_mean", "a", a);
+    ag_need_data("ag_mean", "a", a);
     int d = ag_norm_dim("ag_mean", a, dim);
     return ag_scale(ctx, ag_sum(ctx, a, d, keepdim), (ag_real)(1.0 / a->shape[d]));
 }
@@ -296,7 +298,7 @@ ag_tensor *ag_mean(ag_ctx *ctx, ag_tensor *a, int dim, int keepdim)
 ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
 {
     ag_need("ag_sum_all", "ctx", ctx);
-    ag_need("ag_sum_all", "a", a);
+    ag_need_data("ag_sum_all", "a", a);
     ag_tensor *out = ag_empty(ctx, 1, (int[]){1});
     double s = 0;                   /* accumulate in double: sums of many floats */
     for (size_t i = 0; i < a->size; i++)
@@ -317,6 +319,6 @@ void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 ag_tensor *ag_mean_all(ag_ctx *ctx, ag_tensor *a)
 {
     ag_need("ag_mean_all", "ctx", ctx);
-    ag_need("ag_mean_all", "a", a);
+    ag_need_data("ag_mean_all", "a", a);
     return ag_scale(ctx, ag_sum_all(ctx, a), (ag_real)(1.0 / (double)a->size));
 }

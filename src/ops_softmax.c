@@ -19,7 +19,7 @@ typedef struct { size_t outer, n, inner; } rows3;
 
 static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
 {
-    ag_need(op, "a", t);
+    ag_need_data(op, "a", t);
     *d = ag_norm_dim(op, t, dim);
     rows3 r = { ag_span(t, 0, *d), (size_t)t->shape[*d], ag_span(t, *d + 1, t->ndim) };
     return r;
@@ -82,8 +82,8 @@ static void masked_fill_backward_range(void *ctx, size_t lo, size_t hi)
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value)
 {
     ag_need("ag_masked_fill", "ctx", ctx);
-    ag_need("ag_masked_fill", "a", a);
-    ag_need("ag_masked_fill", "mask", mask);
+    ag_need_data("ag_masked_fill", "a", a);
+    ag_need_data("ag_masked_fill", "mask", mask);
     ag_bcast bc = ag_broadcast("ag_masked_fill", a, mask);
     if (bc.out_ndim != a->ndim || memcmp(bc.out_shape, a->shape, (size_t)a->ndim * sizeof(int)) != 0) {
         char sa[64], sm[64];
@@ -132,7 +132,7 @@ typedef struct {
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {
     ag_need("ag_cross_entropy", "ctx", ctx);
-    ag_need("ag_cross_entropy", "logits", logits);
+    ag_need_data("ag_cross_entropy", "logits", logits);
     ag_need("ag_cross_entropy", "targets", targets);
     int V = logits->shape[logits->ndim - 1];
     size_t R = logits->size / (size_t)V;

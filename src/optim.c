@@ -50,9 +50,11 @@ static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
 
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 {
-    /* torch.optim.SGD's ranges (NaN fails them too) */
-    if (!(momentum >= 0) || !(weight_decay >= 0))
-        ag_error("ag_optim_sgd: momentum %g and weight decay %g must be >= 0", momentum, weight_decay);
+    /* torch.optim.SGD's ranges, and finite: an infinite momentum or decay
+     * turns the parameters into inf and NaN at the first step (NaN fails
+     * both tests) */
+    if (!(momentum >= 0 && momentum < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
+        ag_error("ag_optim_sgd: momentum %g and weight decay %g must be finite and >= 0", momentum, weight_decay);
     ag_optim *o = optim_new("ag_optim_sgd", ps, AG_SGD, 1);
     o->momentum = momentum;
     o->weight_decay = weight_decay;
@@ -64,8 +66,10 @@ ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, 
     /* torch.optim.AdamW's ranges: a beta of 1 divides by 1 - beta^t = 0 */
     if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
         ag_error("ag_optim_adamw: betas (%g, %g) must be in [0, 1)", beta1, beta2);
-    if (!(eps >= 0) || !(weight_decay >= 0))
-        ag_error("ag_optim_adamw: eps %g and weight decay %g must be >= 0", eps, weight_decay);
+    /* finite too: an infinite eps stops every update, an infinite decay
+     * sends the decayed parameters to inf and NaN */
+    if (!(eps >= 0 && eps < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
+        ag_error("ag_optim_adamw: eps %g and weight decay %g must be finite and >= 0", eps, weight_decay);
     ag_optim *o = optim_new("ag_optim_adamw", ps, AG_ADAMW, 2);
     o->beta1 = beta1;
     o->beta2 = beta2;

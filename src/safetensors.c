@@ -35,14 +35,17 @@ const char *ag_st_dtype_name(int dtype)
 
 /* ---- shared helpers ------------------------------------------------------ */
 
-/* A name as shown in a message: quoted, control bytes as '?', cut at about
- * 60 bytes (on a UTF-8 character boundary) so one hostile name cannot fill
+/* A name as shown in a message: quoted, control bytes and bytes that are
+ * not UTF-8 as '?' (the message stays one line of text), cut at about 60
+ * bytes (on a UTF-8 character boundary) so one hostile name cannot fill
  * the whole error buffer. */
 typedef struct { char s[80]; } shown_name;
 
+static size_t utf8_bad_at(const unsigned char *s, size_t len);
+
 static shown_name show(const char *name)
 {
-    shown_name out;
+    shown_name out = { { 0 } };   /* all set below; the zeros keep gcc from warning at some levels */
     size_t len = strlen(name), keep = len > 60 ? 60 : len;
     while (keep < len && keep > 0 && ((unsigned char)name[keep] & 0xC0) == 0x80) keep--;
     size_t j = 0;
@@ -51,6 +54,9 @@ static shown_name show(const char *name)
         unsigned char c = (unsigned char)name[i];
         out.s[j++] = (c < 0x20 || c == 0x7F) ? '?' : (char)c;
     }
+    unsigned char *u = (unsigned char *)out.s + 1;
+    for (size_t at; (at = utf8_bad_at(u, keep)) < keep;)
+        u[at] = '?';
     out.s[j++] = '"';
     if (keep < len) { memcpy(out.s + j, "...", 3); j += 3; }
     out.s[j] = '\0';

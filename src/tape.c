@@ -119,7 +119,7 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 void ag_backward(ag_ctx *ctx, ag_tensor *loss)
 {
     ag_need("ag_backward", "ctx", ctx);
-    ag_need("ag_backward", "loss", loss);
+    ag_need_data("ag_backward", "loss", loss);
     if (loss->size != 1) {
         char s[64];
         ag_error("ag_backward: loss must have one element, got shape %s", ag_shape_str(loss, s, sizeof s));
@@ -238,6 +238,8 @@ void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
     ag_need("ag_graph_dot", "ctx", ctx);
     ag_need("ag_graph_dot", "root", root);
     ag_need("ag_graph_dot", "out", out);
+    if (ag_off_tape(ctx, root))     /* refused before anything is written */
+        ag_error("ag_graph_dot: root was %s", ag_off_tape(ctx, root));
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
     ag_graph_walk(ctx, root, dot_op, out);
     fprintf(out, "}\n");

@@ -239,7 +239,7 @@ static void tensor_init(ag_tensor *t, int ndim, const int *shape, size_t size);
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
 {
     ag_need("ag_arena_rewind", "ctx", ctx);
-    ag_need("ag_arena_rewind", "keep", keep);
+    ag_need_data("ag_arena_rewind", "keep", keep);
     /* A mark of another context would hand this arena that one's block to
      * allocate from; one taken before an ag_reset may lie past everything
      * allocated since, and rewinding "forward" would count memory nothing

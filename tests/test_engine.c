@@ -768,6 +768,17 @@ static void test_null_arguments(ag_ctx *ctx)
                  "qkv is NULL");
     EXPECT_ERROR((void)ag_attention_cached(ctx, Z(1, 2, 6), 1, Z(1, 4, 2), NULL, 0), "ag_attention_cached",
                  "v_cache is NULL");
+    /* inference only: a qkv that wants a gradient would silently get none */
+    {
+        ag_tensor *g = Z(1, 2, 6);
+        ag_requires_grad(g);
+        EXPECT_ERROR((void)ag_attention_cached(ctx, g, 1, Z(1, 4, 2), Z(1, 4, 2), 0), "ag_attention_cached",
+                     "wants a gradient", "ag_set_grad_enabled");
+        int was = ag_set_grad_enabled(ctx, 0);
+        ag_tensor *y = ag_attention_cached(ctx, g, 1, Z(1, 4, 2), Z(1, 4, 2), 0);
+        CHECK(y && !y->requires_grad && y->shape[2] == 2, "ag_attention_cached with gradients off");
+        ag_set_grad_enabled(ctx, was);
+    }
     EXPECT_ERROR(ag_backward(ctx, none), "ag_backward", "loss is NULL");
     EXPECT_ERROR((void)ag_graph_walk(ctx, none, NULL, NULL), "ag_graph_walk", "root is NULL");
     EXPECT_ERROR((void)ag_new(ctx, 2, NULL), "shape is NULL");
@@ -943,6 +954,14 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_backward(ctx, old_loss), "ag_backward", "before the last ag_reset");
     EXPECT_ERROR((void)ag_sum_all(ctx, old_sq), "ag_sum_all", "before the last ag_reset");
     EXPECT_ERROR((void)ag_graph_walk(ctx, old_loss, count_op, NULL), "ag_graph_walk", "before the last ag_reset");
+    /* the drawing is refused before a byte of it is written */
+    FILE *dot = tmpfile();
+    if (dot) {
+        EXPECT_ERROR(ag_graph_dot(ctx, old_loss, dot), "ag_graph_dot", "before the last ag_reset");
+        EXPECT_ERROR(ag_graph_dot(ctx, there, dot), "ag_graph_dot", "another context");
+        CHECK(ftell(dot) == 0, "a refused ag_graph_dot wrote %ld bytes", ftell(dot));
+        fclose(dot);
+    }
     CHECK(w->grad[0] == 0 && w->grad[1] == 0 && w->grad[2] == 0, "a refused backward changed w's gradient");
     /* the same step's tensors are on the tape: backward works */
     ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
@@ -976,12 +995,32 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, 0), "ag_optim_sgd", "not allocated");
     EXPECT_ERROR(ag_params_zero_grad(ps), "ag_params_zero_grad", "not allocated");
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, 1), "ag_clip_grad_norm", "not allocated");
+    /* a parameter registered but not allocated has no data for an op to read */
+    {
+        ag_tensor *w = ag_params_find(ps, "w");
+        ag_ctx *ctx = ag_ctx_new();
+        ag_tensor *x = ag_full(ctx, 2, (int[]){2, 3}, 1), *ones = ag_full(ctx, 1, (int[]){3}, 1);
+        EXPECT_ERROR((void)ag_scale(ctx, w, 2), "ag_scale", "a has no storage", "ag_params_alloc");
+        EXPECT_ERROR((void)ag_mul(ctx, x, w), "ag_mul", "b has no storage");
+        EXPECT_ERROR((void)ag_sum_all(ctx, w), "ag_sum_all", "no storage");
+        EXPECT_ERROR((void)ag_reshape(ctx, w, 1, (int[]){-1}), "ag_reshape", "no storage");
+        EXPECT_ERROR((void)ag_layer_norm(ctx, x, w, NULL, 1e-5), "ag_layer_norm", "weight has no storage");
+        EXPECT_ERROR((void)ag_layer_norm(ctx, x, ones, w, 1e-5), "ag_layer_norm", "bias has no storage");
+        EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ones, w}, 2, 0), "ag_concat", "ts[1] has no storage");
+        EXPECT_ERROR((void)ag_linear(ctx, x, ag_full(ctx, 2, (int[]){3, 3}, 1), w), "ag_linear", "b has no storage");
+        EXPECT_ERROR((void)ag_arena_rewind(ctx, ag_arena_mark(ctx), w), "ag_arena_rewind", "keep has no storage");
+        ag_ctx_free(ctx);
+    }
     ag_params_alloc(ps);
     EXPECT_ERROR((void)ag_optim_sgd(ps, -0.5, 0), "ag_optim_sgd", "momentum -0.5");
     EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, NAN), "ag_optim_sgd", "weight decay nan");
     EXPECT_ERROR((void)ag_optim_adamw(ps, 1, 0.999, 1e-8, 0), "ag_optim_adamw", "betas (1, 0.999)");
     EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, -0.1, 1e-8, 0), "ag_optim_adamw", "betas (0.9, -0.1)");
     EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, -1, 0), "ag_optim_adamw", "eps -1");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, INFINITY, 0), "ag_optim_sgd", "momentum inf", "finite");
+    EXPECT_ERROR((void)ag_optim_sgd(ps, 0.9, INFINITY), "ag_optim_sgd", "weight decay inf", "finite");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, INFINITY, 0), "ag_optim_adamw", "eps inf", "finite");
+    EXPECT_ERROR((void)ag_optim_adamw(ps, 0.9, 0.999, 1e-8, INFINITY), "ag_optim_adamw", "weight decay inf", "finite");
     ag_optim *o = ag_optim_adamw(ps, 0.9, 0.999, 1e-8, 0);
     EXPECT_ERROR(ag_optim_step(o, -0.1), "ag_optim_step", "lr = -0.1");
     EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");

@@ -378,6 +378,9 @@ static void test_atomic_files(void)
           "commit of NULL: %s", err);
     ag_atomic_abort(NULL);
     CHECK(ag_atomic_discard(NULL) == -1, "discard of NULL: no write under way");
+    /* a NULL label is named as a stream, not printed through %s */
+    CHECK(ag_stream_open(-1, NULL, err, sizeof err) == NULL && strncmp(err, "(stream): descriptor -1", 23) == 0,
+          "stream of a bad descriptor, no label: %s", err);
     b = slurp(real, &len);
     CHECK(b && len == 5 && memcmp(b, "twice", 5) == 0 && count_entries(sub) == 1, "the committed file stays");
     free(b);
@@ -470,11 +473,11 @@ static void test_null_arguments(void)
     const char *bad_key[] = {"k\xff", "v"}, *bad_value[] = {"k", "v\xc3"};
     err[0] = 0;
     CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_key, 1, err, sizeof err) == -1 &&
-              strstr(err, "w.st: metadata key") && strstr(err, "is not valid UTF-8") && one_line(err),
+              strstr(err, "w.st: metadata key \"k?\" is not valid UTF-8") && one_line(err),
           "write with a metadata key not UTF-8: %s", err);
     err[0] = 0;
     CHECK(sink && ag_st_write(sink, "w.st", sample, 1, bad_value, 1, err, sizeof err) == -1 &&
-              strstr(err, "w.st: metadata value") && strstr(err, "is not valid UTF-8") && one_line(err),
+              strstr(err, "w.st: metadata value \"v?\" is not valid UTF-8") && one_line(err),
           "write with a metadata value not UTF-8: %s", err);
     if (sink) fclose(sink);
 }
@@ -620,7 +623,8 @@ static void test_save_failures(void)
         {{{"i", AG_ST_F64, 0, {0}, infv, 8}}, 1, "tensor \"i\": data contains NaN or Inf"},
         {{{"m", AG_ST_F32, 1, {3}, wte, 8}}, 1, "nbytes does not match"},
         {{{"__metadata__", AG_ST_F32, 1, {2}, wte, 8}}, 1, "name is reserved"},
-        {{{"bad\xff", AG_ST_F32, 1, {2}, wte, 8}}, 1, "not valid UTF-8"},
+        {{{"bad\xff", AG_ST_F32, 1, {2}, wte, 8}}, 1, "tensor \"bad?\": name is not valid UTF-8"},
+        {{{"\xe2\x98\x83\xc0\xaf", AG_ST_F32, 1, {2}, wte, 8}}, 1, "tensor \"\xe2\x98\x83??\": name is not"},
         {{{"d", 17, 1, {2}, wte, 8}}, 1, "unknown dtype"},
         {{{"g", AG_ST_F32, 1, {-2}, wte, 8}}, 1, "negative dim"},
         {{{"h", AG_ST_F32, 9, {1, 1, 1, 1, 1, 1, 1, 1}, wte, 4}}, 1, "ndim must be 0..8"},
