@@ -853,16 +853,22 @@ async function main() {
           /^query k \(8\)/.test(over) && after === 'hidden');
   });
 
-  // ---- a 512-token Prompt's heatmaps (Context 512, the field's largest): drawn in well under a
-  // second of the page's thread (a fillRect a cell: 1.45 s of CPU, 2.8 s of a frozen page) --
-  await part('a long Prompt\'s heatmaps', async () => {
-    await page.goto(url + '?task=text&layers=2&heads=4&d_model=16&context=512&batch=1&steps=9');
+  // A text model of Context 512 with the given layers and heads, built from a pasted text; then,
+  // the page's thread traced from here, a Prompt of 512 tokens typed
+  const longPrompt = async (layers, heads, timeout) => {
+    await page.goto(url + `?task=text&layers=${layers}&heads=${heads}&d_model=16&context=512&batch=1&steps=9`);
     await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
     await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(200));
     await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
-    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await waitStatus(page, /^step 0\/9 · loss/, timeout);
     await browser.startTracing(page, { categories: ['toplevel'] });
     await page.getByLabel('Prompt').fill('the lazy dog. '.repeat(40));
+  };
+
+  // ---- a 512-token Prompt's heatmaps (Context 512, the field's largest): drawn in well under a
+  // second of the page's thread (a fillRect a cell: 1.45 s of CPU, 2.8 s of a frozen page) --
+  await part('a long Prompt\'s heatmaps', async () => {
+    await longPrompt(2, 4, 60000);
     await page.waitForFunction(() => document.querySelector("#heatmaps canvas").weights().length === 512, null,
                                { timeout: 60000 });
     const tasks = mainThreadTasks(JSON.parse(await browser.stopTracing()));
@@ -875,13 +881,7 @@ async function main() {
   // never held long (each map 3,086 pixels square, drawn all at once, its weights copied into
   // arrays and JSON: about 15 s of a frozen page); the weights read back exact --
   await part('a big model\'s long Prompt', async () => {
-    await page.goto(url + '?task=text&layers=8&heads=16&d_model=16&context=512&batch=1&steps=9');
-    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
-    await page.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(200));
-    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
-    await waitStatus(page, /^step 0\/9 · loss/, 120000);
-    await browser.startTracing(page, { categories: ['toplevel'] });
-    await page.getByLabel('Prompt').fill('the lazy dog. '.repeat(40));
+    await longPrompt(8, 16, 120000);
     await page.waitForFunction(() => document.querySelectorAll('#heatmaps canvas').length === 128 &&
       document.querySelector('#heatmaps canvas').width >= 512, null, { timeout: 120000 });
     await page.waitForTimeout(1500);     // the maps in view painted
