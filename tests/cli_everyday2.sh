@@ -356,16 +356,46 @@ check "... and the next resume continues it ($(cat err.txt))" \
 # a last row cut short (a full disk stopped its write: no newline) is
 # dropped, whatever its step: continued, "18" and "24,..." made a row of
 # step 1824, and "20,2.1" and "24,..." one of 10 fields
+# (with a line saying so); plot reads the same log as the resume does: the
+# whole rows drawn, the cut one left out, one line naming it (it refused
+# the whole log)
 for torn in '18' '20,2.1'; do
     printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n%s' \
         "$torn" >torn.csv
-    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log torn.csv --save torn.st >/dev/null 2>err.txt
+    one_line "$A" plot --log torn.csv --out torn.svg
+    check "plot of a log whose last row '$torn' is cut short: exit 0, one line naming torn.csv:4 as left out ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && grep -q "^attograd plot: torn.csv:4: the last row is cut short (no newline at its end): left out$" err.txt'
+    check "... the two whole rows drawn: one line of 2 points" \
+        test "$(grep -o 'class="series"[^>]* d="[^"]*"' torn.svg | tr -cd 'ML')" = ML
+    rm -f torn.svg
+    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log torn.csv --save torn.st >out.txt 2>err.txt
     rc=$?
     steps=$(tail -n +2 torn.csv | cut -d, -f1 | tr '\n' ' ')
     check "a log whose last row '$torn' is cut short: dropped before the run continues it ($rc: $steps $(cat err.txt))" \
-        eval '[ $rc -eq 0 ] && [ "$steps" = "20 22 24 " ] && "$A" plot --log torn.csv --out torn.svg 2>/dev/null'
+        eval '[ $rc -eq 0 ] && [ "$steps" = "20 22 24 " ] && "$A" plot --log torn.csv --out torn.svg 2>err.txt &&
+              [ ! -s err.txt ]'
+    check "... and a line says so, naming the log and the line" \
+        grep -q "^  log  *torn.csv:4: the last row was cut short (no newline at its end): dropped$" out.txt
+    rm -f torn.svg
 done
-rm -f torn.csv torn.st torn.svg
+# a row cut short that is not the last (continued by the next) is no
+# complete row: plot refuses the log, as before, writing nothing
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.424,1.4,,,0.1,1,1\n26,1.3,,,0.1,1,1\n' \
+    >torn.csv
+one_line "$A" plot --log torn.csv --out torn.svg
+check "plot of a log with a row cut short before its last: exit 2, one line naming the line, no picture ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "torn.csv:3: expected 7 comma-separated fields, got 8" err.txt && [ ! -e torn.svg ]'
+# a log that begins with a UTF-8 byte-order mark (an editor's) is read past
+# it by plot and continued by a resumed run, which keeps the mark
+printf '\357\273\277step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n' >bom.csv
+"$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st >/dev/null 2>err.txt
+rc=$?
+check "--resume continues a log that begins with a byte-order mark, the mark kept ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ "$(head -c 3 bom.csv | od -An -tx1 | tr -d " ")" = efbbbf ] &&
+          [ "$(tail -n +2 bom.csv | cut -d, -f1 | tr "\n" " ")" = "20 22 24 " ] && [ "$(grep -c step bom.csv)" -eq 1 ]'
+one_line "$A" plot --log bom.csv --out torn.svg
+check "... and plot draws it, saying nothing ($rc: $(cat err.txt))" eval '[ $rc -eq 0 ] && [ ! -s err.txt ] && [ -s torn.svg ]'
+rm -f torn.csv torn.st torn.svg bom.csv
 # a file that is no log, named by --log or put where the run's log was, is
 # refused, not appended to; the checkpoint is not rewritten
 printf 'notes: do not lose\n' >notes.txt

@@ -617,9 +617,10 @@ static void test_read_log(void)
     const char *good = write_file("good.csv", HDR "0,4.17,4.18,0.05,0.0003,12.5,40000\r\n"
                                                   "10,3.5,,,0.0003,12.0,41000\n"
                                                   "\n"
-                                                  "20,3.1,3.3,0.2,2e-4,11.9,42000");
+                                                  "20,3.1,3.3,0.2,2e-4,11.9,42000\n");
     CHECK(svg_read_log(good, &log, err, sizeof err) == 0, "good log reads: %s", err);
     CHECK(log.n == 3, "3 rows (got %d)", log.n);
+    CHECK(log.cut_line == 0, "no row cut short (got line %ld)", log.cut_line);
     if (log.n == 3) {
         CHECK(log.step[0] == 0 && log.step[1] == 10 && log.step[2] == 20, "steps");
         CHECK(log.train_loss[1] == 3.5 && log.val_loss[0] == 4.18 && log.val_acc[2] == 0.2, "values");
@@ -628,6 +629,26 @@ static void test_read_log(void)
     }
     svg_log_free(&log);
     CHECK(log.n == 0 && log.step == NULL, "svg_log_free empties the log");
+
+    /* a last row with no newline is cut short: left out, its line named;
+     * with all its fields too (its last number may be cut), as a resumed
+     * run drops it; a byte-order mark before the header is read past */
+    const char *cut[] = {HDR "0,4.1,,,0.1,1,1\n10,3.9,,,0.1,1,1\n20,3.",
+                         SVG_LOG_BOM HDR "0,4.1,,,0.1,1,1\r\n10,3.9,,,0.1,1,1\r\n20,3.5,,,0.1,1,4"};
+    for (int k = 0; k < 2; k++) {
+        const char *path = write_file("cut.csv", cut[k]);
+        int rc = svg_read_log(path, &log, err, sizeof err);
+        CHECK(rc == 0 && log.n == 2 && log.step[1] == 10 && log.cut_line == 4,
+              "cut log %d: 2 rows and line 4 cut (rc %d, %d rows, line %ld: %s)", k, rc, log.n, log.cut_line, err);
+        svg_log_free(&log);
+    }
+    CHECK(svg_log_is_header(SVG_LOG_BOM SVG_LOG_HEADER "\r\n", strlen(SVG_LOG_BOM SVG_LOG_HEADER "\r\n")) &&
+              svg_log_is_header(SVG_LOG_HEADER, strlen(SVG_LOG_HEADER)) &&
+              !svg_log_is_header(SVG_LOG_HEADER "\r1,2", strlen(SVG_LOG_HEADER "\r1,2")) &&
+              !svg_log_is_header(SVG_LOG_BOM SVG_LOG_BOM SVG_LOG_HEADER, strlen(SVG_LOG_BOM SVG_LOG_BOM SVG_LOG_HEADER)),
+          "svg_log_is_header: one BOM, CR LF or no line end");
+    CHECK(svg_log_row_cut("1,2", 3) && !svg_log_row_cut("1,2\n", 4) && !svg_log_row_cut("1,2\r\n", 5),
+          "svg_log_row_cut: a line without its newline");
 
     const char *only_header = write_file("header.csv", HDR);
     CHECK(svg_read_log(only_header, &log, err, sizeof err) == 0 && log.n == 0, "header-only log has no rows");
@@ -639,6 +660,9 @@ static void test_read_log(void)
         {"cr.csv", "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\r1,2,,,0.1,1,1\r",
          ":1: bad header: its lines end in a carriage return alone, not a newline"},
         {"fields.csv", HDR "0,4.1,,,0.1,1,1\n1,4.0,,,0.1,1\n", ":3: expected 7 comma-separated fields, got 6"},
+        /* a row cut short and continued by the next is no last row */
+        {"joined.csv", HDR "0,4.1,,,0.1,1,1\n10,3.910,3.8,,,0.1,1,1\n20,3.7,,,0.1,1,1\n",
+         ":3: expected 7 comma-separated fields, got 8"},
         {"number.csv", HDR "0,4.1x,,,0.1,1,1\n", ":2: train_loss is not a number: '4.1x'"},
         {"word.csv", HDR "0,4.1,,,abc,1,1\n", ":2: lr is not a number: 'abc'"},
         {"step.csv", HDR ",4.1,,,0.1,1,1\n", ":2: step is empty"},

@@ -303,16 +303,24 @@ int cmd_plot(int argc, char **argv)
     check_distinct(CMD, in, logs.n, outs, 1);
     track_outputs();
     char err[ERR_MAX];
-    /* Read every log first so a bad one leaves no file behind. */
+    /* Read every log first so a bad one leaves no file behind.  A last row
+     * cut short (a run killed, or a disk filled, while writing it) is left
+     * out, as a resumed run drops it, and a line says so. */
     for (int i = 0; i < logs.n; i++) {
         svg_log lg;
         if (input_check(logs.items[i], "CSV log", TEXT_MAX_BYTES, err, sizeof err) ||
             svg_read_log(logs.items[i], &lg, err, sizeof err))
             die(CMD, "%s", err);
         int n = lg.n;
+        long cut = lg.cut_line;
         svg_log_free(&lg);
+        if (n == 0 && cut)
+            die(CMD, "%s:%ld: the only row is cut short (no newline at its end): no whole row to draw",
+                logs.items[i], cut);
         if (n == 0)
             die(CMD, "%s: no rows after the header", logs.items[i]);
+        if (cut)
+            warn(CMD, "%s:%ld: the last row is cut short (no newline at its end): left out", logs.items[i], cut);
     }
     if (ag_atomic_open(&out_file, out, err, sizeof err))
         die(CMD, "%s", err);

@@ -751,6 +751,20 @@ static size_t chomp(char *line, size_t len)
     return len;
 }
 
+int svg_log_is_header(const char *line, size_t len)
+{
+    const size_t b = strlen(SVG_LOG_BOM), h = strlen(SVG_LOG_HEADER);
+    if (len >= b && memcmp(line, SVG_LOG_BOM, b) == 0) line += b, len -= b;
+    if (len && line[len - 1] == '\n') len--;
+    if (len && line[len - 1] == '\r') len--;
+    return len == h && memcmp(line, SVG_LOG_HEADER, h) == 0;
+}
+
+int svg_log_row_cut(const char *line, size_t len)
+{
+    return len > 0 && line[len - 1] != '\n';
+}
+
 int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
 {
     memset(log, 0, sizeof *log);
@@ -779,10 +793,11 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
         goto done;
     }
     lineno = 1;
-    size_t len = chomp(line, (size_t)got);
-    const char *header = line;
-    if (len >= 3 && memcmp(header, "\xEF\xBB\xBF", 3) == 0) header += 3, len -= 3; /* UTF-8 BOM */
-    if (len != strlen(SVG_LOG_HEADER) || memcmp(header, SVG_LOG_HEADER, len) != 0) {
+    if (!svg_log_is_header(line, (size_t)got)) {
+        size_t len = chomp(line, (size_t)got);
+        const char *header = line;
+        if (len >= strlen(SVG_LOG_BOM) && memcmp(header, SVG_LOG_BOM, strlen(SVG_LOG_BOM)) == 0)
+            header += strlen(SVG_LOG_BOM), len -= strlen(SVG_LOG_BOM);
         /* lines that end in CR alone read as one line, whose start may be
          * the header itself: shown as it is, it would look right */
         size_t h = strlen(SVG_LOG_HEADER);
@@ -795,7 +810,11 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
     }
     while ((got = getline(&line, &line_cap, f)) >= 0) {
         lineno++;
-        len = chomp(line, (size_t)got);
+        if (svg_log_row_cut(line, (size_t)got)) {   /* the last line: getline stops only at a newline or the end */
+            log->cut_line = lineno;
+            break;
+        }
+        size_t len = chomp(line, (size_t)got);
         if (len == 0) continue;
         double row[LOG_FIELDS];
         if (parse_row(line, len, row, path, lineno, err, errlen) != 0) goto done;

@@ -54,19 +54,39 @@ int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylab
 /* The exact header line of an attograd training log (`attograd train --log`). */
 #define SVG_LOG_HEADER "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s"
 
+/* A UTF-8 byte-order mark, which an editor may put before a log's header. */
+#define SVG_LOG_BOM "\xEF\xBB\xBF"
+
+/* What `plot` and a resumed run (`train --resume`, continuing its --log)
+ * both take a log's lines to be, from the same two tests.  line is len
+ * bytes as read, with its newline when it has one.
+ * svg_log_is_header: 1 when line is the header, SVG_LOG_HEADER, after a
+ * byte-order mark or not, ended by a newline, CR LF, or the end of the file.
+ * svg_log_row_cut: 1 when line is a row cut short: it has no newline at its
+ * end.  Every row is written with its newline, so only a last line can lack
+ * one, when a run was killed or a disk filled part way through writing it
+ * (its last number may be cut too, and look whole).  `plot` leaves it out
+ * and says so; a resumed run drops it (the next row would continue it). */
+int svg_log_is_header(const char *line, size_t len);
+int svg_log_row_cut(const char *line, size_t len);
+
 /* An attograd training log, one entry per row; NaN where a field was empty
- * (val_loss and val_acc are only measured at eval steps). */
+ * (val_loss and val_acc are only measured at eval steps).  cut_line: the
+ * line number of a last row cut short (svg_log_row_cut), which is not among
+ * the rows; 0 when there is none. */
 typedef struct svg_log {
     int n;
     double *step, *train_loss, *val_loss, *val_acc, *lr, *ms_per_step, *tokens_per_s;
+    long cut_line;
 } svg_log;
 
 /*
  * Read the CSV log at path into log (which svg_log_free releases). Rejects,
  * with a one-line message naming the file (and line, where there is one): a
- * missing or unreadable file, a directory, an empty file, a header other than
- * SVG_LOG_HEADER, a row with the wrong number of fields, a field that is not a
- * number, an empty step or one that is not finite (nan, inf). Blank lines and a final CR per line are tolerated.
+ * missing or unreadable file, a directory, an empty file, a first line that
+ * is not the header (svg_log_is_header), a row with the wrong number of fields, a field that is not a
+ * number, an empty step or one that is not finite (nan, inf). Blank lines and a final CR per line are tolerated,
+ * and a last row cut short is left out (log->cut_line says where it was).
  * Returns 0, or -1 with err filled and log left empty.
  */
 int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen);

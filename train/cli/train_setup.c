@@ -68,36 +68,44 @@ static int row_after(const char *line, long step)
 /* A resumed run given the run's --log again continues it from the
  * checkpoint's step: rows the interrupted run logged after its last save
  * are dropped first (the file replaced whole), so no step appears twice,
- * and so is a last row cut short (no newline: a write that a full disk
- * stopped part way), which the next row would otherwise continue ("260"
- * and "401,..." make a row of step 260401).  A log with no such rows is
+ * and so is a last row cut short (svg_log_row_cut, as `plot` sees it: no
+ * newline, a write that a full disk stopped part way), which the next row
+ * would otherwise continue ("260" and "401,..." make a row of step 260401);
+ * a line says so.  The header stays as it was, byte-order mark and all
+ * (svg_log_is_header).  A log with no such rows is
  * left as it is, not replaced: a run resumed at its last step in a
  * directory it cannot write (where a replacement's temporary file cannot
  * be made) has nothing to drop.  A log that is not a regular file (a pipe,
  * a device) is only appended to. */
 static int row_dropped(const char *line, ssize_t len, long step)
 {
-    return line[len - 1] != '\n' || row_after(line, step);
+    return svg_log_row_cut(line, (size_t)len) || row_after(line, step);
 }
 
-static void log_drop_after(const char *path, long step)
+/* Returns the line number of a last row cut short that was dropped, else 0. */
+static long log_drop_after(const char *path, long step)
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
-        return;
+        return 0;
     FILE *in = fopen(path, "r");
     if (!in)
-        return;                         /* opening it to append says why */
+        return 0;                       /* opening it to append says why */
     char err[ERR_MAX], *line = NULL;
     size_t cap = 0;
     ssize_t got;
     int drop = 0;
-    while (!drop && (got = getline(&line, &cap, in)) > 0)
-        drop = row_dropped(line, got, step);
+    long lineno = 0, cut = 0;
+    while ((got = getline(&line, &cap, in)) > 0) {
+        lineno++;
+        drop |= row_dropped(line, got, step);
+        if (svg_log_row_cut(line, (size_t)got) && lineno > 1)  /* a header cut short is no row */
+            cut = lineno;
+    }
     if (!drop || ferror(in) || fseek(in, 0, SEEK_SET) != 0) {
         free(line);
         fclose(in);
-        return;                         /* a read error: opening it to append says why */
+        return 0;                       /* a read error: opening it to append says why */
     }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
@@ -118,6 +126,7 @@ static void log_drop_after(const char *path, long step)
     }
     if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
+    return cut;
 }
 
 /* A log a resumed run is to append to must be one: a file whose first line
@@ -131,10 +140,11 @@ static void check_log_to_continue(const char *path)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    char line[sizeof SVG_LOG_HEADER + 2];
-    const size_t n = strlen(SVG_LOG_HEADER);
-    int ok = fgets(line, sizeof line, in) && strncmp(line, SVG_LOG_HEADER, n) == 0 &&
-             (line[n] == '\n' || line[n] == '\r' || line[n] == 0);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got = getline(&line, &cap, in);
+    int ok = got > 0 && svg_log_is_header(line, (size_t)got);      /* as `plot` reads it */
+    free(line);
     fclose(in);
     if (!ok)
         die(CMD, "--log %s does not begin with a training log's header line (%.4s...), so it is no log to "
@@ -319,6 +329,7 @@ void train_setup(trainer *t)
         ckpt_drop_tensors(&t->ck);
 
     int stream = o->log_path ? ag_stream_fd(o->log_path) : -1, log_restarted = 0;
+    long log_cut = 0;
     if (stream >= 0) {
         /* one of the process's own descriptors (--log /dev/stdout): the rows
          * go where it stands, after a header; it has no earlier rows to drop */
@@ -331,7 +342,7 @@ void train_setup(trainer *t)
             log_restarted = 1;
         else if (o->resume) {
             check_log_to_continue(o->log_path);
-            log_drop_after(o->log_path, t->ck.step);
+            log_cut = log_drop_after(o->log_path, t->ck.step);
         }
         /* a resumed run with no steps to take adds no row to a log that
          * holds its header: it is not opened, and may be read-only as the
@@ -356,6 +367,9 @@ void train_setup(trainer *t)
     if (log_restarted)      /* after the configuration, among its lines */
         fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
                 t->ck.step + 1);
+    if (log_cut)
+        fprintf(report_stream(), "  log        %s:%ld: the last row was cut short (no newline at its end): dropped\n",
+                o->log_path, log_cut);
     say_extension(o, t->cosine);
     t->x = malloc((size_t)t->B * t->S * sizeof *t->x);
     t->y = malloc((size_t)t->B * t->S * sizeof *t->y);
