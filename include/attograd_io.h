@@ -71,6 +71,13 @@ typedef struct ag_atomic_file {
 int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen);
 int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen);
 void ag_atomic_abort(ag_atomic_file *a);
+/* A commit's first part: flush, fsync and close (a write through: flush
+ * and close), with a commit's failure and message; the commit that follows
+ * only renames (and syncs the directory).  For files that are to appear
+ * together: ready each, and only when all are, commit each; a failure of
+ * any ready is then aborted everywhere, no target changed.  Ready again, or
+ * abort after it, as after open. */
+int ag_atomic_ready(ag_atomic_file *a, char *err, size_t errlen);
 /* For a signal handler that is about to end the process: removes the
  * temporary file of a write not yet committed.  Returns 1 when a write was
  * under way and its target is left as it was, 0 when the new file is

@@ -35,7 +35,9 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- files replaced atomically ------------------------------------------ */
 
-enum { CLOSED, WRITING, RENAMING, THROUGH };
+/* READY: written, synced and closed, not renamed yet (ag_atomic_ready);
+ * THROUGH with no stream: written through, flushed and closed. */
+enum { CLOSED, WRITING, READY, RENAMING, THROUGH };
 
 /* The directory part of path ("." when it has none); malloc'd. */
 static char *dir_of(const char *path)
@@ -345,40 +347,66 @@ static int sync_dir(const char *path)
 }
 
 /* Written through: what was written is there; only the write can fail. */
-static int commit_through(ag_atomic_file *a, char *err, size_t errlen)
+static int ready_through(ag_atomic_file *a, char *err, size_t errlen)
 {
     int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;
     int saved = errno ? errno : EIO;
     if (fclose(a->f) != 0 && !rc) { rc = -1; saved = errno; }
-    if (rc) ag_set_err(err, errlen, "%s: write failed: %s", a->path, strerror(saved));
-    release(a);
+    a->f = NULL;
+    if (rc) {
+        ag_set_err(err, errlen, "%s: write failed: %s", a->path, strerror(saved));
+        release(a);
+    }
     return rc;
 }
 
-int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
+/* After a commit, an abort or a failed open there is no write under way. */
+static int under_way(ag_atomic_file *a, const char *fn, char *err, size_t errlen)
 {
-    /* After a commit, an abort or a failed open there is no stream: fflush
-     * would flush every stream of the program and ferror dereference NULL. */
-    if (!a) { ag_set_err(err, errlen, "ag_atomic_commit: a is NULL"); return -1; }
-    if (a->state == CLOSED || !a->f) {
+    if (!a) { ag_set_err(err, errlen, "%s: a is NULL", fn); return 0; }
+    if (a->state == CLOSED || (a->state == WRITING && !a->f)) {
         ag_set_err(err, errlen, "%s: no write under way (committed or aborted already, or never opened)",
                    a->path ? a->path : "(no file)");
-        return -1;
+        return 0;
     }
-    if (a->state == THROUGH) return commit_through(a, err, errlen);
+    return 1;
+}
+
+int ag_atomic_ready(ag_atomic_file *a, char *err, size_t errlen)
+{
+    if (!under_way(a, "ag_atomic_ready", err, errlen)) return -1;
+    if (a->state == READY || (a->state == THROUGH && !a->f)) return 0;
+    if (a->state == THROUGH) return ready_through(a, err, errlen);
     const char *step = "write failed";
     int rc = fflush(a->f) != 0 || ferror(a->f) ? -1 : 0;
     if (!rc) { step = "fsync failed"; rc = fsync(fileno(a->f)); }
     int saved = errno ? errno : EIO;
     if (fclose(a->f) != 0 && !rc) { rc = -1; saved = errno; step = "close failed"; }
     a->f = NULL;
-    if (!rc) {
-        a->state = RENAMING;
-        if (rename(a->tmp, a->path) != 0) { rc = -1; saved = errno; step = "cannot rename temp file over it"; }
-    }
     if (rc) {
         unlink(a->tmp);
         ag_set_err(err, errlen, "%s: %s (%s): %s", a->path, step, a->tmp, strerror(saved));
+        release(a);
+        return -1;
+    }
+    a->state = READY;
+    return 0;
+}
+
+int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
+{
+    /* After a commit, an abort or a failed open there is no stream: fflush
+     * would flush every stream of the program and ferror dereference NULL. */
+    if (!under_way(a, "ag_atomic_commit", err, errlen)) return -1;
+    if (ag_atomic_ready(a, err, errlen)) return -1;
+    if (a->state == THROUGH) { release(a); return 0; }
+    int rc = 0;
+    a->state = RENAMING;
+    if (rename(a->tmp, a->path) != 0) {
+        rc = -1;
+        int saved = errno;
+        unlink(a->tmp);
+        ag_set_err(err, errlen, "%s: cannot rename temp file over it (%s): %s", a->path, a->tmp, strerror(saved));
     } else if (sync_dir(a->path) != 0) {
         rc = -1;
         ag_set_err(err, errlen, "%s: written, but syncing its directory failed: %s", a->path, strerror(errno));
@@ -401,5 +429,5 @@ int ag_atomic_discard(const ag_atomic_file *a)
     int state = a->state;
     if (state == CLOSED || state == THROUGH) return -1;   /* nothing of ours to remove */
     /* Renaming: a temp file that is gone was renamed into place. */
-    return unlink(a->tmp) == 0 || state == WRITING;
+    return unlink(a->tmp) == 0 || state == WRITING || state == READY;
 }

@@ -403,6 +403,29 @@ if has attn; then
     bad "no/such/a.svg: cannot create temp file" attn --model "$F/copy.st" --prompt abc --csv "$O/w.csv" \
         --out "$O/no/such/a.svg"
     bad "/dev/full: write failed" attn --model "$F/copy.st" --prompt abc --csv /dev/full --out "$O/a.svg"
+    # ... and an SVG whose last step fails, after both are written: strace
+    # fails the run's second fsync(2) (the CSV's is the first), and the CSV
+    # there before is left as it was, not renamed into place beside the
+    # old picture
+    if command -v strace >/dev/null && strace -o /dev/null -e trace=fsync true 2>/dev/null; then
+        P=$tmp/pair
+        mkdir -p "$P"
+        "$A" attn --model "$F/copy.st" --prompt abc --csv "$P/w.csv" --out "$P/w.svg" 2>/dev/null
+        cp "$P/w.csv" "$P/w0.csv" && cp "$P/w.svg" "$P/w0.svg"
+        ASAN_OPTIONS=detect_leaks=0 strace -f -o /dev/null -e trace=fsync -e inject=fsync:error=EIO:when=2 \
+            "$A" attn --model "$F/copy.st" --prompt cba --csv "$P/w.csv" --out "$P/w.svg" >/dev/null 2>"$tmp/stderr"
+        rc=$?
+        check "attn whose SVG fails to sync: exit 2, one line naming it ($rc: $(cat "$tmp/stderr"))" \
+            eval '[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ] && grep -q "w.svg: fsync failed" "$tmp/stderr"'
+        check "... the CSV and the SVG as they were, no temporary file left ($(ls "$P" | tr '\n' ' '))" \
+            eval 'cmp -s "$P/w.csv" "$P/w0.csv" && cmp -s "$P/w.svg" "$P/w0.svg" && [ "$(ls "$P" | wc -l)" -eq 4 ]'
+        "$A" attn --model "$F/copy.st" --prompt cba --csv "$P/w.csv" --out "$P/w.svg" 2>/dev/null
+        check "... which that prompt changes, when nothing fails" \
+            eval '! cmp -s "$P/w.csv" "$P/w0.csv" && ! cmp -s "$P/w.svg" "$P/w0.svg"'
+        rm -r "$P"
+    else
+        skip "attn's SVG failing after its CSV is written (strace cannot trace here)"
+    fi
 fi
 if has plot; then
     bad "$F/empty" plot --log "$F/empty" --out "$O/p.svg"

@@ -360,6 +360,38 @@ static void test_atomic_files(void)
     CHECK(b && len == 3 && memcmp(b, "old", 3) == 0 && count_entries(sub) == 1, "discard keeps the old file");
     free(b);
 
+    /* ready: the bytes are in the temp file, synced and closed, and the
+     * target is still the old file until the commit renames it; an abort
+     * (or a discard) after it leaves the old file, as before it */
+    spill(real, "old", 3);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open to ready: %s", err);
+    fputs("new", a.f);
+    CHECK(ag_atomic_ready(&a, err, sizeof err) == 0 && !a.f && ag_atomic_ready(&a, err, sizeof err) == 0,
+          "ready, twice: %s", err);
+    b = slurp(a.tmp, &len);
+    CHECK(b && len == 3 && memcmp(b, "new", 3) == 0, "ready: the temp file holds the bytes");
+    free(b);
+    b = slurp(real, &len);
+    CHECK(b && len == 3 && memcmp(b, "old", 3) == 0, "ready: the target is the old file");
+    free(b);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit after ready: %s", err);
+    b = slurp(real, &len);
+    CHECK(b && len == 3 && memcmp(b, "new", 3) == 0 && count_entries(sub) == 1, "commit after ready renames");
+    free(b);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0 && ag_atomic_ready(&a, err, sizeof err) == 0,
+          "open and ready to discard: %s", err);
+    CHECK(ag_atomic_discard(&a) == 1, "discard after ready: the target left as it was");
+    ag_atomic_abort(&a);
+    CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0 && ag_atomic_ready(&a, err, sizeof err) == 0,
+          "open and ready to abort: %s", err);
+    ag_atomic_abort(&a);
+    b = slurp(real, &len);
+    CHECK(b && len == 3 && memcmp(b, "new", 3) == 0 && count_entries(sub) == 1, "abort after ready: nothing left");
+    free(b);
+    CHECK(ag_atomic_ready(&a, err, sizeof err) == -1 && strstr(err, "no write under way") &&
+              ag_atomic_ready(NULL, err, sizeof err) == -1 && strstr(err, "ag_atomic_ready: a is NULL"),
+          "ready with no write under way: %s", err);
+
     /* a commit with no write under way (after a commit, after an abort)
      * is refused in words: there is no stream to flush */
     CHECK(ag_atomic_open(&a, real, err, sizeof err) == 0, "open to commit twice: %s", err);
@@ -419,7 +451,8 @@ static void test_own_streams(void)
     snprintf(name, sizeof name, "/dev/fd/%d", fd);
     CHECK(ag_atomic_open(&a, name, err, sizeof err) == 0 && !a.tmp, "open %s: %s", name, err);
     fputs("second", a.f);
-    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit through %s: %s", name, err);
+    CHECK(ag_atomic_ready(&a, err, sizeof err) == 0 && !a.f, "ready through %s: %s", name, err);
+    CHECK(ag_atomic_commit(&a, err, sizeof err) == 0, "commit through %s after ready: %s", name, err);
     CHECK(fcntl(fd, F_GETFD) != -1, "the descriptor is still open after the commit");
     size_t len = 0;
     unsigned char *b = slurp(held, &len);

@@ -2,7 +2,8 @@
  * cmd_viz.c - pictures of a model: `attn` (attention heatmaps of a prompt),
  * `plot` (loss curves from training logs) and `graph` (the autograd graph of
  * one training step, in Graphviz DOT).  Every file is written atomically
- * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it).
+ * (ag_atomic_open: a temporary file beside it, fsync'ed and renamed over it);
+ * attn's two are renamed only once both are whole (ag_atomic_ready).
  */
 #include <ctype.h>
 #include <math.h>
@@ -186,8 +187,10 @@ static void abandon_output(ag_atomic_file *a, char *err, size_t errlen)
         ag_atomic_abort(a);
 }
 
-/* The CSV (when asked for) first, then the SVG, each committed only when
- * whole. */
+/* The CSV (when asked for) and the SVG appear together or not at all: both
+ * are written, flushed, synced and closed (ag_atomic_ready) before either
+ * is renamed into place, so a failure of either, the SVG's last, changes
+ * neither file. */
 static int write_attention(const attn_picture *p, const char *out, const char *csv, const char *title, char *err,
                            size_t errlen)
 {
@@ -206,6 +209,12 @@ static int write_attention(const attn_picture *p, const char *out, const char *c
     if (svg_attention(svg->f, title ? title : p->title, p->nh, p->ptitles, p->w, p->n, p->n, p->labels, p->labels,
                       err, errlen)) {
         abandon_output(svg, err, errlen);
+        if (csv)
+            ag_atomic_abort(tab);
+        return -1;
+    }
+    if ((csv && ag_atomic_ready(tab, err, errlen)) || ag_atomic_ready(svg, err, errlen)) {
+        ag_atomic_abort(svg);           /* either may be gone already: abort leaves it */
         if (csv)
             ag_atomic_abort(tab);
         return -1;
