@@ -386,15 +386,20 @@ one_line "$A" plot --log torn.csv --out torn.svg
 check "plot of a log with a row cut short before its last: exit 2, one line naming the line, no picture ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && grep -q "torn.csv:3: expected 7 comma-separated fields, got 8" err.txt && [ ! -e torn.svg ]'
 # a log that begins with a UTF-8 byte-order mark (an editor's) is read past
-# it by plot and continued by a resumed run, which keeps the mark
-printf '\357\273\277step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n' >bom.csv
-"$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st >/dev/null 2>err.txt
-rc=$?
-check "--resume continues a log that begins with a byte-order mark, the mark kept ($rc: $(cat err.txt))" \
-    eval '[ $rc -eq 0 ] && [ "$(head -c 3 bom.csv | od -An -tx1 | tr -d " ")" = efbbbf ] &&
-          [ "$(tail -n +2 bom.csv | cut -d, -f1 | tr "\n" " ")" = "20 22 24 " ] && [ "$(grep -c step bom.csv)" -eq 1 ]'
-one_line "$A" plot --log bom.csv --out torn.svg
-check "... and plot draws it, saying nothing ($rc: $(cat err.txt))" eval '[ $rc -eq 0 ] && [ ! -s err.txt ] && [ -s torn.svg ]'
+# it by plot and continued by a resumed run, which keeps the mark: in a log
+# left as it was, and in one rewritten without the rows after the
+# checkpoint's step (24 here) and a last row cut short
+for rest in '' '24,1.3,,,0.1,1,1\n26,1'; do
+    printf '\357\273\277step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n'"$rest" >bom.csv
+    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st >/dev/null 2>err.txt
+    rc=$?
+    check "--resume continues a log that begins with a byte-order mark, the mark kept ('$rest' after: $rc: $(cat err.txt))" \
+        eval '[ $rc -eq 0 ] && [ "$(head -c 3 bom.csv | od -An -tx1 | tr -d " ")" = efbbbf ] &&
+              [ "$(tail -n +2 bom.csv | cut -d, -f1 | tr "\n" " ")" = "20 22 24 " ] && [ "$(grep -c step bom.csv)" -eq 1 ]'
+    one_line "$A" plot --log bom.csv --out torn.svg
+    check "... and plot draws it, saying nothing ($rc: $(cat err.txt))" eval '[ $rc -eq 0 ] && [ ! -s err.txt ] && [ -s torn.svg ]'
+    rm -f torn.svg
+done
 rm -f torn.csv torn.st torn.svg bom.csv
 # a file that is no log, named by --log or put where the run's log was, is
 # refused, not appended to; the checkpoint is not rewritten
