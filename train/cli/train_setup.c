@@ -140,11 +140,15 @@ static void check_log_to_continue(const char *path)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got = getline(&line, &cap, in);
-    int ok = got > 0 && svg_log_is_header(line, (size_t)got);      /* as `plot` reads it */
-    free(line);
+    /* room for a byte-order mark, the header and CR LF, and more: a longer
+     * first line is no header, and is not read whole */
+    char line[sizeof SVG_LOG_BOM + sizeof SVG_LOG_HEADER + 2];
+    size_t len = 0;
+    int c;
+    while (len < sizeof line && (c = getc(in)) != EOF)
+        if ((line[len++] = (char)c) == '\n')
+            break;
+    int ok = svg_log_is_header(line, len);      /* as `plot` reads it */
     fclose(in);
     if (!ok)
         die(CMD, "--log %s does not begin with a training log's header line (%.4s...), so it is no log to "
