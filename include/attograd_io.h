@@ -55,6 +55,10 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
  * did.  On any failure
  * the temporary file is removed, the target is left as it was, err gets one
  * line naming the file and the cause, and -1 is returned; 0 on success.
+ * The one exception is the last step: when the rename has happened and the
+ * directory's fsync fails, the target holds the new file (it may not
+ * survive a crash of the machine) and the line says "written, but syncing
+ * its directory failed".
  * Either call frees what open allocated; a commit with no write under way
  * (after a commit or an abort) is -1 with a line saying so.  Open sets
  * up a whole and reads nothing of what it held: opening again an a whose
