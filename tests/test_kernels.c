@@ -458,6 +458,22 @@ static void check_layer_norm(size_t rows, int D, int affine)
     check_layer_norm_of(random_buf(rows * D, -3, 5), NULL, rows, D, affine);
 }
 
+#ifndef AG_DOUBLE
+/* Constant rows, each its own value (small, large, of every sign, and
+ * ones whose multiples round): their variance is 0, so xhat is 0 exactly
+ * and y is the bias, however the row's sums are ordered; mean and 1/sqrt(eps)
+ * must hold that. */
+static void check_layer_norm_constant_rows(size_t rows, int D)
+{
+    static const double values[] = { 0.1, 1000.1, -3.7e4, 1e-3, 7, -0.3, 12345.678, 2.5e6 };
+    ag_real *x = malloc(rows * D * sizeof *x);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++)
+            x[r * D + k] = (ag_real)values[r % (sizeof values / sizeof values[0])];
+    check_layer_norm_of(x, NULL, rows, D, 1);
+}
+
+#endif
 
 static void check_layer_norm_of(ag_real *x, ag_real *dy, size_t rows, int D, int affine)
 {
@@ -758,6 +774,17 @@ int main(void)
     check_layer_norm(5, 3, 1);
     check_layer_norm(9, 33, 1);
     check_layer_norm(4, 17, 0);
+#ifndef AG_DOUBLE
+    /* (in double neither sums a row exactly: their means both round,
+     * and the difference, amplified by up to 1/sqrt(eps), is these rows'
+     * conditioning, not the kernel's error; in float both sum the row's
+     * floats in doubles) */
+    check_layer_norm_constant_rows(16, 1);
+    check_layer_norm_constant_rows(16, 3);
+    check_layer_norm_constant_rows(16, 17);
+    check_layer_norm_constant_rows(16, 33);
+    check_layer_norm_constant_rows(16, 768);
+#endif
     check_gelu(5, 3, 1, 1);
     check_gelu(3, 17, 1, 0);
     check_gelu(2, 33, 2, 1);
