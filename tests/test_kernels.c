@@ -473,6 +473,20 @@ static void check_layer_norm_constant_rows(size_t rows, int D)
     check_layer_norm_of(x, NULL, rows, D, 1);
 }
 
+/* Rows of nearly one value (spread 1e-3: rstd near its cap 1/sqrt(eps),
+ * 316) and a gradient nearly constant along each row: dx is rstd times
+ * the small difference of g = dy w and its row mean, so the mean must be
+ * summed as the reference sums it (float lane sums were 7e-5 away). */
+static void check_layer_norm_narrow_rows(size_t rows, int D)
+{
+    ag_real *x = random_buf(rows * D, 0, 1e-3), *dy = random_buf(rows * D, 0, 1e-4);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++) {
+            x[r * D + k] += (ag_real)(r % 2 ? 1 : 100);
+            dy[r * D + k] = r % 3 ? dy[r * D + k] + (ag_real)0.7 : (ag_real)0.7;
+        }
+    check_layer_norm_of(x, dy, rows, D, 0);
+}
 #endif
 
 static void check_layer_norm_of(ag_real *x, ag_real *dy, size_t rows, int D, int affine)
@@ -784,6 +798,8 @@ int main(void)
     check_layer_norm_constant_rows(16, 17);
     check_layer_norm_constant_rows(16, 33);
     check_layer_norm_constant_rows(16, 768);
+    check_layer_norm_narrow_rows(6, 33);
+    check_layer_norm_narrow_rows(6, 768);
 #endif
     check_gelu(5, 3, 1, 1);
     check_gelu(3, 17, 1, 0);
