@@ -435,6 +435,21 @@ static ag_tensor *f_embedding_odd(ag_ctx *c, ag_tensor **x, const void *a)
 }
 
 
+static ag_tensor *f_concat_dim(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    ag_tensor *parts[3] = { x[0], x[1], x[0] };
+    return ag_tanh(c, ag_concat(c, parts, 3, *(const int *)a));
+}
+
+static ag_tensor *f_slice_last(ag_ctx *c, ag_tensor **x, const void *a)
+{
+    (void)a;
+    /* width-1 slices of the last dim, one of them twice */
+    int n = x[0]->shape[x[0]->ndim - 1];
+    ag_tensor *first = ag_slice(c, x[0], -1, 0, 1), *last = ag_slice(c, x[0], -1, n - 1, 1);
+    return ag_mul(c, ag_add(c, first, last), first);
+}
+
 /* A block of a transformer from every kind of op: layer norm, the qkv
  * projection, fused attention with dropout, the MLP's fused first layer,
  * the output layer and cross-entropy; inputs x [2,5,12], ln weight and
@@ -607,12 +622,22 @@ int main(void)
     run("cross_entropy V=17", f_cross_entropy_odd, 1, (const int[][5]){{2, 4, 17}}, NULL, -3, 3, 0);
     run("cross_entropy V=33", f_cross_entropy_odd, 1, (const int[][5]){{2, 4, 33}}, NULL, -3, 3, 0);
     run("embedding d=17", f_embedding_odd, 1, (const int[][5]){{2, 3, 17}}, NULL, -1, 1, 0);
+    run("matmul [3,4]@[2,2,4,5]", f_matmul, 2, (const int[][5]){{2, 3, 4}, {4, 2, 2, 4, 5}}, NULL, -1, 1, 0);
+    run("matmul [2,2,3,4]@[4,1]", f_matmul, 2, (const int[][5]){{4, 2, 2, 3, 4}, {2, 4, 1}}, NULL, -1, 1, 0);
+    run("matmul [2,1,3,4]@[2,4,5]", f_matmul, 2, (const int[][5]){{4, 2, 1, 3, 4}, {3, 2, 4, 5}}, NULL, -1, 1, 0);
+    run("sum dim 0 of [5]", f_sum, 1, (const int[][5]){{1, 5}}, (const int[]){0, 0}, -1, 1, 0);
+    run("concat dim 0", f_concat_dim, 2, (const int[][5]){{2, 2, 3}, {2, 1, 3}}, (const int[]){0}, -1, 1, 0);
+    run("concat dim -1, width 1", f_concat_dim, 2, (const int[][5]){{3, 2, 3, 1}, {3, 2, 3, 17}}, (const int[]){-1}, -1,
+        1, 0);
+    run("slices of width 1", f_slice_last, 1, (const int[][5]){{2, 3, 17}}, NULL, -1, 1, 0);
+    run("transpose(1,1) of [2,3]", f_transpose, 1, (const int[][5]){{2, 2, 3}}, (const int[]){1, 1}, -1, 1, 0);
     run("transpose [1,17,1,3] (1,3)", f_transpose, 1, (const int[][5]){{4, 1, 17, 1, 3}}, (const int[]){1, 3}, -1, 1, 0);
     run("sum dim 0 of [1,3]", f_sum, 1, (const int[][5]){{2, 1, 3}}, (const int[]){0, 0}, -1, 1, 0);
     run("mean dim -1 keepdim of [3,17]", f_mean, 1, (const int[][5]){{2, 3, 17}}, (const int[]){-1, 1}, -1, 1, 0);
     run("attention op, T=1, 2 heads", f_attention, 1, (const int[][5]){{3, 2, 1, 12}}, &(attn_arg){ 2, 1, 0 }, -1, 1, 0);
     run("attention op, T=1, non-causal", f_attention, 1, (const int[][5]){{3, 1, 1, 6}}, &(attn_arg){ 1, 0, 0 }, -1,
         1, 0);
+    run("attention op, hd=1, 3 heads", f_attention, 1, (const int[][5]){{3, 2, 4, 9}}, &(attn_arg){ 3, 1, 0 }, -1, 1, 0);
     run("attention op, hd=3, 2 heads", f_attention, 1, (const int[][5]){{3, 2, 5, 18}}, &(attn_arg){ 2, 1, 0 }, -1, 1, 0);
     /* longer than the fast kernel's block of 64 queries and keys, which it
      * keeps the weights of and recomputes past */
