@@ -473,6 +473,19 @@ static void check_layer_norm_constant_rows(size_t rows, int D)
     check_layer_norm_of(x, NULL, rows, D, 1);
 }
 
+/* Rows of values up to 1e30 (spread so: each a different power of ten):
+ * their deviations from the mean square past the largest float, which
+ * the reference squares and sums in double (a float sum of the squares
+ * overflowed: rstd 0 and y the bias, where xhat is of order 1). */
+static void check_layer_norm_huge_rows(size_t rows, int D)
+{
+    ag_real *x = random_buf(rows * D, -1, 1);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++)
+            x[r * D + k] *= (ag_real)pow(10.0, 20 + (double)(r % 11));
+    check_layer_norm_of(x, NULL, rows, D, 1);
+}
+
 /* Rows of nearly one value (spread 1e-3: rstd near its cap 1/sqrt(eps),
  * 316) and a gradient nearly constant along each row: dx is rstd times
  * the small difference of g = dy w and its row mean, so the mean must be
@@ -800,6 +813,8 @@ int main(void)
     check_layer_norm_constant_rows(16, 768);
     check_layer_norm_narrow_rows(6, 33);
     check_layer_norm_narrow_rows(6, 768);
+    check_layer_norm_huge_rows(11, 17);
+    check_layer_norm_huge_rows(11, 768);
 #endif
     check_gelu(5, 3, 1, 1);
     check_gelu(3, 17, 1, 0);

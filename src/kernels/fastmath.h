@@ -185,15 +185,18 @@ static inline double ag_array_sum_wide(const ag_real *x, size_t n)
     return s;
 }
 
-/* sum_i (x[i] - m)^2, lanes as above. */
+/* sum_i (x[i] - m)^2, lanes as above, each square and lane a double (as
+ * the reference sums them): a float square overflows once |x - m| passes
+ * 1.8e19, and a row's variance then came out inf (layer norm's rstd 0).
+ * In the double build, the same order as ever. */
 static inline double ag_sum_sq_dev_lanes(const ag_real *x, size_t n, ag_real m)
 {
-    ag_real acc[AG_LANES] = { 0 };
+    double acc[AG_LANES] = { 0 };
     size_t i = 0;
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
-            acc[l] += (x[i + l] - m) * (x[i + l] - m);
-    double s = ag_fold_partial_sums(acc);
+            acc[l] += (double)(x[i + l] - m) * (x[i + l] - m);
+    double s = ag_fold_partial_sums_wide(acc);
     for (; i < n; i++)
         s += (double)(x[i] - m) * (x[i] - m);
     return s;
