@@ -274,10 +274,11 @@ static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
         const ag_real *restrict xr = a->x + r * (size_t)D;
         ag_real *restrict yr = a->out + r * (size_t)D;
         /* two passes, each a fixed-order lane sum: the mean, then the
-         * squared deviations from it.  The mean's lanes are doubles: float
-         * lanes rounded a constant row's mean off its value (12345.678 x
-         * 768 by 0.005), and x - mean, divided by the row's spread of 0,
-         * made y -0.84 where it is the bias. */
+         * squared deviations from it.  Both sum in double lanes, as the
+         * reference sums in double: float lanes rounded a constant row's
+         * mean off its value (12345.678 x 768 by 0.005), and x - mean,
+         * divided by the row's spread of 0, made y -0.84 where it is the
+         * bias; and their squares overflowed past |x - mean| = 1.8e19. */
         ag_real m = (ag_real)(ag_array_sum_wide(xr, (size_t)D) / D);
         double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
         ag_real s = (ag_real)(1.0 / sqrt(var + eps));
