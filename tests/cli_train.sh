@@ -165,15 +165,21 @@ bad "t_nopath.st records no text file: give the text to evaluate with --text FIL
 bad "t_nopath.st was trained on a text file it does not name: give it with --text FILE" \
     train --init "$tmp/t_nopath.st" --steps 1
 
-# --- finite weights too large for float arithmetic (1e38: the loader's check of
-# NaN and inf passes them) give NaN where a loss, a token or an attention weight
-# is due: refused in one line, nothing printed or written
+# --- finite weights too large for float arithmetic (3e38 in the token and the
+# position embeddings, whose sum overflows: the loader's check of NaN and inf
+# passes them) give NaN where a loss, a token or an attention weight is due:
+# refused in one line, nothing printed or written.  (1e38 in the token
+# embedding alone is no such model: each row of the residual stream is 1e38
+# throughout, and layer norm of a constant row is its bias, as the reference
+# kernels always computed; the fast kernel's float sum of the row overflowed.)
 python3 - "$tmp/r.st" "$tmp/huge.st" <<'PY'
 import json, struct, sys
 b = bytearray(open(sys.argv[1], 'rb').read())
 n = struct.unpack('<Q', b[:8])[0]
-s, e = json.loads(b[8:8 + n])['tok_emb.weight']['data_offsets']
-b[8 + n + s:8 + n + e] = struct.pack('<f', 1e38) * ((e - s) // 4)
+header = json.loads(b[8:8 + n])
+for name in ('tok_emb.weight', 'pos_emb.weight'):
+    s, e = header[name]['data_offsets']
+    b[8 + n + s:8 + n + e] = struct.pack('<f', 3e38) * ((e - s) // 4)
 open(sys.argv[2], 'wb').write(b)
 PY
 huge="huge.st: its forward pass gives values that are not finite (NaN): the weights overflow float arithmetic"

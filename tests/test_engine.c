@@ -419,8 +419,10 @@ static void test_masked_attention_gradients(ag_ctx *ctx)
 static void test_dropout_statistics(ag_ctx *ctx)
 {
     enum { N = 100000 };
-    const ag_real ps[3] = { 0.1f, 0.5f, 0.9f };
-    for (int t = 0; t < 3; t++) {
+    /* and p close to 1: 0.999 (scale 1000), and the largest float below 1
+     * (scale 2^24; p 2^32 is then 2^32 - 256, still a uint32_t) */
+    const ag_real ps[5] = { 0.1f, 0.5f, 0.9f, 0.999f, 1 - 0x1p-24f };
+    for (int t = 0; t < 5; t++) {
         ag_real p = ps[t];
         ag_real scale = (ag_real)(1.0 / (1.0 - (double)p));
         ag_reset(ctx);

@@ -234,6 +234,12 @@ static void check_attention_cases(void)
         { "non-causal T=9 dropout 0.3", 2, 3, 9, 9, 5, 0, 0, 0.3, 0 },
         { "causal T=64 dropout 0.25", 1, 3, 64, 64, 16, 1, 0, 0.25, 0 },
         { "cache: 3 queries after 90 keys, dropout 0.1", 2, 2, 3, 93, 16, 1, 90, 0.1, 0 },
+        { "T=1 dropout 0.5", 3, 2, 1, 1, 8, 1, 0, 0.5, 0 },
+        { "hd=1, T=17", 2, 3, 17, 17, 1, 1, 0, 0, 0 },
+        { "hd=3, causal T=33", 2, 2, 33, 33, 3, 1, 0, 0, 0 },
+        { "hd=17, non-causal T=3", 2, 1, 3, 3, 17, 0, 0, 0, 0 },
+        { "hd=33, causal T=129", 1, 1, 129, 129, 33, 1, 0, 0, 0 },
+        { "hd=3, non-causal T=67, dropout 0.2", 1, 2, 67, 67, 3, 0, 0, 0.2, 0 },
 #ifndef AG_DOUBLE
         { "bf16, causal T=70 dropout 0.1", 3, 2, 70, 70, 16, 1, 0, 0.1, 1 },
         { "bf16, T=20", 2, 2, 20, 20, 8, 1, 0, 0, 1 },
@@ -315,14 +321,38 @@ static ag_real *scores(size_t rows, size_t n, int masked_rows)
     return x;
 }
 
+/* softmax of x [outer, n, inner] (x freed here) */
+static void check_softmax_of(ag_real *x, size_t outer, size_t n, size_t inner, int log_out);
+
 static void check_softmax(size_t outer, size_t n, size_t inner, int log_out)
 {
-    const size_t size = outer * n * inner;
-    ag_real *x = scores(outer * inner, n, 1), *dy = random_buf(size, -1, 1), *y[3], *dx[3];
+    ag_real *x = scores(outer * inner, n, 1);
     /* scores() masks n consecutive entries; along a middle dim a row is n
      * entries `inner` apart: mask one such row whole (the last of item 0) */
     for (size_t k = 0; inner > 1 && k < n; k++)
         x[k * inner + inner - 1] = -INFINITY;
+    check_softmax_of(x, outer, n, inner, log_out);
+}
+
+/* Edge rows, contiguous: logits near +1e4 and -1e4 (row r offset by
+ * (-1)^r 1e4), and every third row all -inf but one entry. */
+static void check_softmax_edges(size_t rows, size_t n, int log_out)
+{
+    ag_real *x = random_buf(rows * n, -8, 8);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t k = 0; k < n; k++) {
+            if (r % 3 == 2)
+                x[r * n + k] = k == (r * 5) % n ? x[r * n + k] : -INFINITY;
+            else
+                x[r * n + k] += (ag_real)(r % 2 ? -1e4 : 1e4);
+        }
+    check_softmax_of(x, rows, n, 1, log_out);
+}
+
+static void check_softmax_of(ag_real *x, size_t outer, size_t n, size_t inner, int log_out)
+{
+    const size_t size = outer * n * inner;
+    ag_real *dy = random_buf(size, -1, 1), *y[3], *dx[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
         check_set_threads(run == 2 ? 2 : 1);
@@ -349,13 +379,41 @@ static void check_softmax(size_t outer, size_t n, size_t inner, int log_out)
     free(dy);
 }
 
+static void check_cross_entropy_of(ag_real *x, int32_t *t, size_t rows, int V);
+
 static void check_cross_entropy(size_t rows, int V)
 {
-    ag_real *x = scores(rows, (size_t)V, 1), *p[2], *g[2];   /* -inf logits, every 7th row all -inf */
+    ag_real *x = scores(rows, (size_t)V, 1);   /* -inf logits, every 7th row all -inf */
     int32_t *t = malloc(rows * sizeof *t);
-    double *loss[2];
     for (size_t r = 0; r < rows; r++)
         t[r] = r % 5 == 4 ? -1 : (int32_t)ag_pcg32_below(&rng, (uint32_t)V);   /* some rows ignored */
+    check_cross_entropy_of(x, t, rows, V);
+}
+
+/* Extreme logits: rows spread over +-1e4 (softmax one-hot to the last
+ * bit, losses from 0 to 2e4), rows offset by +-1e4, and rows whose target
+ * logit alone is finite.  No row is all -inf: the losses are finite. */
+static void check_cross_entropy_extremes(size_t rows, int V)
+{
+    ag_real *x = random_buf(rows * (size_t)V, -1e4, 1e4);
+    int32_t *t = malloc(rows * sizeof *t);
+    for (size_t r = 0; r < rows; r++) {
+        t[r] = r % 7 == 6 ? -1 : (int32_t)ag_pcg32_below(&rng, (uint32_t)V);
+        for (int k = 0; k < V; k++) {
+            ag_real *e = &x[r * V + k];
+            if (r % 4 == 1)
+                *e = *e / 1e3f + (ag_real)(r % 8 == 1 ? 1e4 : -1e4);
+            else if (r % 4 == 2 && t[r] >= 0 && k != t[r])
+                *e = -INFINITY;
+        }
+    }
+    check_cross_entropy_of(x, t, rows, V);
+}
+
+static void check_cross_entropy_of(ag_real *x, int32_t *t, size_t rows, int V)
+{
+    ag_real *p[2], *g[2];
+    double *loss[2];
     for (int run = 0; run < 2; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
         p[run] = malloc(rows * V * sizeof(ag_real));
@@ -392,11 +450,65 @@ static void check_layer_norm_wide_rows(void)
           "layer_norm backward of 0 rows of %d wrote the parameters' gradients", INT_MAX);
 }
 
+/* layer norm of x [rows,D] and its backward from dy (NULL: random); both freed here */
+static void check_layer_norm_of(ag_real *x, ag_real *dy, size_t rows, int D, int affine);
+
 static void check_layer_norm(size_t rows, int D, int affine)
 {
+    check_layer_norm_of(random_buf(rows * D, -3, 5), NULL, rows, D, affine);
+}
+
+#ifndef AG_DOUBLE
+/* Constant rows, each its own value (small, large, of every sign, and
+ * ones whose multiples round): their variance is 0, so xhat is 0 exactly
+ * and y is the bias, however the row's sums are ordered; mean and 1/sqrt(eps)
+ * must hold that. */
+static void check_layer_norm_constant_rows(size_t rows, int D)
+{
+    static const double values[] = { 0.1, 1000.1, -3.7e4, 1e-3, 7, -0.3, 12345.678, 2.5e6 };
+    ag_real *x = malloc(rows * D * sizeof *x);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++)
+            x[r * D + k] = (ag_real)values[r % (sizeof values / sizeof values[0])];
+    check_layer_norm_of(x, NULL, rows, D, 1);
+}
+
+/* Rows of values up to 1e30 (spread so: each a different power of ten):
+ * their deviations from the mean square past the largest float, which
+ * the reference squares and sums in double (a float sum of the squares
+ * overflowed: rstd 0 and y the bias, where xhat is of order 1). */
+static void check_layer_norm_huge_rows(size_t rows, int D)
+{
+    ag_real *x = random_buf(rows * D, -1, 1);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++)
+            x[r * D + k] *= (ag_real)pow(10.0, 20 + (double)(r % 11));
+    check_layer_norm_of(x, NULL, rows, D, 1);
+}
+
+/* Rows of nearly one value (spread 1e-3: rstd near its cap 1/sqrt(eps),
+ * 316) and a gradient nearly constant along each row: dx is rstd times
+ * the small difference of g = dy w and its row mean, so the mean must be
+ * summed as the reference sums it (float lane sums were 7e-5 away). */
+static void check_layer_norm_narrow_rows(size_t rows, int D)
+{
+    ag_real *x = random_buf(rows * D, 0, 1e-3), *dy = random_buf(rows * D, 0, 1e-4);
+    for (size_t r = 0; r < rows; r++)
+        for (int k = 0; k < D; k++) {
+            x[r * D + k] += (ag_real)(r % 2 ? 1 : 100);
+            dy[r * D + k] = r % 3 ? dy[r * D + k] + (ag_real)0.7 : (ag_real)0.7;
+        }
+    check_layer_norm_of(x, dy, rows, D, 0);
+}
+#endif
+
+static void check_layer_norm_of(ag_real *x, ag_real *dy, size_t rows, int D, int affine)
+{
     const size_t size = rows * D;
-    ag_real *x = random_buf(size, -3, 5), *w = random_buf(D, 0.5, 1.5), *b = random_buf(D, -1, 1);
-    ag_real *dy = random_buf(size, -1, 1), *y[3], *mean[3], *rstd[3], *dx[3], *dw[3], *db[3];
+    ag_real *w = random_buf(D, 0.5, 1.5), *b = random_buf(D, -1, 1);
+    ag_real *y[3], *mean[3], *rstd[3], *dx[3], *dw[3], *db[3];
+    if (!dy)
+        dy = random_buf(size, -1, 1);
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
         check_set_threads(run == 2 ? 2 : 1);
@@ -436,10 +548,30 @@ static void check_layer_norm(size_t rows, int D, int affine)
 /* GELU over rows x cols, with a bias and its gradient (bias 1), a bias
  * without (2: a bias that is no parameter), or none; the backward adds
  * into dx, or (assign) stores */
+static void check_gelu_of(ag_real *x, size_t rows, size_t cols, int bias, int assign);
+
 static void check_gelu(size_t rows, size_t cols, int bias, int assign)
 {
+    check_gelu_of(random_buf(rows * cols, -9, 9), rows, cols, bias, assign);
+}
+
+/* Large |x|: gelu(x) is x (derivative 1) far right and 0 (derivative 0)
+ * far left, with nothing NaN or infinite on the way, up to the largest
+ * finite values (x^2 overflows there). */
+static void check_gelu_large(size_t rows, size_t cols, int bias)
+{
+    static const double values[] = { 6, -6, 13.5, -13.5, 30, -30, 1e4, -1e4, 1e30, -1e30, 3e38, -3e38 };
+    const size_t n = rows * cols, nv = sizeof values / sizeof values[0];
+    ag_real *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (ag_real)values[i % nv] * (ag_real)(1 + ag_pcg32_uniform(&rng) / 64);
+    check_gelu_of(x, rows, cols, bias, 1);
+}
+
+static void check_gelu_of(ag_real *x, size_t rows, size_t cols, int bias, int assign)
+{
     const size_t n = rows * cols;
-    ag_real *x = random_buf(n, -9, 9), *dy = random_buf(n, -1, 1), *b = bias ? random_buf(cols, -1, 1) : NULL;
+    ag_real *dy = random_buf(n, -1, 1), *b = bias ? random_buf(cols, -1, 1) : NULL;
     ag_real *db0 = random_buf(cols, -1, 1), *y[3], *dx[3], *db[3];
     for (int run = 0; run < 3; run++) {
         const ag_kernels *k = run ? &ag_kernels_fast : &ag_kernels_reference;
@@ -649,6 +781,46 @@ int main(void)
         check_gelu(37, 19, 2, assign);
         check_gelu(300, 200, 2, assign);
     }
+    /* widths that are not multiples of the lanes (16) or vectors, and edge values */
+    for (int log_out = 0; log_out < 2; log_out++) {
+        check_softmax(5, 3, 1, log_out);
+        check_softmax(9, 17, 1, log_out);
+        check_softmax(7, 33, 1, log_out);
+        check_softmax(2, 33, 3, log_out);
+        check_softmax_edges(12, 1, log_out);
+        check_softmax_edges(12, 3, log_out);
+        check_softmax_edges(30, 17, log_out);
+        check_softmax_edges(30, 33, log_out);
+    }
+    check_cross_entropy(5, 1);
+    check_cross_entropy(9, 3);
+    check_cross_entropy(12, 17);
+    check_cross_entropy(12, 33);
+    check_cross_entropy_extremes(40, 3);
+    check_cross_entropy_extremes(40, 33);
+    check_layer_norm(5, 3, 1);
+    check_layer_norm(9, 33, 1);
+    check_layer_norm(4, 17, 0);
+#ifndef AG_DOUBLE
+    /* (in double neither sums a row exactly: their means both round,
+     * and the difference, amplified by up to 1/sqrt(eps), is these rows'
+     * conditioning, not the kernel's error; in float both sum the row's
+     * floats in doubles) */
+    check_layer_norm_constant_rows(16, 1);
+    check_layer_norm_constant_rows(16, 3);
+    check_layer_norm_constant_rows(16, 17);
+    check_layer_norm_constant_rows(16, 33);
+    check_layer_norm_constant_rows(16, 768);
+    check_layer_norm_narrow_rows(6, 33);
+    check_layer_norm_narrow_rows(6, 768);
+    check_layer_norm_huge_rows(11, 17);
+    check_layer_norm_huge_rows(11, 768);
+#endif
+    check_gelu(5, 3, 1, 1);
+    check_gelu(3, 17, 1, 0);
+    check_gelu(2, 33, 2, 1);
+    check_gelu_large(6, 17, 0);
+    check_gelu_large(6, 33, 1);
     check_updates(7);
     check_updates(70001);
     check_attention_cases();

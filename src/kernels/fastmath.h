@@ -156,15 +156,47 @@ static inline double ag_array_sum(const ag_real *x, size_t n)
     return s;
 }
 
-/* sum_i (x[i] - m)^2, lanes as above. */
-static inline double ag_sum_sq_dev_lanes(const ag_real *x, size_t n, ag_real m)
+/* ag_fold_partial_sums for lanes that are doubles (the same order). */
+static inline double ag_fold_partial_sums_wide(double *acc)
 {
-    ag_real acc[AG_LANES] = { 0 };
+    for (int w = AG_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    return acc[0];
+}
+
+/* x[0] + ... + x[n-1] in lanes as above, each lane a double, for a sum
+ * that is amplified afterwards (a row's mean, from which layer norm divides
+ * the deviations by the row's spread, which may be 0).  A float lane rounds
+ * as it goes; a double one adds up to 2^29 floats of one binade exactly, so
+ * a row of D copies of one value sums to exactly D times it, and its mean
+ * is that value, as the reference's double sum gives.  In the double
+ * build, the same sum as ag_array_sum. */
+static inline double ag_array_sum_wide(const ag_real *x, size_t n)
+{
+    double acc[AG_LANES] = { 0 };
     size_t i = 0;
     for (; i + AG_LANES <= n; i += AG_LANES)
         for (int l = 0; l < AG_LANES; l++)
-            acc[l] += (x[i + l] - m) * (x[i + l] - m);
-    double s = ag_fold_partial_sums(acc);
+            acc[l] += x[i + l];
+    double s = ag_fold_partial_sums_wide(acc);
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+/* sum_i (x[i] - m)^2, lanes as above, each square and lane a double (as
+ * the reference sums them): a float square overflows once |x - m| passes
+ * 1.8e19, and a row's variance then came out inf (layer norm's rstd 0).
+ * In the double build, the same order as ever. */
+static inline double ag_sum_sq_dev_lanes(const ag_real *x, size_t n, ag_real m)
+{
+    double acc[AG_LANES] = { 0 };
+    size_t i = 0;
+    for (; i + AG_LANES <= n; i += AG_LANES)
+        for (int l = 0; l < AG_LANES; l++)
+            acc[l] += (double)(x[i + l] - m) * (x[i + l] - m);
+    double s = ag_fold_partial_sums_wide(acc);
     for (; i < n; i++)
         s += (double)(x[i] - m) * (x[i] - m);
     return s;

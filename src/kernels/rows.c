@@ -274,8 +274,12 @@ static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
         const ag_real *restrict xr = a->x + r * (size_t)D;
         ag_real *restrict yr = a->out + r * (size_t)D;
         /* two passes, each a fixed-order lane sum: the mean, then the
-         * squared deviations from it */
-        ag_real m = (ag_real)(ag_array_sum(xr, (size_t)D) / D);
+         * squared deviations from it.  Both sum in double lanes, as the
+         * reference sums in double: float lanes rounded a constant row's
+         * mean off its value (12345.678 x 768 by 0.005), and x - mean,
+         * divided by the row's spread of 0, made y -0.84 where it is the
+         * bias; and their squares overflowed past |x - mean| = 1.8e19. */
+        ag_real m = (ag_real)(ag_array_sum_wide(xr, (size_t)D) / D);
         double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
         ag_real s = (ag_real)(1.0 / sqrt(var + eps));
         a->meanw[r] = m;
@@ -323,20 +327,24 @@ static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
     for (size_t r = lo; r < hi; r++) {
         const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
         const ag_real m = a->mean[r], s = a->rstd[r];
-        /* the row means of g = dy w and of g xhat, as fixed-order lane sums */
-        ag_real acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
+        /* the row means of g = dy w and of g xhat, as fixed-order lane
+         * sums, in doubles as the reference sums them: dx is rstd times
+         * g less these means, and rstd is up to 1/sqrt(eps) (316 for a
+         * row of nearly one value), so float lanes' rounding of a mean
+         * came out 7e-5 of a dy of 0.7 away from the reference's dx */
+        double acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
         int k = 0;
         for (; k <= D - AG_LANES; k += AG_LANES)   /* not k + AG_LANES <= D: that wraps for D near INT_MAX */
             for (int l = 0; l < AG_LANES; l++) {
                 ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
                 acc_g[l] += g;
-                acc_gx[l] += g * ((xr[k + l] - m) * s);
+                acc_gx[l] += (double)g * ((xr[k + l] - m) * s);
             }
-        double sum_g = ag_fold_partial_sums(acc_g), sum_gx = ag_fold_partial_sums(acc_gx);
+        double sum_g = ag_fold_partial_sums_wide(acc_g), sum_gx = ag_fold_partial_sums_wide(acc_gx);
         for (; k < D; k++) {
             ag_real g = dyr[k] * (w ? w[k] : 1);
             sum_g += g;
-            sum_gx += g * ((xr[k] - m) * s);
+            sum_gx += (double)g * ((xr[k] - m) * s);
         }
         const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
         ag_real *restrict dxr = a->dx + r * (size_t)D;
