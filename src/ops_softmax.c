@@ -57,7 +57,8 @@ void ag_backward_log_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx,
 
 /* ---- masked_fill -------------------------------------------------------- */
 
-/* out[i] = m[i] ? value : x[i], and its backward out[i] += m[i] ? 0 : x[i] */
+/* Forward: out[i] = m[i] ? value : x[i].  Backward, with x the output's
+ * gradient dy and out the input's dx: out[i] += m[i] ? 0 : x[i]. */
 typedef struct {
     const unsigned char *m;
     const ag_real *x;
@@ -109,7 +110,8 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real va
     return out;
 }
 
-/* A filled entry is a constant: dx = dy where kept, 0 where filled. */
+/* y = mask ? value : x  =>  dx += dy where kept, nothing where filled (a
+ * filled entry is a constant). */
 void ag_backward_masked_fill(ag_ctx *ctx, ag_node *n)
 {
     const unsigned char *m = n->saved;
@@ -159,7 +161,8 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
     return out;
 }
 
-/* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] += dy (softmax(x_r)_k - [k = t_r]) / counted */
+/* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] (+)= dy (softmax(x_r)_k - [k = t_r]) / counted,
+ * over the counted rows r (lse_r = log sum_k exp x[r, k]; an ignored row gets 0) */
 void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
 {
     const ce_saved *sv = n->saved;
