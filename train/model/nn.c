@@ -48,7 +48,7 @@ nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d)
 
 ag_tensor *nn_layer_norm_forward(ag_ctx *ctx, const nn_layer_norm *n, ag_tensor *x)
 {
-    return ag_layer_norm(ctx, x, n->weight, n->bias, (ag_real)1e-5);
+    return ag_layer_norm(ctx, x, n->weight, n->bias, (ag_real)1e-5);   /* eps: torch.nn.LayerNorm's default */
 }
 
 nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, int qkv_bias,
