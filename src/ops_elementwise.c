@@ -268,12 +268,10 @@ void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 
 /* ---- pointwise nonlinearities ------------------------------------------ */
 
-static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
+static ag_tensor *unary(ag_ctx *ctx, int op, const char *name, ag_tensor *a)
 {
-    if (!ctx)
-        ag_error("ag_%s: ctx is NULL", ag_op_name(op));
-    if (!a)
-        ag_error("ag_%s: a is NULL", ag_op_name(op));
+    ag_need(name, "ctx", ctx);
+    ag_need_data(name, "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
     ag_real *y = out->data;
@@ -290,11 +288,11 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     return out;
 }
 
-ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, a); }
-ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, a); }
-ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, a); }
-ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, a); }
-ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, a); }
+ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, "ag_exp", a); }
+ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, "ag_log", a); }
+ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, "ag_tanh", a); }
+ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, "ag_relu", a); }
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, "ag_gelu", a); }
 
 /* y = exp(x)  =>  dx += dy * y  (the output is exp(x): nothing computed again) */
 void ag_backward_exp(ag_ctx *ctx, ag_node *n)
