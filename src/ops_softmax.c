@@ -25,11 +25,13 @@ static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
     return r;
 }
 
+static const char *softmax_fn(int log_out) { return log_out ? "ag_log_softmax" : "ag_softmax"; }
+
 static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
 {
     int d, log_out = op == AG_OP_LOG_SOFTMAX;
-    ag_need(log_out ? "ag_log_softmax" : "ag_softmax", "ctx", ctx);
-    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", a, dim, &d);
+    ag_need(softmax_fn(log_out), "ctx", ctx);
+    rows3 r = rows_of(softmax_fn(log_out), a, dim, &d);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     ag_kern->softmax(a->data, out->data, r.outer, r.n, r.inner, log_out);
     if (ag_should_record(ctx, out, a, NULL, NULL))
@@ -47,7 +49,7 @@ ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim) { return softmax_o
 static void softmax_backward(ag_ctx *ctx, ag_node *node, int log_out)
 {
     int d;
-    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", node->out, node->iarg[0], &d);
+    rows3 r = rows_of(softmax_fn(log_out), node->out, node->iarg[0], &d);
     ag_kern->softmax_backward(node->out->data, node->out->grad, ag_grad(ctx, node->in[0]), r.outer, r.n, r.inner,
                               log_out);
 }
