@@ -63,9 +63,9 @@ struct ag_node {
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
     ag_tensor **in_list;            /* concat: any number of inputs */
-    int iarg[2];                    /* op-specific integers: the dim(s) an op works along
-                                     * (transpose's two, slice's and its start), linear's
-                                     * rows and precision */
+    int iarg[2];                    /* op-specific integers: the dim an op works along
+                                     * (transpose: its two; slice: and the start), or
+                                     * linear's rows and precision */
     ag_real farg;                   /* op-specific scalar: scale's factor */
     void *saved;                    /* op-specific values kept for backward (a struct of the op's file) */
     ag_node *prev;                  /* the tape is walked backwards through this */

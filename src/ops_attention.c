@@ -213,8 +213,9 @@ size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
     return ag_kern->attention_scratch(&a);
 }
 
-/* Per batch item and head, with Z the dropout multipliers (Wd = W * Z,
- * * elementwise), dO the output's gradient and D_i = dO_i . O_i:
+/* Per batch item and head, with Z the dropout multipliers, Wd = W * Z (an
+ * elementwise product, as is every * below), dO the output's gradient and
+ * D_i = dO_i . O_i:
  *   dv = Wd^T dO,   dW = (dO v^T) * Z,   dS = W * (dW - D) / sqrt(hd),
  *   dq = dS k,      dk = dS^T q
  * (the kernel recomputes W from q, k and the saved log-sum-exp;
