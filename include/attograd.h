@@ -31,8 +31,9 @@
  * shapes, bad dims, a NULL tensor or context, a parameter not yet given
  * storage by ag_params_alloc, a tensor recorded in another context, sizes
  * past what int or size_t holds) goes to the error handler, which by
- * default prints one line naming the function and exits with status 2.  A handler that longjmps out of an allocation failure leaves
- * nothing allocated by the failed call.
+ * default prints one line naming the function and exits with status 2.  A
+ * handler that longjmps out of an allocation failure leaves nothing
+ * allocated by the failed call.
  *
  * Threads of the program: contexts are independent, so several threads may
  * each run their own ag_ctx, with its tensors, ag_params and ag_optim, at

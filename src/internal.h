@@ -63,9 +63,11 @@ struct ag_node {
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
     ag_tensor **in_list;            /* concat: any number of inputs */
-    int iarg[4];                    /* op-specific integers (dims, counts) */
-    ag_real farg[2];                /* op-specific scalars */
-    void *saved;                    /* op-specific values kept for backward */
+    int iarg[2];                    /* op-specific integers: the dim an op works along
+                                     * (transpose: its two; slice: and the start), or
+                                     * linear's rows and precision */
+    ag_real farg;                   /* op-specific scalar: scale's factor */
+    void *saved;                    /* op-specific values kept for backward (a struct of the op's file) */
     ag_node *prev;                  /* the tape is walked backwards through this */
     int mark;                       /* scratch for graph traversals */
 };
@@ -77,8 +79,8 @@ typedef struct ag_block {
 } ag_block;
 
 struct ag_ctx {
-    ag_block *first, *cur;
-    size_t used, peak, reserved;
+    ag_block *first, *cur;          /* the arena's blocks, and the one allocating now */
+    size_t used, peak, reserved;    /* bytes handed out this step, the most ever, held from malloc */
     ag_node *tail;                  /* last recorded op */
     int n_nodes;
     int grad_enabled;
@@ -106,7 +108,8 @@ void *ag_alloc_zero(ag_ctx *ctx, size_t bytes);
 /* Elements of a tensor of this shape; shapes with a dim below 1, more than
  * AG_MAX_DIMS dims or more bytes than size_t holds are an error naming op. */
 size_t ag_shape_size(const char *op, int ndim, const int *shape);
-/* A new arena tensor with the given shape, data uninitialized. */
+/* A new arena tensor with the given shape, data uninitialized (shape
+ * errors name ag_new: the ops build only shapes already checked). */
 ag_tensor *ag_empty(ag_ctx *ctx, int ndim, const int *shape);
 /* A new tensor sharing `data` (for views). */
 ag_tensor *ag_view_of(ag_ctx *ctx, ag_tensor *base, int ndim, const int *shape);

@@ -13,9 +13,10 @@
  * kernel's (definition: ref_attention in src/reference.c), which keeps
  * only each query's log-sum-exp for backward, not W: memory grows with T,
  * not T^2 (the fast kernel keeps W of sequences short enough to fit one
- * block, at most 64 values per query).  Dropout on W uses the multipliers ag_dropout would draw from
- * the context's generator for the [B,H,T,T] weights; the op remembers the
- * generator's state and backward regenerates them.
+ * block, at most 64 values per query).  Dropout on W uses the multipliers
+ * ag_dropout would draw from the context's generator for the [B,H,T,T]
+ * weights; the op remembers the generator's state and backward regenerates
+ * them.
  */
 #include <limits.h>
 #include <math.h>
@@ -51,6 +52,16 @@ static ag_attn self_attention(int B, int T, int d, int n_head)
     };
 }
 
+/* qkv must be [B,T,3d] with d split evenly into n_head heads. */
+static void check_qkv(const char *fn, const ag_tensor *qkv, int n_head)
+{
+    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0) {
+        char s[64];
+        ag_error("%s: input %s is not [B,T,3d] with d divisible by %d heads", fn, ag_shape_str(qkv, s, sizeof s),
+                 n_head);
+    }
+}
+
 /* The kernels count their work in int: (item, query block) pairs forward,
  * items of one batch row and head backward.  B x heads x queries within
  * INT_MAX covers both; past it the input alone is over 24 GB. */
@@ -65,11 +76,8 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
                         ag_tensor **weights)
 {
     ag_need("ag_attention", "ctx", ctx);
-    char s[64];
     ag_need_data("ag_attention", "qkv", qkv);
-    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
-        ag_error("ag_attention: input %s is not [B,T,3d] with d divisible by %d heads",
-                 ag_shape_str(qkv, s, sizeof s), n_head);
+    check_qkv("ag_attention", qkv, n_head);
     if (!(dropout >= 0 && dropout < 1))
         ag_error("ag_attention: dropout p = %g is outside [0, 1)", (double)dropout);
     const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
@@ -119,9 +127,7 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
     if (ctx->grad_enabled && qkv->requires_grad)
         ag_error("ag_attention_cached: qkv wants a gradient, which this op does not give (it is for inference: "
                  "turn gradients off with ag_set_grad_enabled first)");
-    if (qkv->ndim != 3 || n_head < 1 || qkv->shape[2] % 3 != 0 || qkv->shape[2] / 3 % n_head != 0)
-        ag_error("ag_attention_cached: input %s is not [B,T,3d] with d divisible by %d heads",
-                 ag_shape_str(qkv, s, sizeof s), n_head);
+    check_qkv("ag_attention_cached", qkv, n_head);
     const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
     check_items("ag_attention_cached", B, n_head, T);
     for (int c = 0; c < 2; c++) {
@@ -155,11 +161,15 @@ ag_tensor *ag_attention_cached(ag_ctx *ctx, ag_tensor *qkv, int n_head, ag_tenso
                 memcpy(vd, row + 2 * d, (size_t)d * sizeof(ag_real));
             }
         }
+    /* the queries read in place in qkv (row stride 3d), as ag_attention
+     * reads them; the keys and values of positions 0..pos+T-1 in the caches
+     * (row stride d); query 0 sits at position pos among the keys */
+    const int hd = d / n_head;
     ag_attn a = {
-        .B = B, .H = n_head, .Tq = T, .Tk = pos + T, .hd = d / n_head, .causal = 1, .q_pos0 = pos,
+        .B = B, .H = n_head, .Tq = T, .Tk = pos + T, .hd = hd, .causal = 1, .q_pos0 = pos,
         .bf16 = bf16,
         .q_bs = (long)T * 3 * d, .q_ld = 3L * d, .k_bs = (long)S * d, .k_ld = d, .v_bs = (long)S * d, .v_ld = d,
-        .o_bs = (long)T * d, .o_ld = d, .scale = (ag_real)(1.0 / sqrt((double)(d / n_head))),
+        .o_bs = (long)T * d, .o_ld = d, .scale = (ag_real)(1.0 / sqrt((double)hd)),
     };
     ag_tensor *out = ag_empty(ctx, 3, (int[]){B, T, d});
     ag_real *lse = ag_alloc(ctx, (size_t)B * n_head * T * sizeof(ag_real));
@@ -203,12 +213,15 @@ size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
     return ag_kern->attention_scratch(&a);
 }
 
-/* With Wd = dropout(W), dO the output's gradient and D_i = dO_i . O_i:
- *   dv = Wd^T dO,   dW = (dO v^T) * mask,   dS = W * (dW - D) / sqrt(hd),
+/* Per batch item and head, with Z the dropout multipliers, Wd = W * Z (an
+ * elementwise product, as is every * below), dO the output's gradient and
+ * D_i = dO_i . O_i:
+ *   dv = Wd^T dO,   dW = (dO v^T) * Z,   dS = W * (dW - D) / sqrt(hd),
  *   dq = dS k,      dk = dS^T q
- * (the kernel recomputes W from q, k and the saved log-sum-exp).  The
- * heads together cover every column of dqkv: a new gradient buffer is
- * stored, not added to. */
+ * (the kernel recomputes W from q, k and the saved log-sum-exp;
+ * ref_attention_backward in src/reference.c derives D).  These are added
+ * into dqkv's columns of q, k and v; the heads together cover every column,
+ * so a new gradient buffer is stored, not added to. */
 void ag_backward_attention(ag_ctx *ctx, ag_node *n)
 {
     const attn_saved *sv = n->saved;

@@ -63,11 +63,11 @@ static int same_shape(const ag_bcast *bc)
 
 /* The arguments of the flat element-wise loops below, for ag_parallel_for. */
 typedef struct {
-    int kind;                       /* binary_flat: BIN_ADD, BIN_SUB or BIN_MUL */
-    const ag_real *a, *b;
+    int kind;                       /* binary_flat: BIN_ADD, BIN_SUB or BIN_MUL (reduce_flat: unused) */
+    const ag_real *a, *b;           /* binary_flat's operands; reduce_flat's gradient and other operand */
     ag_real *out;
-    ag_real sign;                   /* reduce_flat */
-    int store;
+    ag_real sign;                   /* reduce_flat: +1 or -1 */
+    int store;                      /* reduce_flat: = instead of += */
 } flat_args;
 
 static void binary_flat(void *ctx, size_t lo, size_t hi)
@@ -127,11 +127,13 @@ static void binary_forward(int kind, const ag_bcast *bc, const ag_real *a, const
             }
 }
 
-/* dst[id] += sign * g[i] (g[i] * other[io] when other is given), summing
- * over the dims that dst was broadcast along: the adjoint of broadcasting is
- * a sum.  add and sub pass sign +1 or -1 and no other; mul passes the other
- * operand and +1.  The flat case, every residual add's, keeps the two apart
- * so its loop does no more than it must. */
+/* dst[id] += sign * g[i] (g[i] * other[io] when other is given), where i
+ * runs over the output and id, io are the elements of dst and other that
+ * output element i read (strides sd and so): summing over the dims that dst
+ * was broadcast along, since the adjoint of broadcasting is a sum.  add and
+ * sub pass sign +1 or -1 and no other; mul passes the other operand and +1.
+ * The flat case, every residual add's, keeps the two apart so its loop does
+ * no more than it must. */
 static void binary_reduce(const ag_bcast *bc, const size_t *sd, ag_real *dst, const ag_real *g,
                           const size_t *so, const ag_real *other, ag_real sign)
 {
@@ -175,7 +177,8 @@ ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, 
 ag_tensor *ag_sub(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, BIN_SUB, AG_OP_SUB, "ag_sub", a, b); }
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b) { return binary(ctx, BIN_MUL, AG_OP_MUL, "ag_mul", a, b); }
 
-/* d(a+b) = da + db;  d(a-b) = da - db;  each reduced over broadcast dims. */
+/* y = a + b  =>  da += dy,  db += dy;   y = a - b  =>  da += dy,  db -= dy;
+ * each summed over the dims its operand was broadcast along. */
 static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
 {
     const ag_bcast *bc = n->saved;
@@ -190,7 +193,8 @@ static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
             continue;
         }
         /* The first gradient of an operand as large as the output (so not
-         * broadcast): store it rather than zero a buffer and add. */
+         * broadcast): store it rather than zero a buffer and add (t->grad
+         * was NULL, so ag_grad_begin's assign is 1: the store below). */
         int assign;
         ag_real *d = ag_grad_begin(ctx, t, &assign);
         flat_args f = { BIN_ADD, g, NULL, d, sign, 1 };
@@ -201,7 +205,8 @@ static void add_sub_backward(ag_ctx *ctx, ag_node *n, ag_real sign_b)
 void ag_backward_add(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, 1); }
 void ag_backward_sub(ag_ctx *ctx, ag_node *n) { add_sub_backward(ctx, n, -1); }
 
-/* d(a*b) = b da + a db */
+/* y = a * b  =>  da += dy * b,  db += dy * a  (each summed over the dims
+ * its operand was broadcast along) */
 void ag_backward_mul(ag_ctx *ctx, ag_node *n)
 {
     const ag_bcast *bc = n->saved;
@@ -224,7 +229,7 @@ ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
     for (size_t i = 0; i < a->size; i++)
         y[i] = x[i] * s;
     if (ag_should_record(ctx, out, a, NULL, NULL))
-        ag_record(ctx, AG_OP_SCALE, out, a, NULL, NULL)->farg[0] = s;
+        ag_record(ctx, AG_OP_SCALE, out, a, NULL, NULL)->farg = s;
     return out;
 }
 
@@ -233,7 +238,7 @@ void ag_backward_scale(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
     const ag_real *dy = n->out->grad;
-    ag_real s = n->farg[0];
+    ag_real s = n->farg;
     for (size_t i = 0; i < n->out->size; i++)
         dx[i] += s * dy[i];
 }
@@ -263,12 +268,10 @@ void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 
 /* ---- pointwise nonlinearities ------------------------------------------ */
 
-static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
+static ag_tensor *unary(ag_ctx *ctx, int op, const char *name, ag_tensor *a)
 {
-    if (!ctx)
-        ag_error("ag_%s: ctx is NULL", ag_op_name(op));
-    if (!a)
-        ag_error("ag_%s: a is NULL", ag_op_name(op));
+    ag_need(name, "ctx", ctx);
+    ag_need_data(name, "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
     ag_real *y = out->data;
@@ -285,13 +288,13 @@ static ag_tensor *unary(ag_ctx *ctx, int op, ag_tensor *a)
     return out;
 }
 
-ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, a); }
-ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, a); }
-ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, a); }
-ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, a); }
-ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, a); }
+ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, "ag_exp", a); }
+ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, "ag_log", a); }
+ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, "ag_tanh", a); }
+ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, "ag_relu", a); }
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, "ag_gelu", a); }
 
-/* d exp(x) = exp(x) dx, reusing the output */
+/* y = exp(x)  =>  dx += dy * y  (the output is exp(x): nothing computed again) */
 void ag_backward_exp(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
@@ -300,7 +303,7 @@ void ag_backward_exp(ag_ctx *ctx, ag_node *n)
         dx[i] += dy[i] * y[i];
 }
 
-/* d log(x) = dx / x */
+/* y = log(x)  =>  dx += dy / x */
 void ag_backward_log(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
@@ -309,7 +312,7 @@ void ag_backward_log(ag_ctx *ctx, ag_node *n)
         dx[i] += dy[i] / x[i];
 }
 
-/* d tanh(x) = (1 - tanh(x)^2) dx */
+/* y = tanh(x)  =>  dx += dy * (1 - y^2) */
 void ag_backward_tanh(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
@@ -318,7 +321,7 @@ void ag_backward_tanh(ag_ctx *ctx, ag_node *n)
         dx[i] += dy[i] * (1 - y[i] * y[i]);
 }
 
-/* d relu(x) = [x > 0] dx  (the derivative at 0 is taken as 0, as PyTorch does) */
+/* y = relu(x)  =>  dx += dy * [x > 0]  (the derivative at 0 is taken as 0, as PyTorch does) */
 void ag_backward_relu(ag_ctx *ctx, ag_node *n)
 {
     ag_real *dx = ag_grad(ctx, n->in[0]);
@@ -327,7 +330,9 @@ void ag_backward_relu(ag_ctx *ctx, ag_node *n)
         dx[i] += x[i] > 0 ? dy[i] : 0;
 }
 
-/* d gelu(x) = d (x Phi(x)) = (Phi(x) + x phi(x)) dx, phi = Phi' the standard normal density */
+/* y = gelu(x) = x Phi(x)  =>  dx (+)= dy * (Phi(x) + x phi(x)), phi = Phi' the
+ * standard normal density (ref_gelu_backward in src/reference.c); the first
+ * gradient of x is stored, not added */
 void ag_backward_gelu(ag_ctx *ctx, ag_node *n)
 {
     int assign;

@@ -106,9 +106,20 @@ static mm_plan plan_matmul(const ag_tensor *a, const ag_tensor *b, int out_shape
 static int regular(const long *s, const int *nb, long *stride)
 {
     *stride = 0;
-    if (s[0] == 0 && s[1] == 0) { *stride = 0; return 1; }
+    if (s[0] == 0 && s[1] == 0)
+        return 1;
     if (nb[0] == 1 || s[0] == s[1] * nb[1]) { *stride = s[1]; return s[1] != 0 || nb[1] == 1; }
     return 0;
+}
+
+/* Whether b is one matrix shared by every batch item and a's items lie one
+ * after another: then the batch is one tall product of a's stacked rows,
+ * [items*M, K] x [K, N] (and, backward, dB = sum over items of A_i^T dC_i =
+ * (stacked A)^T (stacked dC)). */
+static int stacked(const mm_plan *p)
+{
+    long stride_a;
+    return p->sb[0] == 0 && p->sb[1] == 0 && regular(p->sa, p->nb, &stride_a) && stride_a == (long)p->M * p->K;
 }
 
 ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
@@ -120,13 +131,12 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     mm_plan p = plan_matmul(a, b, shape, &ndim);
     /* the sizes the kernels are given below: one tall product of the
      * stacked rows of a, or `items` products of M rows */
-    long stride;
     const long long items = (long long)p.nb[0] * p.nb[1];
-    const int stacked = p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride) && stride == (long)p.M * p.K;
-    const long long rows = stacked ? items * p.M : p.M;
+    const int tall = stacked(&p);
+    const long long rows = tall ? items * p.M : p.M;
     if (rows > PRODUCT_MAX || p.N > PRODUCT_MAX || p.K > PRODUCT_MAX || items > INT_MAX) {
         char sa[64], sb[64];
-        const long long products = stacked ? 1 : items;
+        const long long products = tall ? 1 : items;
         ag_error("ag_matmul: %s @ %s is too large: %lld product%s of %lld rows x %d columns x %d inner "
                  "(the matrix multiply takes at most %d products, each size at most %d)",
                  ag_shape_str(a, sa, sizeof sa), ag_shape_str(b, sb, sizeof sb), products, products == 1 ? "" : "s",
@@ -137,19 +147,17 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b)
     ag_tensor *out = ag_empty(ctx, ndim, shape);
     long mat_c = (long)p.M * p.N, stride_a, stride_b;
     int batch = p.nb[0] * p.nb[1];
-    if (p.sb[0] == 0 && p.sb[1] == 0 && regular(p.sa, p.nb, &stride_a) && stride_a == (long)p.M * p.K) {
-        /* b is one matrix shared by every batch item and a is contiguous:
-         * stack a's rows into one tall product. */
+    if (tall) {
         gemm(0, 0, batch * p.M, p.N, p.K, a->data, p.K, b->data, p.N, 0, out->data, p.N);
     } else if (regular(p.sa, p.nb, &stride_a) && regular(p.sb, p.nb, &stride_b)) {
-        products(p.precision, batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N,
-                        0, out->data, mat_c, p.N);
+        products(p.precision, batch, 0, 0, p.M, p.N, p.K, a->data, stride_a, p.K, b->data, stride_b, p.N, 0,
+                 out->data, mat_c, p.N);
     } else {
+        /* batch dims broadcast irregularly: one product per item */
         for (int i = 0; i < p.nb[0]; i++)
             for (int j = 0; j < p.nb[1]; j++)
                 gemm(0, 0, p.M, p.N, p.K, a->data + i * p.sa[0] + j * p.sa[1], p.K,
-                        b->data + i * p.sb[0] + j * p.sb[1], p.N, 0,
-                        out->data + (i * p.nb[1] + j) * mat_c, p.N);
+                     b->data + i * p.sb[0] + j * p.sb[1], p.N, 0, out->data + (i * p.nb[1] + j) * mat_c, p.N);
     }
     if (ag_should_record(ctx, out, a, b, NULL)) {
         mm_plan *saved = ag_alloc(ctx, sizeof *saved);
@@ -169,36 +177,36 @@ void ag_backward_matmul(ag_ctx *ctx, ag_node *n)
     const ag_real *dc = n->out->grad;
     long mat_c = (long)p->M * p->N, stride_a, stride_b;
     int batch = p->nb[0] * p->nb[1];
-    int a_reg = regular(p->sa, p->nb, &stride_a), b_reg = regular(p->sb, p->nb, &stride_b);
-    int b_shared = p->sb[0] == 0 && p->sb[1] == 0;
+    const int a_reg = regular(p->sa, p->nb, &stride_a), b_reg = regular(p->sb, p->nb, &stride_b);
+    const int tall = stacked(p);
+    /* A gradient is written by one product per item only where no two items
+     * share its memory (stride 0: broadcast); else item by item, each adding
+     * its share in turn. */
     if (a->requires_grad) {
         ag_real *da = ag_grad(ctx, a);
-        if (b_shared && a_reg && stride_a == (long)p->M * p->K)
+        if (tall)
             gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
         else if (a_reg && stride_a != 0 && b_reg)
-            products(p->precision, batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N,
-                            1, da, stride_a, p->K);
+            products(p->precision, batch, 0, 1, p->M, p->K, p->N, dc, mat_c, p->N, b->data, stride_b, p->N, 1, da,
+                     stride_a, p->K);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
                     gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
-                            b->data + i * p->sb[0] + j * p->sb[1], p->N, 1,
-                            da + i * p->sa[0] + j * p->sa[1], p->K);
+                         b->data + i * p->sb[0] + j * p->sb[1], p->N, 1, da + i * p->sa[0] + j * p->sa[1], p->K);
     }
     if (b->requires_grad) {
         ag_real *db = ag_grad(ctx, b);
-        if (b_shared && a_reg && stride_a == (long)p->M * p->K)
-            /* dB = sum over items of A_i^T dC_i = (stacked A)^T (stacked dC) */
+        if (tall)
             gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);
         else if (b_reg && stride_b != 0 && a_reg)
-            products(p->precision, batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N,
-                            1, db, stride_b, p->N);
+            products(p->precision, batch, 1, 0, p->K, p->N, p->M, a->data, stride_a, p->K, dc, mat_c, p->N, 1, db,
+                     stride_b, p->N);
         else
             for (int i = 0; i < p->nb[0]; i++)
                 for (int j = 0; j < p->nb[1]; j++)
                     gemm(1, 0, p->K, p->N, p->M, a->data + i * p->sa[0] + j * p->sa[1], p->K,
-                            dc + (i * p->nb[1] + j) * mat_c, p->N, 1,
-                            db + i * p->sb[0] + j * p->sb[1], p->N);
+                         dc + (i * p->nb[1] + j) * mat_c, p->N, 1, db + i * p->sb[0] + j * p->sb[1], p->N);
     }
 }
 

@@ -23,9 +23,12 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
     ag_real *mask = ag_alloc(ctx, a->size * sizeof(ag_real));
     const uint32_t threshold = ag_dropout_threshold(p);
     const ag_real scale = ag_dropout_scale(p);
-    uint32_t draws[256];                /* the draws, a run at a time (ag_pcg32_fill: as many calls of next) */
-    for (size_t i0 = 0; i0 < a->size; i0 += 256) {
-        const size_t n = a->size - i0 < 256 ? a->size - i0 : 256;
+    /* the draws, a run of RUN at a time (ag_pcg32_fill gives what as many
+     * calls of ag_pcg32_next would: the run's length changes no draw) */
+    enum { RUN = 256 };
+    uint32_t draws[RUN];
+    for (size_t i0 = 0; i0 < a->size; i0 += RUN) {
+        const size_t n = a->size - i0 < RUN ? a->size - i0 : RUN;
         ag_pcg32_fill(&ctx->dropout_rng, draws, n);
         for (size_t k = 0; k < n; k++)
             mask[i0 + k] = ag_dropout_multiplier(draws[k], threshold, scale);
@@ -140,8 +143,9 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
 }
 
 /* With xhat = (x - mean) rstd and y = xhat w + b:
- *   db += dy,  dw += dy xhat,  and with g = dy w,
- *   dx = rstd (g - mean(g) - xhat mean(g xhat))   (mean over the row). */
+ *   db += dy,  dw += dy xhat  (summed over the rows),  and with g = dy w,
+ *   dx (+)= rstd (g - mean(g) - xhat mean(g xhat))   (means over the row;
+ * the derivation is at ref_layer_norm_backward in src/reference.c). */
 void ag_backward_layer_norm(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *x = n->in[0], *w = n->in[1], *b = n->in[2];

@@ -61,11 +61,24 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
     return out;
 }
 
+/* y = x viewed in another shape  =>  dx += dy, which is already done: y's
+ * gradient buffer is x's (set by ag_reshape), so every addition into dy
+ * went into dx. */
 void ag_backward_reshape(ag_ctx *ctx, ag_node *n) { (void)ctx; (void)n; }
 
 /* ---- transpose: a copy -------------------------------------------------- */
 
-/* dst = src with dims d0 and d1 swapped; shapes padded to 4. */
+/* t's shape padded on the left with 1s to 4 dims; returns how many were added. */
+static int shape_of_4(const ag_tensor *t, int shape4[4])
+{
+    int off = 4 - t->ndim;
+    for (int i = 0; i < 4; i++)
+        shape4[i] = i < off ? 1 : t->shape[i - off];
+    return off;
+}
+
+/* dst = src with dims d0 and d1 swapped (dst += that, with accumulate);
+ * shape4 is src's shape padded to 4 dims. */
 static void transpose_copy(const ag_real *src, ag_real *dst, const int *shape4, int d0, int d1, int accumulate)
 {
     size_t in_stride[4], stride = 1;
@@ -100,12 +113,10 @@ ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
     ag_need("ag_transpose", "ctx", ctx);
     ag_need_data("ag_transpose", "a", a);
     int d0 = ag_norm_dim("ag_transpose", a, dim0), d1 = ag_norm_dim("ag_transpose", a, dim1);
-    int shape[AG_MAX_DIMS], shape4[4], off = 4 - a->ndim;
+    int shape[AG_MAX_DIMS], shape4[4], off = shape_of_4(a, shape4);
     memcpy(shape, a->shape, sizeof shape);
     shape[d0] = a->shape[d1];
     shape[d1] = a->shape[d0];
-    for (int i = 0; i < 4; i++)
-        shape4[i] = i < off ? 1 : a->shape[i - off];
     ag_tensor *out = ag_empty(ctx, a->ndim, shape);
     transpose_copy(a->data, out->data, shape4, d0 + off, d1 + off, 0);
     if (ag_should_record(ctx, out, a, NULL, NULL)) {
@@ -116,12 +127,12 @@ ag_tensor *ag_transpose(ag_ctx *ctx, ag_tensor *a, int dim0, int dim1)
     return out;
 }
 
-/* The adjoint of a transpose is the same transpose of the gradient. */
+/* y = x with dims d0, d1 swapped  =>  dx += dy with d0, d1 swapped again
+ * (a swap undoes itself). */
 void ag_backward_transpose(ag_ctx *ctx, ag_node *n)
 {
-    int shape4[4], off = 4 - n->out->ndim;
-    for (int i = 0; i < 4; i++)
-        shape4[i] = i < off ? 1 : n->out->shape[i - off];
+    int shape4[4];
+    shape_of_4(n->out, shape4);
     transpose_copy(n->out->grad, ag_grad(ctx, n->in[0]), shape4, n->iarg[0], n->iarg[1], 1);
 }
 
@@ -179,6 +190,7 @@ ag_tensor *ag_concat(ag_ctx *ctx, ag_tensor **ts, int n, int dim)
     return out;
 }
 
+/* y = [x_0 | x_1 | ...] along dim  =>  dx_i += the part of dy that x_i filled */
 void ag_backward_concat(ag_ctx *ctx, ag_node *n)
 {
     int d = n->iarg[0];
@@ -225,7 +237,8 @@ ag_tensor *ag_slice(ag_ctx *ctx, ag_tensor *a, int dim, int start, int len)
     return out;
 }
 
-/* The adjoint of taking a slice is adding the gradient back into that slice. */
+/* y = x[start, start+len) along dim  =>  dx[start, start+len) += dy, the
+ * rest of x gets nothing */
 void ag_backward_slice(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor *a = n->in[0];
@@ -309,6 +322,7 @@ ag_tensor *ag_sum_all(ag_ctx *ctx, ag_tensor *a)
     return out;
 }
 
+/* y = sum_i x_i  =>  dx_i += dy */
 void ag_backward_sum_all(ag_ctx *ctx, ag_node *n)
 {
     ag_real *g = ag_grad(ctx, n->in[0]), dy = n->out->grad[0];

@@ -25,11 +25,13 @@ static rows3 rows_of(const char *op, const ag_tensor *t, int dim, int *d)
     return r;
 }
 
+static const char *softmax_fn(int log_out) { return log_out ? "ag_log_softmax" : "ag_softmax"; }
+
 static ag_tensor *softmax_op(ag_ctx *ctx, int op, ag_tensor *a, int dim)
 {
     int d, log_out = op == AG_OP_LOG_SOFTMAX;
-    ag_need(log_out ? "ag_log_softmax" : "ag_softmax", "ctx", ctx);
-    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", a, dim, &d);
+    ag_need(softmax_fn(log_out), "ctx", ctx);
+    rows3 r = rows_of(softmax_fn(log_out), a, dim, &d);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     ag_kern->softmax(a->data, out->data, r.outer, r.n, r.inner, log_out);
     if (ag_should_record(ctx, out, a, NULL, NULL))
@@ -47,7 +49,7 @@ ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim) { return softmax_o
 static void softmax_backward(ag_ctx *ctx, ag_node *node, int log_out)
 {
     int d;
-    rows3 r = rows_of(log_out ? "ag_log_softmax" : "ag_softmax", node->out, node->iarg[0], &d);
+    rows3 r = rows_of(softmax_fn(log_out), node->out, node->iarg[0], &d);
     ag_kern->softmax_backward(node->out->data, node->out->grad, ag_grad(ctx, node->in[0]), r.outer, r.n, r.inner,
                               log_out);
 }
@@ -57,7 +59,8 @@ void ag_backward_log_softmax(ag_ctx *ctx, ag_node *node) { softmax_backward(ctx,
 
 /* ---- masked_fill -------------------------------------------------------- */
 
-/* out[i] = m[i] ? value : x[i], and its backward out[i] += m[i] ? 0 : x[i] */
+/* Forward: out[i] = m[i] ? value : x[i].  Backward, with x the output's
+ * gradient dy and out the input's dx: out[i] += m[i] ? 0 : x[i]. */
 typedef struct {
     const unsigned char *m;
     const ag_real *x;
@@ -109,7 +112,8 @@ ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real va
     return out;
 }
 
-/* A filled entry is a constant: dx = dy where kept, 0 where filled. */
+/* y = mask ? value : x  =>  dx += dy where kept, nothing where filled (a
+ * filled entry is a constant). */
 void ag_backward_masked_fill(ag_ctx *ctx, ag_node *n)
 {
     const unsigned char *m = n->saved;
@@ -159,7 +163,8 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
     return out;
 }
 
-/* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] += dy (softmax(x_r)_k - [k = t_r]) / counted */
+/* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] (+)= dy (softmax(x_r)_k - [k = t_r]) / counted,
+ * over the counted rows r (lse_r = log sum_k exp x[r, k]; an ignored row gets 0) */
 void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
 {
     const ce_saved *sv = n->saved;

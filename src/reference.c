@@ -304,10 +304,12 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
             z[j] = 1;
         return;
     }
+    const uint32_t threshold = ag_dropout_threshold(a->dropout);
+    const ag_real scale = ag_dropout_scale(a->dropout);
     ag_pcg32 g = a->rng;
     ag_pcg32_advance(&g, (((uint64_t)b * a->H + h) * a->Tq + i) * a->Tk);
     for (int j = 0; j < a->Tk; j++)
-        z[j] = ag_dropout_multiplier(ag_pcg32_next(&g), ag_dropout_threshold(a->dropout), ag_dropout_scale(a->dropout));
+        z[j] = ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
 }
 
 /* For item b, head h and query i (q, k, v, o: the [B,T,H*hd] layouts of ag_attn):
@@ -329,16 +331,11 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->H; h++)
             for (int i = 0; i < a->Tq; i++) {
-                ag_real m = -INFINITY;
-                for (int j = 0; j < a->Tk; j++) {
+                for (int j = 0; j < a->Tk; j++)
                     s[j] = ag_attn_visible(a, i, j) ? a->scale * dot(Q(a, q, b, h, i), K(a, k, b, h, j), a->hd)
                                                     : -INFINITY;
-                    if (s[j] > m)
-                        m = s[j];
-                }
-                double sum = 0;
-                for (int j = 0; j < a->Tk && m != -INFINITY; j++)
-                    sum += ag_math_exp((double)(s[j] - m));
+                ag_real m;
+                double sum = sum_exp(s, (size_t)a->Tk, 1, &m);    /* the row's max and sum, as softmax's */
                 ag_real l = m == -INFINITY ? -INFINITY : (ag_real)(m + ag_math_log(sum));   /* no key: no weights */
                 lse[((long)b * a->H + h) * a->Tq + i] = l;
                 dropout_row(a, b, h, i, z);

@@ -6,7 +6,9 @@
  * an op's inputs exist before it does.  So backward needs no graph search and
  * no recursion: walk the tape from the last entry to the first and let each
  * entry push its output's gradient into its inputs' gradients (+=, so a
- * tensor used twice receives both contributions).
+ * tensor used twice receives both contributions; a backward that writes
+ * every element stores instead when it is the first to arrive: see
+ * ag_grad_begin in tensor.c).
  */
 #include <string.h>
 
@@ -88,6 +90,10 @@ ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor 
 
 static int is_leaf(const ag_tensor *t) { return t && !t->node && t->requires_grad; }
 
+/* An entry's inputs: concat keeps any number of them in in_list, every
+ * other op at most three in in[]. */
+static ag_tensor **inputs_of(ag_node *n) { return n->in_list ? n->in_list : n->in; }
+
 /* Entries only add into their own inputs' gradients, and backward runs them
  * from the last to the first, so a leaf's gradient is final once the
  * earliest entry that reads it has run.  Walking the tape from its end,
@@ -97,7 +103,7 @@ static int is_leaf(const ag_tensor *t) { return t && !t->node && t->requires_gra
 static void mark_first_uses(ag_ctx *ctx)
 {
     for (ag_node *n = ctx->tail; n; n = n->prev) {
-        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        ag_tensor **ins = inputs_of(n);
         for (int i = 0; i < n->n_in; i++)
             if (is_leaf(ins[i]))
                 ins[i]->first_use = n;
@@ -108,7 +114,7 @@ static void mark_first_uses(ag_ctx *ctx)
  * (a leaf read twice by n, as in w * w, is named once). */
 static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 {
-    ag_tensor **ins = n->in_list ? n->in_list : n->in;
+    ag_tensor **ins = inputs_of(n);
     for (int i = 0; i < n->n_in; i++)
         if (is_leaf(ins[i]) && ins[i]->first_use == n) {
             ins[i]->first_use = NULL;
@@ -143,7 +149,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
     ctx->backward_done = 1;
     if (ctx->grad_ready)
         mark_first_uses(ctx);
-    ag_grad(ctx, loss)[0] += 1;
+    ag_grad(ctx, loss)[0] += 1;         /* the seed: d(loss)/d(loss) = 1 */
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (n->out->grad) {        /* else no gradient reached this entry */
             if (n->op < 0 || n->op >= AG_OP_COUNT || !backward_table[n->op])
@@ -186,7 +192,7 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
     for (ag_node *n = ctx->tail; n; n = n->prev) {
         if (!n->mark)
             continue;
-        ag_tensor **ins = n->in_list ? n->in_list : n->in;
+        ag_tensor **ins = inputs_of(n);
         for (int i = 0; i < n->n_in; i++)
             if (ins[i] && ins[i]->node)
                 ins[i]->node->mark = 1;

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "pool.h"
 
 /* ---- kernels ------------------------------------------------------------ */
 
@@ -98,6 +97,8 @@ ag_ctx *ag_ctx_new(void)
     ag_ctx *ctx = xmalloc(sizeof *ctx);
     memset(ctx, 0, sizeof *ctx);
     ctx->grad_enabled = 1;
+    /* a fixed start (seed 0, stream 2, the stream the command seeds for
+     * dropout) until a program seeds it through ag_dropout_rng */
     ag_pcg32_seed(&ctx->dropout_rng, 0, 2);
     return ctx;
 }
@@ -164,7 +165,7 @@ void *ag_alloc(ag_ctx *ctx, size_t bytes)
             last = (*link)->size;
             link = &(*link)->next;
         }
-        size_t size = last ? 2 * last : (size_t)1 << 20;
+        size_t size = last ? 2 * last : (size_t)1 << 20;   /* the first block: 1 MiB */
         if (size < bytes)
             size = bytes;
         b = block_new(size);

@@ -1004,6 +1004,8 @@ static void test_params_optim_misuse(void)
         ag_tensor *x = ag_full(ctx, 2, (int[]){2, 3}, 1), *ones = ag_full(ctx, 1, (int[]){3}, 1);
         EXPECT_ERROR((void)ag_scale(ctx, w, 2), "ag_scale", "a has no storage", "ag_params_alloc");
         EXPECT_ERROR((void)ag_mul(ctx, x, w), "ag_mul", "b has no storage");
+        EXPECT_ERROR((void)ag_exp(ctx, w), "ag_exp", "a has no storage", "ag_params_alloc");
+        EXPECT_ERROR((void)ag_gelu(ctx, w), "ag_gelu", "a has no storage");
         EXPECT_ERROR((void)ag_sum_all(ctx, w), "ag_sum_all", "no storage");
         EXPECT_ERROR((void)ag_reshape(ctx, w, 1, (int[]){-1}), "ag_reshape", "no storage");
         EXPECT_ERROR((void)ag_layer_norm(ctx, x, w, NULL, 1e-5), "ag_layer_norm", "weight has no storage");

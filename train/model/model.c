@@ -22,19 +22,21 @@ int model_arch_parse(const char *name)
     return -1;
 }
 
+/* What model_declare registers, counted: */
 double model_param_count(const model_config *c)
 {
     double d = c->d_model, V = c->vocab_size;
+    /* W_query, W_key, W_value, out_proj [d,d]; out_proj's bias; the qkv biases */
     double attn = 4 * d * d + d + (c->qkv_bias ? 3 * d : 0);
     double block = attn;
-    if (c->arch == ARCH_GPT)
-        block += 4 * d /* two norms */ + (d * 4 * d + 4 * d) + (4 * d * d + d);
+    if (c->arch == ARCH_GPT)   /* two norms (gain and shift), fc1 [4d,d] + bias, fc2 [d,4d] + bias */
+        block += 4 * d + (d * 4 * d + 4 * d) + (4 * d * d + d);
+    /* token and position embeddings, the blocks, the head [V,d] (no bias) */
     double total = V * d + (double)c->context * d + c->n_layer * block + V * d;
     if (c->arch == ARCH_GPT)
-        total += 2 * d;
+        total += 2 * d;        /* the final norm */
     return total;
 }
-
 
 /* The packing buffers of a linear layer's products in a training step:
  * y = x W^T ([rows,in] x [in,out]), dx = dy W and dW = dy^T x. */
@@ -142,7 +144,7 @@ void model_init(model *m, ag_pcg32 *rng)
             else if (is_norm)
                 t->data[k] = 1;
             else
-                t->data[k] = (ag_real)(0.02 * ag_pcg32_normal(rng));
+                t->data[k] = (ag_real)(0.02 * ag_pcg32_normal(rng));   /* N(0, 0.02^2), as GPT-2 */
         }
     }
 }

@@ -48,7 +48,7 @@ nn_layer_norm nn_layer_norm_new(ag_params *ps, const char *prefix, int d)
 
 ag_tensor *nn_layer_norm_forward(ag_ctx *ctx, const nn_layer_norm *n, ag_tensor *x)
 {
-    return ag_layer_norm(ctx, x, n->weight, n->bias, (ag_real)1e-5);
+    return ag_layer_norm(ctx, x, n->weight, n->bias, (ag_real)1e-5);   /* eps: torch.nn.LayerNorm's default */
 }
 
 nn_mha nn_mha_new(ag_params *ps, const char *prefix, int d_model, int n_head, int qkv_bias,
@@ -95,20 +95,20 @@ static ag_tensor *split_heads(ag_ctx *ctx, ag_tensor *x, int H, int hd)
     return ag_transpose(ctx, v, 1, 2);
 }
 
-/* Checks shared by both paths; returns the keys/values input. */
-static ag_tensor *check_mha_inputs(const nn_mha *a, ag_tensor *x, ag_tensor *kv)
+/* Checks shared by the three paths, errors naming fn; returns the
+ * keys/values input (x itself for self-attention). */
+static ag_tensor *check_mha_inputs(const char *fn, const nn_mha *a, ag_tensor *x, ag_tensor *kv)
 {
     char sx[64];
     if (x->ndim != 3 || x->shape[2] != a->d_model)
-        ag_error("nn_mha_forward: input %s is not [B,T,%d]", ag_shape_str(x, sx, sizeof sx), a->d_model);
+        ag_error("%s: input %s is not [B,T,%d]", fn, ag_shape_str(x, sx, sizeof sx), a->d_model);
     if (!kv)
         kv = x;
     if (kv->ndim != 3 || kv->shape[0] != x->shape[0] || kv->shape[2] != a->d_model)
-        ag_error("nn_mha_forward: keys/values %s do not fit queries %s", ag_shape_str(kv, sx, sizeof sx),
+        ag_error("%s: keys/values %s do not fit queries %s", fn, ag_shape_str(kv, sx, sizeof sx),
                  ag_shape_str(x, (char[64]){0}, 64));
     if (a->causal && kv->shape[1] != x->shape[1])
-        ag_error("nn_mha_forward: a causal mask needs as many keys (%d) as queries (%d)", kv->shape[1],
-                 x->shape[1]);
+        ag_error("%s: a causal mask needs as many keys (%d) as queries (%d)", fn, kv->shape[1], x->shape[1]);
     return kv;
 }
 
@@ -123,7 +123,7 @@ static ag_tensor *qkv_projection(ag_ctx *ctx, const nn_mha *a, ag_tensor *x)
 ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                           ag_tensor **weights_out)
 {
-    if (check_mha_inputs(a, x, kv) != x)
+    if (check_mha_inputs("nn_mha_forward", a, x, kv) != x)
         return nn_mha_forward_explicit(ctx, a, x, kv, training, weights_out);
     /* Self-attention: one projection, then the fused op. */
     ag_tensor *y = ag_attention(ctx, qkv_projection(ctx, a, x), a->n_head, a->causal, (ag_real)a->dropout, training,
@@ -134,7 +134,7 @@ ag_tensor *nn_mha_forward(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor 
 ag_tensor *nn_mha_forward_cached(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *k_cache, ag_tensor *v_cache,
                                  int pos)
 {
-    check_mha_inputs(a, x, NULL);
+    check_mha_inputs("nn_mha_forward_cached", a, x, NULL);
     if (!a->causal)
         ag_error("nn_mha_forward_cached: a key/value cache serves causal attention only");
     ag_tensor *y = ag_attention_cached(ctx, qkv_projection(ctx, a, x), a->n_head, k_cache, v_cache, pos);
@@ -144,7 +144,7 @@ ag_tensor *nn_mha_forward_cached(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_
 ag_tensor *nn_mha_forward_explicit(ag_ctx *ctx, const nn_mha *a, ag_tensor *x, ag_tensor *kv, int training,
                                    ag_tensor **weights_out)
 {
-    kv = check_mha_inputs(a, x, kv);
+    kv = check_mha_inputs("nn_mha_forward_explicit", a, x, kv);
     int B = x->shape[0], T = x->shape[1], S = kv->shape[1], H = a->n_head, hd = a->head_dim;
 
     ag_tensor *q = split_heads(ctx, nn_linear_forward(ctx, &a->W_query, x), H, hd);   /* [B,H,T,hd] */

@@ -3,9 +3,11 @@
  * rows of one), then the clipped, checked update.  Every trainer calls
  * these: whole batches (train/cli/train_loop.c), the micro-batch tree and
  * the ranks (train/dist/microbatch.c sums what step_gradient leaves), the
- * browser playground (train/web/playground.c).  This is the only place in train/ that runs backward
- * for an update (the walkthrough's worked examples aside, and the playground's pg_graph, which runs
- * one on step_loss to draw each tensor's gradient norm, then zeroes the gradients).
+ * browser playground (train/web/playground.c).  This is the only place in
+ * train/ that runs backward for an update (the walkthrough's worked
+ * examples aside, and the playground's pg_graph, which runs one on
+ * step_loss to draw each tensor's gradient norm, then zeroes the
+ * gradients).
  *
  * The interface, kept stable:
  *   step_loss      forward and cross-entropy of some rows (the graph a step
