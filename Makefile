@@ -302,14 +302,18 @@ bench-gemm: $(LIB)
 	echo "OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OPENBLAS_CORETYPE=$${OPENBLAS_CORETYPE:-(unset)} $(BUILD)/bench_gemm 2"; \
 	OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 $(BUILD)/bench_gemm 2
 
-# libFuzzer (clang) on the checkpoint reader, the text reader and the argument
-# parser, FUZZ_TIME seconds each, seeded with tests/corpus/<name>/; new inputs
-# go to build-fuzz/corpus-*, crashes to build-fuzz/.  fuzz-replay runs each
-# harness once over its saved corpus only (a regression test).
+# libFuzzer (clang) on the checkpoint reader, the text reader, the argument
+# parser, the CSV training log (plot, train --resume) and a checkpoint's
+# metadata (the config and a run's settings), FUZZ_TIME seconds each, seeded
+# with tests/corpus/<name>/; new inputs go to build-fuzz/corpus-*, crashes to
+# build-fuzz/.  fuzz-replay runs each harness once over its saved corpus only
+# (a regression test).  fuzz_meta links the engine with the reference
+# kernels (as build-ref/): it builds and reads models, never runs them fast.
 FUZZ_TIME ?= 60
 FUZZ_CC    = clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c11 \
              -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itrain/model -Itrain/dist -Itrain/cli
-FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args
+FUZZERS    = build-fuzz/fuzz_safetensors build-fuzz/fuzz_text build-fuzz/fuzz_args build-fuzz/fuzz_log \
+             build-fuzz/fuzz_meta
 FUZZ_RUN   = -max_total_time=$(FUZZ_TIME) -artifact_prefix=build-fuzz/ -print_final_stats=1
 
 build-fuzz/fuzz_safetensors: tests/fuzz_safetensors.c src/safetensors.c src/bigbuf.c src/fileio.c src/bigbuf.h include/attograd.h include/attograd_io.h
@@ -322,18 +326,31 @@ build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h 
 build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c -o $@
+build-fuzz/fuzz_log: tests/fuzz_log.c train/cli/svg.c train/cli/svg.h src/fileio.c include/attograd_io.h
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) tests/fuzz_log.c train/cli/svg.c src/fileio.c -lm -o $@
+FUZZ_META_SRC = tests/fuzz_meta.c train/model/checkpoint.c train/model/run.c train/model/model.c train/model/nn.c \
+                train/model/tasks.c $(wildcard src/*.c)
+build-fuzz/fuzz_meta: $(FUZZ_META_SRC) $(wildcard src/*.h train/model/*.h) include/attograd.h include/attograd_io.h
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) -DAG_REFERENCE $(FUZZ_META_SRC) -lm -pthread -o $@
 
 fuzz: $(FUZZERS)
-	@mkdir -p build-fuzz/corpus-st build-fuzz/corpus-text build-fuzz/corpus-args
+	@mkdir -p build-fuzz/corpus-st build-fuzz/corpus-text build-fuzz/corpus-args build-fuzz/corpus-log \
+	    build-fuzz/corpus-meta
 	./build-fuzz/fuzz_safetensors build-fuzz/corpus-st tests/corpus/safetensors \
 	    -dict=tests/fuzz_safetensors.dict $(FUZZ_RUN)
 	./build-fuzz/fuzz_text build-fuzz/corpus-text tests/corpus/text $(FUZZ_RUN)
 	./build-fuzz/fuzz_args build-fuzz/corpus-args tests/corpus/args -close_fd_mask=3 $(FUZZ_RUN)
+	./build-fuzz/fuzz_log build-fuzz/corpus-log tests/corpus/log $(FUZZ_RUN)
+	./build-fuzz/fuzz_meta build-fuzz/corpus-meta tests/corpus/meta $(FUZZ_RUN)
 
 fuzz-replay: $(FUZZERS)
 	./build-fuzz/fuzz_safetensors -runs=0 tests/corpus/safetensors
 	./build-fuzz/fuzz_text -runs=0 tests/corpus/text
 	./build-fuzz/fuzz_args -runs=0 -close_fd_mask=3 tests/corpus/args
+	./build-fuzz/fuzz_log -runs=0 tests/corpus/log
+	./build-fuzz/fuzz_meta -runs=0 tests/corpus/meta
 
 # The browser playground (train/web/README.md): the engine with the
 # reference kernels and the WebAssembly SIMD ones of src/kernels/wasm_*.c

@@ -557,6 +557,73 @@ static void check_recorded_settings(void)
     rmdir(dir);
 }
 
+/* path rewritten with its metadata key set to value (the tensors as they
+ * were): 0, or -1 with err. */
+static int set_meta(const char *path, const char *key, const char *value, char *err, size_t errlen)
+{
+    ag_st_file *f = ag_st_load(path, err, errlen);
+    if (!f)
+        return -1;
+    enum { MAX_META = 64, MAX_T = 64 };
+    const char *meta[2 * MAX_META];
+    ag_st_tensor ts[MAX_T];
+    int nm = 0, nt = ag_st_count(f), rc = -1;
+    for (int i = 0; i < ag_st_meta_count(f) && nm < MAX_META; i++, nm++) {
+        meta[2 * nm] = ag_st_meta_key(f, i);
+        meta[2 * nm + 1] = strcmp(meta[2 * nm], key) == 0 ? value : ag_st_meta(f, meta[2 * nm]);
+    }
+    if (nt <= MAX_T) {
+        for (int i = 0; i < nt; i++)
+            ts[i] = *ag_st_at(f, i);
+        rc = ag_st_save(path, ts, nt, meta, nm, err, errlen);
+    } else {
+        snprintf(err, errlen, "%s: more than %d tensors", path, MAX_T);
+    }
+    ag_st_free(f);
+    return rc;
+}
+
+/* A checkpoint refused for a value that holds a newline or a carriage
+ * return is refused in one line, as checkpoint.h promises: the message
+ * shows each of them as a space. */
+static void check_message_one_line(void)
+{
+    char dir[] = "/tmp/attograd-line-XXXXXX", text_path[64], path[64], err[400];
+    text_data text;
+    if (run_files("one-line message", dir, text_path, sizeof text_path, path, sizeof path, &text))
+        return;
+    static const struct { const char *key, *value, *shown; } cases[] = {
+        { "arch", "gpt\nrnn", "metadata arch is gpt rnn (expected" },
+        { "qkv_bias", "true\r\nfalse", "metadata qkv_bias is true  false (expected" },
+        { "d_model", "4\r4", "metadata d_model = '4 4' is not an integer" },
+        { "format", "attograd/2\nx", "metadata format is 'attograd/2 x', which" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        model_config cfg = { ARCH_GPT, text.vocab_size, 1, 2, 4, 4, 0, 0 };
+        model m;
+        model_build(&m, &cfg);
+        ag_atomic_file out;
+        int rc = ckpt_save(&out, path, &m, "text", text.vocab, text.vocab_size, 1, NULL, err, sizeof err);
+        model_free(&m);
+        if (rc == 0)
+            rc = set_meta(path, cases[i].key, cases[i].value, err, sizeof err);
+        CHECK(rc == 0, "one-line message: writing %s: %s", path, err);
+        ckpt ck;
+        err[0] = 0;
+        rc = ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err);
+        CHECK(rc == -1 && !strpbrk(err, "\n\r") && strstr(err, cases[i].shown) && strstr(err, path),
+              "one-line message: metadata %s refused in one line naming the file (%d: '%s')", cases[i].key, rc, err);
+        if (rc == 0) {
+            model_free(&m);
+            ckpt_close(&ck);
+        }
+    }
+    text_free(&text);
+    remove(text_path);
+    remove(path);
+    rmdir(dir);
+}
+
 /* The ranges of the recorded settings (RUN_RECORDED's, which train's flags
  * take): a checkpoint holding a value out of one -- each number just below
  * and just above its range, a hex float -- is refused by run_settings_read
@@ -791,6 +858,7 @@ int main(void)
     check_grad_ready("gpt step", 0, 0);
     check_grad_ready("gpt step, qkv bias, dropout 0.2", 1, 0.2);
     check_recorded_settings();
+    check_message_one_line();
     check_recorded_ranges();
 
     /* The causal mask means position t never sees t+1..: changing the last

@@ -765,6 +765,57 @@ int svg_log_row_cut(const char *line, size_t len)
     return len > 0 && line[len - 1] != '\n';
 }
 
+int svg_log_starts_with_header(FILE *in)
+{
+    /* room for a byte-order mark, the header and CR LF, and more */
+    char line[sizeof SVG_LOG_BOM + sizeof SVG_LOG_HEADER + 2];
+    size_t len = 0;
+    int c;
+    while (len < sizeof line && (c = getc(in)) != EOF)
+        if ((line[len++] = (char)c) == '\n')
+            break;
+    return svg_log_is_header(line, len);
+}
+
+int svg_log_resume_drops(const char *line, size_t len, long step)
+{
+    if (svg_log_row_cut(line, len))
+        return 1;
+    char *end;
+    long row = strtol(line, &end, 10);
+    return end != line && *end == ',' && row > step;
+}
+
+int svg_log_resume_scan(FILE *in, long step, long *cut)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    long lineno = 0;
+    int drop = 0;
+    *cut = 0;
+    while ((got = getline(&line, &cap, in)) > 0) {
+        lineno++;
+        drop |= svg_log_resume_drops(line, (size_t)got, step);
+        if (svg_log_row_cut(line, (size_t)got) && lineno > 1)  /* a header cut short is no row */
+            *cut = lineno;
+    }
+    free(line);
+    return ferror(in) ? -1 : drop;
+}
+
+int svg_log_resume_copy(FILE *in, FILE *out, long step)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &cap, in)) > 0)
+        if (!svg_log_resume_drops(line, (size_t)got, step))  /* the header and rows up to the checkpoint stay */
+            fwrite(line, 1, (size_t)got, out);
+    free(line);
+    return ferror(in) ? -1 : 0;
+}
+
 int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
 {
     memset(log, 0, sizeof *log);

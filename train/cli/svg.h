@@ -70,6 +70,25 @@ int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylab
 int svg_log_is_header(const char *line, size_t len);
 int svg_log_row_cut(const char *line, size_t len);
 
+/* A resumed run given the run's --log again continues it from the
+ * checkpoint's step (train_setup.c): these read the log from in, as a
+ * stream, so that what reads it is the same code wherever the log is.
+ * svg_log_starts_with_header: whether in's first line is the header
+ * (svg_log_is_header), reading no more of it than a header line can be (a
+ * longer first line is no header, and is not read whole).
+ * svg_log_resume_drops: whether line (len bytes as getline reads it, NUL
+ * after them) is to go: a row cut short (svg_log_row_cut), or a row whose
+ * step is after `step` (the header is no row).
+ * svg_log_resume_scan: reads in to its end: 1 when a line is to go, 0 when
+ * none is, -1 on a read error; *cut: the line number of a last row cut
+ * short (not the first line, which is no row), else 0.
+ * svg_log_resume_copy: the lines of in that stay, written to out: 0, or -1
+ * on a read error of in (out's errors are out's). */
+int svg_log_starts_with_header(FILE *in);
+int svg_log_resume_drops(const char *line, size_t len, long step);
+int svg_log_resume_scan(FILE *in, long step, long *cut);
+int svg_log_resume_copy(FILE *in, FILE *out, long step);
+
 /* An attograd training log, one entry per row; NaN where a field was empty
  * (val_loss and val_acc are only measured at eval steps).  cut_line: the
  * line number of a last row cut short (svg_log_row_cut), which is not among

@@ -57,14 +57,6 @@ static void open_data(trainer *t)
     }
 }
 
-/* Whether line is a row of a step after `step` (the header is no row). */
-static int row_after(const char *line, long step)
-{
-    char *end;
-    long row = strtol(line, &end, 10);
-    return end != line && *end == ',' && row > step;
-}
-
 /* A resumed run given the run's --log again continues it from the
  * checkpoint's step: rows the interrupted run logged after its last save
  * are dropped first (the file replaced whole), so no step appears twice,
@@ -72,17 +64,13 @@ static int row_after(const char *line, long step)
  * newline, a write that a full disk stopped part way), which the next row
  * would otherwise continue ("260" and "401,..." make a row of step 260401);
  * a line says so.  The header stays as it was, byte-order mark and all
- * (svg_log_is_header).  A log with no such rows is
+ * (svg_log_is_header).  Which lines go is svg.c's (svg_log_resume_scan,
+ * svg_log_resume_copy).  A log with no such rows is
  * left as it is, not replaced: a run resumed at its last step in a
  * directory it cannot write (where a replacement's temporary file cannot
  * be made) has nothing to drop.  A log that is not a regular file (a pipe,
- * a device) is only appended to. */
-static int row_dropped(const char *line, ssize_t len, long step)
-{
-    return svg_log_row_cut(line, (size_t)len) || row_after(line, step);
-}
-
-/* Returns the line number of a last row cut short that was dropped, else 0. */
+ * a device) is only appended to.
+ * Returns the line number of a last row cut short that was dropped, else 0. */
 static long log_drop_after(const char *path, long step)
 {
     struct stat st;
@@ -91,34 +79,19 @@ static long log_drop_after(const char *path, long step)
     FILE *in = fopen(path, "r");
     if (!in)
         return 0;                       /* opening it to append says why */
-    char err[ERR_MAX], *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
-    int drop = 0;
-    long lineno = 0, cut = 0;
-    while ((got = getline(&line, &cap, in)) > 0) {
-        lineno++;
-        drop |= row_dropped(line, got, step);
-        if (svg_log_row_cut(line, (size_t)got) && lineno > 1)  /* a header cut short is no row */
-            cut = lineno;
-    }
-    if (!drop || ferror(in) || fseek(in, 0, SEEK_SET) != 0) {
-        free(line);
+    char err[ERR_MAX];
+    long cut = 0;
+    if (svg_log_resume_scan(in, step, &cut) != 1 || fseek(in, 0, SEEK_SET) != 0) {
         fclose(in);
-        return 0;                       /* a read error: opening it to append says why */
+        return 0;                       /* nothing to drop, or a read error: opening it to append says why */
     }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
     if (ag_atomic_open(&out, path, err, sizeof err)) {
-        free(line);
         fclose(in);
         die(CMD, "%s", err);
     }
-    while ((got = getline(&line, &cap, in)) > 0)
-        if (!row_dropped(line, got, step))  /* the header and rows up to the checkpoint stay */
-            fwrite(line, 1, (size_t)got, out.f);
-    free(line);
-    int failed = ferror(in);
+    int failed = svg_log_resume_copy(in, out.f, step) != 0;
     fclose(in);
     if (failed) {                       /* a log read in part is not to replace the whole */
         ag_atomic_abort(&out);
@@ -140,15 +113,7 @@ static void check_log_to_continue(const char *path)
     FILE *in = fopen(path, "r");
     if (!in)
         return;                         /* opening it to append says why */
-    /* room for a byte-order mark, the header and CR LF, and more: a longer
-     * first line is no header, and is not read whole */
-    char line[sizeof SVG_LOG_BOM + sizeof SVG_LOG_HEADER + 2];
-    size_t len = 0;
-    int c;
-    while (len < sizeof line && (c = getc(in)) != EOF)
-        if ((line[len++] = (char)c) == '\n')
-            break;
-    int ok = svg_log_is_header(line, len);      /* as `plot` reads it */
+    int ok = svg_log_starts_with_header(in);    /* as `plot` reads it */
     fclose(in);
     if (!ok)
         die(CMD, "--log %s does not begin with a training log's header line (%.4s...), so it is no log to "

@@ -150,7 +150,7 @@ int ckpt_save(ag_atomic_file *out, const char *path, const model *m, const char 
     uint64_t rng[4];
     const char *meta[2 * 40];
     if (!ts || !tmp || !names || !text) {
-        snprintf(err, errlen, "%s: out of memory preparing the checkpoint", path);
+        ag_set_err(err, errlen, "%s: out of memory preparing the checkpoint", path);
     } else {
         int k = save_tensors(m, state, per, ts, tmp, names, rng);
         int nm = save_meta(meta, text, m, data_name, vocab, vocab_size, step, state);
@@ -261,11 +261,11 @@ static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long
     if (!v)
         return 1;
     if (json_value_number(v, &x) || x != floor(x)) {
-        snprintf(err, errlen, "%s: metadata %s = '%.40s' is not an integer", path, key, v);
+        ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not an integer", path, key, v);
         return -1;
     }
     if (!(x >= (double)lo && x <= (double)hi)) {
-        snprintf(err, errlen, "%s: metadata %s = %.40s is out of range [%ld, %ld]", path, key, skip_ws(v), lo, hi);
+        ag_set_err(err, errlen, "%s: metadata %s = %.40s is out of range [%ld, %ld]", path, key, skip_ws(v), lo, hi);
         return -1;
     }
     *out = (long)x;
@@ -326,12 +326,12 @@ static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *
 {
     const ag_st_tensor *t = ag_st_get(f, name);
     if (!t) {
-        snprintf(err, errlen, "%s: tensor '%s' is missing", path, name);
+        ag_set_err(err, errlen, "%s: tensor '%s' is missing", path, name);
         return -1;
     }
     int d = t->dtype;
     if (any_float ? d != AG_ST_F32 && d != AG_ST_F64 && d != AG_ST_F16 && d != AG_ST_BF16 : d != AG_ST_F32) {
-        snprintf(err, errlen, "%s: tensor '%s' has dtype %s, expected %s", path, name, ag_st_dtype_name(t->dtype),
+        ag_set_err(err, errlen, "%s: tensor '%s' has dtype %s, expected %s", path, name, ag_st_dtype_name(t->dtype),
                  any_float ? "a floating-point type (F32, F64, F16 or BF16)" : "F32");
         return -1;
     }
@@ -344,7 +344,7 @@ static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *
         for (int i = 0; i < t->ndim; i++)
             u += (size_t)snprintf(got + u, sizeof got - u, "%s%lld", i ? "," : "", (long long)t->shape[i]);
         snprintf(got + u, sizeof got - u, "]");
-        snprintf(err, errlen, "%s: tensor '%s' has shape %s, the config needs %s", path, name, got,
+        ag_set_err(err, errlen, "%s: tensor '%s' has shape %s, the config needs %s", path, name, got,
                  ag_shape_str(like, want, sizeof want));
         return -1;
     }
@@ -357,7 +357,7 @@ static int load_values(ag_real *dst, const ag_st_tensor *t, size_t n, char *err,
 #ifdef AG_DOUBLE
     float *tmp = malloc(n * sizeof *tmp + 1);
     if (!tmp) {
-        snprintf(err, errlen, "out of memory");
+        ag_set_err(err, errlen, "out of memory");
         return -1;
     }
     int rc = ag_st_to_f32(t, tmp, err, errlen);
@@ -376,11 +376,11 @@ static int dim_of(const ag_st_file *f, const char *key, const char *tensor, int 
 {
     const ag_st_tensor *t = ag_st_get(f, tensor);
     if (!t || t->ndim != 2) {
-        snprintf(err, errlen, "%s: no metadata %s and no 2-D tensor '%s' to take it from", path, key, tensor);
+        ag_set_err(err, errlen, "%s: no metadata %s and no 2-D tensor '%s' to take it from", path, key, tensor);
         return -1;
     }
     if (t->shape[axis] < lo || t->shape[axis] > hi) {
-        snprintf(err, errlen, "%s: tensor '%s' gives %s = %lld, out of range [%ld, %ld]", path, tensor, key,
+        ag_set_err(err, errlen, "%s: tensor '%s' gives %s = %lld, out of range [%ld, %ld]", path, tensor, key,
                  (long long)t->shape[axis], lo, hi);
         return -1;
     }
@@ -415,7 +415,8 @@ static void add_missing(reading *r, int need, const char *what)
     r->needs |= need;
 }
 
-/* The message, and -1. */
+/* The message, and -1: one line, as ag_set_err makes it (a newline or a
+ * carriage return in a value or name the file holds is a space). */
 static int say(reading *r, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -427,6 +428,9 @@ static int say(reading *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(r->err, r->errlen, fmt, ap);
     va_end(ap);
+    for (char *c = r->err; r->errlen && *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
     return -1;
 }
 
