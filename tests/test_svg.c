@@ -649,6 +649,12 @@ static void test_read_log(void)
           "svg_log_is_header: one BOM, CR LF or no line end");
     CHECK(svg_log_row_cut("1,2", 3) && !svg_log_row_cut("1,2\n", 4) && !svg_log_row_cut("1,2\r\n", 5),
           "svg_log_row_cut: a line without its newline");
+    /* a resume drops the rows plot reads as after the checkpoint, with the
+     * step read the same way: 1e3 is step 1000 to both */
+    CHECK(svg_log_resume_drops("1e3,2,,,0.1,1,1\n", 16, 500) && !svg_log_resume_drops("5e2,2,,,0.1,1,1\n", 16, 500) &&
+              svg_log_resume_drops("501,2,,,0.1,1,1\n", 16, 500) && !svg_log_resume_drops("500,2,,,0.1,1,1\n", 16, 500) &&
+              !svg_log_resume_drops("x,2,,,0.1,1,1\n", 14, 0),
+          "svg_log_resume_drops: the step as plot reads it");
 
     const char *only_header = write_file("header.csv", HDR);
     CHECK(svg_read_log(only_header, &log, err, sizeof err) == 0 && log.n == 0, "header-only log has no rows");

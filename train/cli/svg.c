@@ -781,9 +781,11 @@ int svg_log_resume_drops(const char *line, size_t len, long step)
 {
     if (svg_log_row_cut(line, len))
         return 1;
-    char *end;
-    long row = strtol(line, &end, 10);
-    return end != line && *end == ',' && row > step;
+    /* the step as plot reads it (parse_field), so both agree on which rows
+     * come after the checkpoint; a row whose step is not a number stays */
+    const char *comma = memchr(line, ',', len);
+    double row;
+    return comma && parse_field(line, (size_t)(comma - line), &row) == 0 && row > (double)step;
 }
 
 int svg_log_resume_scan(FILE *in, long step, long *cut)

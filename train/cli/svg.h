@@ -78,7 +78,7 @@ int svg_log_row_cut(const char *line, size_t len);
  * longer first line is no header, and is not read whole).
  * svg_log_resume_drops: whether line (len bytes as getline reads it, NUL
  * after them) is to go: a row cut short (svg_log_row_cut), or a row whose
- * step is after `step` (the header is no row).
+ * step, read as plot reads it, is after `step` (the header is no row).
  * svg_log_resume_scan: reads in to its end: 1 when a line is to go, 0 when
  * none is, -1 on a read error; *cut: the line number of a last row cut
  * short (not the first line, which is no row), else 0.
