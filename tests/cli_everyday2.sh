@@ -400,6 +400,18 @@ for rest in '' '24,1.3,,,0.1,1,1\n26,1'; do
     check "... and plot draws it, saying nothing ($rc: $(cat err.txt))" eval '[ $rc -eq 0 ] && [ ! -s err.txt ] && [ -s torn.svg ]'
     rm -f torn.svg
 done
+# a log that is the header alone, after a byte-order mark and with no
+# newline at its end, keeps the mark too: the header is given its newline
+# (it was dropped as a row cut short, and written again without the mark)
+printf '\357\273\277step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s' >bom.csv
+"$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st >/dev/null 2>err.txt
+rc=$?
+check "--resume continues a log that is a byte-order mark and the header with no newline, the mark kept ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 0 ] && [ "$(head -c 3 bom.csv | od -An -tx1 | tr -d " ")" = efbbbf ] &&
+          [ "$(head -n 1 bom.csv)" = "$(printf "\357\273\277")step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s" ] &&
+          [ "$(tail -n +2 bom.csv | cut -d, -f1 | tr "\n" " ")" = "24 " ] && [ ! -s err.txt ]'
+one_line "$A" plot --log bom.csv --out torn.svg
+check "... and plot draws it, saying nothing ($rc: $(cat err.txt))" eval '[ $rc -eq 0 ] && [ ! -s err.txt ] && [ -s torn.svg ]'
 rm -f torn.csv torn.st torn.svg bom.csv
 # a file that is no log, named by --log or put where the run's log was, is
 # refused, not appended to; the checkpoint is not rewritten

@@ -691,6 +691,42 @@ static void test_read_log(void)
     CHECK(svg_read_log(tmpdir, &log, err, sizeof err) == -1 && strstr(err, "is a directory"), "directory: %s", err);
 }
 
+/* What a resumed run keeps of a log (svg_log_resume_scan, then
+ * svg_log_resume_copy) at checkpoint step 10: the header as it was, its
+ * byte-order mark too, and given a newline when it is the whole log
+ * without one (it was dropped, and the header written again had no mark). */
+static void test_resume_log(void)
+{
+    struct { const char *text, *want; int rewrite; } cases[] = {
+        {SVG_LOG_BOM SVG_LOG_HEADER, SVG_LOG_BOM HDR, 1},
+        {SVG_LOG_HEADER, HDR, 1},
+        {SVG_LOG_BOM SVG_LOG_HEADER "\r", SVG_LOG_BOM SVG_LOG_HEADER "\r\n", 1},
+        {SVG_LOG_BOM HDR, SVG_LOG_BOM HDR, 0},
+        {SVG_LOG_BOM HDR "0,4,,,1,1,1\n10,3,,,1,1,1\n", SVG_LOG_BOM HDR "0,4,,,1,1,1\n10,3,,,1,1,1\n", 0},
+        {SVG_LOG_BOM HDR "0,4,,,1,1,1\n20,3,,,1,1,1\n", SVG_LOG_BOM HDR "0,4,,,1,1,1\n", 1},
+        {SVG_LOG_BOM HDR "0,4,,,1,1,1\n10,3", SVG_LOG_BOM HDR "0,4,,,1,1,1\n", 1},
+        {"step,train", "", 1},      /* a first line cut short that is no header */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        FILE *in = fopen(write_file("resume.csv", cases[k].text), "r");
+        long cut = -1;
+        int rewrite = in ? svg_log_resume_scan(in, 10, &cut) : -2;
+        membuf m;
+        int copied = -2;
+        if (in && fseek(in, 0, SEEK_SET) == 0 && mem_open(&m) == 0) {
+            copied = svg_log_resume_copy(in, m.f, 10);
+            char *got = mem_close(&m);
+            CHECK(copied == 0 && got && strcmp(got, cases[k].want) == 0, "resume copy %zu: want '%s', got '%s'", k,
+                  cases[k].want, got ? got : "(null)");
+            free(got);
+        }
+        if (in)
+            fclose(in);
+        CHECK(rewrite == cases[k].rewrite && cut == (k == 6 ? 3 : 0), "resume scan %zu: %d (want %d), cut %ld", k,
+              rewrite, cases[k].rewrite, cut);
+    }
+}
+
 static void test_plot_logs(void)
 {
     const char *a = write_file("tiny.csv", HDR "0,4.2,4.2,,1,1,1\n100,3.0,,,1,1,1\n200,2.5,2.7,,1,1,1\n");
@@ -764,6 +800,7 @@ int main(void)
     test_lines();
     if (mkdtemp(tmpdir)) {
         test_read_log();
+        test_resume_log();
         test_plot_logs();
         test_xmllint();
         remove_tmpdir();

@@ -788,22 +788,34 @@ int svg_log_resume_drops(const char *line, size_t len, long step)
     return comma && parse_field(line, (size_t)(comma - line), &row) == 0 && row > (double)step;
 }
 
+/* The first line when it is the header with no newline after it (the log
+ * holds nothing else): it stays, given its newline, so that the rows after
+ * it start lines of their own and the header keeps its byte-order mark. */
+static int header_unended(const char *line, size_t len, long lineno)
+{
+    return lineno == 1 && svg_log_row_cut(line, len) && svg_log_is_header(line, len);
+}
+
 int svg_log_resume_scan(FILE *in, long step, long *cut)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
     long lineno = 0;
-    int drop = 0;
+    int rewrite = 0;
     *cut = 0;
     while ((got = getline(&line, &cap, in)) > 0) {
         lineno++;
-        drop |= svg_log_resume_drops(line, (size_t)got, step);
-        if (svg_log_row_cut(line, (size_t)got) && lineno > 1)  /* a header cut short is no row */
+        if (header_unended(line, (size_t)got, lineno)) {
+            rewrite = 1;                /* it is given its newline */
+            continue;
+        }
+        rewrite |= svg_log_resume_drops(line, (size_t)got, step);
+        if (svg_log_row_cut(line, (size_t)got) && lineno > 1)  /* a first line cut short is no row */
             *cut = lineno;
     }
     free(line);
-    return ferror(in) ? -1 : drop;
+    return ferror(in) ? -1 : rewrite;
 }
 
 int svg_log_resume_copy(FILE *in, FILE *out, long step)
@@ -811,9 +823,16 @@ int svg_log_resume_copy(FILE *in, FILE *out, long step)
     char *line = NULL;
     size_t cap = 0;
     ssize_t got;
-    while ((got = getline(&line, &cap, in)) > 0)
-        if (!svg_log_resume_drops(line, (size_t)got, step))  /* the header and rows up to the checkpoint stay */
+    long lineno = 0;
+    while ((got = getline(&line, &cap, in)) > 0) {
+        lineno++;
+        if (header_unended(line, (size_t)got, lineno)) {
             fwrite(line, 1, (size_t)got, out);
+            putc('\n', out);
+        } else if (!svg_log_resume_drops(line, (size_t)got, step)) {  /* the header and rows up to the checkpoint stay */
+            fwrite(line, 1, (size_t)got, out);
+        }
+    }
     free(line);
     return ferror(in) ? -1 : 0;
 }

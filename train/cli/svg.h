@@ -79,11 +79,15 @@ int svg_log_row_cut(const char *line, size_t len);
  * svg_log_resume_drops: whether line (len bytes as getline reads it, NUL
  * after them) is to go: a row cut short (svg_log_row_cut), or a row whose
  * step, read as plot reads it, is after `step` (the header is no row).
- * svg_log_resume_scan: reads in to its end: 1 when a line is to go, 0 when
- * none is, -1 on a read error; *cut: the line number of a last row cut
- * short (not the first line, which is no row), else 0.
- * svg_log_resume_copy: the lines of in that stay, written to out: 0, or -1
- * on a read error of in (out's errors are out's). */
+ * svg_log_resume_scan: reads in to its end: 1 when the log is to be
+ * rewritten (a line is to go, or a header with no newline after it is to be
+ * given one), 0 when it stays as it is, -1 on a read error; *cut: the line
+ * number of a last row cut short (not the first line, which is no row),
+ * else 0.
+ * svg_log_resume_copy: the lines of in that stay, written to out, a first
+ * line that is the header with no newline (svg_log_is_header: byte-order
+ * mark and all) given its newline: 0, or -1 on a read error of in (out's
+ * errors are out's). */
 int svg_log_starts_with_header(FILE *in);
 int svg_log_resume_drops(const char *line, size_t len, long step);
 int svg_log_resume_scan(FILE *in, long step, long *cut);

@@ -64,7 +64,8 @@ static void open_data(trainer *t)
  * newline, a write that a full disk stopped part way), which the next row
  * would otherwise continue ("260" and "401,..." make a row of step 260401);
  * a line says so.  The header stays as it was, byte-order mark and all
- * (svg_log_is_header).  Which lines go is svg.c's (svg_log_resume_scan,
+ * (svg_log_is_header), given a newline when it is the whole log and has
+ * none (a header written again would lose the mark).  Which lines go is svg.c's (svg_log_resume_scan,
  * svg_log_resume_copy).  A log with no such rows is
  * left as it is, not replaced: a run resumed at its last step in a
  * directory it cannot write (where a replacement's temporary file cannot
