@@ -20,9 +20,13 @@ extern "C" {
 /* ---- one-line messages ---------------------------------------------------- */
 
 /* A problem reported as text instead of through ag_error (a file that
- * cannot be read, say): printf into err[errlen], cut to fit, newlines made
- * spaces so it stays one line.  Nothing happens when err is NULL or errlen is 0.  Every function
- * here that takes err and errlen fills them this way. */
+ * cannot be read, say): printf into err[errlen], made one printable line
+ * whatever a path or a file's bytes put in it (a newline or carriage return
+ * becomes a space, a tab stays, any other byte below 0x20 and DEL become the
+ * four characters \xNN, as the attograd command shows them; bytes from 0x80
+ * up are left as they are), then cut to fit, never within an \xNN.  Nothing
+ * happens when err is NULL or errlen is 0.  Every function here that takes
+ * err and errlen fills them this way. */
 void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))

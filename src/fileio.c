@@ -10,6 +10,7 @@
  */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "attograd_io.h"
+#include "msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Messages are one line even when a path or name carries a newline. */
+/* Messages are one printable line even when a path, a name or a file's
+ * bytes carry a newline or a terminal's escape (msg.h). */
 void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0) return;
@@ -29,8 +31,7 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-    for (char *c = err; *c; c++)
-        if (*c == '\n' || *c == '\r') *c = ' ';
+    ag_msg_one_line(err, errlen);
 }
 
 /* ---- files replaced atomically ------------------------------------------ */

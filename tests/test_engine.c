@@ -26,6 +26,7 @@
 #endif
 
 #include "attograd.h"
+#include "attograd_io.h"
 #include "check.h"
 #include "internal.h"
 #include "kernels.h"
@@ -537,6 +538,45 @@ static void check_error(const char *stmt, int raised, const char *const *fragmen
         }                                                                        \
         check_error(#stmt, raised_, (const char *const[]){ __VA_ARGS__, NULL }); \
     } while (0)
+
+/* Whether msg is one printable line: no byte below 0x20 but a tab, no DEL. */
+static int printable_line(const char *msg)
+{
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
+        if ((*c < 0x20 && *c != '\t') || *c == 0x7F)
+            return 0;
+    return 1;
+}
+
+/* Every message is one printable line, whatever a name or a file's bytes
+ * put in it: a newline or carriage return a space, a tab kept, another
+ * control byte or DEL \xNN (as the command shows them, so it passes them on
+ * as they are), bytes of UTF-8 left alone, an escape never cut in part. */
+static void test_message_lines(void)
+{
+    char buf[64];
+    ag_set_err(buf, sizeof buf, "value '%s'", "a\tb\nc\rd\x1b[2Je\x7f\x01\xc3\xa9");
+    CHECK(strcmp(buf, "value 'a\tb c d\\x1b[2Je\\x7f\\x01\xc3\xa9'") == 0 && printable_line(buf),
+          "ag_set_err: control bytes shown as \\xNN, got '%s'", buf);
+    ag_set_err(buf, sizeof buf, "%s", "already \\x1b shown");
+    CHECK(strcmp(buf, "already \\x1b shown") == 0, "ag_set_err: an \\xNN already there is not escaped twice: '%s'",
+          buf);
+    char small[8];
+    ag_set_err(small, sizeof small, "ab\x01" "cdef");
+    CHECK(strcmp(small, "ab\\x01c") == 0, "ag_set_err: cut to fit after an escape: '%s'", small);
+    ag_set_err(small, 6, "ab\x01" "cdef");
+    CHECK(strcmp(small, "ab") == 0, "ag_set_err: an escape that does not fit is left out whole: '%s'", small);
+    ag_set_err(small, 1, "\x1b");
+    CHECK(small[0] == 0, "ag_set_err: a 1-byte buffer holds the empty message");
+
+    /* ag_error's: a parameter's name holds whatever its program gave */
+    ag_params *ps = ag_params_new();
+    const char *name = "w\n\x1b[31m\t\x7f";
+    (void)ag_params_add(ps, name, 1, (int[]){2});
+    EXPECT_ERROR((void)ag_params_add(ps, name, 1, (int[]){2}), "duplicate parameter name 'w \\x1b[31m\t\\x7f'");
+    CHECK(printable_line(error_msg), "ag_error: one printable line, got '%s'", error_msg);
+    ag_params_free(ps);
+}
 
 static ag_tensor *zeros(ag_ctx *ctx, int ndim, const int *shape) { return ag_new(ctx, ndim, shape); }
 #define Z(...) zeros(ctx, (int)(sizeof((int[]){ __VA_ARGS__ }) / sizeof(int)), (int[]){ __VA_ARGS__ })
@@ -2118,6 +2158,7 @@ int main(void)
 
     ag_set_error_handler(record_error, NULL);
     test_shape_errors(ctx);
+    test_message_lines();
     test_null_arguments(ctx);
     test_usage_errors(ctx);
     test_graph_walk(ctx);

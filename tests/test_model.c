@@ -523,17 +523,22 @@ static void check_recorded_settings(void)
     for (int bad = 0; bad < 2; bad++) {
         const char **from = bad ? kv : kv + 2;
         if (bad) {
+            /* a value's control bytes reach the message shown, not as they are */
             for (int i = 0; i < n; i++)
                 if (strcmp(kv[2 * i], "order") == 0)
-                    kv[2 * i + 1] = "shuffled";
+                    kv[2 * i + 1] = "shuffled\x1b[2J\t\x7f\n";
             kv[1] = "0.1";
         }
         save_run(path, &text, from, bad ? n : n - 1);
         if (ckpt_open_hints(&ck, path, &m, NULL, err, sizeof err) == 0) {
             err[0] = 0;
             int rc = run_settings_read(&back, &ck, err, sizeof err);
-            const char *want = bad ? "metadata order = 'shuffled' is not a valid value" : "metadata 'lr' is missing";
-            CHECK(rc == -1 && strstr(err, want), "recorded settings: %s: got '%s'", want, err);
+            const char *want = bad ? "metadata order = 'shuffled\\x1b[2J\t\\x7f ' is not a valid value"
+                                   : "metadata 'lr' is missing";
+            int printable = 1;
+            for (const unsigned char *c = (const unsigned char *)err; *c; c++)
+                printable &= (*c >= 0x20 || *c == '\t') && *c != 0x7F;
+            CHECK(rc == -1 && strstr(err, want) && printable, "recorded settings: %s: got '%s'", want, err);
             model_free(&m);
             ckpt_close(&ck);
         }
