@@ -157,6 +157,16 @@ check $? "sample: --seed $seed repeats the first call's text exactly, with nothi
 $AG sample --model "$W/text.st" --tokens 20 --temperature 0 >"$W/g0" 2>"$W/e4"
 [ ! -s "$W/e4" ]
 check $? "sample: greedy sampling draws no seed ($(cat "$W/e4"))"
+# --top-k and --seed given to greedy sampling change nothing: the same text,
+# and one line on stderr says they have no effect (not silently dropped)
+for extra in "--top-k 3 --seed 5" "--seed 5" "--top-k 3"; do
+    $AG sample --model "$W/text.st" --tokens 20 --temperature 0 $extra >"$W/g1" 2>"$W/e5"
+    rc=$?
+    case $extra in *top-k*seed*) said="--top-k and --seed have" ;; *seed*) said="--seed has" ;; *) said="--top-k has" ;; esac
+    [ $rc -eq 0 ] && cmp -s "$W/g0" "$W/g1" && [ "$(wc -l <"$W/e5")" -eq 1 ] &&
+        grep -qxF "attograd sample: $said no effect: --temperature 0 takes the most likely token each time" "$W/e5"
+    check $? "sample --temperature 0 $extra: the greedy text, one line saying $said no effect ($rc: $(cat "$W/e5"))"
+done
 # --top-k 1 leaves the draw one token: the greedy text, at any temperature;
 # --top-k as large as the vocabulary keeps every token: the text of no --top-k
 $AG sample --model "$W/text.st" --tokens 20 --top-k 1 --temperature 1.5 --seed 7 >"$W/k1" 2>&1

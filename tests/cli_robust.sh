@@ -320,6 +320,16 @@ check "sample --help gives --temperature's default for task models as 0 (greedy)
     eval '"$A" sample --help | grep -q -- "--temperature X .*(default 1; task models: 0)"'
 check "sample of a task model without --temperature is its --temperature 0 answer, no seed drawn" \
     eval '[ "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" 2>&1)" = "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" --temperature 0 2>&1)" ]'
+# a task model answering greedily (no --temperature) says a --seed or
+# --top-k given has no effect, and answers as without it
+"$A" sample --model "$F/copy.st" --prompt abcdefgh"|" --seed 3 --top-k 2 >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+check "sample of a task model without --temperature, given --seed and --top-k: its greedy answer, one line saying they have no effect ($rc: $(cat "$tmp/stderr"))" \
+    eval '[ $rc -eq 0 ] && [ "$(cat "$tmp/stdout")" = "$("$A" sample --model "$F/copy.st" --prompt abcdefgh"|" 2>/dev/null)" ] &&
+          [ "$(wc -l <"$tmp/stderr")" -eq 1 ] &&
+          grep -qxF "attograd sample: --top-k and --seed have no effect: a task model without --temperature takes the most likely token each time" "$tmp/stderr"'
+check "sample --help says --top-k and --seed have no effect when greedy" \
+    eval '"$A" sample --help | tr "\n" " " | grep -q -- "--top-k and --seed have no effect there"'
 check "train --help says --steps counts a resumed run's steps" \
     eval '"$A" train --help | grep -q -- "--steps N .*--resume: counting those taken"'
 bad "$F/none.st" sample --model "$F/none.st"

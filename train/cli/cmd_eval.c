@@ -261,7 +261,9 @@ int cmd_sample(int argc, char **argv)
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     args_parse(CMD, "Generate tokens from a saved model.  Text is printed token by token as it is drawn;\n"
-                    "Ctrl-C stops there (exit status 130) and keeps what was printed.",
+                    "Ctrl-C stops there (exit status 130) and keeps what was printed.  Greedy sampling\n"
+                    "(--temperature 0; a task model's default) takes the most likely token each time:\n"
+                    "--top-k and --seed have no effect there, and a line on stderr says so.",
                argc, argv, opts, nopts);
     const int prec = precision_parse(CMD, a.precision);
     ag_set_threads(a.threads);
@@ -289,7 +291,16 @@ int cmd_sample(int argc, char **argv)
     /* the tokens the first is drawn after: the prompt's (its last context's) */
     int T = m.cfg.context, first = is_text ? (n < T ? n : T) : t.prompt;
     refuse_overflow(CMD, ck.path, forward_check(ctx, &m, is_text ? buf + n - first : seq, first), prec);
-    if (!greedy && !args_find(opts, nopts, "--seed")->given) {
+    /* settings of the draw given to no draw: said, not silently dropped
+     * (the output is greedy's, as without them), once the model and the
+     * prompt are found good, so that a refusal stays one line */
+    int top_k_given = args_find(opts, nopts, "--top-k")->given, seed_given = args_find(opts, nopts, "--seed")->given;
+    if (greedy && (top_k_given || seed_given))
+        warn(CMD, "%s%s%s %s no effect: %s takes the most likely token each time", top_k_given ? "--top-k" : "",
+             top_k_given && seed_given ? " and " : "", seed_given ? "--seed" : "",
+             top_k_given && seed_given ? "have" : "has",
+             temperature == 0 ? "--temperature 0" : "a task model without --temperature");
+    if (!greedy && !seed_given) {
         seed = fresh_seed();
         fprintf(stderr, "attograd sample: seed %ld (--seed %ld repeats this sample)\n", seed, seed);
     }
