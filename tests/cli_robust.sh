@@ -330,6 +330,8 @@ check "sample of a task model without --temperature, given --seed and --top-k: i
           grep -qxF "attograd sample: --top-k and --seed have no effect: a task model without --temperature takes the most likely token each time" "$tmp/stderr"'
 check "sample --help says --top-k and --seed have no effect when greedy" \
     eval '"$A" sample --help | tr "\n" " " | grep -q -- "--top-k and --seed have no effect there"'
+check "train --help says SIGUSR2 and SIGALRM save and stop the run as SIGTERM does" \
+    eval '"$A" train --help | grep -q "^SIGINT, SIGTERM, SIGHUP, SIGUSR2 and SIGALRM "'
 check "train --help says --steps counts a resumed run's steps" \
     eval '"$A" train --help | grep -q -- "--steps N .*--resume: counting those taken"'
 bad "$F/none.st" sample --model "$F/none.st"
@@ -637,13 +639,13 @@ rm -f "$O"/*
 # A wide model (d_model 192, batch 384) on one thread takes about two
 # seconds a step, so both signals land inside the first step.  The control run (one SIGINT) proves the
 # same timing would have saved.
-sigint_run() {  # sigint_run N: start a run saving over a copy of text.st, send N SIGINTs
+sigint_run() {  # sigint_run N [SIG]: start a run saving over a copy of text.st, send N SIGs (INT)
     cp "$F/text.st" "$O/keep.st"
     "$A" train --steps 5 --d-model 192 --batch 384 --eval-every 0 --threads 1 --save "$O/keep.st" >"$tmp/stdout" 2>"$tmp/stderr" &
     local pid=$!
     for _ in $(seq 300); do grep -q '^  data' "$tmp/stdout" && break; sleep 0.1; done
     sleep 0.2                   # past the signal handlers' installation, inside step 1
-    for _ in $(seq "$1"); do kill -INT $pid; sleep 0.05; done
+    for _ in $(seq "$1"); do kill -"${2:-INT}" $pid; sleep 0.05; done
     wait $pid
 }
 sigint_run 2; rc=$?
@@ -656,6 +658,20 @@ check "one SIGINT (control): exit 130 after saving (got $rc: $(cat "$tmp/stderr"
     eval '[ $rc -eq 130 ] && grep -q "interrupted at step 1: stopping and saving" "$tmp/stderr"'
 check "one SIGINT (control): the checkpoint was replaced" eval '! cmp -s "$O/keep.st" "$F/text.st" && "$A" info "$O/keep.st" | grep -q "step 1,"'
 rm -f "$O"/*
+# SIGUSR2 and SIGALRM, which batch schedulers (Slurm's --signal) and
+# `timeout -s` send as a warning before a kill, stop the run as SIGTERM does:
+# the step finished and saved, exit 128 + the signal, no temporary file;
+# their default action ended it at once with nothing saved
+# (the step it lands in, 1 unless the machine is busy, is the one the line names)
+for sig in USR2:140 ALRM:142; do
+    sigint_run 1 "${sig%:*}"; rc=$?
+    n=$(sed -n "s/^attograd train: SIG${sig%:*} at step \([1-4]\): stopping and saving\$/\1/p" "$tmp/stderr")
+    check "SIG${sig%:*}: exit ${sig#*:} after the step, one line naming the signal (got $rc: $(cat "$tmp/stderr"))" \
+        eval '[ $rc -eq ${sig#*:} ] && [ -n "$n" ] && [ "$(wc -l <"$tmp/stderr")" -eq 1 ]'
+    check "SIG${sig%:*}: the checkpoint holds step ${n:-?}, no temporary file left ($(ls -A "$O" | tr '\n' ' '))" \
+        eval '"$A" info "$O/keep.st" | grep -q "step ${n:-x}," && [ "$(ls -A "$O")" = keep.st ]'
+    rm -f "$O"/*
+done
 
 snapshot >"$tmp/snap.now"
 check "the fixtures are unchanged at the end" cmp -s "$tmp/snap.ref" "$tmp/snap.now"

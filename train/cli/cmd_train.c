@@ -403,7 +403,10 @@ int cmd_train(int argc, char **argv)
     int nopts = N_OPTS;
     dist_start(CMD);
     args_exit_hook = dist_exit;     /* a verdict every rank reaches: they leave together */
-    args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.",
+    args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.\n"
+                    "SIGINT, SIGTERM, SIGHUP, SIGUSR2 and SIGALRM (a scheduler's warning before a kill)\n"
+                    "finish the current step, save (--save, or the --resume file) and exit 128 + the\n"
+                    "signal; SIGUSR1 saves after the current step and trains on.",
                argc, argv, opts, nopts);
     /* progress written to a closed pipe must not end the run (train_loop.c
      * stops printing instead) */

@@ -388,6 +388,8 @@ void on_stop_signals(void (*handler)(int))
     on_signal_restarting(SIGINT, handler);
     on_signal_restarting(SIGTERM, handler);
     on_signal_restarting(SIGHUP, handler);
+    on_signal_restarting(SIGUSR2, handler);
+    on_signal_restarting(SIGALRM, handler);
 }
 
 static void discard_and_exit(int sig)

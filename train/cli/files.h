@@ -96,10 +96,14 @@ int file_name_too_long(const char *path, char *err, size_t errlen);
  * (SA_RESTART): failed with EINTR, it would be taken for a closed stdout,
  * or fail the save the signal asked for. */
 void on_signal_restarting(int sig, void (*handler)(int));
-/* handler for SIGINT, SIGTERM and SIGHUP (a closed terminal), as above. */
+/* handler for the signals that ask a process to stop, as above: SIGINT,
+ * SIGTERM, SIGHUP (a closed terminal), and SIGUSR2 and SIGALRM, which batch
+ * schedulers and `timeout -s` send as a warning before a kill, and whose
+ * default action would end the process with nothing saved or cleaned up.
+ * SIGQUIT keeps its default (Ctrl-\: leave at once, with a core dump). */
 void on_stop_signals(void (*handler)(int));
-/* SIGINT, SIGTERM and SIGHUP end the process with 128 + the signal after
- * outputs_discard (for commands that write a file and then stop). */
+/* The stop signals (on_stop_signals) end the process with 128 + the signal
+ * after outputs_discard (for commands that write a file and then stop). */
 void outputs_discard_on_signals(void);
 
 #endif

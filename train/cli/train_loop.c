@@ -19,8 +19,10 @@
 #include "meter.h"
 #include "train.h"
 
-/* SIGINT, SIGTERM, SIGHUP (a closed terminal): the first one lets the
- * current step finish (and the run save, with --save), or, during an
+/* SIGINT, SIGTERM, SIGHUP (a closed terminal), SIGUSR2 and SIGALRM (a
+ * scheduler's or `timeout -s`'s warning before a kill; on_stop_signals):
+ * the first one lets the current step finish (and the run save, with
+ * --save), or, during an
  * evaluation, the group of windows or problems being scored (the
  * evaluation is cut short: the step it follows is saved); a second SIGINT
  * leaves at once, and a checkpoint being written then is not: its temporary
@@ -240,7 +242,8 @@ static int save_after_fault(trainer *t, long completed, int in_eval)
 
 static const char *stop_words(int sig)
 {
-    return sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up" : "terminated";
+    return sig == SIGINT ? "interrupted" : sig == SIGHUP ? "hung up" : sig == SIGUSR2 ? "SIGUSR2"
+           : sig == SIGALRM ? "SIGALRM" : "terminated";
 }
 
 static void progress_bar(long step, long total, double loss, double elapsed, long done)
