@@ -11,6 +11,7 @@
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make test-tsan          the C tests and a training on 2 threads under ThreadSanitizer
 #   make coverage           line and branch coverage of the tests, per file (gcc)
+#   make analyze            cppcheck and clang-tidy's checks that are clean here (tests/analyze.sh)
 #   make bench              speed against PyTorch on the same models
 #   make bench-gemm         the matrix multiply alone against OpenBLAS sgemm
 #   make bench-scale        time and memory from context 256 to 4096, GPT-2-small shape
@@ -107,7 +108,7 @@ CLI       = $(BUILD)/attograd
 LIB       = $(BUILD)/libattograd.a
 TRAINLIB  = $(BUILD)/libtrain.a
 
-.PHONY: all lib tests test test-asan test-tsan test-clang coverage run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
+.PHONY: all lib tests test test-asan test-tsan test-clang coverage analyze run bench bench-busy bench-threads bench-rows bench-amx-pack bench-gemm bench-mpi bench-multihost bench-scale fuzz \
         fuzz-replay clean install uninstall pictures FORCE \
         web web-serve bench-web
 all: $(LIB) $(if $(wildcard train/main.c),$(CLI))
@@ -234,6 +235,13 @@ coverage:
 	@ATTOGRAD_QUICK=1 ATTOGRAD=./build-cov/attograd sh tests/run.sh $(TEST_SRC:tests/%.c=build-cov/tests/%) \
 	    $(COV_SUITES) || true
 	@sh tests/coverage.sh build-cov
+
+# Static analysis (tests/analyze.sh): cppcheck and clang-tidy's analyzer and
+# bugprone checks, each with the checks that have no false positive left on
+# this code; a tool not installed is skipped, saying so; a finding exits 1.
+# Not part of make test.
+analyze:
+	@sh tests/analyze.sh
 
 # Speed against PyTorch on the same three models (tests/bench.sh).
 bench: all

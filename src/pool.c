@@ -497,9 +497,10 @@ static int64_t median(int64_t *v, int n)
 static double measure_element(void)
 {
     enum { N = 32768 };
-    ag_real *x = malloc(2 * N * sizeof *x), *y = x + N;
+    ag_real *x = malloc(2 * N * sizeof *x);
     if (!x)
         return 0.1;
+    ag_real *y = x + N;
     for (int i = 0; i < N; i++) x[i] = (ag_real)i, y[i] = 1;
     int64_t best = INT64_MAX;
     for (int rep = 0; rep < 10; rep++) {

@@ -56,20 +56,13 @@ void warn(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 2, 0)))
-#endif
-static void vdie(const char *cmd, const char *fmt, va_list ap)
-{
-    vwarn(cmd, fmt, ap);
-    leave(2);
-}
-
 void die(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vdie(cmd, fmt, ap);
+    vwarn(cmd, fmt, ap);
+    va_end(ap);
+    leave(2);
 }
 
 /* die(cmd, ...), or only -1 when there is no cmd to report for. */
@@ -82,7 +75,9 @@ static int refuse(const char *cmd, const char *fmt, ...)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    vdie(cmd, fmt, ap);
+    vwarn(cmd, fmt, ap);
+    va_end(ap);
+    leave(2);
 }
 
 /* A command whose output could not be written did not do its job, however

@@ -150,9 +150,9 @@ int mb_plan_init(mb_plan *p, ag_params *ps, int B, int M, int S, char *err, size
     for (int k = 0; k < p->n_nodes && !failed; k++)
         p->sums[k] = alloc(p->P * sizeof(ag_real), &failed);
     p->losses = alloc((size_t)p->n * sizeof *p->losses, &failed);
-    int *ints = alloc((size_t)2 * N * sizeof *ints, &failed);
+    p->loss_counts = alloc((size_t)2 * N * sizeof *p->loss_counts, &failed);   /* and loss_displs */
     if (!failed) {
-        p->loss_counts = ints, p->loss_displs = ints + N;
+        p->loss_displs = p->loss_counts + N;
         for (int q = 0; q < N; q++) {
             p->loss_counts[q] = p->per_rank;
             p->loss_displs[q] = q * p->per_rank;

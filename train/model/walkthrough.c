@@ -157,9 +157,9 @@ static void journey_trainable(ag_ctx *ctx)
     ag_tensor *Wv = ag_params_add(ps, "W_value", 2, (int[]){3, 2});
     ag_params_alloc(ps);
     for (int i = 0; i < 6; i++) {
-        Wq->data[i] = (ag_real)(&WQ_A[0][0])[i];
-        Wk->data[i] = (ag_real)(&WK_A[0][0])[i];
-        Wv->data[i] = (ag_real)(&WV_A[0][0])[i];
+        Wq->data[i] = (ag_real)WQ_A[i / 2][i % 2];
+        Wk->data[i] = (ag_real)WK_A[i / 2][i % 2];
+        Wv->data[i] = (ag_real)WV_A[i / 2][i % 2];
     }
     ag_reset(ctx);
     ag_tensor *X = from_doubles(ctx, 2, (int[]){6, 3}, &JOURNEY[0][0]);
