@@ -604,6 +604,25 @@ async function main() {
           a4 === `the link's heads=${'7'.repeat(34)}…: not a value the page takes; the link's ${'x'.repeat(40)}…: not a setting of the page`);
   });
 
+  // ---- a 6 MB Prompt: refused in one line, the worker alive (the engine's string arguments went on
+  // its 5 MB stack: past it, "memory access out of bounds", and the worker was dead) --
+  await part('a 6 MB Prompt', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Prompt').fill('a'.repeat(6e6));
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 30000 });
+    const said = await alertText();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    const completeSaid = await alertText();
+    await page.getByLabel('Prompt').fill('gcfffbgj|');
+    await page.getByRole('button', { name: 'Step' }).click();
+    const stepped = await waitStatus(page, /^step 1\/9 · loss [0-9]/, 30000).catch((e) => String(e.message));
+    check(`a 6 MB Prompt is refused in one line (${said.slice(0, 90)}), Complete too (${completeSaid.slice(0, 90)}), ` +
+          `and the run steps on (${stepped})`, /^Prompt: .*longer than/.test(said) && /^cannot complete: .*longer than/.test(completeSaid) &&
+          /^step 1\/9 · loss/.test(stepped));
+  });
+
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's
   // (the browser put the refused value back in its field after the page read the link: no model) --
   await part('Back to a refused setting\'s page', async () => {

@@ -21,8 +21,33 @@ let lossBuf = 0, evalBuf = 0, idsBuf = 0;
 let kept = null;
 const keep = (text) => { M.FS.writeFile('/text', text); kept = { length: text.length, head: text.slice(0, 64) }; };
 
-const c = (name, ret, types, args) => M.ccall(name, ret, types, args);
-const lastError = () => c('pg_error', 'string', [], []);
+// The engine called with its string arguments copied into its heap: ccall put them on its
+// stack (5 MB), which a long Prompt overran, and the worker died (memory access out of bounds).
+// A string the heap cannot take fails the call (-1, or null), lastError() saying so.
+let heapError = '';
+function c(name, ret, types, args) {
+  const held = [];
+  heapError = '';
+  try {
+    const put = (s) => {
+      const b = new TextEncoder().encode(s), p = M._malloc(b.length + 1);
+      if (!p) throw Object.assign(new Error(`out of memory for a string of ${b.length} bytes`), { heap: true });
+      held.push(p);
+      M.HEAPU8.set(b, p);
+      M.HEAPU8[p + b.length] = 0;
+      return p;
+    };
+    const a = args.map((v, i) => (types[i] === 'string' ? put(v) : v));
+    return M.ccall(name, ret, types.map((t) => (t === 'string' ? 'number' : t)), a);
+  } catch (e) {
+    if (!(e && e.heap)) throw e;
+    heapError = e.message;
+    return ret === 'string' ? null : name === 'pg_complete' ? 0 : -1;    // (pg_complete's is a pointer)
+  } finally {
+    held.forEach((p) => M._free(p));
+  }
+}
+const lastError = () => heapError || M.ccall('pg_error', 'string', [], []);
 const refreshInfo = () => (info = JSON.parse(c('pg_info', 'string', [], [])));
 // Every message says whether training goes on once the page's command `seen` is handled
 // (the page's Train button follows that, unless Train or Pause was pressed since), and
