@@ -602,6 +602,12 @@ async function main() {
     const a4 = await alertText();
     check(`a link's long parameters are named by their first 40 characters (${a4.length} characters: ${a4.slice(0, 60)}...)`,
           a4 === `the link's heads=${'7'.repeat(34)}…: not a value the page takes; the link's ${'x'.repeat(40)}…: not a setting of the page`);
+    // a control character in a link's parameter: \xNN, as the engine shows one (a %0A broke the line in two)
+    await page.goto(url + '?heads=%0A5&steps=9&%07=1');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const a5 = await alertText();
+    check(`a link's control characters are shown as \\xNN, the line one line (${a5})`,
+          a5 === "the link's heads=\\x0a5: not a value the page takes; the link's \\x07=1: not a setting of the page");
   });
 
   // ---- a 6 MB Prompt: refused in one line, the worker alive (the engine's string arguments went on

@@ -46,8 +46,10 @@ function settingsToUrl(f) {
 let linkNote = '', noteFor = -1, noteShown = '';
 function settingsFromUrl() {
   const q = new URLSearchParams(location.search), bad = [], twice = [], unknown = [];
-  // each as the link has it, past 40 characters cut (a link of 8000 said them all)
-  const cut = (t) => (t.length > 40 ? t.slice(0, 40) + '…' : t);
+  // each as the link has it, past 40 characters cut (a link of 8000 said them all), a control
+  // character as \xNN, as the engine's messages show one (a %0A broke the line in two)
+  const cut = (t) => (t.length > 40 ? t.slice(0, 40) + '…' : t)
+    .replace(/[\0-\x1f\x7f]/g, (ch) => '\\x' + ch.charCodeAt(0).toString(16).padStart(2, '0'));
   // The link, not the browser, fills the settings: a page come back to by Back or
   // Forward (or reloaded) would otherwise get its fields' last values put back after
   // this ran: a value refused, with the run built from the link's.
