@@ -50,8 +50,9 @@ async function page(flags) {
   await p.addScriptTag({ url: 'playground.js' });
   const ms = await p.evaluate(async ([steps, runs, dropouts]) => {
     const M = await createPlayground();   // eslint-disable-line no-undef
-    const args = ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
-                  'number', 'number', 'string'];   // the seed as its digits (64 bits)
+    // (the settings as the page's fields hold them: text; the optimizer a number)
+    const args = ['string', 'string', 'string', 'string', 'string', 'string', 'string', 'string', 'number', 'string',
+                  'string', 'string', 'string'];
     const must = (what, rc) => {                  // a refused run is an error, not a time
       if (rc < 0) throw new Error(`${what}: ${M.UTF8ToString(M.ccall('pg_error', 'number', [], []))}`);
       return rc;
@@ -60,7 +61,7 @@ async function page(flags) {
     const best = dropouts.map(() => Infinity);
     for (let r = 0; r < runs; r++)
       dropouts.forEach((dropout, d) => {
-        must('pg_new', M.ccall('pg_new', 'number', args, ['copy', '', '', 2, 4, 64, 0, dropout, 0, 0.1, 32, 400, '1']));
+        must('pg_new', M.ccall('pg_new', 'number', args, ['copy', '', '', '2', '4', '64', '0', String(dropout), 0, '0.1', '32', '400', '1']));
         must('pg_train', M.ccall('pg_train', 'number', ['number', 'number'], [5, buf]));
         const t0 = performance.now();
         must('pg_train', M.ccall('pg_train', 'number', ['number', 'number'], [steps, buf]));

@@ -528,7 +528,12 @@ async function main() {
                      ['Seed', -1, /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is -1\)$/],
                      ['Seed', '12a', /^cannot build the model: Seed must be a whole number from 0 to 9200000000000000000 \(it is 12a\)$/],
                      ['Batch', 200000, /^cannot build the model: this run needs .* GB .*: Batch \d+ would fit$/],
-                     ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/]];
+                     ['Heads', 0, /^cannot build the model: Heads must be a whole number from 1 to \d+ \(it is 0\)$/],
+                     // too close to 0 for a double's normal range, as attograd train --lr and --dropout refuse
+                     // them (1e-320 was taken, its checkpoint one train --resume refuses; 1e-400 said to be 0)
+                     ['Learning rate', '1e-320', /^cannot build the model: Learning rate 1e-320 is too close to 0: below a double's smallest normal magnitude \(about 2\.2e-308\)$/],
+                     ['Learning rate', '1e-400', /^cannot build the model: Learning rate 1e-400 is too close to 0: /],
+                     ['Dropout', '1e-320', /^cannot build the model: Dropout 1e-320 is too close to 0: /]];
     for (const [label, value, want] of refused) {
       const good = await page.getByLabel(label, { exact: true }).inputValue(), what = `${label} ${value === '' ? 'empty' : value}`;
       await part(what + ' refused', async () => {
@@ -629,6 +634,15 @@ async function main() {
           /^step 1\/9 · loss/.test(stepped));
   });
 
+  // ---- Dropout -0: the run of Dropout 0, recorded as 0 as attograd train --dropout -0 records it (it wrote -0) --
+  await part('Dropout -0', async () => {
+    await page.goto(url + '?steps=0&dropout=-0');
+    await waitStatus(page, /^step 0\/0 · loss/, 60000);
+    const got = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
+    const meta = JSON.parse(got.subarray(8, 8 + Number(got.readBigUInt64LE(0)))).__metadata__;
+    check(`Dropout -0 is recorded as the command records it (dropout = ${meta.dropout})`, meta.dropout === '0');
+  });
+
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's
   // (the browser put the refused value back in its field after the page read the link: no model) --
   await part('Back to a refused setting\'s page', async () => {
@@ -672,6 +686,15 @@ async function main() {
       await page.waitForTimeout(300);
       check(`an empty Temperature is refused (${await alertText()}), the completion as it was`,
             /^cannot complete: Temperature must be/.test(await alertText()) && (await page.getByLabel('Completion').textContent()) === '');
+    });
+    // too close to 0 for a double's normal range: refused as attograd sample --temperature 1e-320 is (it completed)
+    await page.getByLabel('Temperature').fill('1e-320');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await part('Temperature 1e-320 refused', async () => {
+      await page.locator('#error').filter({ hasText: /^cannot complete: Temperature 1e-320 is too close to 0: / }).waitFor({ timeout: 10000 });
+      await page.waitForTimeout(300);
+      check(`Temperature 1e-320 is refused as the command refuses it (${await alertText()}), the completion as it was`,
+            (await page.getByLabel('Completion').textContent()) === '');
     });
     await page.getByLabel('Temperature').fill('0');
     await type('Learning rate', '');

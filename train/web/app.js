@@ -26,11 +26,11 @@ function say(text, from) { $('error').textContent = text; errorFrom = text && fr
 function cleared(...kinds) { if (errorFrom && kinds.includes(errorFrom)) say(''); }
 
 function settings() {
+  // each as its field's text: the engine reads it as attograd train reads a flag (an empty
+  // field, or one the browser could not read, named so; 1e-320 too close to 0, not a number
+  // JS holds; Seed's 64 bits, of which a JS number keeps 53)
   const s = {};
   for (const k of SETTINGS) s[k] = $(k).value;
-  // an empty field (or one the browser could not read) is NaN: the engine names it;
-  // Seed goes as its text (64 bits: a JS number keeps 53)
-  for (const k of SETTINGS) if (!/^(task|optimizer|seed)$/.test(k)) s[k] = s[k] === '' ? NaN : Number(s[k]);
   return s;
 }
 
@@ -591,11 +591,10 @@ function bind() {
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
   $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
-  // (an empty Temperature, or one the browser could not read, is NaN, as a setting's is: it
-  // completed greedily, unsaid)
+  // (Temperature as its text, as a setting's: the engine names an empty one, or one the browser
+  // could not read (it completed greedily, unsaid), and one too close to 0, as attograd sample does)
   $('complete').addEventListener('click', () => send({
-    cmd: 'complete', prompt: $('prompt').value, tokens: 200,
-    temperature: $('temperature').value === '' ? NaN : Number($('temperature').value), seed: $('seed').value }));
+    cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: $('temperature').value, seed: $('seed').value }));
   $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
   $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {

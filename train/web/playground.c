@@ -14,6 +14,7 @@
 #include <ctype.h>
 #include <emscripten/heap.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -146,6 +147,43 @@ static int setting_ok(const char *label, double v, double lo, double hi, int kin
     return -1;
 }
 
+/* A number field's text (what the page's fields and links hold: a number
+ * or empty) read as `attograd train` reads a flag's number: decimal and
+ * the whole text, -0 as 0.  Into *v, NaN when empty or not a number (the
+ * range check names it); a number too close to 0 for a double's normal
+ * range (1e-320, or 1e-400, which JavaScript reads as 0) refused naming
+ * label as the flag refuses it: -1. */
+static int setting_read(const char *label, const char *text, double *v)
+{
+    char *end = NULL;
+    int number = *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
+    errno = 0;
+    double d = number ? strtod(text, &end) : NAN;
+    if (!number || *end || (errno != ERANGE && !isfinite(d))) {
+        *v = NAN;
+        return 0;
+    }
+    if ((errno == ERANGE && isfinite(d)) || (d != 0 && fabs(d) < DBL_MIN)) {
+        snprintf(error_text, sizeof error_text, "%s %.40s is too close to 0: below a double's smallest normal "
+                 "magnitude (about 2.2e-308)", label, text);
+        return -1;
+    }
+    *v = d == 0 ? 0.0 : d;
+    return 0;
+}
+
+/* A setting read from its text and checked against the range the model
+ * library keeps for the command's flag (k: its row of RUN_RECORDED, or
+ * RUN_DROPOUT), within hi where the page holds less (Steps in a 32-bit
+ * long); 0 with *v, else -1 naming label. */
+static int setting_in(const char *label, const char *text, const run_recorded *k, double hi, double *v)
+{
+    if (setting_read(label, text, v))
+        return -1;
+    return setting_ok(label, *v, k->min, k->max < hi ? k->max : hi,
+                      k->kind == RUN_REAL ? (k->min_open ? ABOVE : REAL) : WHOLE);
+}
+
 /* The most a step's memory may be: what WebAssembly's 32-bit memory can
  * grow to, less a fifth for the page's other buffers (a text, the
  * attention weights shown, the heap's own waste). */
@@ -232,19 +270,24 @@ static int seed_ok(const char *label, const char *text, int64_t *seed)
  * 64-bit number); context 0: the task's length, 64 for text.  Everything
  * is checked, the data read and the memory counted before the run there
  * is goes: on a refusal it is as it was. */
-int pg_new(const char *task_name, const char *text_path, const char *text_name, double layers, double heads,
-           double d_model, double context, double dropout, int adamw, double lr, double batch, double steps,
-           const char *seed_text)
+int pg_new(const char *task_name, const char *text_path, const char *text_name, const char *layers_text,
+           const char *heads_text, const char *d_model_text, const char *context_text, const char *dropout_text,
+           int adamw, const char *lr_text, const char *batch_text, const char *steps_text, const char *seed_text)
 {
     ENTER(-1);
     int64_t seed;
-    if (setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
-        setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
+    double layers, heads, d_model, context, dropout, lr, batch, steps;
+    if (setting_read("Layers", layers_text, &layers) || setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
+        setting_read("Heads", heads_text, &heads) || setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
+        setting_read("d_model", d_model_text, &d_model) ||
         setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
+        setting_read("Context", context_text, &context) ||
         setting_ok("Context", context, 0, MODEL_MAX_CONTEXT, WHOLE) ||
-        setting_ok("Dropout", dropout, 0, MODEL_MAX_DROPOUT, REAL) ||
-        setting_ok("Learning rate", lr, 0, RUN_MAX_LR, ABOVE) || setting_ok("Batch", batch, 1, RUN_MAX_BATCH, WHOLE) ||
-        setting_ok("Steps", steps, 0, LONG_MAX, WHOLE) || seed_ok("Seed", seed_text, &seed))
+        setting_in("Dropout", dropout_text, &RUN_DROPOUT, INFINITY, &dropout) ||
+        setting_in("Learning rate", lr_text, run_recorded_find("lr"), INFINITY, &lr) ||
+        setting_in("Batch", batch_text, run_recorded_find("batch"), INFINITY, &batch) ||
+        setting_in("Steps", steps_text, run_recorded_find("steps"), LONG_MAX, &steps) ||
+        seed_ok("Seed", seed_text, &seed))
         return -1;
     if ((int)d_model % (int)heads != 0) {
         snprintf(error_text, sizeof error_text, "Heads %d does not divide d_model %d (each head gets d_model/heads dims)",
@@ -422,9 +465,10 @@ static size_t completion_bytes;     /* its length: a text's bytes may hold a NUL
 
 /* The prompt completed: a task's answer (greedy at temperature 0, drawn
  * otherwise), or n_new tokens of text; as `attograd sample` prints it. */
-const char *pg_complete(const char *prompt, int n_new, double temperature, const char *seed_text)
+const char *pg_complete(const char *prompt, int n_new, const char *temperature_text, const char *seed_text)
 {
     ENTER(NULL);
+    double temperature;
     completion[0] = 0;
     completion_bytes = 0;
     error_text[0] = 0;
@@ -432,6 +476,8 @@ const char *pg_complete(const char *prompt, int n_new, double temperature, const
         snprintf(error_text, sizeof error_text, "no model");
         return NULL;
     }
+    if (setting_read("Temperature", temperature_text, &temperature))     /* as the flag reads it */
+        return NULL;
     if (!(temperature >= 0 && temperature <= 100)) {     /* attograd sample's range */
         snprintf(error_text, sizeof error_text, "Temperature must be a number from 0 (greedy) to 100");
         return NULL;

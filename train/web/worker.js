@@ -74,7 +74,7 @@ createPlayground().then((module) => {
 // L tokens the model reads; for text, the prompt.
 function shownTokens() {
   if (info.task !== 'text' && prompt.replace(/\s/g, '').length === info.prompt_len) {
-    const done = c('pg_complete', 'string', ['string', 'number', 'number', 'string'], [prompt, 0, 0, '0']);
+    const done = c('pg_complete', 'string', ['string', 'number', 'string', 'string'], [prompt, 0, '0', '0']);
     if (done) return done.slice(0, info.len);
   }
   return prompt;
@@ -160,8 +160,8 @@ const handlers = {
     if (big) post({ type: 'building', text: `building the vocabulary and the model of ${name}…` });
     const s = m.settings;
     const rc = c('pg_new', 'number',
-      ['string', 'string', 'string', 'number', 'number', 'number', 'number', 'number', 'number', 'number',
-       'number', 'number', 'string'],
+      ['string', 'string', 'string', 'string', 'string', 'string', 'string', 'string', 'number', 'string',
+       'string', 'string', 'string'],
       [s.task, '/text', m.textName || 'text', s.layers, s.heads, s.d_model, s.context, s.dropout,
        s.optimizer === 'adamw' ? 1 : 0, s.lr, s.batch, s.steps, s.seed]);
     refreshInfo();
@@ -199,7 +199,7 @@ const handlers = {
     if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
   },
   complete(m) {
-    const out = c('pg_complete', 'number', ['string', 'number', 'number', 'string'],
+    const out = c('pg_complete', 'number', ['string', 'number', 'string', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out) fail('cannot complete');
     else post({ type: 'completion', text: completionText(out) });
