@@ -19,9 +19,11 @@
 // `attograd train --resume`'s byte for byte, also with a seed past 2^53, whose
 // link reproduces the run; the URL round trip (a reload, a shared link, Back
 // to a page whose setting was refused; a link's bad, doubled or unknown
-// parameter named);
+// parameter named, a control character in it as \xNN);
 // settings the page cannot take refused in one line naming the control,
-// the run as it was; refusals that leave a run training; Train clicked with
+// the run as it was (numbers too close to 0 as the command refuses them; a
+// text run past the page's memory naming a Batch and a Context that fit);
+// a 6 MB Prompt refused, the worker alive; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
@@ -641,6 +643,19 @@ async function main() {
     const got = await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click());
     const meta = JSON.parse(got.subarray(8, 8 + Number(got.readBigUInt64LE(0)))).__metadata__;
     check(`Dropout -0 is recorded as the command records it (dropout = ${meta.dropout})`, meta.dropout === '0');
+  });
+
+  // ---- a text run past the page's memory: the Batch and the Context that would fit named, as
+  // attograd train names them (the page named a Batch alone) --
+  await part('a text run too big names a Context that fits', async () => {
+    await page.goto(url + '?task=text&steps=9&context=4096&batch=1000');
+    const b = Buffer.alloc(60000);
+    for (let i = 0; i < b.length; i++) b[i] = 97 + (i * 7919 % 26);
+    await page.getByLabel('Open text file').setInputFiles({ name: 'wide.txt', mimeType: 'text/plain', buffer: b });
+    await page.locator('#error').filter({ hasText: /would fit/ }).waitFor({ timeout: 60000 });
+    const said = await alertText();
+    check(`a text run past the page's memory names a Batch and a Context that would fit (${said})`,
+          /^cannot build the model: this run needs .* GB for a 1000 x 4096 batch, more than the page's .* GB: Batch \d+ would fit, or Context \d+ at Batch 1000$/.test(said));
   });
 
   // ---- Back to a page whose setting was refused: the link's run, its fields the link's

@@ -209,31 +209,49 @@ static double train_bytes(const model_config *cfg, int adamw, int batch, int S)
     return need;
 }
 
-/* A run that cannot fit is refused before anything big is allocated,
- * naming the largest Batch that would; an opened checkpoint's (opened)
- * keeps its batch, as train --resume does, so that run goes elsewhere. */
-static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int opened)
+/* The largest n in [0, hi] (a Batch, or a text's Context at batch) whose
+ * run fits; 0 when none. */
+static int largest_fitting(const model_config *cfg, int adamw, int batch, int hi, int vary_batch)
 {
-    double need = train_bytes(cfg, adamw, batch, S);
-    if (need <= memory_budget())
-        return 0;
-    int lo = 0, hi = opened ? 0 : batch;
+    int lo = 0;
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (train_bytes(cfg, adamw, mid, S) <= memory_budget())
+        model_config c = *cfg;
+        if (!vary_batch)
+            c.context = mid;
+        if (train_bytes(&c, adamw, vary_batch ? mid : batch, vary_batch ? c.context : mid) <= memory_budget())
             lo = mid;
         else
             hi = mid - 1;
     }
+    return lo;
+}
+
+/* A run that cannot fit is refused before anything big is allocated,
+ * naming the largest Batch that would, and for a text (is_text) the
+ * largest Context at its Batch, as attograd train names them; an opened
+ * checkpoint's (opened) keeps its batch and context, as train --resume
+ * does, so that run goes elsewhere. */
+static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int opened, int is_text)
+{
+    double need = train_bytes(cfg, adamw, batch, S);
+    if (need <= memory_budget())
+        return 0;
+    int b = opened ? 0 : largest_fitting(cfg, adamw, batch, batch, 1);
+    int ctx = opened || !is_text ? 0 : largest_fitting(cfg, adamw, batch, S, 0);
     size_t u = (size_t)snprintf(error_text, sizeof error_text, "this run needs %s%.1f GB for a %d x %d batch, more "
                                 "than the page's %.1f GB: ", isinf(need) ? "over " : "about ",
                                 (isinf(need) ? (double)SIZE_MAX : need) / 1e9, batch, S, memory_budget() / 1e9);
     if (opened)
         snprintf(error_text + u, sizeof error_text - u, "a resumed run keeps its batch, so go on with attograd train --resume");
-    else if (lo)
-        snprintf(error_text + u, sizeof error_text - u, "Batch %d would fit", lo);
+    else if (b && ctx)
+        snprintf(error_text + u, sizeof error_text - u, "Batch %d would fit, or Context %d at Batch %d", b, ctx, batch);
+    else if (b)
+        snprintf(error_text + u, sizeof error_text - u, "Batch %d would fit", b);
+    else if (ctx)
+        snprintf(error_text + u, sizeof error_text - u, "Context %d would fit at Batch %d", ctx, batch);
     else
-        snprintf(error_text + u, sizeof error_text - u, "lower d_model, Layers or Context");
+        snprintf(error_text + u, sizeof error_text - u, "not even Batch 1 fits: lower d_model, Layers or Context");
     return -1;
 }
 
@@ -306,7 +324,7 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
         cfg.context = d.is_task ? d.task.len : 64;
     if ((d.is_task ? task_check_context(&d.task, cfg.context, error_text, sizeof error_text)
                    : text_check_context(&d.text, cfg.context, 1, error_text, sizeof error_text)) ||
-        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context), 0)) {
+        memory_ok(&cfg, adamw, (int)batch, dataset_seq_len(&d, cfg.context), 0, !d.is_task)) {
         dataset_free(&d);
         return -1;
     }
@@ -814,7 +832,7 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     if (!failed && have_text)
         failed = text_check_unchanged(&ck, &d.text, 0, error_text, sizeof error_text);
     if (!failed && ck.has_state)
-        failed = memory_ok(&m.cfg, adamw, o.batch, dataset_seq_len(&d, m.cfg.context), 1);
+        failed = memory_ok(&m.cfg, adamw, o.batch, dataset_seq_len(&d, m.cfg.context), 1, is_text);
     if (failed) {
         dataset_free(&d);       /* what was read (d starts zeroed: nothing) */
         model_free(&m);
