@@ -47,4 +47,18 @@ check "a run too big for memory exits 2 (got $rc)" test "$rc" -eq 2
 check "the refusal is one line naming a batch and a context that fit: $(cat "$tmp/err")" \
     grep -qE '^attograd train: this run needs about [0-9.]+ GB .*--batch [0-9]+ would fit, or --context [0-9]+ at --batch 4000$' "$tmp/err"
 check "the refusal is one line" test "$(wc -l <"$tmp/err")" -eq 1
+# not even one sequence of the full context fits, a shorter context does:
+# the context alone is named (it had said "--batch 0 would fit")
+awk 'BEGIN { for (i = 0; i < 15000; i++) printf "line %d of a text long enough for any context\n", i }' >"$tmp/long.txt"
+mem_kb=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo 2>/dev/null)
+if [ -n "$mem_kb" ] && [ "$mem_kb" -lt 100000000 ]; then
+    "$A" train --text "$tmp/long.txt" --layers 32 --heads 8 --d-model 512 --context 65536 --batch 1 \
+        --steps 1 >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    check "a run whose single sequence is too long for memory exits 2 (got $rc)" test "$rc" -eq 2
+    check "... and the refusal names the context that fits at --batch 1, no batch: $(cat "$tmp/err")" \
+        grep -qE '^attograd train: this run needs about [0-9.]+ GB .*: --context [0-9]+ would fit at --batch 1$' "$tmp/err"
+else
+    skip "a machine with 100 GB or more holds the run meant to be too long for memory"
+fi
 finish

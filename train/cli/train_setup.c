@@ -191,6 +191,8 @@ static void check_memory(trainer *t, const model_config *c)
         snprintf(fits, sizeof fits, "not even --batch 1 fits: reduce --d-model or --layers");
     else if (ctx == 0)
         snprintf(fits, sizeof fits, "--batch %d would fit", b);
+    else if (b == 0)
+        snprintf(fits, sizeof fits, "--context %d would fit at --batch %d", ctx, t->B);
     else
         snprintf(fits, sizeof fits, "--batch %d would fit, or --context %d at --batch %d", b, ctx, t->B);
     double state = model_param_count(c) * sizeof(ag_real) * (2 + (t->adamw ? 2 : 1));
