@@ -460,6 +460,16 @@ check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
 rc=$?
 check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+# /dev/stdout named when the caller closed standard output: the descriptor
+# is said to be not open (it was said to be open for reading only: the
+# /dev/null the command holds in its place), and nothing is written
+for run in "train $TINY --steps 2 --save /dev/stdout" "train $TINY --steps 2 --log /dev/stdout" \
+           "attn --model m.st --prompt The --out /dev/stdout" "graph --model m.st --out /dev/stdout"; do
+    "$A" $run >&- 2>err.txt
+    rc=$?
+    check "$run >&-: exit 2, one line saying descriptor 1 is not open ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "^attograd [a-z]*: /dev/stdout: descriptor 1 is not open$" err.txt'
+done
 # a standard output that is full is not closed: the line says why it failed
 for q in "" "--quiet"; do
     "$A" train $TINY --steps 2 --save full.st $q >/dev/full 2>err.txt

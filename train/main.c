@@ -1,8 +1,6 @@
 /*
  * main.c - the attograd command: one binary, a subcommand per job.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +8,7 @@
 #include "args.h"
 #include "attograd.h"
 #include "cli.h"
+#include "files.h"
 
 static const struct {
     const char *name;
@@ -46,18 +45,6 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
-}
-
-/* A standard stream the caller closed (`attograd graph ... >&-`) would be
- * the number of the first file the command opens, and what it prints would
- * go into that file (an output's lock file).  Each closed one is held on
- * /dev/null, opened the other way round, so that using it fails as using a
- * closed stream does, and is reported. */
-static void hold_standard_fds(void)
-{
-    for (int fd = 0; fd <= 2; fd++)
-        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
-            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
 }
 
 int main(int argc, char **argv)

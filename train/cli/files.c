@@ -279,8 +279,27 @@ static int lockable(const char *path)
     return path && ag_stream_fd(path) < 0;
 }
 
+/* The standard streams the caller closed, held on /dev/null since. */
+static int std_closed[3];
+
+void hold_standard_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
+            std_closed[fd] = 1;
+        }
+}
+
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out)
 {
+    /* /dev/stdout when the caller closed standard output: the descriptor
+     * held in its place is no stream to write through */
+    for (int i = 0; i < n_out; i++) {
+        int fd = outputs[i].path ? ag_stream_fd(outputs[i].path) : -1;
+        if (fd >= 0 && fd <= 2 && std_closed[fd])
+            die(cmd, "%s: descriptor %d is not open", outputs[i].path, fd);
+    }
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].path)
             continue;
