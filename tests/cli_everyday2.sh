@@ -27,6 +27,18 @@ TINY="--text $TEXT $SMALL"
 # one_line CMD...: CMD's exit status in $rc, its stderr in err.txt; one line?
 one_line() { "$@" >out.txt 2>err.txt; rc=$?; [ "$(wc -l <err.txt)" -eq 1 ]; }
 
+# one of a thing is said in the singular, as one layer, head or thread is:
+# a run of 1 step on a text whose validation split holds 1 window
+printf 'abcdefghij%.0s' 1 2 3 4 5 6 7 8 9 10 11 >one.txt
+"$A" train --text one.txt --context 8 --d-model 8 --heads 2 --layers 1 --batch 4 --steps 1 --threads 1 \
+    --save one.st >out.txt 2>&1
+check "train --steps 1: 'run 1 step,', '1 window of 8' and 'done: 1 step in' ($(tr '\n' '|' <out.txt))" \
+    eval 'grep -q "^  run        1 step, batch 4, seed 1, 1 thread," out.txt && grep -q "(1 window of 8;" out.txt &&
+          grep -q "^done: 1 step in " out.txt'
+"$A" eval --model one.st >out.txt 2>&1
+check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))" \
+    grep -q "^scored 1 window of 8 tokens (8 tokens)" out.txt
+
 # ---- 1. an output that is a device or a pipe is written through -----------------------
 # a character device like /dev/null, made here (root only)
 "$A" train $TINY --steps 4 --log-every 1 --quiet --log log.csv >/dev/null 2>&1
