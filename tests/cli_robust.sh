@@ -345,6 +345,8 @@ bad "is a directory" info "$F/dir"
 bad "shorter than the 8-byte header" info "$F/empty"
 bad "file is 1 byte, shorter than the 8-byte header length" info "$F/onebyte"
 check "info --help's usage line names its FILE argument" eval '[ "$("$A" info --help | head -n 1)" = "usage: attograd info FILE [--heads N]" ]'
+check "info --help's description is one line, not cut after 'metadata and'" \
+    eval '"$A" info --help | grep -qx "A checkpoint'"'"'s config, parameter count, metadata and tensors\."'
 check "info says '1 layer, 2 heads' of the 1-layer fixture" eval '"$A" info "$F/text.st" | grep -q "^  arch gpt, vocab [0-9]*, 1 layer, 2 heads,"'
 bad "is not a regular file" info /dev/null
 bad "exceeds the limit" info "$F/random.bin"

@@ -348,8 +348,8 @@ int cmd_info(int argc, char **argv)
         }
         rest[nrest++] = argv[i];
     }
-    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and\n"
-                    "tensors.", nrest, rest, opts, 1);
+    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and tensors.",
+               nrest, rest, opts, 1);
     free(rest);
     if (nfiles != 1)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");
