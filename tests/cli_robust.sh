@@ -94,7 +94,13 @@ bad "unknown option '--model' (see attograd train --help)" train --model "$F/tex
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
 bad "--version takes no arguments (got 'x')" --version x
-bad "help: unknown command 'trian' (see attograd --help)" help trian
+# a near miss of a command names the one meant, as one of an option does
+bad "help: unknown command 'trian' (did you mean train? see attograd --help)" help trian
+bad "unknown command 'trian' (did you mean train? see attograd --help)" trian
+bad "unknown command 'smaple' (did you mean sample?" smaple
+bad "unknown command 'walk' (did you mean walkthrough?" walk
+bad "unknown command '--verison' (did you mean --version?" --verison
+bad "unknown command 'frobnicate' (see attograd --help)" frobnicate
 bad "help takes one command (got 'extra' after 'train')" help train extra
 # `attograd help CMD` is `attograd CMD --help`
 for cmd in $COMMANDS; do

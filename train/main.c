@@ -47,6 +47,24 @@ static void usage(FILE *out)
     fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
 }
 
+/* A command that is none of them, with the one it was likely meant as
+ * (trian: train; --verison: --version), as an unknown option is named. */
+static void unknown_command(const char *where, const char *word)
+{
+    const char *names[sizeof commands / sizeof commands[0] + 2];
+    int n = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[n++] = commands[i].name;
+    if (!*where) {
+        names[n++] = "--help";
+        names[n++] = "--version";
+    }
+    const char *guess = args_meant(word, names, n, 2, 3);
+    if (guess)
+        die(NULL, "%sunknown command '%s' (did you mean %s? see attograd --help)", where, word, guess);
+    die(NULL, "%sunknown command '%s' (see attograd --help)", where, word);
+}
+
 int main(int argc, char **argv)
 {
     hold_standard_fds();
@@ -72,7 +90,7 @@ int main(int argc, char **argv)
                 return args_stdout_written(argv[2], commands[i].fn(1, help));
             }
     if (strcmp(argv[1], "help") == 0 && argc > 2)
-        die(NULL, "help: unknown command '%s' (see attograd --help)", argv[2]);
+        unknown_command("help: ", argv[2]);
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return args_stdout_written(NULL, 0);
@@ -92,5 +110,5 @@ int main(int argc, char **argv)
              * progress lines stop (train_loop.c) */
             return strcmp(argv[1], "train") == 0 ? status : args_stdout_written(argv[1], status);
         }
-    die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);
+    unknown_command("", argv[1]);
 }
