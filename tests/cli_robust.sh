@@ -71,6 +71,8 @@ COMMANDS=$("$A" --help | sed -nE 's/^  ([a-z]+) .*/\1/p' | tr '\n' ' ')
 has() { case " $COMMANDS " in *" $1 "*) return 0 ;; esac; return 1; }
 check "attograd --help lists train, eval, sample and info ($COMMANDS)" \
     test "$(echo "$COMMANDS" | grep -c 'train eval sample info')" -eq 1
+check "attograd --help names --version and help CMD, which the README's synopsis lists" \
+    eval '"$A" --help | grep -q "^       attograd --version$" && "$A" --help | grep -q "attograd help <command>"'
 
 # ---- every subcommand: unknown flags, missing values, stray words ------------
 for cmd in $COMMANDS; do

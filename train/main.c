@@ -39,12 +39,14 @@ static void engine_error(const char *msg, void *user)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: attograd <command> [options]\n\n"
+    fprintf(out, "usage: attograd <command> [options]\n"
+                 "       attograd --version\n\n"
                  "A minimal reverse-mode autograd engine that trains multi-head causal\n"
-                 "self-attention on toy next-token tasks.\n\ncommands:\n");
+                 "self-attention on toy next-token tasks or a text file.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
+    fprintf(out, "\n'attograd <command> --help' (or 'attograd help <command>') describes a command's options;\n"
+                 "'attograd --version' names the version, precision and kernels of this build.\n");
 }
 
 /* A command that is none of them, with the one it was likely meant as
