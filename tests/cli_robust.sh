@@ -200,7 +200,20 @@ bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/foreign.txt"
 bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/random.bin" --steps 1
 bad "too short for context 8" train --init "$F/text.st" --text "$F/short.txt" --steps 1
 bad "cannot write log" train --steps 1 --log "$O/no/such/dir/log.csv"
-bad "cannot write log" train --steps 1 --log "$F/dir"
+# an output that is a directory, or a name ending in '/' (not there yet, or a
+# file's), is refused saying so (it was "Is a directory" from the system,
+# wrong for the name not there and for the file's)
+bad "--log $F/dir is a directory: give the name of the file to write" train --steps 1 --log "$F/dir"
+bad "--save $F/dir is a directory: give the name of the file to write" train --steps 1 --save "$F/dir"
+bad "--save new/ ends in '/', which names a directory: give the name of the file to write" train --steps 1 --save new/
+bad "--save $F/empty/ ends in '/', which names a directory" train --steps 1 --save "$F/empty/"
+bad "--log new/ ends in '/', which names a directory" train --steps 1 --log new/
+if has attn; then
+    bad "--out $F/dir is a directory" attn --model "$F/copy.st" --prompt 'abcdefgh|' --out "$F/dir"
+    bad "--csv new/ ends in '/'" attn --model "$F/copy.st" --prompt 'abcdefgh|' --out a.svg --csv new/
+    bad "--out new/ ends in '/'" plot --log "$F/header.csv" --out new/
+    bad "--out $F/dir is a directory" graph --model "$F/copy.st" --out "$F/dir"
+fi
 
 # ---- train: sizes that cannot fit are refused before allocating, naming the GB ----
 # d_model 16384, 64 blocks: 12 d^2 weights a block (qkv 3d^2, projection d^2, MLP
