@@ -38,6 +38,8 @@ check "train --steps 1: 'run 1 step,', '1 window of 8' and 'done: 1 step in' ($(
 "$A" eval --model one.st >out.txt 2>&1
 check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))" \
     grep -q "^scored 1 window of 8 tokens (8 tokens)" out.txt
+"$A" graph --model one.st --out one.dot --tokens 1 >out.txt 2>&1
+check "graph --tokens 1: 'over 1 scored of 1 token' ($(cat out.txt))" grep -q "over 1 scored of 1 token$" out.txt
 
 # ---- 1. an output that is a device or a pipe is written through -----------------------
 # a character device like /dev/null, made here (root only)
