@@ -40,6 +40,9 @@ check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))
     grep -q "^scored 1 window of 8 tokens (8 tokens)" out.txt
 "$A" graph --model one.st --out one.dot --tokens 1 >out.txt 2>&1
 check "graph --tokens 1: 'over 1 scored of 1 token' ($(cat out.txt))" grep -q "over 1 scored of 1 token$" out.txt
+"$A" train --resume one.st --steps 0 >out.txt 2>&1
+check "--resume of a 1-step run with --steps 0: 'the 1 step the checkpoint has already taken' ($(cat out.txt))" \
+    grep -q "is less than the 1 step the checkpoint has already taken$" out.txt
 
 # ---- 1. an output that is a device or a pipe is written through -----------------------
 # a character device like /dev/null, made here (root only)
