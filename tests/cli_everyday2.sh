@@ -27,6 +27,23 @@ TINY="--text $TEXT $SMALL"
 # one_line CMD...: CMD's exit status in $rc, its stderr in err.txt; one line?
 one_line() { "$@" >out.txt 2>err.txt; rc=$?; [ "$(wc -l <err.txt)" -eq 1 ]; }
 
+# one of a thing is said in the singular, as one layer, head or thread is:
+# a run of 1 step on a text whose validation split holds 1 window
+printf 'abcdefghij%.0s' 1 2 3 4 5 6 7 8 9 10 11 >one.txt
+"$A" train --text one.txt --context 8 --d-model 8 --heads 2 --layers 1 --batch 4 --steps 1 --threads 1 \
+    --save one.st >out.txt 2>&1
+check "train --steps 1: 'run 1 step,', '1 window of 8' and 'done: 1 step in' ($(tr '\n' '|' <out.txt))" \
+    eval 'grep -q "^  run        1 step, batch 4, seed 1, 1 thread," out.txt && grep -q "(1 window of 8;" out.txt &&
+          grep -q "^done: 1 step in " out.txt'
+"$A" eval --model one.st >out.txt 2>&1
+check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))" \
+    grep -q "^scored 1 window of 8 tokens (8 tokens)" out.txt
+"$A" graph --model one.st --out one.dot --tokens 1 >out.txt 2>&1
+check "graph --tokens 1: 'over 1 scored of 1 token' ($(cat out.txt))" grep -q "over 1 scored of 1 token$" out.txt
+"$A" train --resume one.st --steps 0 >out.txt 2>&1
+check "--resume of a 1-step run with --steps 0: 'the 1 step the checkpoint has already taken' ($(cat out.txt))" \
+    grep -q "is less than the 1 step the checkpoint has already taken$" out.txt
+
 # ---- 1. an output that is a device or a pipe is written through -----------------------
 # a character device like /dev/null, made here (root only)
 "$A" train $TINY --steps 4 --log-every 1 --quiet --log log.csv >/dev/null 2>&1
@@ -472,6 +489,16 @@ check "graph >&-: exit 1, one line saying so ($rc: $(cat err.txt))" \
 rc=$?
 check "train >&-: trains and saves, one line saying stdout is closed ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 0 ] && [ -s closed.st ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is closed" err.txt'
+# /dev/stdout named when the caller closed standard output: the descriptor
+# is said to be not open (it was said to be open for reading only: the
+# /dev/null the command holds in its place), and nothing is written
+for run in "train $TINY --steps 2 --save /dev/stdout" "train $TINY --steps 2 --log /dev/stdout" \
+           "attn --model m.st --prompt The --out /dev/stdout" "graph --model m.st --out /dev/stdout"; do
+    "$A" $run >&- 2>err.txt
+    rc=$?
+    check "$run >&-: exit 2, one line saying descriptor 1 is not open ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "^attograd [a-z]*: /dev/stdout: descriptor 1 is not open$" err.txt'
+done
 # a standard output that is full is not closed: the line says why it failed
 for q in "" "--quiet"; do
     "$A" train $TINY --steps 2 --save full.st $q >/dev/full 2>err.txt

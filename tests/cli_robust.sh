@@ -71,6 +71,8 @@ COMMANDS=$("$A" --help | sed -nE 's/^  ([a-z]+) .*/\1/p' | tr '\n' ' ')
 has() { case " $COMMANDS " in *" $1 "*) return 0 ;; esac; return 1; }
 check "attograd --help lists train, eval, sample and info ($COMMANDS)" \
     test "$(echo "$COMMANDS" | grep -c 'train eval sample info')" -eq 1
+check "attograd --help names --version and help CMD, which the README's synopsis lists" \
+    eval '"$A" --help | grep -q "^       attograd --version$" && "$A" --help | grep -q "attograd help <command>"'
 
 # ---- every subcommand: unknown flags, missing values, stray words ------------
 for cmd in $COMMANDS; do
@@ -94,7 +96,13 @@ bad "unknown option '--model' (see attograd train --help)" train --model "$F/tex
 bad "unknown command 'Train'" Train
 bad "unknown command ''" ""
 bad "--version takes no arguments (got 'x')" --version x
-bad "help: unknown command 'trian' (see attograd --help)" help trian
+# a near miss of a command names the one meant, as one of an option does
+bad "help: unknown command 'trian' (did you mean train? see attograd --help)" help trian
+bad "unknown command 'trian' (did you mean train? see attograd --help)" trian
+bad "unknown command 'smaple' (did you mean sample?" smaple
+bad "unknown command 'walk' (did you mean walkthrough?" walk
+bad "unknown command '--verison' (did you mean --version?" --verison
+bad "unknown command 'frobnicate' (see attograd --help)" frobnicate
 bad "help takes one command (got 'extra' after 'train')" help train extra
 # `attograd help CMD` is `attograd CMD --help`
 for cmd in $COMMANDS; do
@@ -192,7 +200,20 @@ bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/foreign.txt"
 bad "is not in the vocabulary" train --init "$F/text.st" --text "$F/random.bin" --steps 1
 bad "too short for context 8" train --init "$F/text.st" --text "$F/short.txt" --steps 1
 bad "cannot write log" train --steps 1 --log "$O/no/such/dir/log.csv"
-bad "cannot write log" train --steps 1 --log "$F/dir"
+# an output that is a directory, or a name ending in '/' (not there yet, or a
+# file's), is refused saying so (it was "Is a directory" from the system,
+# wrong for the name not there and for the file's)
+bad "--log $F/dir is a directory: give the name of the file to write" train --steps 1 --log "$F/dir"
+bad "--save $F/dir is a directory: give the name of the file to write" train --steps 1 --save "$F/dir"
+bad "--save new/ ends in '/', which names a directory: give the name of the file to write" train --steps 1 --save new/
+bad "--save $F/empty/ ends in '/', which names a directory" train --steps 1 --save "$F/empty/"
+bad "--log new/ ends in '/', which names a directory" train --steps 1 --log new/
+if has attn; then
+    bad "--out $F/dir is a directory" attn --model "$F/copy.st" --prompt 'abcdefgh|' --out "$F/dir"
+    bad "--csv new/ ends in '/'" attn --model "$F/copy.st" --prompt 'abcdefgh|' --out a.svg --csv new/
+    bad "--out new/ ends in '/'" plot --log "$F/header.csv" --out new/
+    bad "--out $F/dir is a directory" graph --model "$F/copy.st" --out "$F/dir"
+fi
 
 # ---- train: sizes that cannot fit are refused before allocating, naming the GB ----
 # d_model 16384, 64 blocks: 12 d^2 weights a block (qkv 3d^2, projection d^2, MLP
@@ -357,6 +378,8 @@ bad "is a directory" info "$F/dir"
 bad "shorter than the 8-byte header" info "$F/empty"
 bad "file is 1 byte, shorter than the 8-byte header length" info "$F/onebyte"
 check "info --help's usage line names its FILE argument" eval '[ "$("$A" info --help | head -n 1)" = "usage: attograd info FILE [--heads N]" ]'
+check "info --help's description is one line, not cut after 'metadata and'" \
+    eval '"$A" info --help | grep -qx "A checkpoint'"'"'s config, parameter count, metadata and tensors\."'
 check "info says '1 layer, 2 heads' of the 1-layer fixture" eval '"$A" info "$F/text.st" | grep -q "^  arch gpt, vocab [0-9]*, 1 layer, 2 heads,"'
 bad "is not a regular file" info /dev/null
 bad "exceeds the limit" info "$F/random.bin"

@@ -1,8 +1,6 @@
 /*
  * main.c - the attograd command: one binary, a subcommand per job.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +8,7 @@
 #include "args.h"
 #include "attograd.h"
 #include "cli.h"
+#include "files.h"
 
 static const struct {
     const char *name;
@@ -40,24 +39,32 @@ static void engine_error(const char *msg, void *user)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: attograd <command> [options]\n\n"
+    fprintf(out, "usage: attograd <command> [options]\n"
+                 "       attograd --version\n\n"
                  "A minimal reverse-mode autograd engine that trains multi-head causal\n"
-                 "self-attention on toy next-token tasks.\n\ncommands:\n");
+                 "self-attention on toy next-token tasks or a text file.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n'attograd <command> --help' describes a command's options.\n");
+    fprintf(out, "\n'attograd <command> --help' (or 'attograd help <command>') describes a command's options;\n"
+                 "'attograd --version' names the version, precision and kernels of this build.\n");
 }
 
-/* A standard stream the caller closed (`attograd graph ... >&-`) would be
- * the number of the first file the command opens, and what it prints would
- * go into that file (an output's lock file).  Each closed one is held on
- * /dev/null, opened the other way round, so that using it fails as using a
- * closed stream does, and is reported. */
-static void hold_standard_fds(void)
+/* A command that is none of them, with the one it was likely meant as
+ * (trian: train; --verison: --version), as an unknown option is named. */
+static void unknown_command(const char *where, const char *word)
 {
-    for (int fd = 0; fd <= 2; fd++)
-        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF)
-            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
+    const char *names[sizeof commands / sizeof commands[0] + 2];
+    int n = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        names[n++] = commands[i].name;
+    if (!*where) {
+        names[n++] = "--help";
+        names[n++] = "--version";
+    }
+    const char *guess = args_meant(word, names, n, 2, 3);
+    if (guess)
+        die(NULL, "%sunknown command '%s' (did you mean %s? see attograd --help)", where, word, guess);
+    die(NULL, "%sunknown command '%s' (see attograd --help)", where, word);
 }
 
 int main(int argc, char **argv)
@@ -85,7 +92,7 @@ int main(int argc, char **argv)
                 return args_stdout_written(argv[2], commands[i].fn(1, help));
             }
     if (strcmp(argv[1], "help") == 0 && argc > 2)
-        die(NULL, "help: unknown command '%s' (see attograd --help)", argv[2]);
+        unknown_command("help: ", argv[2]);
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(stdout);
         return args_stdout_written(NULL, 0);
@@ -105,5 +112,5 @@ int main(int argc, char **argv)
              * progress lines stop (train_loop.c) */
             return strcmp(argv[1], "train") == 0 ? status : args_stdout_written(argv[1], status);
         }
-    die(NULL, "unknown command '%s' (see attograd --help)", argv[1]);
+    unknown_command("", argv[1]);
 }

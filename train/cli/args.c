@@ -252,19 +252,29 @@ static int one_edit(const char *a, const char *b)
     return la < lb ? strcmp(a + i, b + i + 1) == 0 : strcmp(a + i + 1, b + i) == 0;
 }
 
+const char *args_meant(const char *word, const char *const *names, int n, size_t min_prefix, size_t min_edit)
+{
+    const char *found = NULL;
+    size_t len = strlen(word);
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (int i = 0; i < n; i++) {
+            int close = pass == 0 ? len >= min_prefix && strncmp(names[i], word, len) == 0
+                                  : len >= min_edit && one_edit(word, names[i]);
+            if (close && found) return NULL;
+            if (close) found = names[i];
+        }
+    return found;
+}
+
 /* The option an unknown name was likely meant as: the one it begins (--temp:
  * --temperature) or is one edit away from, when only one is; else NULL. */
 static const char *meant(const char *name, const opt *opts, int nopts)
 {
-    const char *found = NULL;
-    size_t n = strlen(name);
-    for (int pass = 0; pass < 2 && !found; pass++)
-        for (int i = 0; i < nopts; i++) {
-            int close = pass == 0 ? n > 3 && strncmp(opts[i].name, name, n) == 0 : n > 4 && one_edit(name, opts[i].name);
-            if (close && found) return NULL;
-            if (close) found = opts[i].name;
-        }
-    return found;
+    const char *names[128];
+    int n = 0;
+    for (int i = 0; i < nopts && n < (int)(sizeof names / sizeof names[0]); i++)
+        names[n++] = opts[i].name;
+    return args_meant(name, names, n, 4, 5);
 }
 
 void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt *opts, int nopts)

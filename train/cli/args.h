@@ -37,6 +37,12 @@ void args_parse(const char *cmd, const char *summary, int argc, char **argv, opt
  * "attograd <cmd>: cannot write standard output: <reason>" on stderr and
  * status, or 1 when status is 0.  cmd may be NULL (the command itself). */
 int args_stdout_written(const char *cmd, int status);
+/* The one of names[0..n) that word was likely meant as: the one it begins
+ * (at least min_prefix characters of it: --temp for --temperature) or, when
+ * none does, the one it is an edit away from (a letter changed, added,
+ * dropped, or two neighbours swapped; at least min_edit characters: trian
+ * for train), when only one is; else NULL. */
+const char *args_meant(const char *word, const char *const *names, int n, size_t min_prefix, size_t min_edit);
 /* The option named `name` in opts (for `given`). */
 opt *args_find(opt *opts, int nopts, const char *name);
 /* Set o from text exactly as the command line would (type and range

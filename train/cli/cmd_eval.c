@@ -51,7 +51,8 @@ static void print_scored(const ckpt *ck, const char *text, int split, int split_
                          int T)
 {
     const char *trained = ckpt_meta(ck, "text_path");
-    printf("scored %zu windows of %d tokens (%zu tokens): %s %s", windows, T, windows * (size_t)T,
+    printf("scored %zu window%s of %d tokens (%zu tokens): %s %s", windows, windows == 1 ? "" : "s", T,
+           windows * (size_t)T,
            split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
            ? "the training split (first nine tenths) of" : "all of", text);
     struct stat st;
@@ -223,8 +224,8 @@ static int sample_text(ag_ctx *ctx, model *m, text_data *td, const char *prompt,
     printf("\n");
     if (!stop_sampling)
         return 0;
-    fprintf(stderr, "attograd sample: %s after %d tokens\n", stop_sampling == SIGINT ? "interrupted" : "terminated",
-            total - n);
+    fprintf(stderr, "attograd sample: %s after %d token%s\n", stop_sampling == SIGINT ? "interrupted" : "terminated",
+            total - n, total - n == 1 ? "" : "s");
     return stop_sampling == SIGINT ? 130 : 143;
 }
 
@@ -358,8 +359,8 @@ int cmd_info(int argc, char **argv)
         }
         rest[nrest++] = argv[i];
     }
-    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and\n"
-                    "tensors.", nrest, rest, opts, 1);
+    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and tensors.",
+               nrest, rest, opts, 1);
     free(rest);
     if (nfiles != 1)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");

@@ -138,8 +138,8 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
     train_opts *o = &t->o;
     if (o->resume) {
         if (o->steps < t->ck.step)
-            die(CMD, "--steps %ld is less than the %ld steps the checkpoint has already taken", o->steps,
-                t->ck.step);
+            die(CMD, "--steps %ld is less than the %ld step%s the checkpoint has already taken", o->steps,
+                t->ck.step, t->ck.step == 1 ? "" : "s");
     } else {
         const char *only_cosine[] = { "--warmup", "--min-lr" };
         for (int i = 0; i < 2 && !t->cosine; i++)

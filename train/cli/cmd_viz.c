@@ -436,8 +436,8 @@ int cmd_graph(int argc, char **argv)
             failed = ag_atomic_commit(&out_file, err, sizeof err);
         }
         if (!failed)
-            fprintf(report_stream(), "%s: %d ops; loss %.4f over %d scored of %d tokens\n", out,
-                    ag_tape_length(ctx), value, scored, n);
+            fprintf(report_stream(), "%s: %d ops; loss %.4f over %d scored of %d token%s\n", out,
+                    ag_tape_length(ctx), value, scored, n, n == 1 ? "" : "s");
     }
     free(x);
     if (ctx)

@@ -279,8 +279,39 @@ static int lockable(const char *path)
     return path && ag_stream_fd(path) < 0;
 }
 
+/* The standard streams the caller closed, held on /dev/null since. */
+static int std_closed[3];
+
+void hold_standard_fds(void)
+{
+    for (int fd = 0; fd <= 2; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+            open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);     /* the lowest free number: fd */
+            std_closed[fd] = 1;
+        }
+}
+
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out)
 {
+    /* a name ending in '/' is a directory's, whether or not one is there
+     * (the system's word for it, "Is a directory", is wrong for a name
+     * that does not exist yet or is a file's) */
+    for (int i = 0; i < n_out; i++) {
+        size_t len = outputs[i].path ? strlen(outputs[i].path) : 0;
+        struct stat st;
+        if (len > 0 && outputs[i].path[len - 1] == '/')
+            die(cmd, "%s %s ends in '/', which names a directory: give the name of the file to write", outputs[i].flag,
+                outputs[i].path);
+        if (len > 0 && stat(outputs[i].path, &st) == 0 && S_ISDIR(st.st_mode))
+            die(cmd, "%s %s is a directory: give the name of the file to write", outputs[i].flag, outputs[i].path);
+    }
+    /* /dev/stdout when the caller closed standard output: the descriptor
+     * held in its place is no stream to write through */
+    for (int i = 0; i < n_out; i++) {
+        int fd = outputs[i].path ? ag_stream_fd(outputs[i].path) : -1;
+        if (fd >= 0 && fd <= 2 && std_closed[fd])
+            die(cmd, "%s: descriptor %d is not open", outputs[i].path, fd);
+    }
     for (int i = 0; i < n_out; i++) {
         if (!outputs[i].path)
             continue;

@@ -35,6 +35,15 @@
  * says why).  kind names what it should be ("text file", "checkpoint"). */
 int input_check(const char *path, const char *kind, uint64_t limit, char *err, size_t errlen);
 
+/* A standard stream the caller closed (`attograd graph ... >&-`) would be
+ * the number of the first file the command opens, and what it prints would
+ * go into that file (an output's lock file).  Each closed one is held on
+ * /dev/null, opened the other way round, so that using it fails as using a
+ * closed stream does, and is reported; an output naming it (/dev/stdout)
+ * is refused by check_distinct as a descriptor not open.  Called first
+ * thing in main. */
+void hold_standard_fds(void);
+
 /* A file named by a flag; path NULL when the flag was not given. */
 typedef struct file_arg {
     const char *flag, *path;

@@ -393,7 +393,8 @@ static int summary(trainer *t, const progress *p, long step, double loss, double
         fprintf(out, "done: no steps to take (the run is at step %ld of %ld), %s loss %.4f", step, t->o.steps,
                 is_task ? "held-out" : "validation", ev.loss);
     else
-        fprintf(out, "done: %ld steps in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start, elapsed, loss,
+        fprintf(out, "done: %ld step%s in %.1f s, final train loss %.4f, %s loss %.4f", step - t->start,
+                step - t->start == 1 ? "" : "s", elapsed, loss,
                 is_task ? "held-out" : "validation", ev.loss);
     if (is_task)
         fprintf(out, ", held-out exact match %.1f%% (%ld/%ld)", 100.0 * (double)ev.correct / (double)ev.total,

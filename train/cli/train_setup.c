@@ -227,8 +227,8 @@ static void print_config(const trainer *t)
     if (t->precision == AG_BF16)
         ag_bf16_status(&bf16_kernel);       /* ready (checked with the options): the kernel that runs */
     fprintf(out,
-            "\n  run        %ld steps, batch %d, seed %" PRId64 ", %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
-            o->steps, o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
+            "\n  run        %ld step%s, batch %d, seed %" PRId64 ", %d thread%s, order %s, %s precision%s%s%s, %s kernels\n",
+            o->steps, o->steps == 1 ? "" : "s", o->batch, o->seed, ag_get_threads(), ag_get_threads() == 1 ? "" : "s", o->order,
             AG_PRECISION_NAME, t->precision == AG_BF16 ? " with bf16 matrix multiplies (" : "", bf16_kernel,
             t->precision == AG_BF16 ? " kernel)" : "", ag_kernels_name());
     if (d->is_task)
@@ -236,9 +236,9 @@ static void print_config(const trainer *t)
                 d->task.len + 1, d->n_heldout);
     else {
         size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
-        fprintf(out, "  data       %s: %zu tokens, %zu train / %zu validation (%zu windows of %d; evaluations during "
+        fprintf(out, "  data       %s: %zu tokens, %zu train / %zu validation (%zu window%s of %d; evaluations during "
                 "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
-                d->text.n - d->text.n_train, windows, c->context,
+                d->text.n - d->text.n_train, windows, windows == 1 ? "" : "s", c->context,
                 windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
     }
     if (t->from && t->ck.step >= 0)
