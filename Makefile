@@ -10,6 +10,9 @@
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make test-tsan          the C tests and a training on 2 threads under ThreadSanitizer
+#   make test-clang         the C tests built by clang, float and double
+#   make fuzz               each libFuzzer harness for FUZZ_TIME seconds (clang)
+#   make fuzz-replay        the saved fuzz corpus (tests/corpus/) once through each harness
 #   make coverage           line and branch coverage of the tests, per file (gcc)
 #   make analyze            cppcheck and clang-tidy's checks that are clean here (tests/analyze.sh)
 #   make bench              speed against PyTorch on the same models

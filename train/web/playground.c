@@ -404,8 +404,8 @@ int pg_set_steps(double steps)
     if (setting_ok("Steps", steps, 0, LONG_MAX, WHOLE))     /* as pg_new checks it */
         return -1;
     if ((long)steps < pg.step) {
-        snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld steps the run has taken", (long)steps,
-                 pg.step);
+        snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld step%s the run has taken", (long)steps,
+                 pg.step, pg.step == 1 ? "" : "s");
         return -1;
     }
     pg.o.steps = (long)steps;
