@@ -314,10 +314,15 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
 
 /* For item b, head h and query i (q, k, v, o: the [B,T,H*hd] layouts of ag_attn):
  *   s_j    = scale q_i . k_j                   for each key j visible to i
- *   lse_i  = log sum_j exp(s_j)                (as m + log sum_j exp(s_j - m), m = max_j s_j)
- *   p_ij   = exp(s_j - lse_i)                  the softmax weights; invisible keys get 0
+ *   m      = max_j s_j,   sum = sum_j exp(s_j - m)      (in double)
+ *   p_ij   = exp(s_j - m) / sum                the softmax weights, as ref_softmax's; invisible keys get 0
+ *   lse_i  = log sum_j exp(s_j) = m + log sum  (for backward)
  *   o_i    = sum_j p_ij z_ij v_j               z: the dropout multipliers
- * Nothing of size Tq x Tk is kept: backward recomputes p from lse.  In
+ * The weights divide by the sum itself, not exp(s_j - lse_i): lse_i
+ * rounded to a float is off by up to half its ulp (2^-11 at scores near
+ * 1e4), which every weight would take as a common relative error, so
+ * they would not sum to 1.  Nothing of size Tq x Tk is kept: backward
+ * recomputes p from lse.  In
  * mixed precision (a->bf16) q, k, v arrive rounded to bf16, and so does
  * each p_ij z_ij before it multiplies v_j. */
 static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
@@ -343,7 +348,7 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
                 for (int c = 0; c < a->hd; c++)
                     oi[c] = 0;
                 for (int j = 0; j < a->Tk; j++) {
-                    ag_real p = s[j] == -INFINITY ? 0 : (ag_real)ag_math_exp((double)(s[j] - l));
+                    ag_real p = s[j] == -INFINITY ? 0 : (ag_real)(ag_math_exp((double)(s[j] - m)) / sum);
                     if (weights)
                         weights[(((long)b * a->H + h) * a->Tq + i) * a->Tk + j] = p;
                     if (p == 0)
@@ -364,7 +369,9 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
  *          and D_i = sum_j p_ij z_ij (do_i . v_j) = do_i . (sum_j p_ij z_ij v_j) = do_i . o_i
  *   dq_i  += scale sum_j ds_ij k_j
  *   dk_j  += scale sum_i ds_ij q_i
- * p is recomputed from q, k and lse; in mixed precision p z and ds are
+ * p is recomputed from q, k and lse (whose rounding to a float, up to
+ * |lse| u, every weight of the row then shares: the README's "Large
+ * scores" bound); in mixed precision p z and ds are
  * rounded to bf16 before they multiply (do_ arrives rounded too).
  * D_i is taken as do_i . o_i, the same
  * sum in the same order as do_i . v_j: when a query's weights are one-hot

@@ -249,6 +249,96 @@ static void check_attention_cases(void)
         check_attention(cases[i]);
 }
 
+/* Attention whose scores sit near +-1e4 (q . k / sqrt(hd) with q and k
+ * sharing a first component of +-200), spread by the other components,
+ * multiples of 1/8 in [-1, 1]: every score is then exact in float, so
+ * what separates a kernel from attention computed in double from the same
+ * inputs is its own arithmetic.  Forward, both kernels' outputs must be
+ * within 16 u max|o| of it (u the unit roundoff): the weights of a query
+ * sum to 1 up to rounding.  (The reference once took its weights as
+ * exp(s - lse) with lse rounded to a float, half an ulp of 1e4 off, 2^-11:
+ * every weight of a row that much too large or small, its output 2.6e-4
+ * off where the fast kernel, dividing by its own sum, was 1e-7 off.)
+ * Backward, both recompute the weights from the float lse, whose rounding
+ * every weight of a row shares: each gradient is then within
+ * 2 (max|lse| u + 16 u) max|g| of the double computation, the bound the
+ * README states. */
+static void check_attention_large_scores(double sign)
+{
+    enum { T = 70, H = 2, HD = 16, D = H * HD };
+    const size_t n = (size_t)T * 3 * D, no = (size_t)T * D;
+    ag_attn a = { .B = 1, .H = H, .Tq = T, .Tk = T, .hd = HD, .causal = 1, .scale = (ag_real)0.25,
+                  .q_ld = 3 * D, .k_ld = 3 * D, .v_ld = 3 * D, .q_bs = (long)n, .k_bs = (long)n, .v_bs = (long)n,
+                  .o_ld = D, .o_bs = (long)no };
+    ag_real *x = malloc(n * sizeof *x), *dout = random_buf(no, -1, 1);
+    for (size_t e = 0; e < n; e++)
+        x[e] = (ag_real)(round(16 * ag_pcg32_uniform(&rng) - 8) / 8);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            x[(size_t)t * 3 * D + h * HD] = 200;                        /* q: 200 * 200 / 4 = 1e4 */
+            x[(size_t)t * 3 * D + D + h * HD] = (ag_real)(200 * sign);  /* k */
+        }
+    const ag_real *q = x, *k = x + D, *v = x + 2 * D;
+    /* the same attention in double */
+    double *ot = calloc(no, sizeof *ot), *gt = calloc(n, sizeof *gt), lse_max = 0;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < T; i++) {
+            double s[T], m = -INFINITY, sum = 0, D_i = 0;
+            const ag_real *qi = q + (size_t)i * 3 * D + h * HD, *doi = dout + (size_t)i * D + h * HD;
+            for (int j = 0; j <= i; j++) {
+                double dd = 0;
+                for (int c = 0; c < HD; c++)
+                    dd += (double)qi[c] * k[(size_t)j * 3 * D + h * HD + c];
+                s[j] = 0.25 * dd;
+                m = s[j] > m ? s[j] : m;
+            }
+            for (int j = 0; j <= i; j++)
+                sum += exp(s[j] - m);
+            lse_max = fmax(lse_max, fabs(m + log(sum)));
+            double *oi = ot + (size_t)i * D + h * HD;
+            for (int j = 0; j <= i; j++)
+                for (int c = 0; c < HD; c++)
+                    oi[c] += exp(s[j] - m) / sum * v[(size_t)j * 3 * D + h * HD + c];
+            for (int c = 0; c < HD; c++)
+                D_i += (double)doi[c] * oi[c];
+            for (int j = 0; j <= i; j++) {
+                double p = exp(s[j] - m) / sum, dp = 0;
+                for (int c = 0; c < HD; c++)
+                    dp += (double)doi[c] * v[(size_t)j * 3 * D + h * HD + c];
+                const double ds = p * (dp - D_i) * 0.25;
+                for (int c = 0; c < HD; c++) {
+                    gt[(size_t)i * 3 * D + h * HD + c] += ds * k[(size_t)j * 3 * D + h * HD + c];
+                    gt[(size_t)j * 3 * D + D + h * HD + c] += ds * qi[c];
+                    gt[(size_t)j * 3 * D + 2 * D + h * HD + c] += p * doi[c];
+                }
+            }
+        }
+    double o_max = 0, g_max = 0;
+    for (size_t e = 0; e < no; e++)
+        o_max = fmax(o_max, fabs(ot[e]));
+    for (size_t e = 0; e < n; e++)
+        g_max = fmax(g_max, fabs(gt[e]));
+    const double fwd_bound = 16 * UNIT_ROUNDOFF, bwd_bound = 2 * (lse_max * UNIT_ROUNDOFF + 16 * UNIT_ROUNDOFF);
+    ag_real *o = malloc(no * sizeof *o), *lse = malloc((size_t)H * T * sizeof *lse), *g = malloc(n * sizeof *g);
+    check_set_threads(1);
+    for (int run = 0; run < 2; run++) {
+        const ag_kernels *kern = run ? &ag_kernels_fast : &ag_kernels_reference;
+        kern->attention(&a, q, k, v, o, lse, NULL, NULL);
+        kern->attention_backward(&a, q, k, v, o, dout, lse, NULL, g, g + D, g + 2 * D, 1);
+        double eo = 0, eg = 0;
+        for (size_t e = 0; e < no; e++)
+            eo = fmax(eo, fabs(o[e] - ot[e]));
+        for (size_t e = 0; e < n; e++)
+            eg = fmax(eg, fabs(g[e] - gt[e]));
+        CHECK(eo <= fwd_bound * o_max, "attention, scores near %g, %s: output %.3g from double's (bound %.3g)",
+              sign * 1e4, kern->name, eo, fwd_bound * o_max);
+        CHECK(eg <= bwd_bound * g_max, "attention, scores near %g, %s: gradients %.3g from double's (bound %.3g)",
+              sign * 1e4, kern->name, eg, bwd_bound * g_max);
+    }
+    check_set_threads(2);
+    free(x), free(dout), free(ot), free(gt), free(o), free(lse), free(g);
+}
+
 /* ---- matrix multiply ---------------------------------------------------- */
 
 /* |fast - ref| <= 2 K u sum_k |a_ik b_kj| per element (plus a tiny absolute
@@ -824,6 +914,8 @@ int main(void)
     check_updates(7);
     check_updates(70001);
     check_attention_cases();
+    check_attention_large_scores(1);
+    check_attention_large_scores(-1);
     return check_done();
 }
 #else

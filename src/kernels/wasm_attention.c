@@ -262,7 +262,8 @@ static void key_sums(ag_real *dv, ag_real *dk, const float *p, const float *ds, 
 
 /* as ref_attention (see there for the math), one head of one item at a
  * time: every query's scores first, then one call of exp for all their
- * sums, the logs, one more for all the weights, then the outputs */
+ * sums, and those exps divided by their query's sum are the weights; then
+ * the outputs */
 void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, const ag_real *v, ag_real *o,
                        ag_real *lse, ag_real *weights, ag_real *keep)
 {
@@ -300,32 +301,26 @@ void ag_wasm_attention(const ag_attn *a, const ag_real *q, const ag_real *k, con
             at = 0;
             for (int i = 0; i < Tq; i++) {
                 const int n = n_of[i];
-                ag_real m = max[i];
+                const ag_real m = max[i];
+                const float *s = S + (size_t)i * T4;
+                float *p = P + (size_t)i * T4;
                 double sum = 0;
                 if (m != -INFINITY) {
                     for (int j = 0; j < n; j++)
                         sum += ex[at + (size_t)j];
+                    /* p_j = exp(s_j - m) / sum rounded, 0 where s_j = -inf */
+                    const v128_t vsum = wasm_f64x2_splat(sum);
+                    for (int j = 0; j < n; j += 4) {
+                        v128_t sj = wasm_v128_load(s + j);
+                        v128_t pj = ag_wasm_narrow(wasm_f64x2_div(wasm_v128_load(ex + at + j), vsum),
+                                                   wasm_f64x2_div(wasm_v128_load(ex + at + j + 2), vsum));
+                        wasm_v128_store(p + j, wasm_v128_andnot(pj, wasm_f32x4_eq(sj, wasm_f32x4_splat(-INFINITY))));
+                    }
                     at += (size_t)padded(n);
-                }
+                } else              /* no score above -inf: weights 0, and NaN for a NaN score */
+                    for (int j = 0; j < padded(n); j++)
+                        p[j] = j < n && s[j] != -INFINITY ? NAN : 0;
                 lse_bh[i] = m == -INFINITY ? -INFINITY : (ag_real)(m + ag_math_log(sum));
-            }
-            at = 0;
-            for (int i = 0; i < Tq; i++) {
-                exp_args(S + (size_t)i * T4, 1, lse_bh[i], n_of[i], arg + at);
-                at += (size_t)padded(n_of[i]);
-            }
-            ag_math_exp_n(arg, ex, at);
-            at = 0;
-            for (int i = 0; i < Tq; i++) {
-                const int n = n_of[i];
-                const float *s = S + (size_t)i * T4;
-                float *p = P + (size_t)i * T4;
-                for (int j = 0; j < n; j += 4) {     /* p_j = 0 where s_j = -inf, else exp rounded */
-                    v128_t sj = wasm_v128_load(s + j);
-                    v128_t pj = ag_wasm_narrow(wasm_v128_load(ex + at + j), wasm_v128_load(ex + at + j + 2));
-                    wasm_v128_store(p + j, wasm_v128_andnot(pj, wasm_f32x4_eq(sj, wasm_f32x4_splat(-INFINITY))));
-                }
-                at += (size_t)padded(n);
                 if (weights) {
                     ag_real *w = weights + (((long)b * a->H + h) * Tq + i) * a->Tk;
                     for (int j = 0; j < a->Tk; j++)
