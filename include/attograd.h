@@ -367,7 +367,12 @@ ag_tensor *ag_log_softmax(ag_ctx *ctx, ag_tensor *a, int dim);
  * Math: ag_masked_fill, ag_backward_masked_fill (src/ops_softmax.c). */
 ag_tensor *ag_masked_fill(ag_ctx *ctx, ag_tensor *a, ag_tensor *mask, ag_real value);
 /* Inverted dropout: zero with probability p, scale survivors by 1/(1-p).  The
- * mask comes from the context's dropout generator and is reused by backward.
+ * mask comes from the context's dropout generator (one 32-bit draw per
+ * element) and is reused by backward.  A p that is not a multiple of 2^-32
+ * drops with probability p rounded down to one (less than 2^-32 below p),
+ * and survivors are scaled by one over the keep probability that gives, so
+ * the expected value is kept exactly; a keep probability 1 - p below 2^-32
+ * (a double p) is refused.
  * p == 0 or training == 0 returns the input itself (exact identity).
  * Math: ag_dropout, ag_backward_dropout (src/ops_nn.c). */
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
@@ -397,7 +402,8 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
  * agree to rounding), without materializing the split heads or the [T,T]
  * weights, and with an analytic backward.  If weights is not NULL it
  * receives w, [B,H,T,T] before dropout (a tensor without gradient).
- * B x n_head x T past INT_MAX is refused (the kernels count it in int).
+ * B x n_head x T past INT_MAX is refused (the kernels count it in int);
+ * dropout's p is ag_dropout's (its keep probability at least 2^-32).
  * Math: ref_attention, ref_attention_backward (src/reference.c). */
 ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_real dropout, int training,
                         ag_tensor **weights);

@@ -51,10 +51,22 @@ typedef struct ag_attn {
 } ag_attn;
 
 /* Dropout's multiplier for one 32-bit draw: 0 when the draw is below
- * p 2^32 (so with probability p), else 1/(1-p), which keeps the expected
- * value ("inverted" dropout: evaluation needs no rescaling). */
+ * n = floor(p 2^32), so with probability p' = n / 2^32, else 1/(1-p'),
+ * which keeps the expected value exactly ("inverted" dropout: evaluation
+ * needs no rescaling).  p' is p itself wherever p 2^32 is whole: every
+ * float p from 2^-9 up, every double that is a multiple of 2^-32; else
+ * p' < p by less than 2^-32 (a scale of 1/(1-p) would then make the
+ * expected value 1 + (p - p')/(1 - p), 4/3 at 1 - p = 1.5 2^-32).  Below a
+ * keep probability 1 - p of 2^-32 the draws would keep 2^-32 of the
+ * elements, not 1 - p: ag_dropout_p_ok refuses such p (only a double p
+ * can be one; the ops say so in one line). */
 static inline uint32_t ag_dropout_threshold(ag_real p) { return (uint32_t)((double)p * 4294967296.0); }
-static inline ag_real ag_dropout_scale(ag_real p) { return (ag_real)(1.0 / (1.0 - (double)p)); }
+static inline ag_real ag_dropout_scale(ag_real p)
+{
+    return (ag_real)(4294967296.0 / (4294967296.0 - (double)ag_dropout_threshold(p)));
+}
+/* p in [0, 1) with a keep probability 1 - p of at least 2^-32. */
+static inline int ag_dropout_p_ok(ag_real p) { return p >= 0 && p < 1 && (1 - (double)p) * 4294967296.0 >= 1; }
 static inline ag_real ag_dropout_multiplier(uint32_t draw, uint32_t threshold, ag_real scale)
 {
     return draw >= threshold ? scale : 0;

@@ -80,6 +80,9 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     check_qkv("ag_attention", qkv, n_head);
     if (!(dropout >= 0 && dropout < 1))
         ag_error("ag_attention: dropout p = %g is outside [0, 1)", (double)dropout);
+    if (!ag_dropout_p_ok(dropout))
+        ag_error("ag_attention: dropout p = %.17g keeps 1 - p = %g of the weights, less than the 2^-32 its 32-bit "
+                 "draws can express", (double)dropout, 1 - (double)dropout);
     const int B = qkv->shape[0], T = qkv->shape[1], d = qkv->shape[2] / 3;
     check_items("ag_attention", B, n_head, T);
     ag_attn a = self_attention(B, T, d, n_head);

@@ -10,14 +10,18 @@
 /* ---- dropout ------------------------------------------------------------ */
 
 /* One multiplier per element from the context's generator, in order: 0
- * with probability p, else 1/(1-p) (see ag_dropout_multiplier).  The mask
- * is kept for backward. */
+ * with probability p, else 1/(1-p) (p rounded down to a multiple of 2^-32
+ * where it is not one: see ag_dropout_threshold).  The mask is kept for
+ * backward. */
 ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
 {
     ag_need("ag_dropout", "ctx", ctx);
     ag_need_data("ag_dropout", "a", a);
     if (!(p >= 0 && p < 1))
         ag_error("ag_dropout: p = %g is outside [0, 1)", (double)p);
+    if (!ag_dropout_p_ok(p))
+        ag_error("ag_dropout: p = %.17g keeps 1 - p = %g of the elements, less than the 2^-32 its 32-bit draws can "
+                 "express", (double)p, 1 - (double)p);
     if (p == 0 || !training)
         return a;                   /* exact identity: nothing drawn, nothing recorded */
     ag_real *mask = ag_alloc(ctx, a->size * sizeof(ag_real));

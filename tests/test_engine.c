@@ -581,6 +581,60 @@ static void test_message_lines(void)
 static ag_tensor *zeros(ag_ctx *ctx, int ndim, const int *shape) { return ag_new(ctx, ndim, shape); }
 #define Z(...) zeros(ctx, (int)(sizeof((int[]){ __VA_ARGS__ }) / sizeof(int)), (int[]){ __VA_ARGS__ })
 
+/* Dropout's expected value and its smallest keep probability.  The draws
+ * drop with probability p' = floor(p 2^32) / 2^32 (p itself where p 2^32
+ * is whole, as for every float p from 2^-9 up), and survivors are scaled
+ * by 1 / (1 - p'): the expected multiplier (1 - p') scale must be 1 to the
+ * scale's rounding for every p.  A scale of 1 / (1 - p) made it 4/3 at
+ * 1 - p = 1.5 2^-32 and 1 + 2.7e-10 at p = 0.3 in double, and a keep
+ * probability below 2^-32 kept 2^-32 of the elements, each scaled by
+ * 1 / (1 - p): 2^8 times the input on average at 1 - p = 2^-40.  Such p
+ * (only a double can be one) are refused by ag_dropout and ag_attention
+ * in one line; 1 - 2^-32 itself is accepted. */
+static void test_dropout_keep_probability(ag_ctx *ctx)
+{
+    const double u = sizeof(ag_real) == 4 ? 0x1p-24 : 0x1p-53;
+#ifdef AG_DOUBLE
+    const ag_real ps[] = { 0.1, 0.3, 1e-3, 1e-7, 0.97, 1 - 0x1p-24, 1 - 0x1.4p-31, 1 - 0x1.8p-32, 1 - 0x1p-32 };
+#else
+    const ag_real ps[] = { 0.1f, 0.3f, 1e-3f, 1e-7f, 0.97f, 1 - 0x1p-24f };
+#endif
+    for (size_t t = 0; t < sizeof ps / sizeof *ps; t++) {
+        const ag_real p = ps[t];
+        const double kept = 4294967296.0 - floor((double)p * 4294967296.0);
+        const ag_real scale = (ag_real)(4294967296.0 / kept);
+        const double mean = kept / 4294967296.0 * (double)ag_dropout_scale(p);
+        CHECK(fabs(mean - 1) <= u, "dropout p = %.17g: the expected multiplier is %.17g, not 1", (double)p, mean);
+        ag_reset(ctx);
+        ag_tensor *x = ag_new(ctx, 1, (int[]){4096});
+        for (size_t i = 0; i < x->size; i++)
+            x->data[i] = 1;
+        ag_tensor *y = ag_dropout(ctx, x, p, 1);
+        int ok = 1;
+        for (size_t i = 0; i < y->size; i++)
+            ok &= y->data[i] == 0 || y->data[i] == scale;
+        CHECK(ok, "dropout p = %.17g: survivors are not 2^32 / %.0f = %.17g", (double)p, kept, (double)scale);
+    }
+    ag_reset(ctx);
+#ifdef AG_DOUBLE
+    EXPECT_ERROR((void)ag_dropout(ctx, Z(3), 1 - 0x1p-40, 1), "ag_dropout", "p = 0.99999999999909", "2^-32");
+    EXPECT_ERROR((void)ag_dropout(ctx, Z(3), nextafter(1 - 0x1p-32, 1), 0), "ag_dropout", "2^-32");
+    EXPECT_ERROR((void)ag_attention(ctx, Z(1, 2, 6), 1, 1, 1 - 0x1p-40, 1, NULL), "ag_attention",
+                 "p = 0.99999999999909", "2^-32");
+    CHECK(strchr(error_msg, '\n') == NULL, "the refusal is not one line: %s", error_msg);
+    const ag_real smallest_keep = 1 - 0x1p-32;
+#else
+    const ag_real smallest_keep = 1 - 0x1p-24f;      /* the largest float below 1 */
+#endif
+    volatile int raised = 0;
+    if (setjmp(error_jump) == 0) {
+        (void)ag_dropout(ctx, Z(3), smallest_keep, 1);
+        (void)ag_attention(ctx, Z(1, 2, 6), 1, 1, smallest_keep, 1, NULL);
+    } else
+        raised = 1;
+    CHECK(!raised, "dropout p = %.17g refused: %s", (double)smallest_keep, error_msg);
+}
+
 static void test_shape_errors(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -2157,6 +2211,7 @@ int main(void)
     test_dropout_seeding(ctx);
 
     ag_set_error_handler(record_error, NULL);
+    test_dropout_keep_probability(ctx);
     test_shape_errors(ctx);
     test_message_lines();
     test_null_arguments(ctx);
