@@ -132,7 +132,7 @@ double ag_math_expm1(double x);          /* e^x - 1, accurate near 0 */
 double ag_math_log(double x);
 double ag_math_tanh(double x);
 double ag_math_erf(double x);
-double ag_math_cos(double x);            /* accurate for |x| < 2^20 */
+double ag_math_cos(double x);            /* accurate for |x| < 2^20; past it, x mod the double nearest 2 pi */
 double ag_math_pow(double b, double y);  /* b^y for b >= 0 */
 
 /* ---- context: arena, tape, modes --------------------------------------- */

@@ -325,13 +325,22 @@ double ag_math_erf(double x)
  * two of 33 bits, so n times them is exact for |n| < 2^20), then cos r or
  * sin r by Taylor (to r^16 and r^17: the next terms are below 2^-58) by the
  * quadrant n mod 4.  Accurate for |x| < 2^20; the engine's arguments are
- * below 2 pi. */
+ * below 2 pi.  A larger |x| is first taken modulo TWO_PI, the double
+ * nearest 2 pi (fmod is exact, so every C library gives the same bits),
+ * which puts an error of |x| / 2 pi times TWO_PI - 2 pi (2.4e-16), below
+ * |x| 4e-17, into the argument: a value in [-1, 1] near cos x, where n's
+ * quadrant once passed a long (undefined past 2^63, a 32-bit long in
+ * WebAssembly past 2^31) and r grew with x (cos 1e19 was 4e32, cos 1e300
+ * NaN). */
 double ag_math_cos(double x)
 {
     static const double PIO2_1 = 1.5707963267341256e+00, PIO2_2 = 6.077100506303966e-11,
-                        PIO2_3 = 2.0222662487959506e-21, TWO_OVER_PI = 6.36619772367581382433e-01;
+                        PIO2_3 = 2.0222662487959506e-21, TWO_OVER_PI = 6.36619772367581382433e-01,
+                        TWO_PI = 6.283185307179586;
     if (x != x || x == INFINITY || x == -INFINITY)
         return NAN;
+    if (x >= 0x1p20 || x <= -0x1p20)
+        x = fmod(x, TWO_PI);
     double n = round_near(x * TWO_OVER_PI);
     double r = ((x - n * PIO2_1) - n * PIO2_2) - n * PIO2_3, z = r * r;
     int q = (int)((long)n & 3);

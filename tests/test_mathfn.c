@@ -4,6 +4,7 @@
  * (a grid plus PCG32 draws, the edges and special values), the distance in
  * units in the last place stays within the bound stated for it below.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -94,6 +95,35 @@ int main(void)
         double at = 0, w = worst(s, 200000, &rng, &at);
         printf("%-18s worst %.0f ulp (at %.17g), bound %.0f\n", s->name, w, at, s->bound);
         CHECK(w <= s->bound, "%s: %.0f ulps from libm at %.17g (bound %.0f)", s->name, w, at, s->bound);
+    }
+
+    /* cos past 2^20, where it takes x modulo the double nearest 2 pi first:
+     * in [-1, 1] and within |x| 4e-17 (the argument's error) + 2^-50 of
+     * libm's cos, from 2^20 to 1e300 and at the largest double, both signs.
+     * (The quadrant went through a long, undefined past 2^63, and the
+     * remainder grew with x: cos 1e19 was 4e32, cos 1e300 NaN.) */
+    {
+        double worst_x = 0, worst_excess = 0;
+        int in_range = 1;
+        for (int i = 0; i < 200000; i++) {
+            const double e = 20 + (i % 2 ? 80 : 977) * ag_pcg32_uniform(&rng);   /* 2^20 .. 2^100, .. 2^997 */
+            const double x = (i % 4 < 2 ? 1 : -1) * pow(2, e), c = ag_math_cos(x);
+            in_range &= c >= -1 && c <= 1;
+            const double excess = fabs(c - cos(x)) - (fabs(x) * 4e-17 + 0x1p-50);
+            if (excess > worst_excess)
+                worst_excess = excess, worst_x = x;
+        }
+        const double far[] = { 0x1p20, -0x1p20, 1e19, -1e19, 1e300, DBL_MAX, -DBL_MAX };
+        for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+            const double c = ag_math_cos(far[i]);
+            in_range &= c >= -1 && c <= 1;
+            const double excess = fabs(c - cos(far[i])) - (fabs(far[i]) * 4e-17 + 0x1p-50);
+            if (excess > worst_excess)
+                worst_excess = excess, worst_x = far[i];
+        }
+        printf("%-18s worst excess %.3g (at %.17g)\n", "cos past 2^20", worst_excess, worst_x);
+        CHECK(in_range && worst_excess <= 0, "cos past 2^20: a value outside [-1, 1] (%d) or %.3g past the bound at %.17g",
+              !in_range, worst_excess, worst_x);
     }
 
     /* Special values, exactly as libm gives them. */
