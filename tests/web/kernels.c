@@ -189,7 +189,7 @@ static void specials(float *x, size_t n)
  * and in item 0 an inf in the value of a key whose scores are finite,
  * which dropout's 0 must turn into NaN as the reference's 0 inf does (a
  * kernel that skipped the keys dropout zeroes would leave it out). */
-static void check_attention_case(ag_attn a, int special, const char *what)
+static void check_attention_case(ag_attn a, int special, int large, const char *what)
 {
     int T = a.Tq > a.Tk ? a.Tq : a.Tk, D = a.H * a.hd;
     a.q_ld = a.k_ld = a.v_ld = 3 * D;
@@ -203,6 +203,12 @@ static void check_attention_case(ag_attn a, int special, const char *what)
     /* item 1: token 0's q, token 2's k and v (a key of score -inf and
      * value inf: the forward must skip it, not add 0 inf); item 0, whose
      * scores stay finite: an inf in token 4's value (head 0) */
+    /* large: q and k times 35, scores in the thousands (to about 2e4),
+     * where each weight is an exp far from 1 divided by the row's own sum
+     * beside a large log-sum-exp */
+    for (size_t e = 0; large && e < nx; e++)
+        if (e % (3 * (size_t)D) < 2 * (size_t)D)
+            x[e] *= 35;
     if (special) {
         for (int part = 0; part < 3; part++)
             specials(x + nx / 2 + (size_t)(part == 0 ? 0 : part == 1 ? 2 * 3 * D + D : 2 * 3 * D + 2 * D), 32);
@@ -254,8 +260,16 @@ static void check_attention(void)
             ag_pcg32_seed(&a.rng, 1000 * s + r, 5);
             char what[64];
             snprintf(what, sizeof what, "shape %zu, dropout %g", s, (double)rates[r]);
-            check_attention_case(a, s == nshapes - 1, what);
+            check_attention_case(a, s == nshapes - 1, 0, what);
         }
+    for (size_t s = 0; s < 3; s++) {
+        ag_attn a = { .B = shapes[s][0], .H = shapes[s][1], .Tq = shapes[s][2], .Tk = shapes[s][3],
+                      .hd = shapes[s][4], .causal = shapes[s][5], .q_pos0 = shapes[s][6], .dropout = s == 1 ? 0.1f : 0 };
+        ag_pcg32_seed(&a.rng, 7000 + s, 5);
+        char what[64];
+        snprintf(what, sizeof what, "shape %zu, scores near 1e4", s);
+        check_attention_case(a, 0, 1, what);
+    }
 }
 
 /* Layer norm over rows of D: rows past any multiple of four, D not one
