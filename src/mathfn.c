@@ -339,7 +339,7 @@ double ag_math_cos(double x)
                         TWO_PI = 6.283185307179586;
     if (x != x || x == INFINITY || x == -INFINITY)
         return NAN;
-    if (x >= 0x1p20 || x <= -0x1p20)
+    if (fabs(x) >= 0x1p20)
         x = fmod(x, TWO_PI);
     double n = round_near(x * TWO_OVER_PI);
     double r = ((x - n * PIO2_1) - n * PIO2_2) - n * PIO2_3, z = r * r;

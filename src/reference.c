@@ -330,9 +330,10 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
 {
     (void)keep;                         /* nothing is kept: backward recomputes */
     /* one query's scores, then its dropout multipliers */
-    ag_real *s = malloc(2 * (size_t)a->Tk * sizeof *s), *z = s + a->Tk;
+    ag_real *s = malloc(2 * (size_t)a->Tk * sizeof *s);
     if (!s)
         ag_error("out of memory: attention scores of %d keys", a->Tk);
+    ag_real *z = s + a->Tk;
     for (int b = 0; b < a->B; b++)
         for (int h = 0; h < a->H; h++)
             for (int i = 0; i < a->Tq; i++) {
