@@ -334,9 +334,9 @@ build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h 
                       src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/mathfn.c src/fileio.c -o $@
-build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h
+build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h src/fileio.c include/attograd_io.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c -o $@
+	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c src/fileio.c -o $@
 build-fuzz/fuzz_log: tests/fuzz_log.c train/cli/svg.c train/cli/svg.h src/fileio.c include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_log.c train/cli/svg.c src/fileio.c -lm -o $@

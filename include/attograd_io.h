@@ -33,6 +33,11 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 #endif
     ;
 
+/* The same rule on a message already written: s, NUL-terminated in a
+ * buffer of cap bytes, made one printable line in place (ag_error's
+ * messages and the attograd command's own lines go through it too). */
+void ag_one_line(char *s, size_t cap);
+
 /* ---- files replaced whole or not at all --------------------------------- */
 
 /* ag_atomic_open creates "<target>.tmp.<pid>" in the target's directory

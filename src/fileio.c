@@ -10,7 +10,6 @@
  */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "attograd_io.h"
-#include "msg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,8 +21,45 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Whether byte c is shown as \xNN: a control byte other than the newline,
+ * carriage return and tab, or DEL. */
+static int escaped(unsigned char c)
+{
+    return (c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7F;
+}
+
+/* From the end back, so that each escape (four bytes for one) is written
+ * over bytes already read; what does not fit is cut before, never inside,
+ * an escape. */
+void ag_one_line(char *s, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (!s || cap == 0)
+        return;
+    size_t in = 0, out = 0;
+    for (; s[in]; in++) {          /* how much of s fits once escaped */
+        size_t w = escaped((unsigned char)s[in]) ? 4 : 1;
+        if (out + w > cap - 1)
+            break;
+        out += w;
+    }
+    s[out] = '\0';
+    while (in > 0) {               /* from the end: out >= in, nothing unread is overwritten */
+        unsigned char c = (unsigned char)s[--in];
+        if (escaped(c)) {
+            out -= 4;
+            s[out] = '\\';
+            s[out + 1] = 'x';
+            s[out + 2] = hex[c >> 4];
+            s[out + 3] = hex[c & 15];
+        } else {
+            s[--out] = c == '\n' || c == '\r' ? ' ' : (char)c;
+        }
+    }
+}
+
 /* Messages are one printable line even when a path, a name or a file's
- * bytes carry a newline or a terminal's escape (msg.h). */
+ * bytes carry a newline or a terminal's escape. */
 void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (!err || errlen == 0) return;
@@ -31,7 +67,7 @@ void ag_set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-    ag_msg_one_line(err, errlen);
+    ag_one_line(err, errlen);
 }
 
 /* ---- files replaced atomically ------------------------------------------ */

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "msg.h"
+#include "attograd_io.h"
 
 /* ---- kernels ------------------------------------------------------------ */
 
@@ -74,7 +74,7 @@ void ag_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ag_msg_one_line(msg, sizeof msg);   /* a parameter's name may hold any byte */
+    ag_one_line(msg, sizeof msg);   /* a parameter's name may hold any byte */
     ag_pool_catch(msg);
     if (error_fn) {
         error_fn(msg, error_user);

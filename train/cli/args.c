@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "attograd_io.h"
 #include "run.h"
 
 void (*args_exit_hook)(int status);
@@ -34,18 +35,10 @@ static void vwarn(const char *cmd, const char *fmt, va_list ap)
     /* one line, whatever the values hold: a path or a flag's value may
      * carry a newline ("--lr $'1\n2'"), written as a space; another control
      * byte (a terminal's escape, from a file's bad line) as \xNN */
-    static char msg[4 * 4096], shown[4 * sizeof msg];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    char *out = shown;
-    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
-        if (*c == '\n' || *c == '\r')
-            *out++ = ' ';
-        else if ((*c < 0x20 && *c != '\t') || *c == 0x7F)
-            out += sprintf(out, "\\x%02x", *c);
-        else
-            *out++ = (char)*c;
-    *out = 0;
-    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", shown);
+    static char msg[4 * 4 * 4096];             /* room for 4 * 4096 bytes, each escaped */
+    vsnprintf(msg, sizeof msg / 4, fmt, ap);
+    ag_one_line(msg, sizeof msg);            /* the library's rule (attograd_io.h) */
+    fprintf(stderr, "attograd%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", msg);
 }
 
 void warn(const char *cmd, const char *fmt, ...)
