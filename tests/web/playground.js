@@ -649,6 +649,7 @@ async function main() {
   // attograd train names them (the page named a Batch alone) --
   await part('a text run too big names a Context that fits', async () => {
     await page.goto(url + '?task=text&steps=9&context=4096&batch=1000');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 60000 });      // no text yet: the page is ready
     const b = Buffer.alloc(60000);
     for (let i = 0; i < b.length; i++) b[i] = 97 + (i * 7919 % 26);
     await page.getByLabel('Open text file').setInputFiles({ name: 'wide.txt', mimeType: 'text/plain', buffer: b });
