@@ -300,12 +300,12 @@ ag_tensor *ag_params_join(ag_ctx *ctx, ag_tensor *const *ts, int n);
 ag_tensor *ag_add(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_sub(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_mul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
-/* a * s and a + s.  Math: ag_scale, ag_backward_scale; ag_add_scalar,
+/* a * s and a + s.  Math: pointwise; ag_backward_scale,
  * ag_backward_add_scalar (src/ops_elementwise.c). */
 ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s);
 ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s);
 
-/* Math: unary; ag_backward_exp, ag_backward_log, ag_backward_tanh,
+/* Math: pointwise; ag_backward_exp, ag_backward_log, ag_backward_tanh,
  * ag_backward_relu (src/ops_elementwise.c). */
 ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a);
 ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a);

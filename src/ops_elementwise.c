@@ -1,7 +1,8 @@
 /*
  * ops_elementwise.c - add, sub, mul with PyTorch broadcasting; scalar scale
  * and shift; the pointwise nonlinearities exp, log, tanh, relu, gelu.
- * Each forward is followed by its backward.
+ * The two-input ops share one forward (binary) and the one-input ops
+ * another (pointwise); each is followed by the ops' backwards.
  */
 #include <math.h>
 #include <string.h>
@@ -217,21 +218,42 @@ void ag_backward_mul(ag_ctx *ctx, ag_node *n)
         binary_reduce(bc, bc->sb, ag_grad(ctx, b), n->out->grad, bc->sa, a->data, 1);
 }
 
-/* ---- scalars ----------------------------------------------------------- */
+/* ---- scalars and pointwise nonlinearities ------------------------------ */
 
-ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s)
+/* y = f(x) element by element: x * s, x + s, exp, log, tanh, relu, gelu
+ * (s is read by scale and add_scalar alone). */
+static ag_tensor *pointwise(ag_ctx *ctx, int op, const char *name, ag_tensor *a, ag_real s)
 {
-    ag_need("ag_scale", "ctx", ctx);
-    ag_need_data("ag_scale", "a", a);
+    ag_need(name, "ctx", ctx);
+    ag_need_data(name, "a", a);
     ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
     const ag_real *x = a->data;
     ag_real *y = out->data;
-    for (size_t i = 0; i < a->size; i++)
-        y[i] = x[i] * s;
+    size_t n = a->size;
+    switch (op) {
+    case AG_OP_SCALE:      for (size_t i = 0; i < n; i++) y[i] = x[i] * s; break;
+    case AG_OP_ADD_SCALAR: for (size_t i = 0; i < n; i++) y[i] = x[i] + s; break;
+    case AG_OP_EXP:        for (size_t i = 0; i < n; i++) y[i] = ag_math_exp(x[i]); break;
+    case AG_OP_LOG:        for (size_t i = 0; i < n; i++) y[i] = ag_math_log(x[i]); break;
+    case AG_OP_TANH:       for (size_t i = 0; i < n; i++) y[i] = ag_math_tanh(x[i]); break;
+    case AG_OP_RELU:       for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
+    case AG_OP_GELU:       ag_kern->gelu(x, NULL, 1, n, y, NULL); break;   /* x Phi(x): ref_gelu in src/reference.c */
+    }
     if (ag_should_record(ctx, out, a, NULL, NULL))
-        ag_record(ctx, AG_OP_SCALE, out, a, NULL, NULL)->farg = s;
+        ag_record(ctx, op, out, a, NULL, NULL)->farg = s;
     return out;
 }
+
+ag_tensor *ag_scale(ag_ctx *ctx, ag_tensor *a, ag_real s) { return pointwise(ctx, AG_OP_SCALE, "ag_scale", a, s); }
+ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
+{
+    return pointwise(ctx, AG_OP_ADD_SCALAR, "ag_add_scalar", a, s);
+}
+ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return pointwise(ctx, AG_OP_EXP, "ag_exp", a, 0); }
+ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return pointwise(ctx, AG_OP_LOG, "ag_log", a, 0); }
+ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return pointwise(ctx, AG_OP_TANH, "ag_tanh", a, 0); }
+ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return pointwise(ctx, AG_OP_RELU, "ag_relu", a, 0); }
+ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return pointwise(ctx, AG_OP_GELU, "ag_gelu", a, 0); }
 
 /* y = s x  =>  dx += s dy */
 void ag_backward_scale(ag_ctx *ctx, ag_node *n)
@@ -243,20 +265,6 @@ void ag_backward_scale(ag_ctx *ctx, ag_node *n)
         dx[i] += s * dy[i];
 }
 
-ag_tensor *ag_add_scalar(ag_ctx *ctx, ag_tensor *a, ag_real s)
-{
-    ag_need("ag_add_scalar", "ctx", ctx);
-    ag_need_data("ag_add_scalar", "a", a);
-    ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
-    const ag_real *x = a->data;
-    ag_real *y = out->data;
-    for (size_t i = 0; i < a->size; i++)
-        y[i] = x[i] + s;
-    if (ag_should_record(ctx, out, a, NULL, NULL))
-        ag_record(ctx, AG_OP_ADD_SCALAR, out, a, NULL, NULL);
-    return out;
-}
-
 /* y = x + s  =>  dx += dy */
 void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
 {
@@ -265,34 +273,6 @@ void ag_backward_add_scalar(ag_ctx *ctx, ag_node *n)
     for (size_t i = 0; i < n->out->size; i++)
         dx[i] += dy[i];
 }
-
-/* ---- pointwise nonlinearities ------------------------------------------ */
-
-static ag_tensor *unary(ag_ctx *ctx, int op, const char *name, ag_tensor *a)
-{
-    ag_need(name, "ctx", ctx);
-    ag_need_data(name, "a", a);
-    ag_tensor *out = ag_empty(ctx, a->ndim, a->shape);
-    const ag_real *x = a->data;
-    ag_real *y = out->data;
-    size_t n = a->size;
-    switch (op) {
-    case AG_OP_EXP:  for (size_t i = 0; i < n; i++) y[i] = ag_math_exp(x[i]); break;
-    case AG_OP_LOG:  for (size_t i = 0; i < n; i++) y[i] = ag_math_log(x[i]); break;
-    case AG_OP_TANH: for (size_t i = 0; i < n; i++) y[i] = ag_math_tanh(x[i]); break;
-    case AG_OP_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0; break;
-    case AG_OP_GELU: ag_kern->gelu(x, NULL, 1, n, y, NULL); break;   /* x Phi(x): ref_gelu in src/reference.c */
-    }
-    if (ag_should_record(ctx, out, a, NULL, NULL))
-        ag_record(ctx, op, out, a, NULL, NULL);
-    return out;
-}
-
-ag_tensor *ag_exp(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_EXP, "ag_exp", a); }
-ag_tensor *ag_log(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_LOG, "ag_log", a); }
-ag_tensor *ag_tanh(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_TANH, "ag_tanh", a); }
-ag_tensor *ag_relu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_RELU, "ag_relu", a); }
-ag_tensor *ag_gelu(ag_ctx *ctx, ag_tensor *a) { return unary(ctx, AG_OP_GELU, "ag_gelu", a); }
 
 /* y = exp(x)  =>  dx += dy * y  (the output is exp(x): nothing computed again) */
 void ag_backward_exp(ag_ctx *ctx, ag_node *n)
