@@ -57,16 +57,18 @@ typedef struct file_id {
     char name[NAME_MAX + 1];
 } file_id;
 
+/* The id of a file that exists, from its stat. */
+static file_id existing(const struct stat *st)
+{
+    return (file_id){ .known = 1, .exists = 1, .dev = st->st_dev, .ino = st->st_ino };
+}
+
 static file_id identify(const char *path)
 {
     file_id id = { 0 };
     struct stat st;
-    if (stat(path, &st) == 0) {
-        id.known = id.exists = 1;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
-        return id;
-    }
+    if (stat(path, &st) == 0)
+        return existing(&st);
     char *target = ag_write_target(path);
     const char *to = target ? target : path;
     const char *slash = strrchr(to, '/');
@@ -97,14 +99,8 @@ int files_same(const char *a, const char *b)
 /* The file an open descriptor writes. */
 static file_id identify_fd(int fd)
 {
-    file_id id = { 0 };
     struct stat st;
-    if (fstat(fd, &st) == 0) {
-        id.known = id.exists = 1;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
-    }
-    return id;
+    return fstat(fd, &st) == 0 ? existing(&st) : (file_id){ 0 };
 }
 
 /* ---- the report, away from an output on stdout ----------------------------- */
