@@ -5,15 +5,15 @@
  * with q, k and v the head's hd columns of the packed [B,T,3d] input:
  *
  *   S = q k^T / sqrt(hd)           [T,T]   with -inf above the diagonal if causal
- *   W = softmax(S)                         row by row
- *   O = dropout(W) v               [T,hd]  written straight into [B,T,d]
+ *   P = softmax(S)                         row by row: the attention weights
+ *   O = dropout(P) v               [T,hd]  written straight into [B,T,d]
  *
  * Each head is read in place (row stride 3d) and written in place (row
  * stride d): no split, no transpose.  The arithmetic is the attention
  * kernel's (definition: ref_attention in src/reference.c), which keeps
- * only each query's log-sum-exp for backward, not W: memory grows with T,
- * not T^2 (the fast kernel keeps W of sequences short enough to fit one
- * block, at most 64 values per query).  Dropout on W uses the multipliers
+ * only each query's log-sum-exp for backward, not P: memory grows with T,
+ * not T^2 (the fast kernel keeps P of sequences short enough to fit one
+ * block, at most 64 values per query).  Dropout on P uses the multipliers
  * ag_dropout would draw from the context's generator for the [B,H,T,T]
  * weights; the op remembers the generator's state and backward regenerates
  * them.
@@ -216,12 +216,12 @@ size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
     return ag_kern->attention_scratch(&a);
 }
 
-/* Per batch item and head, with Z the dropout multipliers, Wd = W * Z (an
- * elementwise product, as is every * below), dO the output's gradient and
- * D_i = dO_i . O_i:
- *   dv = Wd^T dO,   dW = (dO v^T) * Z,   dS = W * (dW - D) / sqrt(hd),
- *   dq = dS k,      dk = dS^T q
- * (the kernel recomputes W from q, k and the saved log-sum-exp;
+/* Per batch item and head, with Z the dropout multipliers, so that
+ * O = (P * Z) v where * is the elementwise product (as below), dO the
+ * output's gradient and D_i = dO_i . O_i, the row sums of dO * O:
+ *   dv = (P * Z)^T dO,   dP = (dO v^T) * Z,   dS = P * (dP - D),
+ *   dq = dS k / sqrt(hd),                     dk = dS^T q / sqrt(hd)
+ * (the kernel recomputes P from q, k and the saved log-sum-exp;
  * ref_attention_backward in src/reference.c derives D).  These are added
  * into dqkv's columns of q, k and v; the heads together cover every column,
  * so a new gradient buffer is stored, not added to. */

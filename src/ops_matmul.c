@@ -13,9 +13,9 @@
 
 /* The kernels take a product's sizes in int and round them up to their
  * blocks in int: rows, columns and inner size each at most PRODUCT_MAX,
- * and at most INT_MAX products in a batch.  Past that an int wraps (a
- * linear layer's 2^32 rows became 0 and its output was left unwritten), so
- * the ops below refuse such shapes before they allocate their output. */
+ * and at most INT_MAX products in a batch.  Past that an int wraps (2^32
+ * rows of a linear layer would be 0, its output left unwritten), so the
+ * ops below refuse such shapes before they allocate their output. */
 #define PRODUCT_MAX (INT_MAX / 2)
 
 /* The packing buffers the products below keep (see products()). */
@@ -182,7 +182,7 @@ void ag_backward_matmul(ag_ctx *ctx, ag_node *n)
     /* A gradient is written by one product per item only where no two items
      * share its memory (stride 0: broadcast); else item by item, each adding
      * its share in turn. */
-    if (a->requires_grad) {
+    if (a->requires_grad) {             /* dA += dC B^T */
         ag_real *da = ag_grad(ctx, a);
         if (tall)
             gemm(0, 1, batch * p->M, p->K, p->N, dc, p->N, b->data, p->N, 1, da, p->K);
@@ -195,7 +195,7 @@ void ag_backward_matmul(ag_ctx *ctx, ag_node *n)
                     gemm(0, 1, p->M, p->K, p->N, dc + (i * p->nb[1] + j) * mat_c, p->N,
                          b->data + i * p->sb[0] + j * p->sb[1], p->N, 1, da + i * p->sa[0] + j * p->sa[1], p->K);
     }
-    if (b->requires_grad) {
+    if (b->requires_grad) {             /* dB += A^T dC */
         ag_real *db = ag_grad(ctx, b);
         if (tall)
             gemm(1, 0, p->K, p->N, batch * p->M, a->data, p->K, dc, p->N, 1, db, p->N);

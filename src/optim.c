@@ -89,7 +89,10 @@ void ag_optim_free(ag_optim *o)
 
 /* One optimizer step over elements [lo, hi) of the flat blocks: of each
  * parameter, the part that lies in that range, with the parameter's own
- * weight decay (definitions: ref_sgd and ref_adamw in src/reference.c). */
+ * weight decay (definitions: ref_sgd and ref_adamw in src/reference.c):
+ *   SGD:    buf = momentum buf + (g + decay p);   p -= lr buf
+ *   AdamW:  p -= lr decay p;   p -= lr m^ / (sqrt(v^) + eps), m^ and v^ the
+ *           bias-corrected running means of g and g^2 */
 typedef struct {
     ag_optim *o;
     double lr;
@@ -132,6 +135,7 @@ void ag_optim_step(ag_optim *o, double lr)
     o->step++;
 }
 
+/* x[i] *= c over [lo, hi): clipping's rescale of the gradients */
 typedef struct {
     ag_real *x;
     ag_real c;

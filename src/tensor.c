@@ -292,8 +292,8 @@ size_t ag_shape_size(const char *op, int ndim, const int *shape)
             ag_error("%s: dimension %d has size %d (must be at least 1)", op, i, shape[i]);
     /* the element count and its bytes, rounded up to the arena's AG_ALIGN,
      * must fit in size_t: a wrapped count or rounding would allocate too
-     * little ([3,715827883,2147483647] floats, 2^64 - 4 bytes, rounded to 0
-     * and got 64 bytes, and ag_new cleared 2^64 - 4 of them) */
+     * little ([3,715827883,2147483647] floats are 2^64 - 4 bytes, which
+     * rounding up would wrap to 0) */
     const size_t max_bytes = SIZE_MAX & ~(size_t)(AG_ALIGN - 1);
     size_t n = 1;
     for (int i = 0; i < ndim; i++) {
