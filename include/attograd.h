@@ -79,7 +79,7 @@ typedef struct ag_tensor {
     int shape[AG_MAX_DIMS];
     size_t size;            /* number of elements */
     ag_real *data;
-    ag_real *grad;          /* NULL until a gradient reaches it */
+    ag_real *grad;          /* NULL until a gradient reaches it (a parameter's: its set's gradient block) */
     int requires_grad;      /* parameters, and anything computed from them */
     int is_param;
     int decay;              /* parameters: weight decay applies (set by whoever builds the model) */

@@ -128,10 +128,11 @@ void ag_backward_masked_fill(ag_ctx *ctx, ag_node *n)
 typedef struct {
     int32_t *targets;
     ag_real *prob;                  /* softmax of every row, for backward */
-    size_t counted;
+    size_t counted;                 /* rows scored (target >= 0): the mean's divisor */
 } ce_saved;
 
-/* Forward keeps each row's softmax, so backward is one pass.  The mean adds
+/* loss = mean over the scored rows r (t_r >= 0) of -log softmax(x_r)[t_r].
+ * Forward keeps each row's softmax, so backward is one pass.  The mean adds
  * the per-row losses in row order. */
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets)
 {

@@ -9,7 +9,8 @@
  * key block raises the maximum, what was summed so far -- l and the output
  * accumulated so far -- is rescaled by exp(m_old - m_new).  At the end
  * o = acc / l, and only lse = m + log l is kept for backward, no [T,T]
- * matrix.  The backward pass recomputes each block's weights from lse
+ * matrix (but for a sequence of one block each way, whose weights are
+ * kept: ag_fast_attention_keep).  The backward pass recomputes each block's weights from lse
  * (p = exp(s - lse)), walking key blocks in the outer loop so each key
  * block's dk and dv are summed in registers-sized scratch and written once
  * (FlashAttention-2's order).  Under the causal mask, blocks that lie
