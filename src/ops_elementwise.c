@@ -1,8 +1,8 @@
 /*
  * ops_elementwise.c - add, sub, mul with PyTorch broadcasting; scalar scale
  * and shift; the pointwise nonlinearities exp, log, tanh, relu, gelu.
- * The two-input ops share one forward (binary) and the one-input ops
- * another (pointwise); each is followed by the ops' backwards.
+ * The two-input ops share one forward (binary_forward) and the one-input
+ * ops another (pointwise); each is followed by the ops' backwards.
  */
 #include <math.h>
 #include <string.h>
