@@ -58,7 +58,7 @@ struct ag_node {
     int op;
     int id;                         /* position on the tape, from 0 */
     const ag_ctx *ctx;              /* the context whose tape holds it */
-    unsigned step;                  /* that context's step (its resets) when recorded */
+    uint64_t step;                  /* that context's step (its resets) when recorded */
     ag_tensor *out;
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
@@ -86,7 +86,8 @@ struct ag_ctx {
     int grad_enabled;
     int precision;                  /* AG_FP32 or AG_BF16: the matrix multiplies' */
     int backward_done;              /* a backward pass ran since the last reset */
-    unsigned step;                  /* ag_reset calls so far: a node of another step is stale */
+    uint64_t step;                  /* ag_reset calls so far: a node of another step is stale (64 bits:
+                                     * never wraps, so a stale node never matches) */
     ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
     void *grad_ready_user;
     ag_pcg32 dropout_rng;

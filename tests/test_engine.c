@@ -1063,6 +1063,13 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
     ag_backward(ctx, loss);
     CHECK(ag_tape_length(ctx) == 2 && loss->data[0] == 0, "a step after the refusals records and runs backward");
+    /* 2^32 resets later (all but the last counted at once) a tensor kept
+     * from before is still stale: the count of resets does not wrap (held
+     * in 32 bits it came back to the tensor's step and took it for live) */
+    ag_tensor *kept = ag_sum_all(ctx, ag_mul(ctx, w, w));
+    ctx->step += 0xFFFFFFFFu;
+    ag_reset(ctx);
+    EXPECT_ERROR(ag_backward(ctx, kept), "ag_backward", "before the last ag_reset");
     ag_ctx_free(other);
     ag_params_free(ps);
 }
