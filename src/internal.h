@@ -163,6 +163,14 @@ static inline void ag_need_data(const char *fn, const char *what, const ag_tenso
         ag_error("%s: %s has no storage (a parameter used before ag_params_alloc)", fn, what);
 }
 
+/* dy / n, a mean's backward over n counted rows (0 when n is 0): divided in
+ * double, which holds every count exactly (a float holds whole numbers
+ * only to 2^24, so past 16777216 rows a float count was another number),
+ * and rounded once.  For a float dy and n below 2^24 these are the bits of
+ * the float division (a double quotient rounded to float is the float
+ * quotient: 53 bits are more than 2 * 24 + 2). */
+ag_real ag_div_count(ag_real dy, size_t n);
+
 /* Normalize a possibly negative dim for an op's error messages. */
 int ag_norm_dim(const char *op, const ag_tensor *t, int dim);
 /* Product of shape[from..to). */

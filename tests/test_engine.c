@@ -2035,6 +2035,23 @@ static void test_cross_entropy_values(ag_ctx *ctx)
     for (size_t i = 0; i < unused->size; i++)
         ok &= unused->grad[i] == 0;
     CHECK(ok, "cross_entropy with every target ignored: the gradient is not 0 everywhere");
+    /* the mean's backward divides by the count of counted rows exactly:
+     * past 2^24 rows a float count was another number (16777217 became
+     * 16777216, and dy / count was 2^-24, not the float below it); below
+     * that, the float division's bits */
+    ag_real exact = (ag_real)(1.0 / 16777217.0), got = ag_div_count(1, 16777217);
+    CHECK(got == exact, "cross_entropy's 1 / 16777217 rows = %a, want %a", (double)got, (double)exact);
+    got = ag_div_count(3, ((size_t)1 << 40) + 3);
+    exact = (ag_real)(3.0 / 1099511627779.0);
+    CHECK(got == exact, "cross_entropy's 3 / (2^40 + 3) rows = %a, want %a", (double)got, (double)exact);
+    CHECK(ag_div_count(5, 0) == 0, "cross_entropy's gradient with no row counted is not 0");
+    ok = 1;
+    for (int i = 0; i < 10000; i++) {
+        ag_real dy = (ag_real)(ag_pcg32_uniform(&rng) * 8 - 4);
+        size_t n = 1 + ag_pcg32_below(&rng, (1u << 24) - 1);
+        ok &= ag_div_count(dy, n) == dy / (ag_real)n;
+    }
+    CHECK(ok, "cross_entropy's dy / rows below 2^24 differs from the division in ag_real");
 }
 
 static void test_embedding_values(ag_ctx *ctx)
