@@ -890,6 +890,24 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_optim_adamw(NULL, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "ps is NULL");
     EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
+    /* the generator: every function taking one */
+    ag_pcg32 *no_g = NULL;
+    uint32_t draws[4];
+    EXPECT_ERROR(ag_pcg32_seed(no_g, 1, 2), "ag_pcg32_seed: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_next(no_g), "ag_pcg32_next: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_uniform(no_g), "ag_pcg32_uniform: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_normal(no_g), "ag_pcg32_normal: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_below(no_g, 7), "ag_pcg32_below: g is NULL");
+    EXPECT_ERROR(ag_pcg32_advance(no_g, 3), "ag_pcg32_advance: g is NULL");
+    EXPECT_ERROR(ag_pcg32_fill(no_g, draws, 4), "ag_pcg32_fill: g is NULL");
+    {
+        ag_pcg32 g0;
+        ag_pcg32_seed(&g0, 1, 2);
+        ag_pcg32 g1 = g0;
+        EXPECT_ERROR(ag_pcg32_fill(&g1, NULL, 4), "ag_pcg32_fill: out is NULL");
+        ag_pcg32_fill(&g1, NULL, 0);
+        CHECK(g1.state == g0.state && g1.inc == g0.inc, "a refused ag_pcg32_fill moved the generator");
+    }
     ag_params_free(ps);
 
     /* a NULL context (ag_ctx_new's result never checked, say): every
