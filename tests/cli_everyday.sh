@@ -370,6 +370,9 @@ for f in "--beta1 0.8" "--beta2 0.99" "--eps 1e-6"; do
 done
 bad "--order applies only to --text (task copy draws random problems)" train --steps 2 --order sequential
 bad "--order applies only to --text (task reverse draws random problems)" train --task reverse --steps 2 --order random
+# a flag of the MPI build alone (build-mpi/ has its own tests: cli_mpi.sh)
+bad "--mpi-timeout applies only to the MPI build (make MPI=1)" train $TINY --steps 2 --mpi-timeout 60
+bad "--mpi-timeout applies only to the MPI build (make MPI=1)" train --resume base.st --steps 4 --mpi-timeout 0
 
 # ---- 17. threads and their wait policy change no bit of a run ---------------------------
 # The engine's threads (src/pool.c) decide at run time how long an idle thread

@@ -161,6 +161,11 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
  * AdamW would not be the run asked for. */
 static void check_applies(const trainer *t, opt *opts, int nopts)
 {
+#ifndef AG_MPI
+    /* the MPI build's: one process here, with no other rank to wait for */
+    if (args_find(opts, nopts, "--mpi-timeout")->given)
+        die(CMD, "--mpi-timeout applies only to the MPI build (make MPI=1); this attograd trains in one process");
+#endif
     if (t->o.resume)
         return;                 /* the saved run's, checked when it started */
     const char *sgd_only[] = { "--momentum" }, *adamw_only[] = { "--beta1", "--beta2", "--eps" };
