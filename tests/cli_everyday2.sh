@@ -729,9 +729,15 @@ EOF_CPP
             eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp)" = "8 2 0 2 F32" ]'
         rm -f strict_cpp
     done
+    # another package's files in the shared directories stay, and so do the
+    # directories (attograd has none of its own: they may have been there before)
+    echo other >usr/include/other.h && echo other >usr/lib/pkgconfig/other.pc
     mk uninstall PREFIX="$tmp/usr" >/dev/null 2>&1
-    check "make uninstall removes every file it installed ($(find usr -type f -o -type l | tr '\n' ' '))" \
-        test -z "$(find usr -type f -o -type l)"
+    check "make uninstall removes every file it installed, only those ($(find usr -type f -o -type l | tr '\n' ' '))" \
+        test "$(find usr -type f -o -type l | sort | tr '\n' ' ')" = "usr/include/other.h usr/lib/pkgconfig/other.pc "
+    check "make uninstall leaves the directories ($(find usr -type d | sort | tr '\n' ' '))" \
+        test "$(find usr -type d | sort | tr '\n' ' ')" = "usr usr/bin usr/include usr/lib usr/lib/pkgconfig "
+    rm -f usr/include/other.h usr/lib/pkgconfig/other.pc
     # DESTDIR stages the files; attograd.pc names the PREFIX they will live under
     mk install DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make install DESTDIR=... PREFIX=/opt/ag stages under DESTDIR" test -x stage/opt/ag/bin/attograd
