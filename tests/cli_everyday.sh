@@ -207,7 +207,7 @@ if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>
     "$A" train $TINY --steps 4 --log-every 1 --quiet --save lg.st --log lg.csv >/dev/null 2>&1
     cp lg.st lg.st4 && "$A" train --resume lg.st --steps 6 --quiet >/dev/null 2>&1 && mv lg.st4 lg.st
     cp lg.csv lg.bak
-    held_on read lg.csv train --resume lg.st --steps 6 --quiet
+    held_on read lg.csv train --resume lg.st --steps 6 --quiet --truncate-log
     until_true 'ls lg.csv.tmp.* >/dev/null 2>&1'
     term_holder lg.st.lock
     check "SIGTERM while the log is rewritten: exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
