@@ -475,6 +475,27 @@ check "... and the run's own log replaced by another file: the same ($(cat err.t
     eval '[ $rc -eq 2 ] && grep -q "other.csv does not begin with a training log.s header line" err.txt &&
           [ "$(cat other.csv)" = x ] && cmp -s n.st n0.st'
 rm -f notes.txt other.csv n0.st
+# a relative log_path (a hand edit: attograd records absolute ones) is taken
+# from the current directory, as the page's bare text name is; the line
+# says so, and the log beside the checkpoint is left alone
+python3 - n.st rel.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['log_path'] = 'rel.csv'
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+step=$("$A" info rel.st | sed -n 's/.*, step \([0-9]*\),.*/\1/p')
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >rel.csv && cp rel.csv rel.bak
+mkdir -p relwd
+(cd relwd && "$A" train --resume ../rel.st --steps $((step + 2)) --log-every 2 --save ../rel2.st >"$tmp/out.txt" 2>"$tmp/err.txt")
+check "a relative log_path is taken from the current directory, and the line says so ($step: $(cat err.txt) $(grep '^  log' out.txt))" \
+    eval '[ "$(cut -d, -f1 relwd/rel.csv | tr "\n" " ")" = "step $((step + 2)) " ] && cmp -s rel.csv rel.bak &&
+          grep -qF "  log        rel.csv (the checkpoint'"'"'s log_path, relative: taken from the current directory) does not exist: a new log starts at step $((step + 1))" out.txt'
+rm -rf rel.st rel2.st rel.csv rel.bak relwd
 
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then

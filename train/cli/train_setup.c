@@ -354,9 +354,19 @@ void train_setup(trainer *t)
     }
     if (!o->quiet)
         print_config(t);
-    if (log_restarted)      /* after the configuration, among its lines */
-        fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
+    if (log_restarted) {    /* after the configuration, among its lines */
+        /* the checkpoint's log, gone; its path as written by hand or by
+         * another program, relative, which is taken from the current
+         * directory as the page's bare text name is (README); or a --log
+         * given for the rest of the run, new */
+        const char *recorded = ckpt_meta(&t->ck, "log_path");
+        const char *what = !recorded || strcmp(recorded, o->log_path) != 0 ? "is a new file"
+                           : recorded[0] != '/' ? "(the checkpoint's log_path, relative: taken from the current "
+                                                  "directory) does not exist"
+                                                : "no longer exists";
+        fprintf(report_stream(), "  log        %s %s: a new log starts at step %ld\n", o->log_path, what,
                 t->ck.step + 1);
+    }
     if (log_cut)
         fprintf(report_stream(), "  log        %s:%ld: the last row was cut short (no newline at its end): dropped\n",
                 o->log_path, log_cut);
