@@ -28,7 +28,7 @@
  * that nothing can tell).  Ops record themselves on the tape when
  * gradients are enabled and an input requires a gradient.  Tensors are
  * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
- * shapes, bad dims, a NULL tensor or context, a parameter not yet given
+ * shapes, bad dims, a NULL tensor, context or generator, a parameter not yet given
  * storage by ag_params_alloc, a tensor recorded in another context, sizes
  * past what int or size_t holds) goes to the error handler, which by
  * default prints one line naming the function and exits with status 2.  A

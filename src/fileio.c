@@ -359,7 +359,13 @@ int ag_atomic_open(ag_atomic_file *a, const char *path, char *err, size_t errlen
     if (!a->f) {
         int saved = errno;
         if (fd >= 0) { close(fd); unlink(a->tmp); }
-        ag_set_err(err, errlen, "%s: cannot create temp file (%s): %s", a->path, a->tmp, strerror(saved));
+        /* the message names the user's file and the directory the temporary
+         * one goes in (it must be writable, not only the file), never the
+         * temporary name, which is gone */
+        char *dir = dir_of(a->path);
+        const char *where = !dir ? "its directory" : strchr(a->path, '/') ? dir : "the current directory";
+        ag_set_err(err, errlen, "%s: cannot create temp file in %s: %s", a->path, where, strerror(saved));
+        free(dir);
         release(a);
         return -1;
     }
@@ -422,7 +428,7 @@ int ag_atomic_ready(ag_atomic_file *a, char *err, size_t errlen)
     a->f = NULL;
     if (rc) {
         unlink(a->tmp);
-        ag_set_err(err, errlen, "%s: %s (%s): %s", a->path, step, a->tmp, strerror(saved));
+        ag_set_err(err, errlen, "%s: %s: %s", a->path, step, strerror(saved));
         release(a);
         return -1;
     }
@@ -443,7 +449,7 @@ int ag_atomic_commit(ag_atomic_file *a, char *err, size_t errlen)
         rc = -1;
         int saved = errno;
         unlink(a->tmp);
-        ag_set_err(err, errlen, "%s: cannot rename temp file over it (%s): %s", a->path, a->tmp, strerror(saved));
+        ag_set_err(err, errlen, "%s: cannot rename temp file over it: %s", a->path, strerror(saved));
     } else if (sync_dir(a->path) != 0) {
         rc = -1;
         ag_set_err(err, errlen, "%s: written, but syncing its directory failed: %s", a->path, strerror(errno));

@@ -58,7 +58,7 @@ struct ag_node {
     int op;
     int id;                         /* position on the tape, from 0 */
     const ag_ctx *ctx;              /* the context whose tape holds it */
-    unsigned step;                  /* that context's step (its resets) when recorded */
+    uint64_t step;                  /* that context's step (its resets) when recorded */
     ag_tensor *out;
     ag_tensor *in[AG_NODE_MAX_INPUTS];
     int n_in;
@@ -86,7 +86,8 @@ struct ag_ctx {
     int grad_enabled;
     int precision;                  /* AG_FP32 or AG_BF16: the matrix multiplies' */
     int backward_done;              /* a backward pass ran since the last reset */
-    unsigned step;                  /* ag_reset calls so far: a node of another step is stale */
+    uint64_t step;                  /* ag_reset calls so far: a node of another step is stale (64 bits:
+                                     * never wraps, so a stale node never matches) */
     ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
     void *grad_ready_user;
     ag_pcg32 dropout_rng;
@@ -161,6 +162,14 @@ static inline void ag_need_data(const char *fn, const char *what, const ag_tenso
     if (!t->data)
         ag_error("%s: %s has no storage (a parameter used before ag_params_alloc)", fn, what);
 }
+
+/* dy / n, a mean's backward over n counted rows (0 when n is 0): divided in
+ * double, which holds every count exactly (a float holds whole numbers
+ * only to 2^24, so past 16777216 rows a float count was another number),
+ * and rounded once.  For a float dy and n below 2^24 these are the bits of
+ * the float division (a double quotient rounded to float is the float
+ * quotient: 53 bits are more than 2 * 24 + 2). */
+ag_real ag_div_count(ag_real dy, size_t n);
 
 /* Normalize a possibly negative dim for an op's error messages. */
 int ag_norm_dim(const char *op, const ag_tensor *t, int dim);

@@ -164,6 +164,11 @@ ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targe
     return out;
 }
 
+ag_real ag_div_count(ag_real dy, size_t n)
+{
+    return n ? (ag_real)((double)dy / (double)n) : 0;
+}
+
 /* loss = mean_r (lse_r - x[r, t_r])  =>  dx[r, k] (+)= dy (softmax(x_r)_k - [k = t_r]) / counted,
  * over the counted rows r (lse_r = log sum_k exp x[r, k]; an ignored row gets 0) */
 void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
@@ -171,7 +176,7 @@ void ag_backward_cross_entropy(ag_ctx *ctx, ag_node *n)
     const ce_saved *sv = n->saved;
     ag_tensor *logits = n->in[0];
     int V = logits->shape[logits->ndim - 1];
-    ag_real scale = sv->counted ? n->out->grad[0] / (ag_real)sv->counted : 0;
+    ag_real scale = ag_div_count(n->out->grad[0], sv->counted);
     int assign;                      /* every row is written: ignored rows get 0 */
     ag_real *dx = ag_grad_begin(ctx, logits, &assign);
     ag_kern->cross_entropy_backward(sv->prob, sv->targets, logits->size / (size_t)V, V, scale, dx, assign);

@@ -8,6 +8,15 @@
 
 #include "attograd.h"
 
+/* A NULL generator is misuse, named like a NULL tensor (internal.h's
+ * ag_need; this file does without the rest of internal.h, so the text
+ * reader's fuzzer links it alone). */
+#define NEED_G(fn)                          \
+    do {                                    \
+        if (!g)                             \
+            ag_error("%s: g is NULL", fn);  \
+    } while (0)
+
 #define PCG_MULT 6364136223846793005ULL
 
 /* XSH-RR, the draw a state gives: xorshift the high bits down, then
@@ -19,11 +28,17 @@ static inline uint32_t output(uint64_t state)
     return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u));
 }
 
-uint32_t ag_pcg32_next(ag_pcg32 *g)
+static inline uint32_t next(ag_pcg32 *g)
 {
     uint64_t old = g->state;
     g->state = old * PCG_MULT + g->inc;
     return output(old);
+}
+
+uint32_t ag_pcg32_next(ag_pcg32 *g)
+{
+    NEED_G("ag_pcg32_next");
+    return next(g);
 }
 
 /* The draws of n calls of ag_pcg32_next, for dropout's masks.  One call
@@ -41,6 +56,9 @@ uint32_t ag_pcg32_next(ag_pcg32 *g)
 
 void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n)
 {
+    NEED_G("ag_pcg32_fill");
+    if (!out && n)
+        ag_error("ag_pcg32_fill: out is NULL");
     size_t i = 0;
     if (n >= 2 * FILL_LANES) {
         uint64_t s[FILL_LANES], mult = PCG_MULT, plus = g->inc;   /* mult, plus: FILL_LANES steps */
@@ -61,7 +79,7 @@ void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n)
         g->state = s[0];            /* lane 0 is at draw i */
     }
     for (; i < n; i++)
-        out[i] = ag_pcg32_next(g);
+        out[i] = next(g);
 }
 
 /* n steps of state = state * MULT + inc at once: the composition of n such
@@ -70,6 +88,7 @@ void ag_pcg32_fill(ag_pcg32 *g, uint32_t *out, size_t n)
  * gives (s m + p) m + p = s m^2 + (m + 1) p) and combined over n's bits. */
 void ag_pcg32_advance(ag_pcg32 *g, uint64_t n)
 {
+    NEED_G("ag_pcg32_advance");
     uint64_t mult = 1, plus = 0;                /* the map for the bits of n taken so far */
     uint64_t step_mult = PCG_MULT, step_plus = g->inc;  /* the map for 2^b steps */
     for (; n; n >>= 1) {
@@ -85,17 +104,19 @@ void ag_pcg32_advance(ag_pcg32 *g, uint64_t n)
 
 void ag_pcg32_seed(ag_pcg32 *g, uint64_t seed, uint64_t stream)
 {
+    NEED_G("ag_pcg32_seed");
     g->state = 0;
     g->inc = (stream << 1u) | 1u;
-    ag_pcg32_next(g);
+    next(g);
     g->state += seed;
-    ag_pcg32_next(g);
+    next(g);
 }
 
 double ag_pcg32_uniform(ag_pcg32 *g)
 {
     /* 27 + 26 bits make a 53-bit mantissa: every double in [0,1) on a 2^-53 grid. */
-    uint32_t a = ag_pcg32_next(g) >> 5, b = ag_pcg32_next(g) >> 6;
+    NEED_G("ag_pcg32_uniform");
+    uint32_t a = next(g) >> 5, b = next(g) >> 6;
     return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0);
 }
 
@@ -103,6 +124,7 @@ double ag_pcg32_normal(ag_pcg32 *g)
 {
     /* Box-Muller, cosine branch only: the generator state is all there is,
      * so saving it is enough to resume the sequence exactly. */
+    NEED_G("ag_pcg32_normal");
     double u1 = 1.0 - ag_pcg32_uniform(g);   /* (0, 1]: log is finite */
     double u2 = ag_pcg32_uniform(g);
     return sqrt(-2.0 * ag_math_log(u1)) * ag_math_cos(6.283185307179586 * u2);   /* the engine's own log, cos: the same
@@ -111,12 +133,13 @@ double ag_pcg32_normal(ag_pcg32 *g)
 
 uint32_t ag_pcg32_below(ag_pcg32 *g, uint32_t bound)
 {
+    NEED_G("ag_pcg32_below");
     if (bound == 0)
         return 0;
     /* Reject the low 2^32 mod bound values so every residue is equally likely. */
     uint32_t threshold = (uint32_t)(-bound) % bound;
     for (;;) {
-        uint32_t r = ag_pcg32_next(g);
+        uint32_t r = next(g);
         if (r >= threshold)
             return r % bound;
     }

@@ -207,7 +207,7 @@ if command -v strace >/dev/null && strace -f -o /dev/null -e trace=fsync true 2>
     "$A" train $TINY --steps 4 --log-every 1 --quiet --save lg.st --log lg.csv >/dev/null 2>&1
     cp lg.st lg.st4 && "$A" train --resume lg.st --steps 6 --quiet >/dev/null 2>&1 && mv lg.st4 lg.st
     cp lg.csv lg.bak
-    held_on read lg.csv train --resume lg.st --steps 6 --quiet
+    held_on read lg.csv train --resume lg.st --steps 6 --quiet --truncate-log
     until_true 'ls lg.csv.tmp.* >/dev/null 2>&1'
     term_holder lg.st.lock
     check "SIGTERM while the log is rewritten: exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
@@ -370,6 +370,9 @@ for f in "--beta1 0.8" "--beta2 0.99" "--eps 1e-6"; do
 done
 bad "--order applies only to --text (task copy draws random problems)" train --steps 2 --order sequential
 bad "--order applies only to --text (task reverse draws random problems)" train --task reverse --steps 2 --order random
+# a flag of the MPI build alone (build-mpi/ has its own tests: cli_mpi.sh)
+bad "--mpi-timeout applies only to the MPI build (make MPI=1)" train $TINY --steps 2 --mpi-timeout 60
+bad "--mpi-timeout applies only to the MPI build (make MPI=1)" train --resume base.st --steps 4 --mpi-timeout 0
 
 # ---- 17. threads and their wait policy change no bit of a run ---------------------------
 # The engine's threads (src/pool.c) decide at run time how long an idle thread

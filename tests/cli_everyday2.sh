@@ -332,16 +332,44 @@ check "... and --accept-changed-data goes on with the other text ($(cat err.txt)
 # ---- 4. a resumed run continues the run's log, no step twice -----------------------------
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save l.st --log l.csv >/dev/null 2>&1
 printf '12,9.9,,,0.1,1,1\n14,9.9,,,0.1,1,1\n' >>l.csv      # the interrupted run logged on after its save
-"$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv >/dev/null 2>err.txt
+# rows past the checkpoint's step are not dropped unasked: the file cannot
+# tell a run killed after its save from the run of a copy of the checkpoint
+cp l.csv l.bak && cp l.st l0.st
+one_line "$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv
+check "a log with whole rows past the checkpoint's step: exit 2, one line naming them and the ways on, log and checkpoint as they were ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF "log l.csv holds 2 rows past step 10, l.st'"'"'s (to step 14), logged after it was saved" err.txt &&
+          grep -qF "give --log FILE to log the rest of the run in another file, or --truncate-log to drop them" err.txt &&
+          cmp -s l.csv l.bak && cmp -s l.st l0.st'
+one_line "$A" train $TINY --steps 2 --truncate-log
+check "--truncate-log without --resume: exit 2, one line ($rc: $(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "--truncate-log applies to --resume FILE" err.txt'
+"$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv --truncate-log >/dev/null 2>err.txt
 steps=$(tail -n +2 l.csv | cut -d, -f1 | tr '\n' ' ')
 check "the resumed run continues the run's log, each step once ($steps)" test "$steps" = "2 4 6 8 10 12 14 16 "
 check "... the rows logged after the checkpoint are gone ($(grep -c 9.9 l.csv))" eval '! grep -q ",9.9," l.csv'
 check "... one header" test "$(grep -c '^step,' l.csv)" -eq 1
+# a copy of a checkpoint logs where its original does: resumed after the
+# original trained on, it is refused, the original's later rows kept (cp
+# a.st b.st, a.st trained to step 8, b.st resumed: the log was cut back to 4)
+"$A" train $TINY --steps 4 --log-every 2 --quiet --save ca.st --log c.csv >/dev/null 2>&1
+cp ca.st cb.st
+"$A" train --resume ca.st --steps 8 --log-every 2 --quiet >/dev/null 2>&1
+cp c.csv c.bak && cp cb.st cb0.st
+for given in "" "--log c.csv"; do
+    one_line "$A" train --resume cb.st --steps 6 --log-every 2 --quiet $given
+    check "a copy of a checkpoint resumed ${given:-without --log} after its original trained on: exit 2, one line, the original's log and the copy as they were ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && grep -qF "c.csv holds 2 rows past step 4, cb.st'"'"'s (to step 8)" err.txt &&
+              cmp -s c.csv c.bak && cmp -s cb.st cb0.st'
+done
+"$A" train --resume cb.st --steps 6 --log-every 2 --quiet --log cb.csv >/dev/null 2>err.txt
+check "... and with a log of its own it goes on, the original's left as it was ($(cat err.txt))" \
+    eval '[ "$(cut -d, -f1 cb.csv | tr "\n" " ")" = "step 6 " ] && cmp -s c.csv c.bak'
+rm -f ca.st cb.st cb0.st c.csv c.bak cb.csv
 # without --log, from another directory: the checkpoint names its log
 "$A" train $TINY --steps 10 --log-every 2 --quiet --save n.st --log n.csv >/dev/null 2>&1
 printf '12,9.9,,,0.1,1,1\n' >>n.csv
 mkdir -p elsewhere
-(cd elsewhere && "$A" train --resume ../n.st --steps 16 --log-every 2 --quiet >/dev/null 2>"$tmp/err.txt")
+(cd elsewhere && "$A" train --resume ../n.st --steps 16 --log-every 2 --quiet --truncate-log >/dev/null 2>"$tmp/err.txt")
 steps=$(tail -n +2 n.csv | cut -d, -f1 | tr '\n' ' ')
 check "a resume without --log continues the run's log, each step once ($steps $(cat err.txt))" \
     test "$steps" = "2 4 6 8 10 12 14 16 "
@@ -408,7 +436,7 @@ check "plot of a log with a row cut short before its last: exit 2, one line nami
 # checkpoint's step (24 here) and a last row cut short
 for rest in '' '24,1.3,,,0.1,1,1\n26,1'; do
     printf '\357\273\277step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n20,1.5,,,0.1,1,1\n22,1.4,,,0.1,1,1\n'"$rest" >bom.csv
-    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st >/dev/null 2>err.txt
+    "$A" train --resume n.st --steps 24 --log-every 2 --quiet --log bom.csv --save torn.st --truncate-log >/dev/null 2>err.txt
     rc=$?
     check "--resume continues a log that begins with a byte-order mark, the mark kept ('$rest' after: $rc: $(cat err.txt))" \
         eval '[ $rc -eq 0 ] && [ "$(head -c 3 bom.csv | od -An -tx1 | tr -d " ")" = efbbbf ] &&
@@ -447,6 +475,27 @@ check "... and the run's own log replaced by another file: the same ($(cat err.t
     eval '[ $rc -eq 2 ] && grep -q "other.csv does not begin with a training log.s header line" err.txt &&
           [ "$(cat other.csv)" = x ] && cmp -s n.st n0.st'
 rm -f notes.txt other.csv n0.st
+# a relative log_path (a hand edit: attograd records absolute ones) is taken
+# from the current directory, as the page's bare text name is; the line
+# says so, and the log beside the checkpoint is left alone
+python3 - n.st rel.st <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['__metadata__']['log_path'] = 'rel.csv'
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
+step=$("$A" info rel.st | sed -n 's/.*, step \([0-9]*\),.*/\1/p')
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >rel.csv && cp rel.csv rel.bak
+mkdir -p relwd
+(cd relwd && "$A" train --resume ../rel.st --steps $((step + 2)) --log-every 2 --save ../rel2.st >"$tmp/out.txt" 2>"$tmp/err.txt")
+check "a relative log_path is taken from the current directory, and the line says so ($step: $(cat err.txt) $(grep '^  log' out.txt))" \
+    eval '[ "$(cut -d, -f1 relwd/rel.csv | tr "\n" " ")" = "step $((step + 2)) " ] && cmp -s rel.csv rel.bak &&
+          grep -qF "  log        rel.csv (the checkpoint'"'"'s log_path, relative: taken from the current directory) does not exist: a new log starts at step $((step + 1))" out.txt'
+rm -rf rel.st rel2.st rel.csv rel.bak relwd
 
 # ---- 5. standard output that cannot be written --------------------------------------------
 if [ -w /dev/full ]; then
@@ -729,9 +778,15 @@ EOF_CPP
             eval '[ "$(LD_LIBRARY_PATH=$tmp/usr/lib ./strict_cpp)" = "8 2 0 2 F32" ]'
         rm -f strict_cpp
     done
+    # another package's files in the shared directories stay, and so do the
+    # directories (attograd has none of its own: they may have been there before)
+    echo other >usr/include/other.h && echo other >usr/lib/pkgconfig/other.pc
     mk uninstall PREFIX="$tmp/usr" >/dev/null 2>&1
-    check "make uninstall removes every file it installed ($(find usr -type f -o -type l | tr '\n' ' '))" \
-        test -z "$(find usr -type f -o -type l)"
+    check "make uninstall removes every file it installed, only those ($(find usr -type f -o -type l | tr '\n' ' '))" \
+        test "$(find usr -type f -o -type l | sort | tr '\n' ' ')" = "usr/include/other.h usr/lib/pkgconfig/other.pc "
+    check "make uninstall leaves the directories ($(find usr -type d | sort | tr '\n' ' '))" \
+        test "$(find usr -type d | sort | tr '\n' ' ')" = "usr usr/bin usr/include usr/lib usr/lib/pkgconfig "
+    rm -f usr/include/other.h usr/lib/pkgconfig/other.pc
     # DESTDIR stages the files; attograd.pc names the PREFIX they will live under
     mk install DESTDIR="$tmp/stage" PREFIX=/opt/ag >/dev/null 2>&1
     check "make install DESTDIR=... PREFIX=/opt/ag stages under DESTDIR" test -x stage/opt/ag/bin/attograd

@@ -14,7 +14,9 @@
  * lines, each whole (with its newline), the header first when it is one (a
  * header that is the whole file with no newline given one, bytes and all);
  * a scan that drops nothing copies the file as it is, and a copy scanned
- * again has nothing left to drop; a log plot reads stays one it reads.
+ * again has nothing left to drop (no whole row past the step either:
+ * svg_log_rows_after, which counts those a resume refuses to drop unasked,
+ * each a line the scan would drop); a log plot reads stays one it reads.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_POSIX_C_SOURCE=200809L \
  *       -Iinclude -Isrc -Itrain/cli tests/fuzz_log.c train/cli/svg.c src/fileio.c -lm -o fuzz_log
@@ -134,6 +136,13 @@ static void check_resume(const char *path, const uint8_t *data, size_t size, lon
     MUST(drop == 0 || drop == 1);
     MUST(cut == (size > 0 && data[size - 1] != '\n' && lines > 1 ? lines : 0));
     MUST(!cut || drop);
+    /* the whole rows past the step, which a resume drops only when told
+     * (--truncate-log): among the lines, each a reason to rewrite, the
+     * largest step past the checkpoint's */
+    MUST(fseek(in, 0, SEEK_SET) == 0);
+    double last;
+    long after = svg_log_rows_after(in, step, &last);
+    MUST(after >= 0 && after <= lines && (!after || (drop && last > (double)step)));
     MUST(fseek(in, 0, SEEK_SET) == 0);
     char *kept = NULL;
     size_t nkept = 0;
@@ -166,6 +175,7 @@ static void check_resume(const char *path, const uint8_t *data, size_t size, lon
         MUST(f);
         long cut2;
         MUST(svg_log_resume_scan(f, step, &cut2) == 0 && cut2 == 0);
+        MUST(fseek(f, 0, SEEK_SET) == 0 && svg_log_rows_after(f, step, &last) == 0);
         fclose(f);
         if (plot_reads && nkept > 0) {
             svg_log log;

@@ -890,6 +890,24 @@ static void test_null_arguments(ag_ctx *ctx)
     EXPECT_ERROR((void)ag_optim_adamw(NULL, 0.9, 0.999, 1e-8, 0), "ag_optim_adamw", "ps is NULL");
     EXPECT_ERROR(ag_optim_step(NULL, 0.1), "ag_optim_step", "opt is NULL");
     EXPECT_ERROR((void)ag_params_join(ctx, (ag_tensor *[]){ NULL }, 1), "ag_params_join", "tensor 0");
+    /* the generator: every function taking one */
+    ag_pcg32 *no_g = NULL;
+    uint32_t draws[4];
+    EXPECT_ERROR(ag_pcg32_seed(no_g, 1, 2), "ag_pcg32_seed: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_next(no_g), "ag_pcg32_next: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_uniform(no_g), "ag_pcg32_uniform: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_normal(no_g), "ag_pcg32_normal: g is NULL");
+    EXPECT_ERROR((void)ag_pcg32_below(no_g, 7), "ag_pcg32_below: g is NULL");
+    EXPECT_ERROR(ag_pcg32_advance(no_g, 3), "ag_pcg32_advance: g is NULL");
+    EXPECT_ERROR(ag_pcg32_fill(no_g, draws, 4), "ag_pcg32_fill: g is NULL");
+    {
+        ag_pcg32 g0;
+        ag_pcg32_seed(&g0, 1, 2);
+        ag_pcg32 g1 = g0;
+        EXPECT_ERROR(ag_pcg32_fill(&g1, NULL, 4), "ag_pcg32_fill: out is NULL");
+        ag_pcg32_fill(&g1, NULL, 0);
+        CHECK(g1.state == g0.state && g1.inc == g0.inc, "a refused ag_pcg32_fill moved the generator");
+    }
     ag_params_free(ps);
 
     /* a NULL context (ag_ctx_new's result never checked, say): every
@@ -1063,6 +1081,13 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *loss = ag_sum_all(ctx, ag_mul(ctx, w, w));
     ag_backward(ctx, loss);
     CHECK(ag_tape_length(ctx) == 2 && loss->data[0] == 0, "a step after the refusals records and runs backward");
+    /* 2^32 resets later (all but the last counted at once) a tensor kept
+     * from before is still stale: the count of resets does not wrap (held
+     * in 32 bits it came back to the tensor's step and took it for live) */
+    ag_tensor *kept = ag_sum_all(ctx, ag_mul(ctx, w, w));
+    ctx->step += 0xFFFFFFFFu;
+    ag_reset(ctx);
+    EXPECT_ERROR(ag_backward(ctx, kept), "ag_backward", "before the last ag_reset");
     ag_ctx_free(other);
     ag_params_free(ps);
 }
@@ -2028,6 +2053,23 @@ static void test_cross_entropy_values(ag_ctx *ctx)
     for (size_t i = 0; i < unused->size; i++)
         ok &= unused->grad[i] == 0;
     CHECK(ok, "cross_entropy with every target ignored: the gradient is not 0 everywhere");
+    /* the mean's backward divides by the count of counted rows exactly:
+     * past 2^24 rows a float count was another number (16777217 became
+     * 16777216, and dy / count was 2^-24, not the float below it); below
+     * that, the float division's bits */
+    ag_real exact = (ag_real)(1.0 / 16777217.0), got = ag_div_count(1, 16777217);
+    CHECK(got == exact, "cross_entropy's 1 / 16777217 rows = %a, want %a", (double)got, (double)exact);
+    got = ag_div_count(3, ((size_t)1 << 40) + 3);
+    exact = (ag_real)(3.0 / 1099511627779.0);
+    CHECK(got == exact, "cross_entropy's 3 / (2^40 + 3) rows = %a, want %a", (double)got, (double)exact);
+    CHECK(ag_div_count(5, 0) == 0, "cross_entropy's gradient with no row counted is not 0");
+    ok = 1;
+    for (int i = 0; i < 10000; i++) {
+        ag_real dy = (ag_real)(ag_pcg32_uniform(&rng) * 8 - 4);
+        size_t n = 1 + ag_pcg32_below(&rng, (1u << 24) - 1);
+        ok &= ag_div_count(dy, n) == dy / (ag_real)n;
+    }
+    CHECK(ok, "cross_entropy's dy / rows below 2^24 differs from the division in ag_real");
 }
 
 static void test_embedding_values(ag_ctx *ctx)

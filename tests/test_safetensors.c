@@ -538,6 +538,10 @@ static void test_save_failures(void)
     CHECK(ag_st_save(nodir, &one, 1, NULL, 0, err, sizeof err) == -1, "save into a missing directory");
     CHECK(strncmp(err, nodir, strlen(nodir)) == 0 && strstr(err, strerror(ENOENT)) && one_line(err),
           "missing dir message: %s", err);
+    /* ... naming the file and the directory, not the temporary name (gone,
+     * and a "No such file" after it read as if that were missing) */
+    CHECK(strstr(err, "temp file in ") && strstr(err, "no/such/dir: ") && !strstr(err, ".tmp."),
+          "missing dir message names the temporary file: %s", err);
 
     /* the temp path is taken by a directory: the next name is used and the
      * directory left alone; with every name taken, nothing is created */
@@ -579,6 +583,24 @@ static void test_save_failures(void)
         CHECK(strstr(err, "write failed") && strstr(err, strerror(EFBIG)) && one_line(err), "size limit: %s", err);
         check_intact(path, old, oldlen, "size limit");
         CHECK(lstat(tmpname, &st) != 0, "temp file removed after a failed write");
+        /* ... and one that fails when the buffered bytes go out (the SVGs'
+         * and the log's writes): the message names the file, not the
+         * temporary one it removed */
+        ag_atomic_file w;
+        CHECK(ag_atomic_open(&w, path, err, sizeof err) == 0, "open for a failed flush: %s", err);
+        fputs("a few bytes, buffered", w.f);
+        small.rlim_cur = 0;
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &small);
+        err[0] = '\0';
+        rc = ag_atomic_commit(&w, err, sizeof err);
+        setrlimit(RLIMIT_FSIZE, &was);
+        signal(SIGXFSZ, old_handler);
+        CHECK(rc == -1 && strncmp(err, path, strlen(path)) == 0 && strstr(err, "write failed") &&
+                  strstr(err, strerror(EFBIG)) && !strstr(err, ".tmp.") && one_line(err),
+              "a failed flush: %s", err);
+        check_intact(path, old, oldlen, "a failed flush");
+        CHECK(lstat(tmpname, &st) != 0, "temp file removed after a failed flush");
     } else {
         printf("note: no RLIMIT_FSIZE, the failed-write case not run\n");
     }
@@ -604,7 +626,8 @@ static void test_save_failures(void)
     mkdir(later, 0755);
     spill(later_keep, "k", 1);
     err[0] = '\0';
-    CHECK(ag_atomic_commit(&af, err, sizeof err) == -1 && strstr(err, "cannot rename"), "rename failure: %s", err);
+    CHECK(ag_atomic_commit(&af, err, sizeof err) == -1 && strstr(err, "cannot rename") && !strstr(err, ".tmp."),
+          "rename failure: %s", err);
     CHECK(count_entries(dir) == before + 1, "temp file left after a failed rename");
     unlink(later_keep);
     rmdir(later);

@@ -161,6 +161,11 @@ static void check_schedule(trainer *t, opt *opts, int nopts)
  * AdamW would not be the run asked for. */
 static void check_applies(const trainer *t, opt *opts, int nopts)
 {
+#ifndef AG_MPI
+    /* the MPI build's: one process here, with no other rank to wait for */
+    if (args_find(opts, nopts, "--mpi-timeout")->given)
+        die(CMD, "--mpi-timeout applies only to the MPI build (make MPI=1); this attograd trains in one process");
+#endif
     if (t->o.resume)
         return;                 /* the saved run's, checked when it started */
     const char *sgd_only[] = { "--momentum" }, *adamw_only[] = { "--beta1", "--beta2", "--eps" };
@@ -227,6 +232,8 @@ static void check_combinations(const train_opts *o)
         die(CMD, "--save-every needs --save FILE");
     if (o->accept_changed_data && !o->resume)
         die(CMD, "--accept-changed-data applies to --resume FILE");
+    if (o->truncate_log && !o->resume)
+        die(CMD, "--truncate-log applies to --resume FILE");
 }
 
 /* The model flags given beside --init or --resume (--init takes dropout and
@@ -333,7 +340,7 @@ static const run_recorded *recorded(const char *key)
 }
 
 /* The defaults, and the option table over them (N_OPTS rows). */
-enum { N_OPTS = 37 };
+enum { N_OPTS = 38 };
 static void train_options(train_opts *o, opt opts[N_OPTS])
 {
     const run_settings *r = &RUN_DEFAULTS;     /* the playground's too */
@@ -385,6 +392,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0, 0 },
         { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0, 0 },
+        { "--truncate-log", OPT_FLAG, &o->truncate_log, NULL, "--resume: drop the log's rows past the checkpoint's step (logged after it was saved)", 0, 0, 0, 0, 0 },
         { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", RANGE("micro_batch"), 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0, 0 },
     };

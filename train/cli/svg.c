@@ -818,6 +818,27 @@ int svg_log_resume_scan(FILE *in, long step, long *cut)
     return ferror(in) ? -1 : rewrite;
 }
 
+long svg_log_rows_after(FILE *in, long step, double *last)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    long rows = 0;
+    *last = (double)step;
+    while ((got = getline(&line, &cap, in)) > 0) {
+        const char *comma = memchr(line, ',', (size_t)got);
+        double row;
+        if (!svg_log_row_cut(line, (size_t)got) && svg_log_resume_drops(line, (size_t)got, step) && comma &&
+            parse_field(line, (size_t)(comma - line), &row) == 0) {
+            rows++;
+            if (row > *last)
+                *last = row;
+        }
+    }
+    free(line);
+    return ferror(in) ? -1 : rows;
+}
+
 int svg_log_resume_copy(FILE *in, FILE *out, long step)
 {
     char *line = NULL;

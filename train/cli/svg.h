@@ -92,6 +92,11 @@ int svg_log_starts_with_header(FILE *in);
 int svg_log_resume_drops(const char *line, size_t len, long step);
 int svg_log_resume_scan(FILE *in, long step, long *cut);
 int svg_log_resume_copy(FILE *in, FILE *out, long step);
+/* svg_log_rows_after: the whole rows of in (not one cut short) whose step,
+ * read as svg_log_resume_drops reads it, is after `step`, and in *last the
+ * largest of those steps: rows a resume would drop that a run wrote whole
+ * after the checkpoint was saved; -1 on a read error. */
+long svg_log_rows_after(FILE *in, long step, double *last);
 
 /* An attograd training log, one entry per row; NaN where a field was empty
  * (val_loss and val_acc are only measured at eval steps).  cut_line: the

@@ -18,6 +18,7 @@ typedef struct train_opts {
     const char *save, *init, *resume, *precision;
     int layers, heads, d_model, context, qkv_bias, batch, threads, quiet;
     int accept_changed_data;    /* --resume on a text that changed since the checkpoint */
+    int truncate_log;           /* --resume: drop the log's rows past the checkpoint's step */
     double dropout, lr, momentum, weight_decay, beta1, beta2, eps, clip, min_lr;
     long steps, eval_every, log_every, warmup, save_every;
     int64_t seed;

@@ -58,9 +58,14 @@ static void open_data(trainer *t)
 }
 
 /* A resumed run given the run's --log again continues it from the
- * checkpoint's step: rows the interrupted run logged after its last save
- * are dropped first (the file replaced whole), so no step appears twice,
- * and so is a last row cut short (svg_log_row_cut, as `plot` sees it: no
+ * checkpoint's step.  Whole rows logged after that step are not dropped
+ * unless --truncate-log says so: a run killed after its last save wrote
+ * them, or the run of a copy of the checkpoint, which logs where its
+ * original does (cp a.st b.st, a.st trained on, b.st resumed: a's later
+ * rows would be lost); the file cannot tell which, so the resume is
+ * refused, naming them and the ways on (another --log, or --truncate-log).
+ * Dropped, they go first (the file replaced whole), so no step appears
+ * twice, and so does a last row cut short (svg_log_row_cut, as `plot` sees it: no
  * newline, a write that a full disk stopped part way), which the next row
  * would otherwise continue ("260" and "401,..." make a row of step 260401);
  * a line says so.  The header stays as it was, byte-order mark and all
@@ -72,7 +77,7 @@ static void open_data(trainer *t)
  * be made) has nothing to drop.  A log that is not a regular file (a pipe,
  * a device) is only appended to.
  * Returns the line number of a last row cut short that was dropped, else 0. */
-static long log_drop_after(const char *path, long step)
+static long log_drop_after(const char *path, long step, const char *from, int truncate)
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -85,6 +90,19 @@ static long log_drop_after(const char *path, long step)
     if (svg_log_resume_scan(in, step, &cut) != 1 || fseek(in, 0, SEEK_SET) != 0) {
         fclose(in);
         return 0;                       /* nothing to drop, or a read error: opening it to append says why */
+    }
+    double last;
+    long rows = truncate ? 0 : svg_log_rows_after(in, step, &last);
+    if (rows > 0) {
+        fclose(in);
+        die(CMD, "log %s holds %ld row%s past step %ld, %s's (to step %.0f), logged after it was saved (by its run "
+                 "before it stopped, or by the run of a copy of it); continuing the log would drop %s: give --log "
+                 "FILE to log the rest of the run in another file, or --truncate-log to drop %s",
+            path, rows, rows == 1 ? "" : "s", step, from, last, rows == 1 ? "it" : "them", rows == 1 ? "it" : "them");
+    }
+    if (fseek(in, 0, SEEK_SET) != 0) {
+        fclose(in);
+        return 0;
     }
     static ag_atomic_file out;          /* tracked: a signal meanwhile removes its temporary file */
     output_track(&out);
@@ -314,7 +332,7 @@ void train_setup(trainer *t)
             log_restarted = 1;
         else if (o->resume) {
             check_log_to_continue(o->log_path);
-            log_cut = log_drop_after(o->log_path, t->ck.step);
+            log_cut = log_drop_after(o->log_path, t->ck.step, o->resume, o->truncate_log);
         }
         /* a resumed run with no steps to take adds no row to a log that
          * holds its header: it is not opened, and may be read-only as the
@@ -336,9 +354,19 @@ void train_setup(trainer *t)
     }
     if (!o->quiet)
         print_config(t);
-    if (log_restarted)      /* after the configuration, among its lines */
-        fprintf(report_stream(), "  log        %s no longer exists: a new one starts at step %ld\n", o->log_path,
+    if (log_restarted) {    /* after the configuration, among its lines */
+        /* the checkpoint's log, gone; its path as written by hand or by
+         * another program, relative, which is taken from the current
+         * directory as the page's bare text name is (README); or a --log
+         * given for the rest of the run, new */
+        const char *recorded = ckpt_meta(&t->ck, "log_path");
+        const char *what = !recorded || strcmp(recorded, o->log_path) != 0 ? "is a new file"
+                           : recorded[0] != '/' ? "(the checkpoint's log_path, relative: taken from the current "
+                                                  "directory) does not exist"
+                                                : "no longer exists";
+        fprintf(report_stream(), "  log        %s %s: a new log starts at step %ld\n", o->log_path, what,
                 t->ck.step + 1);
+    }
     if (log_cut)
         fprintf(report_stream(), "  log        %s:%ld: the last row was cut short (no newline at its end): dropped\n",
                 o->log_path, log_cut);
