@@ -450,6 +450,15 @@ static int run_files(const char *what, char *dir, char *text_path, size_t tlen, 
     return 0;
 }
 
+/* What run_files made (the text read, the files, the directory), removed. */
+static void run_files_remove(const char *dir, const char *text_path, const char *path, text_data *text)
+{
+    text_free(text);
+    remove(text_path);
+    remove(path);
+    rmdir(dir);
+}
+
 /* The run settings a checkpoint records (run.h's RUN_RECORDED, which
  * `attograd train` and the playground both write and read): every one,
  * given a value other than its default, comes back from the file as it
@@ -556,10 +565,7 @@ static void check_recorded_settings(void)
         model_free(&m);
         ckpt_close(&ck);
     }
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* path rewritten with its metadata key set to value (the tensors as they
@@ -623,10 +629,7 @@ static void check_message_one_line(void)
             ckpt_close(&ck);
         }
     }
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* The ranges of the recorded settings (RUN_RECORDED's, which train's flags
@@ -721,10 +724,7 @@ static void check_recorded_ranges(void)
     }
     CHECK(cases > 50 && refused + accepted == cases, "recorded ranges: %d of %d cases as they should be",
           refused + accepted, cases);
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* step_update refuses what is not finite: a NaN, +inf or -inf anywhere in
