@@ -10,6 +10,8 @@
  * the reference build, which runs on one thread).
  * check_vm_bytes() is the process's mapped size, for tests that cap the
  * address space a little above it (0 where it cannot be read).
+ * check_future_mask(ctx, T) is the [T,T] mask of causal attention for
+ * ag_masked_fill: 1 above the diagonal (the future), 0 on and below it.
  */
 #ifndef ATTOGRAD_CHECK_H
 #define ATTOGRAD_CHECK_H
@@ -72,6 +74,15 @@ static inline size_t check_vm_bytes(void)
         pages = 0;
     fclose(f);
     return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static inline ag_tensor *check_future_mask(ag_ctx *ctx, int T)
+{
+    ag_tensor *m = ag_new(ctx, 2, (int[]){T, T});
+    for (int i = 0; i < T; i++)
+        for (int j = i + 1; j < T; j++)
+            m->data[i * T + j] = 1;
+    return m;
 }
 
 #endif

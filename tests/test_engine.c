@@ -28,6 +28,7 @@
 #include "attograd.h"
 #include "attograd_io.h"
 #include "check.h"
+#include "expect_error.h"
 #include "internal.h"
 #include "kernels.h"
 
@@ -503,41 +504,7 @@ static void test_dropout_seeding(ag_ctx *ctx)
 /* errors                                                                  */
 /* ======================================================================= */
 
-static jmp_buf error_jump;
-static char error_msg[512];
-static int error_count;
-
-static void record_error(const char *msg, void *user)
-{
-    (void)user;
-    snprintf(error_msg, sizeof error_msg, "%s", msg);
-    error_count++;
-    longjmp(error_jump, 1);
-}
-
-/* The error raised by `stmt` must contain every fragment (op name, shapes). */
-static void check_error(const char *stmt, int raised, const char *const *fragments)
-{
-    if (!raised) {
-        CHECK(0, "%s raised no error", stmt);
-        return;
-    }
-    for (int i = 0; fragments[i]; i++)
-        CHECK(strstr(error_msg, fragments[i]) != NULL, "%s: error \"%s\" does not name \"%s\"", stmt, error_msg,
-              fragments[i]);
-}
-
-#define EXPECT_ERROR(stmt, ...)                                                  \
-    do {                                                                         \
-        volatile int raised_ = 0;                                                \
-        error_msg[0] = 0;                                                        \
-        if (setjmp(error_jump) == 0) {                                           \
-            stmt;                                                                \
-        } else {                                                                 \
-            raised_ = 1;                                                         \
-        }                                                                        \
-        check_error(#stmt, raised_, (const char *const[]){ __VA_ARGS__, NULL }); \
-    } while (0)
+/* EXPECT_ERROR and the handler it needs, record_error: expect_error.h */
 
 /* Whether msg is one printable line: no byte below 0x20 but a tab, no DEL. */
 static int printable_line(const char *msg)

@@ -78,19 +78,10 @@ static ag_tensor *f_softmax(ag_ctx *c, ag_tensor **x, const void *a) { return ag
 static ag_tensor *f_log_softmax(ag_ctx *c, ag_tensor **x, const void *a) { return ag_log_softmax(c, x[0], *(const int *)a); }
 
 /* Causal masking as attention does it: scores [B,H,T,T], -inf above the diagonal. */
-static ag_tensor *causal_mask(ag_ctx *c, int T)
-{
-    ag_tensor *m = ag_new(c, 2, (int[]){T, T});
-    for (int i = 0; i < T; i++)
-        for (int j = i + 1; j < T; j++)
-            m->data[i * T + j] = 1;
-    return m;
-}
-
 static ag_tensor *f_masked_softmax(ag_ctx *c, ag_tensor **x, const void *a)
 {
     (void)a;
-    ag_tensor *s = ag_masked_fill(c, x[0], causal_mask(c, x[0]->shape[x[0]->ndim - 1]), -INFINITY);
+    ag_tensor *s = ag_masked_fill(c, x[0], check_future_mask(c, x[0]->shape[x[0]->ndim - 1]), -INFINITY);
     return ag_softmax(c, s, -1);
 }
 
@@ -206,7 +197,7 @@ static ag_tensor *f_attention_head(ag_ctx *c, ag_tensor **x, const void *a)
     ag_tensor *q = ag_linear(c, in, x[1], NULL), *k = ag_linear(c, in, x[2], NULL), *v = ag_linear(c, in, x[3], NULL);
     int T = in->shape[1], hd = x[1]->shape[0];
     ag_tensor *s = ag_scale(c, ag_matmul(c, q, ag_transpose(c, k, 1, 2)), (ag_real)(1.0 / sqrt(hd)));
-    ag_tensor *w = ag_softmax(c, ag_masked_fill(c, s, causal_mask(c, T), -INFINITY), -1);
+    ag_tensor *w = ag_softmax(c, ag_masked_fill(c, s, check_future_mask(c, T), -INFINITY), -1);
     return ag_matmul(c, w, v);
 }
 

@@ -8,9 +8,9 @@
  * gradients and weights that are not finite.
  */
 #include <float.h>
-#include <setjmp.h>
 #include <unistd.h>
 
+#include "expect_error.h"
 #include "gradcheck.h"
 #include "model.h"
 #include "run.h"
@@ -450,6 +450,15 @@ static int run_files(const char *what, char *dir, char *text_path, size_t tlen, 
     return 0;
 }
 
+/* What run_files made (the text read, the files, the directory), removed. */
+static void run_files_remove(const char *dir, const char *text_path, const char *path, text_data *text)
+{
+    text_free(text);
+    remove(text_path);
+    remove(path);
+    rmdir(dir);
+}
+
 /* The run settings a checkpoint records (run.h's RUN_RECORDED, which
  * `attograd train` and the playground both write and read): every one,
  * given a value other than its default, comes back from the file as it
@@ -556,10 +565,7 @@ static void check_recorded_settings(void)
         model_free(&m);
         ckpt_close(&ck);
     }
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* path rewritten with its metadata key set to value (the tensors as they
@@ -623,10 +629,7 @@ static void check_message_one_line(void)
             ckpt_close(&ck);
         }
     }
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* The ranges of the recorded settings (RUN_RECORDED's, which train's flags
@@ -721,10 +724,7 @@ static void check_recorded_ranges(void)
     }
     CHECK(cases > 50 && refused + accepted == cases, "recorded ranges: %d of %d cases as they should be",
           refused + accepted, cases);
-    text_free(&text);
-    remove(text_path);
-    remove(path);
-    rmdir(dir);
+    run_files_remove(dir, text_path, path, &text);
 }
 
 /* step_update refuses what is not finite: a NaN, +inf or -inf anywhere in
@@ -779,29 +779,7 @@ static void check_step_guards(void)
 }
 
 /* The model library's misuses are refused in a line naming the problem
- * (an error handler that jumps back sees each one). */
-static jmp_buf misuse_jump;
-static char misuse_msg[512];
-
-static void misuse_caught(const char *msg, void *user)
-{
-    (void)user;
-    snprintf(misuse_msg, sizeof misuse_msg, "%s", msg);
-    longjmp(misuse_jump, 1);
-}
-
-#define EXPECT_MISUSE(stmt, want)                                                                     \
-    do {                                                                                              \
-        volatile int raised_ = 0;                                                                     \
-        misuse_msg[0] = 0;                                                                            \
-        if (setjmp(misuse_jump) == 0) {                                                               \
-            stmt;                                                                                     \
-        } else {                                                                                      \
-            raised_ = 1;                                                                              \
-        }                                                                                             \
-        CHECK(raised_ && strstr(misuse_msg, want), "%s: got \"%s\", want \"%s\"", #stmt, misuse_msg, want); \
-    } while (0)
-
+ * (an error handler that jumps back sees each one: expect_error.h). */
 static void check_misuse(void)
 {
     model_config cfg = { ARCH_GPT, 9, 2, 3, 6, 8, 0, 0 }, other = { ARCH_GPT, 9, 1, 3, 6, 8, 0, 0 };
@@ -815,18 +793,18 @@ static void check_misuse(void)
     ag_params *ps = ag_params_new();
     nn_mha causal = nn_mha_new(ps, "a", 6, 2, 0, 0, 1), open = nn_mha_new(ps, "b", 6, 2, 0, 0, 0);
     ag_params_alloc(ps);
-    ag_set_error_handler(misuse_caught, NULL);
-    EXPECT_MISUSE((void)model_forward(ctx, &m, ids, 1, 9, 0, NULL), "9 tokens but the model's context is 8");
-    EXPECT_MISUSE((void)model_forward(ctx, &m, ids, 1, 0, 0, NULL), "0 tokens but the model's context is 8");
-    EXPECT_MISUSE((void)model_forward_cached(ctx, &m, &c, ids, 2, 1), "2 x 1 tokens after 0 cached positions");
-    EXPECT_MISUSE((void)model_forward_cached(ctx, &m, &c, ids, 1, 9), "1 x 9 tokens after 0 cached positions");
-    EXPECT_MISUSE(model_copy_weights(&m, &o), "model_copy_weights: the models differ");
-    EXPECT_MISUSE((void)nn_mha_new(ps, "c", 6, 4, 0, 0, 1), "d_model 6 is not divisible by 4 heads");
+    ag_set_error_handler(record_error, NULL);
+    EXPECT_ERROR((void)model_forward(ctx, &m, ids, 1, 9, 0, NULL), "9 tokens but the model's context is 8");
+    EXPECT_ERROR((void)model_forward(ctx, &m, ids, 1, 0, 0, NULL), "0 tokens but the model's context is 8");
+    EXPECT_ERROR((void)model_forward_cached(ctx, &m, &c, ids, 2, 1), "2 x 1 tokens after 0 cached positions");
+    EXPECT_ERROR((void)model_forward_cached(ctx, &m, &c, ids, 1, 9), "1 x 9 tokens after 0 cached positions");
+    EXPECT_ERROR(model_copy_weights(&m, &o), "model_copy_weights: the models differ");
+    EXPECT_ERROR((void)nn_mha_new(ps, "c", 6, 4, 0, 0, 1), "d_model 6 is not divisible by 4 heads");
     ag_tensor *x = ag_new(ctx, 3, (int[]){ 1, 2, 6 }), *flat = ag_new(ctx, 2, (int[]){ 2, 6 });
     ag_tensor *kv = ag_new(ctx, 3, (int[]){ 2, 2, 6 }), *cache = ag_new(ctx, 3, (int[]){ 1, 4, 6 });
-    EXPECT_MISUSE((void)nn_mha_forward(ctx, &causal, flat, NULL, 0, NULL), "input [2,6] is not [B,T,6]");
-    EXPECT_MISUSE((void)nn_mha_forward(ctx, &open, x, kv, 0, NULL), "keys/values [2,2,6] do not fit queries [1,2,6]");
-    EXPECT_MISUSE((void)nn_mha_forward_cached(ctx, &open, x, cache, cache, 0), "serves causal attention only");
+    EXPECT_ERROR((void)nn_mha_forward(ctx, &causal, flat, NULL, 0, NULL), "input [2,6] is not [B,T,6]");
+    EXPECT_ERROR((void)nn_mha_forward(ctx, &open, x, kv, 0, NULL), "keys/values [2,2,6] do not fit queries [1,2,6]");
+    EXPECT_ERROR((void)nn_mha_forward_cached(ctx, &open, x, cache, cache, 0), "serves causal attention only");
     ag_set_error_handler(NULL, NULL);
     ag_params_free(ps);
     model_cache_free(&c);

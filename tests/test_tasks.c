@@ -463,6 +463,18 @@ static void write_file(const char *path, const char *s, size_t n)
     }
 }
 
+/* Loading path (by text_load_vocab given a vocabulary, else by text_load)
+ * is refused in a message that names the file and says want. */
+static void check_load_refused(const char *what, const char *path, const uint8_t *vocab, int vocab_size,
+                               const char *want)
+{
+    char err[512] = "";
+    text_data d;
+    int rc = vocab ? text_load_vocab(&d, path, vocab, vocab_size, err, sizeof err)
+                   : text_load(&d, path, err, sizeof err);
+    CHECK(rc == -1 && contains(err, want) && contains(err, path), "%s: '%s'", what, err);
+}
+
 static void test_text_files(void)
 {
     char err[512], dir[] = "/tmp/attograd_tasks_XXXXXX", path[600];
@@ -475,48 +487,25 @@ static void test_text_files(void)
           err);
     text_free(&d);
 
-    err[0] = 0;
     snprintf(path, sizeof path, "%s/missing.txt", dir);
-    CHECK(text_load(&d, path, err, sizeof err) == -1 && contains(err, "cannot open") &&
-              contains(err, path),
-          "missing: '%s'", err);
-    err[0] = 0;
-    CHECK(text_load(&d, dir, err, sizeof err) == -1 && contains(err, "is a directory") &&
-              contains(err, dir),
-          "directory: '%s'", err);
-    err[0] = 0;
+    check_load_refused("missing", path, NULL, 0, "cannot open");
+    check_load_refused("directory", dir, NULL, 0, "is a directory");
     snprintf(path, sizeof path, "%s/empty.txt", dir);
     write_file(path, "", 0);
-    CHECK(text_load(&d, path, err, sizeof err) == -1 && contains(err, "is empty") &&
-              contains(err, path),
-          "empty: '%s'", err);
-    err[0] = 0;
+    check_load_refused("empty", path, NULL, 0, "is empty");
     snprintf(path, sizeof path, "%s/same.txt", dir);
     write_file(path, "\n\n\n", 3);
-    CHECK(text_load(&d, path, err, sizeof err) == -1 && contains(err, "only one distinct byte value, 0x0a") &&
-              contains(err, path),
-          "one distinct byte: '%s'", err);
-    err[0] = 0;
+    check_load_refused("one distinct byte", path, NULL, 0, "only one distinct byte value, 0x0a");
     snprintf(path, sizeof path, "%s/outside.txt", dir);
     write_file(path, "ab\x01", 3);
-    const uint8_t vocab[] = {'a', 'b'};
-    CHECK(text_load_vocab(&d, path, vocab, 2, err, sizeof err) == -1 &&
-              contains(err, "byte 0x01 at offset 2") && contains(err, path),
-          "outside vocab: '%s'", err);
+    check_load_refused("outside vocab", path, (const uint8_t[]){'a', 'b'}, 2, "byte 0x01 at offset 2");
     /* /proc files: regular, size 0 in stat, yet they have contents */
-    if (access("/proc/self/status", R_OK) == 0) {
-        err[0] = 0;
-        CHECK(text_load(&d, "/proc/self/status", err, sizeof err) == -1 &&
-                  contains(err, "/proc/self/status changed size while reading"),
-              "changed size: '%s'", err);
-    }
+    if (access("/proc/self/status", R_OK) == 0)
+        check_load_refused("changed size", "/proc/self/status", NULL, 0,
+                           "/proc/self/status changed size while reading");
     /* reading address 0 of one's own memory fails with EIO */
-    if (access("/proc/self/mem", R_OK) == 0) {
-        err[0] = 0;
-        CHECK(text_load(&d, "/proc/self/mem", err, sizeof err) == -1 &&
-                  contains(err, "read error on /proc/self/mem"),
-              "read error: '%s'", err);
-    }
+    if (access("/proc/self/mem", R_OK) == 0)
+        check_load_refused("read error", "/proc/self/mem", NULL, 0, "read error on /proc/self/mem");
 
     /* context limits: 100 bytes = 90 train + 10 validation */
     snprintf(path, sizeof path, "%s/hundred.txt", dir);

@@ -197,16 +197,6 @@ static void test_journey_trainable(ag_ctx *ctx)
 
 /* ---- bag of words: the running mean three ways -------------------------- */
 
-/* 1 above the diagonal (the future), 0 on and below it. */
-static ag_tensor *future_mask(ag_ctx *ctx, int T)
-{
-    ag_tensor *m = ag_new(ctx, 2, (int[]){T, T});
-    for (int i = 0; i < T; i++)
-        for (int j = i + 1; j < T; j++)
-            m->data[i * T + j] = 1;
-    return m;
-}
-
 static void test_bag_of_words(ag_ctx *ctx)
 {
     enum { B = 4, T = 8, C = 2 };
@@ -236,7 +226,8 @@ static void test_bag_of_words(ag_ctx *ctx)
     ag_tensor *xbow2 = ag_matmul(ctx, avg, x);
 
     /* (3) zeros, -inf above the diagonal, softmax: the same uniform rows */
-    ag_tensor *wei = ag_softmax(ctx, ag_masked_fill(ctx, ag_new(ctx, 2, (int[]){T, T}), future_mask(ctx, T), -INFINITY), -1);
+    ag_tensor *zeros = ag_new(ctx, 2, (int[]){T, T});
+    ag_tensor *wei = ag_softmax(ctx, ag_masked_fill(ctx, zeros, check_future_mask(ctx, T), -INFINITY), -1);
     ag_tensor *xbow3 = ag_matmul(ctx, wei, x);
 
     CHECK(xbow2->ndim == 3 && xbow2->shape[0] == B && xbow2->shape[1] == T && xbow2->shape[2] == C,
@@ -269,7 +260,7 @@ static ag_tensor *mask_after_softmax(ag_ctx *ctx, ag_tensor *weights)
 {
     int T = weights->shape[0];
     ag_tensor *ones = ag_full(ctx, 2, (int[]){T, T}, 1);
-    ag_tensor *tril = ag_masked_fill(ctx, ones, future_mask(ctx, T), 0);
+    ag_tensor *tril = ag_masked_fill(ctx, ones, check_future_mask(ctx, T), 0);
     ag_tensor *masked = ag_mul(ctx, weights, tril);
     ag_tensor *sums = ag_sum(ctx, masked, -1, 1);   /* [T,1] */
     return ag_exp(ctx, ag_sub(ctx, ag_log(ctx, masked), ag_log(ctx, sums)));
@@ -278,7 +269,7 @@ static ag_tensor *mask_after_softmax(ag_ctx *ctx, ag_tensor *weights)
 /* (b) -inf above the diagonal before the softmax. */
 static ag_tensor *mask_before_softmax(ag_ctx *ctx, ag_tensor *scores)
 {
-    return ag_softmax(ctx, ag_masked_fill(ctx, scores, future_mask(ctx, scores->shape[0]), -INFINITY), -1);
+    return ag_softmax(ctx, ag_masked_fill(ctx, scores, check_future_mask(ctx, scores->shape[0]), -INFINITY), -1);
 }
 
 static int causal_rows_ok(const ag_tensor *w)
@@ -423,7 +414,7 @@ static void test_multihead_split(ag_ctx *ctx)
     ag_tensor *k = ag_transpose(ctx, ag_reshape(ctx, qkv[1], 4, (int[]){B, T, H, HD}), 1, 2);
     ag_tensor *v = ag_transpose(ctx, ag_reshape(ctx, qkv[2], 4, (int[]){B, T, H, HD}), 1, 2);
     ag_tensor *scores = ag_scale(ctx, ag_matmul(ctx, q, ag_transpose(ctx, k, 2, 3)), (ag_real)(1 / sqrt((double)HD)));
-    ag_tensor *w = ag_softmax(ctx, ag_masked_fill(ctx, scores, future_mask(ctx, T), -INFINITY), -1);
+    ag_tensor *w = ag_softmax(ctx, ag_masked_fill(ctx, scores, check_future_mask(ctx, T), -INFINITY), -1);
     ag_tensor *out = ag_reshape(ctx, ag_transpose(ctx, ag_matmul(ctx, w, v), 1, 2), 3, (int[]){B, T, D});
     ok = 1;
     for (int b = 0; b < B; b++)
