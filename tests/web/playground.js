@@ -632,8 +632,45 @@ async function main() {
     await page.getByRole('button', { name: 'Step' }).click();
     const stepped = await waitStatus(page, /^step 1\/9 · loss [0-9]/, 30000).catch((e) => String(e.message));
     check(`a 6 MB Prompt is refused in one line (${said.slice(0, 90)}), Complete too (${completeSaid.slice(0, 90)}), ` +
-          `and the run steps on (${stepped})`, /^Prompt: .*longer than/.test(said) && /^cannot complete: .*longer than/.test(completeSaid) &&
+          `and the run steps on (${stepped})`, /^Prompt: .*more than/.test(said) && /^cannot complete: Prompt: .*more than/.test(completeSaid) &&
           /^step 1\/9 · loss/.test(stepped));
+    // each names the Prompt, not "text" (they said "copy text is longer than 1024 tokens", and Complete's
+    // named no field), for a text model's Prompt as for a task's
+    check(`the long Prompt's messages name the Prompt, not a text (${said.slice(0, 60)}; ${completeSaid.slice(0, 60)})`,
+          !/\btext\b/.test(said + completeSaid));
+  });
+
+  // ---- a Prompt holding a NUL: refused in one line, the heatmaps and Complete too (the engine's C
+  // string ended at it: "gcfffbgj|\0zz" was completed and drawn as "gcfffbgj|", nothing said;
+  // attograd's --prompt cannot hold one) --
+  await part('a Prompt with a NUL', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Completion').evaluate((e) => { e.textContent = ''; });
+    await page.getByLabel('Prompt').fill('gcfffbgj|\0zz');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 30000 }).catch(() => {});
+    const said = await alertText();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    await page.waitForTimeout(300);
+    const completeSaid = await alertText(), completion = await page.getByLabel('Completion').textContent();
+    check(`a Prompt with a NUL is refused in one line (${said}), Complete too (${completeSaid}; completion '${completion}')`,
+          /^Prompt: a NUL \(0x00\) at position 10\b/.test(said) && /^cannot complete: Prompt: a NUL \(0x00\) at position 10\b/.test(completeSaid) &&
+          completion === '');
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 60000 });      // no text yet
+    await page.getByLabel('Text', { exact: true }).fill('The cat sat on the mat.\n'.repeat(20));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Prompt').fill('The '.repeat(300));
+    await page.locator('#error').filter({ hasText: /^Prompt: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    const long = await alertText();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    const longComplete = await alertText();
+    check(`a text model's long Prompt is named as the Prompt, not a text (${long}; ${longComplete})`,
+          /^Prompt: 1200 bytes, more than the 1024 the page reads$/.test(long) &&
+          /^cannot complete: Prompt: 1200 bytes, more than the 1024 the page reads$/.test(longComplete));
   });
 
   // ---- Dropout -0: the run of Dropout 0, recorded as 0 as attograd train --dropout -0 records it (it wrote -0) --
@@ -684,7 +721,7 @@ async function main() {
     await waitStatus(page, /^step [1-9]\d*\/100000/, 30000);
     await page.getByLabel('Prompt').fill('ZZZ');
     await page.getByRole('button', { name: 'Complete' }).click();
-    await page.locator('#error').filter({ hasText: /^cannot complete: 'Z'/ }).waitFor({ timeout: 10000 });
+    await page.locator('#error').filter({ hasText: /^cannot complete: Prompt: 'Z'/ }).waitFor({ timeout: 10000 });
     check(`a refused Complete leaves the Train button as Pause while the run trains (${await page.locator('#train').textContent()})`,
           (await page.locator('#train').textContent()) === 'Pause');
     await page.getByLabel('Prompt').fill('abcdefgh|');

@@ -288,7 +288,7 @@ function paint(map) {
 
 function drawHeatmaps(a) {
   if (!a) return;
-  if (a.error) { unobserve(); maps = []; $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
+  if (a.error) { unobserve(); maps = []; $('heatmaps').textContent = a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
   // a cell of 18 pixels down to 1 (the labels' band, 14 pixels or wider for a label of
   // more than one character (\xNN), where a cell is 6 pixels or more)
@@ -495,7 +495,7 @@ const onMessage = {
   },
   attention(m) {
     if (m.prompt !== undefined) $('prompt').value = m.prompt;
-    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error, 'prompt');
+    if (m.attention && m.attention.error) say(m.attention.error, 'prompt');
     else { cleared('prompt'); showAttention(m.attention); }
   },
   graph(m) { cleared('graph'); drawGraph(m); },

@@ -430,12 +430,25 @@ int pg_evaluate(int max_windows, double *out)
     return 0;
 }
 
-/* A prompt as token ids (at most max); -1 with a message naming the bad character. */
+/* A prompt as token ids (at most max); -1 with a message that names the
+ * Prompt, as the command's name --prompt (its length first: the model
+ * library's own message for a long one speaks of a text). */
 static int encode(const char *prompt, int32_t *ids, int max)
 {
-    if (pg.data.is_task)
-        return task_parse(&pg.data.task, prompt, ids, max, error_text, sizeof error_text);
-    return (int)text_encode(&pg.data.text, prompt, ids, (size_t)max, error_text, sizeof error_text);
+    size_t n = 0;
+    for (const char *c = prompt; *c; c++)
+        n += !pg.data.is_task || !isspace((unsigned char)*c);
+    if (n > (size_t)max) {
+        snprintf(error_text, sizeof error_text, "Prompt: %zu %s, more than the %d the page reads", n,
+                 pg.data.is_task ? "tokens" : "bytes", max);
+        return -1;
+    }
+    char e[sizeof error_text - 16];
+    int k = pg.data.is_task ? task_parse(&pg.data.task, prompt, ids, max, e, sizeof e)
+                            : (int)text_encode(&pg.data.text, prompt, ids, (size_t)max, e, sizeof e);
+    if (k < 0)
+        snprintf(error_text, sizeof error_text, "Prompt: %s", e);
+    return k;
 }
 
 static float *attention_weights;    /* [n_layer][n_head][T][T] of the last pg_attention */
@@ -456,7 +469,7 @@ int pg_attention(const char *prompt, int32_t *ids_out)
     if (n < 0)
         return -1;
     if (n == 0) {
-        snprintf(error_text, sizeof error_text, "the Prompt is empty");
+        snprintf(error_text, sizeof error_text, "Prompt: empty");
         return -1;
     }
     T = n < C ? n : C;
@@ -507,10 +520,15 @@ const char *pg_complete(const char *prompt, int n_new, const char *temperature_t
     ag_pcg32_seed(&rng, (uint64_t)seed, STREAM_SAMPLE);
     if (pg.data.is_task) {
         const task *t = &pg.data.task;
-        int32_t seq[64];
-        int k = task_parse(t, prompt, seq, 64, error_text, sizeof error_text);
-        if (k < 0 || task_check_prompt(t, seq, k, error_text, sizeof error_text))
+        static int32_t seq[1024];
+        char e[sizeof error_text - 16];
+        int k = encode(prompt, seq, 1024);
+        if (k < 0)
             return NULL;
+        if (task_check_prompt(t, seq, k, e, sizeof e)) {
+            snprintf(error_text, sizeof error_text, "Prompt: %s", e);
+            return NULL;
+        }
         if (temperature <= 0)
             complete_greedy(pg.look, &pg.m, seq, 1, t->len + 1, t->prompt, t->len + 1, 1);
         else

@@ -80,10 +80,19 @@ function shownTokens() {
   return prompt;
 }
 
+// A Prompt holding a NUL, refused: the engine takes a C string, which would
+// end at it (the rest unread, silently), and the command's --prompt cannot hold one.
+const nulError = (p) => {
+  const i = p.indexOf('\0');
+  return i < 0 ? '' : `Prompt: a NUL (0x00) at position ${new TextEncoder().encode(p.slice(0, i)).length + 1}, ` +
+    "which a prompt cannot hold (nor can attograd's --prompt)";
+};
+
 function attention() {
   if (!info || !info.live || !prompt) return null;
+  if (nulError(prompt)) return { error: nulError(prompt) };
   const T = c('pg_attention', 'number', ['string', 'number'], [shownTokens(), idsBuf]);
-  if (T < 0) return { error: lastError() };
+  if (T < 0) return { error: lastError().replace(/^(?!Prompt: )/, 'Prompt: ') };   // (the engine's own name the Prompt)
   const L = info.layers, H = info.heads, ptr = c('pg_attention_data', 'number', [], []) >> 2;
   const ids = Array.from(M.HEAP32.subarray(idsBuf >> 2, (idsBuf >> 2) + T));
   return { step: info.step, T, L, H, ids, weights: M.HEAPF32.slice(ptr, ptr + L * H * T * T) };
@@ -95,7 +104,7 @@ function attention() {
 // end or a NUL, which the engine's C string would end at) or the first letter
 // or digit of its vocabulary; the page's Prompt field takes it.
 function choosePrompt(given, text) {
-  const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
+  const reads = (p) => !!p && !nulError(p) && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
   const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n\0]/)[0]].slice(0, 4).join('') : '';
   const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
   return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
@@ -199,6 +208,7 @@ const handlers = {
     if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
   },
   complete(m) {
+    if (nulError(m.prompt)) { post({ type: 'error', message: 'cannot complete: ' + nulError(m.prompt) }); return; }
     const out = c('pg_complete', 'number', ['string', 'number', 'string', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out) fail('cannot complete');
