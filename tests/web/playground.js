@@ -673,6 +673,31 @@ async function main() {
           /^cannot complete: Prompt: 1200 bytes, more than the 1024 the page reads$/.test(longComplete));
   });
 
+  // ---- a whole-number field read as attograd train reads its flag: "1e0" or "1.0" refused naming the
+  // control, the run as it was (they were read as 1: --steps 1e0 is "expects an integer"), Seed too,
+  // and more Steps for a run under way --
+  await part('whole numbers in digits', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const said = [];
+    for (const [label, value] of [['Steps', '1e1'], ['Layers', '1.0'], ['Batch', '3e1'], ['Heads', '2e0'], ['Seed', '1e0']]) {
+      await type(label, value);
+      await page.locator('#error').filter({ hasText: new RegExp('^cannot build the model: ' + label) }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(await alertText());
+      await type(label, new URL(page.url()).searchParams.get(label.toLowerCase()));
+    }
+    const after = await statusText(page);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/9 · loss [0-9]/, 30000);
+    await type('Steps', '2e1');
+    await page.locator('#error').filter({ hasText: /^cannot change Steps: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    said.push(await alertText());
+    const last = await statusText(page);
+    check(`a whole number written otherwise than in digits is refused as the command refuses it, the run as it was (${said.join('; ')}; ${after}; ${last})`,
+          said.length === 6 && said.every((t, i) => new RegExp(`^cannot (build the model|change Steps): ${['Steps', 'Layers', 'Batch', 'Heads', 'Seed', 'Steps'][i]} must be a whole number`).test(t)) &&
+          /^step 0\/9 · loss/.test(after) && /^step 1\/9 · loss/.test(last));
+  });
+
   // ---- Dropout -0: the run of Dropout 0, recorded as 0 as attograd train --dropout -0 records it (it wrote -0) --
   await part('Dropout -0', async () => {
     await page.goto(url + '?steps=0&dropout=-0');
@@ -806,7 +831,7 @@ async function main() {
     await waitStatus(page, /^step 0\/400 · loss/, 60000);
     await page.getByRole('button', { name: 'Step' }).click();
     await waitStatus(page, /^step 1\/400 · loss/, 30000);
-    const said = [], shown = ['2.5', '1.0000000000000001e+300'];
+    const said = [], shown = ['2.5', '1e300'];
     for (const [i, v] of ['2.5', '1e300'].entries()) {
       await type('Steps', v);
       await page.locator('#error').filter({ hasText: `(it is ${shown[i]})` }).waitFor({ timeout: 10000 }).catch(() => {});

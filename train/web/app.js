@@ -552,7 +552,7 @@ function bind() {
     // it, as train --resume --steps N does; any other change starts anew.
     // (the link takes the Steps once the engine has: a refused one stays out of it)
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
-      send({ cmd: 'steps', steps: Number($('steps').value), text: $('steps').value });
+      send({ cmd: 'steps', text: $('steps').value });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];

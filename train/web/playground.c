@@ -130,19 +130,19 @@ static void run_finish(void)
 }
 
 /* A setting of the page's, which may hold anything a number field or a
- * link does (NaN: empty or not a number): 0 when v is in [lo, hi] (a
- * WHOLE number; ABOVE lo, for a learning rate), else -1 with one line
- * naming the control. */
-enum { REAL, WHOLE, ABOVE };
+ * link does (NaN: empty or not a number): 0 when v is in [lo, hi] (ABOVE
+ * lo, for a learning rate), else -1 with one line naming the control.
+ * (A whole number's: whole_in.) */
+enum { REAL, ABOVE };
 
 static int setting_ok(const char *label, double v, double lo, double hi, int kind)
 {
-    if (v >= lo && v <= hi && (kind != WHOLE || v == floor(v)) && (kind != ABOVE || v > lo))
+    if (v >= lo && v <= hi && (kind != ABOVE || v > lo))
         return 0;
     char is[40];
     snprintf(is, sizeof is, isnan(v) ? "empty or not a number" : "%.17g", v);
     snprintf(error_text, sizeof error_text, "%s must be %s %.15g %s %.15g (it is %s)", label,
-             kind == WHOLE ? "a whole number from" : kind == ABOVE ? "a number above" : "a number from", lo,
+             kind == ABOVE ? "a number above" : "a number from", lo,
              kind == ABOVE ? "and at most" : "to", hi, is);
     return -1;
 }
@@ -172,16 +172,39 @@ static int setting_read(const char *label, const char *text, double *v)
     return 0;
 }
 
+/* A whole-number setting's text read as `attograd train` reads an integer
+ * flag's: decimal digits (a sign allowed), the whole text, nothing before
+ * them ("1e0", "1.0", " 5" and "0x10" are not read as numbers, as the
+ * flag refuses them), from lo to hi: 0 with *v, else -1 naming label (a
+ * whole number written otherwise told to be written in digits). */
+static int whole_in(const char *label, const char *text, double lo, double hi, double *v)
+{
+    char *end = NULL;
+    int blank = !*text || isspace((unsigned char)*text);
+    errno = 0;
+    long long n = blank ? 0 : strtoll(text, &end, 10);
+    int digits = !blank && end != text && !*end;
+    *v = !digits ? NAN : errno == ERANGE ? (n < 0 ? -HUGE_VAL : HUGE_VAL) : n == 0 ? 0.0 : (double)n;
+    if (*v >= lo && *v <= hi)
+        return 0;
+    double d = !digits && !blank && !strpbrk(text, "xX") ? strtod(text, &end) : NAN;
+    int otherwise = d >= lo && d <= hi && !*end && d == floor(d);     /* (NaN: end not read) */
+    snprintf(error_text, sizeof error_text, "%s must be a whole number from %.15g to %.15g%s (it is %.40s)", label, lo,
+             hi, otherwise ? ", written in digits" : "", *text ? text : "empty or not a number");
+    return -1;
+}
+
 /* A setting read from its text and checked against the range the model
  * library keeps for the command's flag (k: its row of RUN_RECORDED, or
  * RUN_DROPOUT), within hi where the page holds less (Steps in a 32-bit
  * long); 0 with *v, else -1 naming label. */
 static int setting_in(const char *label, const char *text, const run_recorded *k, double hi, double *v)
 {
+    if (k->kind != RUN_REAL)
+        return whole_in(label, text, k->min_open ? k->min + 1 : k->min, k->max < hi ? k->max : hi, v);
     if (setting_read(label, text, v))
         return -1;
-    return setting_ok(label, *v, k->min, k->max < hi ? k->max : hi,
-                      k->kind == RUN_REAL ? (k->min_open ? ABOVE : REAL) : WHOLE);
+    return setting_ok(label, *v, k->min, k->max < hi ? k->max : hi, k->min_open ? ABOVE : REAL);
 }
 
 /* The most a step's memory may be: what WebAssembly's 32-bit memory can
@@ -257,9 +280,8 @@ static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int o
 
 /* A seed as the page holds it, text (a JS number loses digits past 2^53):
  * into *seed when it is a whole number from 0 to RUN_MAX_SEED, the range
- * `attograd train --seed` takes; else -1 with one line naming label.
- * "3e9" or "7.0" (as a number field held them once) are read as the
- * number they are. */
+ * `attograd train --seed` takes, written as the flag takes it (decimal
+ * digits: not "3e9" nor "7.0"); else -1 with one line naming label. */
 static int seed_ok(const char *label, const char *text, int64_t *seed)
 {
     char *end = NULL;
@@ -268,11 +290,6 @@ static int seed_ok(const char *label, const char *text, int64_t *seed)
     long long v = number ? strtoll(text, &end, 10) : -1;
     if (number && !*end && errno == 0 && run_int_in_range(v, 0, 0, RUN_MAX_SEED)) {
         *seed = v;
-        return 0;
-    }
-    double d = number && (errno || *end) ? strtod(text, &end) : NAN;
-    if (number && !*end && d >= 0 && d <= RUN_MAX_SEED && d == floor(d)) {
-        *seed = (int64_t)d;
         return 0;
     }
     snprintf(error_text, sizeof error_text, "%s must be a whole number from 0 to %.0f (it is %.40s)", label,
@@ -295,12 +312,10 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
     ENTER(-1);
     int64_t seed;
     double layers, heads, d_model, context, dropout, lr, batch, steps;
-    if (setting_read("Layers", layers_text, &layers) || setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
-        setting_read("Heads", heads_text, &heads) || setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
-        setting_read("d_model", d_model_text, &d_model) ||
-        setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
-        setting_read("Context", context_text, &context) ||
-        setting_ok("Context", context, 0, MODEL_MAX_CONTEXT, WHOLE) ||
+    if (whole_in("Layers", layers_text, 1, MODEL_MAX_LAYERS, &layers) ||
+        whole_in("Heads", heads_text, 1, MODEL_MAX_HEADS, &heads) ||
+        whole_in("d_model", d_model_text, 1, MODEL_MAX_D_MODEL, &d_model) ||
+        whole_in("Context", context_text, 0, MODEL_MAX_CONTEXT, &context) ||
         setting_in("Dropout", dropout_text, &RUN_DROPOUT, INFINITY, &dropout) ||
         setting_in("Learning rate", lr_text, run_recorded_find("lr"), INFINITY, &lr) ||
         setting_in("Batch", batch_text, run_recorded_find("batch"), INFINITY, &batch) ||
@@ -394,14 +409,15 @@ int pg_train(int n, float *losses)
  * is, as `attograd train --resume --steps N` does: a constant schedule
  * has no end to keep, a cosine one keeps the horizon it was started with
  * (schedule_steps), so more steps never raise the learning rate again. */
-int pg_set_steps(double steps)
+int pg_set_steps(const char *steps_text)
 {
     ENTER(-1);
+    double steps;
     if (!pg.live) {
         snprintf(error_text, sizeof error_text, "no model");
         return -1;
     }
-    if (setting_ok("Steps", steps, 0, LONG_MAX, WHOLE))     /* as pg_new checks it */
+    if (setting_in("Steps", steps_text, run_recorded_find("steps"), LONG_MAX, &steps))     /* as pg_new reads it */
         return -1;
     if ((long)steps < pg.step) {
         snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld step%s the run has taken", (long)steps,

@@ -187,7 +187,7 @@ const handlers = {
     showModel({ val: evaluate(false) });
   },
   steps(m) {
-    if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
+    if (c('pg_set_steps', 'number', ['string'], [m.text]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
     post({ type: 'extended', info, text: m.text });
   },
