@@ -673,6 +673,47 @@ async function main() {
           /^cannot complete: Prompt: 1200 bytes, more than the 1024 the page reads$/.test(longComplete));
   });
 
+  // ---- a checkpoint without attograd's metadata (its model's tensors alone, as a PyTorch
+  // state_dict saved as the README shows): read with the page's Heads and Task, as
+  // `attograd sample --heads --task` reads it, and said so; refused, the line names what to set
+  // (it said "the file does not say how many heads (metadata n_head); nor what it was trained on
+  // (metadata data)", which no control of the page could give) --
+  await part('a checkpoint without metadata', async () => {
+    const b = fs.readFileSync(savedFile), n = Number(b.readBigUInt64LE(0)), h = JSON.parse(b.subarray(8, 8 + n));
+    const head = {}, parts = [];
+    let off = 0;
+    for (const [k, v] of Object.entries(h)) {
+      if (k === '__metadata__' || /^(optim|state)\./.test(k)) continue;
+      const d = b.subarray(8 + n + v.data_offsets[0], 8 + n + v.data_offsets[1]);
+      head[k] = { dtype: v.dtype, shape: v.shape, data_offsets: [off, off + d.length] };
+      off += d.length; parts.push(d);
+    }
+    const json = Buffer.from(JSON.stringify(head)), len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(json.length));
+    const sd = path.join(TMP, 'sd.st');
+    fs.writeFileSync(sd, Buffer.concat([len, json, ...parts]));
+    await page.goto(url + '?task=copy&heads=3&d_model=48&steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    await page.locator('#error').filter({ hasText: /^sd\.st: / }).waitFor({ timeout: 30000 });
+    const said = await alertText(), kept = await statusText(page);
+    await type('Heads', 2);
+    await waitStatus(page, /^cannot|^step 0\/9 · loss/, 30000).catch(() => {});
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    const opened = await waitStatus(page, /^step 0\/\d+ · loss .*the file does not say/, 30000).catch((e) => String(e.message));
+    await page.getByLabel('Prompt').fill(copyPrompt);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    const want = execFileSync(REF, ['sample', '--model', sd, '--heads', '2', '--task', 'copy', '--prompt', copyPrompt, '--temperature', '0'])
+      .toString().trim();
+    let got = '';
+    for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
+    check(`a checkpoint without metadata: refused naming Heads and Task to set (${said}; ${kept}), then read with the page's ` +
+          `Heads 2 and Task copy, said so (${opened}), completing as sample --heads 2 --task copy (${got} vs ${want})`,
+          /^sd\.st: the file does not say how many heads nor what it was trained on: set Heads and Task to the model's .*then open it again \(with the page's Heads 3 and Task copy: the 3 heads given do not divide d_model 32\)$/.test(said) &&
+          /^step 0\/9 · loss/.test(kept) && /· the page's Heads 2 and Task copy taken: the file does not say them$/.test(opened) && got === want);
+  });
+
   // ---- a whole-number field read as attograd train reads its flag: "1e0" or "1.0" refused naming the
   // control, the run as it was (they were read as 1: --steps 1e0 is "expects an integer"), Seed too,
   // and more Steps for a run under way --

@@ -80,6 +80,7 @@ function status() {
   if (info.trained_as)
     s += ` · ${info.trained_as}: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume`;
   if (info.unlinked) s += ` · the link does not carry its ${info.unlinked}: it builds another run`;
+  if (info.from_page) s += ` · the page's ${info.from_page} taken: the file does not say them`;
   $('status').textContent = s;
 }
 
@@ -602,7 +603,9 @@ function bind() {
     if (!f) return;
     const bytes = await fileBytes(f);
     $('open').value = '';
-    if (bytes) send({ cmd: 'open', name: f.name, bytes });
+    // (the page's Heads and Task, for a file that does not say them)
+    if (bytes) send({ cmd: 'open', name: f.name, bytes, heads: $('heads').value, task: $('task').value,
+                      hintName: $('text').dataset.name || 'text' });
   });
   $('textfile').addEventListener('change', async () => {
     const f = $('textfile').files[0];

@@ -53,6 +53,8 @@ static struct {
     char trained_as[80];        /* an opened checkpoint's bf16 or micro-batches, which the page
                                  * does not train with ("" when neither) */
     char unlinked[320];         /* its settings the page's link cannot hold ("" when none) */
+    char from_page[80];         /* what an opened file did not say, taken from the page's Heads
+                                 * and Task ("" when it said all) */
 } pg;
 
 static char error_text[512];
@@ -584,12 +586,12 @@ const char *pg_info(void)
              "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
              "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s],"
-             "\"trained_as\":\"%s\",\"unlinked\":\"%s\"}",
+             "\"trained_as\":\"%s\",\"unlinked\":\"%s\",\"from_page\":\"%s\"}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
              c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
-             chars, pg.trained_as, pg.unlinked);
+             chars, pg.trained_as, pg.unlinked, pg.from_page);
     return info;
 }
 
@@ -824,6 +826,58 @@ static void opened_notes(const ckpt *ck, const run_settings *o, const model_conf
         snprintf(unlinked + 320 - 4, 4, "...");
 }
 
+/* The checkpoint at path read into *ck and *m; one that does not say its
+ * heads or its data (a PyTorch state_dict saved without attograd's
+ * metadata) read again with the page's Heads and Task (a text's: Task text
+ * and the page's text at hint_text, its sorted distinct bytes the
+ * vocabulary), as `attograd sample` reads one with --heads, --task and
+ * --text.  Into from_page, what the page's controls said ("" when none);
+ * refused, the message names what the learner must set. */
+static int open_with_page(ckpt *ck, model *m, const char *path, const char *heads_text, const char *task_name,
+                          const char *hint_text, char from_page[80])
+{
+    from_page[0] = 0;
+    if (!ckpt_open_hints(ck, path, m, NULL, error_text, sizeof error_text))
+        return 0;
+    if (!ck->needs)
+        return -1;
+    int needs = ck->needs, text = strcmp(task_name, "text") == 0;
+    double heads = NAN;
+    char bad_heads[80];
+    int heads_read = whole_in("Heads", heads_text, 1, MODEL_MAX_HEADS, &heads) == 0;
+    snprintf(bad_heads, sizeof bad_heads, "Heads must be a whole number from 1 to %d", MODEL_MAX_HEADS);
+    ckpt_hints h = { heads_read ? (int)heads : 0, text ? NULL : task_name, text && hint_text[0] ? hint_text : NULL,
+                     0, 0 };
+    char used[80], e[sizeof error_text];
+    size_t u = 0;
+    used[0] = 0;
+    if (needs & CKPT_HEADS)
+        u += (size_t)snprintf(used + u, sizeof used - u, "Heads %.10s", heads_text);
+    if (needs & (CKPT_DATA | CKPT_VOCAB))
+        snprintf(used + u, sizeof used - u, "%sTask %s", u ? " and " : "", text && !h.text ? "text without a text" : task_name);
+    if (!ckpt_open_hints(ck, path, m, &h, e, sizeof e)) {
+        snprintf(from_page, 80, "%s", used);
+        return 0;
+    }
+    /* what to set, and what the page's settings met with */
+    size_t p = strlen(path), o = 0;
+    const char *why = strncmp(e, path, p) == 0 && e[p] == ':' && e[p + 1] == ' ' ? e + p + 2 : e;
+    o += (size_t)snprintf(error_text + o, sizeof error_text - o, "%s: the file does not say %s%s%s%s%s: set ", path,
+                          needs & CKPT_HEADS ? "how many heads" : "",
+                          needs & CKPT_HEADS && needs & (CKPT_DATA | CKPT_VOCAB) ? " nor " : "",
+                          needs & CKPT_DATA ? "what it was trained on" : "",
+                          needs & CKPT_DATA && needs & CKPT_VOCAB ? " nor " : "",
+                          needs & CKPT_VOCAB ? "its vocabulary" : "");
+    if (o < sizeof error_text)
+        o += (size_t)snprintf(error_text + o, sizeof error_text - o, "%s%s%s to the model's%s, then open it again",
+                              needs & CKPT_HEADS ? "Heads" : "", needs & CKPT_HEADS && needs & (CKPT_DATA | CKPT_VOCAB) ? " and " : "",
+                              needs & (CKPT_DATA | CKPT_VOCAB) ? "Task" : "",
+                              needs & (CKPT_DATA | CKPT_VOCAB) ? " (a text model's: Task text, its text given under Text)" : "");
+    if (o < sizeof error_text && !ck->needs)
+        snprintf(error_text + o, sizeof error_text - o, " (with the page's %s: %s)", used, needs & CKPT_HEADS && !heads_read ? bad_heads : why);
+    return -1;
+}
+
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
@@ -831,13 +885,19 @@ static void opened_notes(const ckpt *ck, const run_settings *o, const model_conf
  * recorded settings are checked as train --resume checks them
  * (run_settings_read: each in its flag's range, and together as a new
  * run's must be).  On any problem the run is left as it was. */
-int pg_open(const char *path, const char *text_path, const char *text_name)
+int pg_open(const char *path, const char *text_path, const char *text_name, const char *heads_text,
+            const char *task_name, const char *hint_text, const char *hint_name)
 {
     ENTER(-1);
     ckpt ck;
     model m;
-    if (ckpt_open_hints(&ck, path, &m, NULL, error_text, sizeof error_text))
+    char from_page[sizeof pg.from_page];
+    if (open_with_page(&ck, &m, path, heads_text, task_name, hint_text, from_page))
         return -1;
+    if (from_page[0] && strcmp(ck.data, "text") == 0 && !text_path[0] && hint_text[0]) {
+        text_path = hint_text;      /* the text that gave the vocabulary is the one it trains on */
+        text_name = hint_name;
+    }
     int is_text = strcmp(ck.data, "text") == 0;
     int have_text = is_text && text_path[0];
     dataset d;
@@ -878,6 +938,7 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     run_free();
     memcpy(pg.trained_as, trained_as, sizeof trained_as);
     memcpy(pg.unlinked, unlinked, sizeof unlinked);
+    memcpy(pg.from_page, from_page, sizeof from_page);
     pg.data = d;
     pg.m = m;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");

@@ -242,15 +242,20 @@ const handlers = {
     M.FS.writeFile('/open.st', m.bytes);
     if (m.text) keep(m.text);
     if (big) post({ type: 'building', text: `building the model of ${m.name} with ${name}…` });
-    const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
+    // a file that does not say its heads or data (a PyTorch state_dict) is read with the page's
+    // Heads and Task, and for Task text with the page's text, as --heads, --task and --text
+    const hint = !m.text && kept && kept.length && m.task === 'text' ? '/text' : '';
+    const rc = c('pg_open', 'number', ['string', 'string', 'string', 'string', 'string', 'string', 'string'],
+      ['/open.st', m.text ? '/text' : '', m.textName || '', m.heads || '', m.task || '', hint, m.hintName || 'text']);
     M.FS.unlink('/open.st');
     if (rc < 0) {
-      const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
+      const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ')
+        .replace(/\/text\b/g, m.hintName || 'the text');
       post({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
       return;
     }
     running = false;    // the run it replaced stops
-    opened = { name: m.name, bytes: m.bytes };
+    opened = { name: m.name, bytes: m.bytes, heads: m.heads, task: m.task };
     const task = info && info.live ? info.task : '';
     refreshInfo();
     if (big && info.trainable) post({ type: 'building', text: `evaluating the model of ${name}…` });
@@ -259,7 +264,8 @@ const handlers = {
   },
   text(m) {
     if (!opened) { fail('no checkpoint to give the text to'); return; }
-    handlers.open({ name: opened.name, bytes: opened.bytes, text: m.text, textName: m.textName });
+    handlers.open({ name: opened.name, bytes: opened.bytes, heads: opened.heads, task: opened.task, text: m.text,
+                    textName: m.textName });
   },
 };
 
