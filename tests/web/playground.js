@@ -714,6 +714,22 @@ async function main() {
           /^step 0\/9 · loss/.test(kept) && /· the page's Heads 2 and Task copy taken: the file does not say them$/.test(opened) && got === want);
   });
 
+  // ---- a Prompt typed while a model builds is kept (the build's reply put the worker's choice
+  // over it: the field said 'The ', the worker had the typed one, and a refusal of it stayed) --
+  await part('a Prompt typed while a model builds', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    const b = Buffer.alloc(30e6);      // (a build long enough to type in)
+    for (let i = 0; i < b.length; i++) b[i] = 'The cat sat on the mat.\n'.charCodeAt(i % 24);
+    await page.getByLabel('Open text file').setInputFiles({ name: 'cats.txt', mimeType: 'text/plain', buffer: b });
+    await waitStatus(page, /^(reading|building)/, 30000);
+    await page.getByLabel('Prompt').fill('mat');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.waitForTimeout(1000);
+    const field = await page.getByLabel('Prompt').inputValue(), said = await alertText();
+    check(`a Prompt typed while the model builds stays the Prompt (${JSON.stringify(field)}; '${said}')`, field === 'mat' && said === '');
+  });
+
   // ---- a whole-number field read as attograd train reads its flag: "1e0" or "1.0" refused naming the
   // control, the run as it was (they were read as 1: --steps 1e0 is "expects an integer"), Seed too,
   // and more Steps for a run under way --

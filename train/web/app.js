@@ -12,6 +12,7 @@ const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
 let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
 let sent = 0, runSent = 0;
+let promptTyped = 0;    // the last Prompt typed's command
 const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
 let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 // The fields as the live run was built from them, and as the last new run asked
@@ -467,7 +468,9 @@ const onMessage = {
       say('');
       $('status').textContent = '';
     }
-    $('prompt').value = m.prompt;    // the worker's choice: one the model reads
+    // the worker's choice, one the model reads, unless a Prompt was typed since the command
+    // (it was put over what the learner typed while the model built; the worker has the typed one)
+    if (!(promptTyped > m.n)) $('prompt').value = m.prompt;
     $('completion').textContent = '';
     addSnapshot(m.attention);
     showAttention(m.attention);
@@ -495,7 +498,7 @@ const onMessage = {
     status(); drawLoss(); labelSnapshot();
   },
   attention(m) {
-    if (m.prompt !== undefined) $('prompt').value = m.prompt;
+    if (m.prompt !== undefined && !(promptTyped > m.n)) $('prompt').value = m.prompt;
     if (m.attention && m.attention.error) say(m.attention.error, 'prompt');
     else { cleared('prompt'); showAttention(m.attention); }
   },
@@ -591,7 +594,7 @@ function bind() {
     send({ cmd: 'step' }); refreshGraph();
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
-  $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  $('prompt').addEventListener('input', () => { promptTyped = send({ cmd: 'prompt', prompt: $('prompt').value }); });
   // (Temperature as its text, as a setting's: the engine names an empty one, or one the browser
   // could not read (it completed greedily, unsaid), and one too close to 0, as attograd sample does)
   $('complete').addEventListener('click', () => send({
