@@ -1249,6 +1249,22 @@ async function main() {
                 'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
 
+  // ---- by keyboard alone: Enter in the Prompt or the Temperature completes (it did nothing) --
+  await part('Enter completes', async () => {
+    await page.goto(url + '?task=add&steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const done = [];
+    for (const [label, prompt] of [['Prompt', '27+58='], ['Temperature', '11+22=']]) {
+      await page.getByLabel('Prompt').fill(prompt);
+      await page.getByLabel(label, { exact: true }).focus();
+      await page.keyboard.press('Enter');
+      await page.getByLabel('Completion').filter({ hasText: prompt }).waitFor({ timeout: 10000 }).catch(() => {});
+      done.push(await page.getByLabel('Completion').textContent());
+    }
+    check(`Enter in the Prompt and in the Temperature completes the Prompt (${done.join(', ')})`,
+          done[0].startsWith('27+58=') && done[1].startsWith('11+22='));
+  });
+
   // ---- a long run: the loss curve follows it to its last step --------------------
   // (a model of the least size, about 10,000 steps a second: drawn from a spread of
   // every step's loss, the curve threw past about 125,000 steps and stopped there)

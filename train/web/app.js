@@ -599,6 +599,10 @@ function bind() {
   // could not read (it completed greedily, unsaid), and one too close to 0, as attograd sample does)
   $('complete').addEventListener('click', () => send({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: $('temperature').value, seed: $('seed').value }));
+  // Enter in the Prompt or Temperature completes (it did nothing: typed, a prompt waited for a click)
+  for (const id of ['prompt', 'temperature']) $(id).addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.isComposing && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey) $('complete').click();
+  });
   $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
   $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
