@@ -925,6 +925,20 @@ async function main() {
     check(`the Prompt chosen from a text starting 'ab\\0c' is one the engine reads whole (${JSON.stringify(prompt)})`, prompt === 'ab');
   });
 
+  // ---- a text model opened without its text, at its last step: Train says the text is missing (it said
+  // "raise Steps or Reset": Steps raised, then it said the text was not loaded; a Reset builds no model) --
+  await part('a text checkpoint at its last step, without its text', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'nul.st'));
+    await waitStatus(page, /^step 150\/150 · loss/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 10000 }).catch(() => {});
+    const said = await alertText();
+    check(`Train on a text model opened without its text, at its last step, asks for the text (${said})`,
+          said === "this model's text is not loaded: choose it under Text to train on");
+  });
+
   // ---- a model of more than 64 layers (the engine's 256 are a link away): a heatmap for each
   // layer (they were none, the Prompt emptied and nothing said: the engine drew at most 64) --
   await part('heatmaps of a 65-layer model', async () => {

@@ -58,7 +58,9 @@ const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenC
   (transfer || []).concat([m.attention, m.snapshot].filter((a) => a && a.weights).map((a) => a.weights.buffer)));
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
+// (a text model opened without its text says so first: raised Steps would not let it train)
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : !info.trainable ? "this model's text is not loaded: choose it under Text to train on"
   : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 createPlayground().then((module) => {
