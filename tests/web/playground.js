@@ -730,6 +730,31 @@ async function main() {
     check(`a Prompt typed while the model builds stays the Prompt (${JSON.stringify(field)}; '${said}')`, field === 'mat' && said === '');
   });
 
+  // ---- Task changed while a text file is read, then Train: the file's arrival leaves the run
+  // training (it built the Task's run anew, stopping the Train just pressed) --
+  await part('Task changed while a text file is read', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=100000');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.evaluate(() => {     // a file the browser takes its time to read, as a large one
+      const read = Blob.prototype.arrayBuffer;
+      Blob.prototype.arrayBuffer = function () { return new Promise((ok) => setTimeout(() => ok(read.call(this)), 1500)); };
+    });
+    await page.getByLabel('Open text file').setInputFiles({ name: 'slow.txt', mimeType: 'text/plain',
+      buffer: Buffer.from('the quick brown fox jumps over the lazy dog.\n'.repeat(20)) });
+    await page.getByLabel('Task').selectOption('copy');
+    await waitStatus(page, /^step 0\/100000 · loss .*exact match/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await page.waitForTimeout(3000);
+    const s1 = await statusText(page);
+    await page.waitForTimeout(500);
+    const s2 = await statusText(page), button = await page.locator('#train').textContent();
+    await page.locator('#train').click();
+    await page.getByLabel('Task').selectOption('text');
+    const back = await waitStatus(page, /^step 0\/100000 · loss –$/, 30000).catch((e) => String(e.message));   // (a text run's)
+    check(`a text file read after Task was changed leaves the Task's run training (${button}; ${s1} -> ${s2}), ` +
+          `and Task text again trains on it (${back})`, button === 'Pause' && s1 !== s2 && /^step 0\/100000 · loss –$/.test(back));
+  });
+
   // ---- a whole-number field read as attograd train reads its flag: "1e0" or "1.0" refused naming the
   // control, the run as it was (they were read as 1: --steps 1e0 is "expects an integer"), Seed too,
   // and more Steps for a run under way --

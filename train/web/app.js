@@ -632,7 +632,9 @@ function bind() {
       send({ cmd: 'text', text: bytes, textName: f.name });
       textSent = { bytes, typed: null };
     }
-    else reset();
+    // (Task changed while the file was read: the text waits for Task text; the run there
+    // is, maybe training since, is not built anew from the settings it was built from)
+    else if ($('task').value === 'text') reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });
   $('examples').addEventListener('toggle', () => {
