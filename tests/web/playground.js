@@ -1240,6 +1240,12 @@ async function main() {
     // each, holding the page's thread): a short task, and the run trained is the command's
     await page.getByRole('button', { name: 'Train' }).click();
     await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    // the last step's evaluation, of every held-out window, said as it runs (the line said nothing of it:
+    // for a large text the page looked stopped, a Pause unheeded, until it ended)
+    const trained = (await page.evaluate(() => window.statuses)).slice(lines.length);
+    check(`the status line says the last evaluation, of every held-out window, is under way (${trained.slice(-3).join(' | ')})`,
+          trained.indexOf('step 3/3 · evaluating on every held-out window…') >= 0 &&
+          trained.indexOf('step 3/3 · evaluating on every held-out window…') < trained.findIndex((l) => /^step 3\/3 · loss/.test(l)));
     // (the bytes the page posts to its worker, counted as they go: a 2 MB copy is a few ms, 1.5 GB seconds)
     await page.evaluate(() => { const post = Worker.prototype.postMessage; window.posted = 0;
       Worker.prototype.postMessage = function (m, ...rest) {

@@ -141,6 +141,10 @@ function steps(limit) {
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
     if (info.step % evalEvery() === 0 || info.step === info.steps) {
+      // the last one scores every held-out window: for a large text, seconds to minutes in which
+      // neither a step nor a Pause is seen (the status line said nothing of it)
+      if (info.step === info.steps && info.task === 'text' && kept && kept.length >= BIG_TEXT)
+        post({ type: 'building', text: `step ${info.step}/${info.steps} · evaluating on every held-out window…` });
       val = evaluate(info.step === info.steps);
       break;
     }
