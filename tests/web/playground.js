@@ -23,7 +23,10 @@
 // settings the page cannot take refused in one line naming the control,
 // the run as it was (numbers too close to 0 as the command refuses them; a
 // text run past the page's memory naming a Batch and a Context that fit);
-// a 6 MB Prompt refused, the worker alive; refusals that leave a run training; Train clicked with
+// a 6 MB Prompt refused, the worker alive; a Prompt holding a NUL refused, a Prompt's messages naming it;
+// whole-number fields read as the command reads its integer flags (1e1 refused); a checkpoint without
+// metadata read with the page's Heads and Task, or refused naming them; a Prompt typed while a model
+// builds kept; a text file read after Task changed leaving the run; Enter completing; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
