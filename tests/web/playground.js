@@ -908,6 +908,24 @@ async function main() {
           /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
   });
 
+  // ---- Step clicked, while it trains, with a setting typed: the click's change builds a run,
+  // and the Step is that run's (it did nothing: the page, not yet told the new run is not
+  // training, dropped the Step; the run sat at step 0) --
+  await part('Step clicked with a setting typed while training', async () => {
+    await page.goto(url + '?steps=100000&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/100000 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step [1-9]\d*\/100000 · loss/, 30000);
+    await page.getByLabel('Layers', { exact: true }).fill('1');
+    await page.getByRole('button', { name: 'Step' }).click();
+    const stepped = await waitStatus(page, /^step 1\/100000 · loss [0-9]/, 10000).catch((e) => String(e.message));
+    await page.waitForTimeout(500);
+    const still = await statusText(page), label = await page.locator('#train').textContent();
+    check(`Layers typed while it trains, Step clicked: the new run takes one step (${stepped}; ${still}; ${label})`,
+          /^step 1\/100000 · loss [0-9]/.test(stepped) && still === stepped && label === 'Train' &&
+          new URL(page.url()).searchParams.get('layers') === '1');
+  });
+
   // ---- Steps changed on a run under way: checked as a new run's Steps is, and out of the
   // link when refused (2.5 ended the run at step 2, 1e300 was "Steps -2147483648 is less than
   // the 1 steps the run has taken", and the link took either) --

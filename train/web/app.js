@@ -589,8 +589,11 @@ function bind() {
     setRunning(!running);
     runSent = send({ cmd: running ? 'train' : 'pause' });
   });
+  // (while it trains, Step does nothing; but a run asked for since the last Train, as by the click's
+  // own change of a setting typed, is not training: the Step is its, the worker ignoring it if that
+  // run was refused and the old one trains on; it did nothing, the new run left at step 0)
   $('step').addEventListener('click', () => {
-    if (running) return;
+    if (running && !(noteFor > runSent)) return;
     send({ cmd: 'step' }); refreshGraph();
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
