@@ -695,6 +695,11 @@ async function main() {
     len.writeBigUInt64LE(BigInt(json.length));
     const sd = path.join(TMP, 'sd.st');
     fs.writeFileSync(sd, Buffer.concat([len, json, ...parts]));
+    await page.goto(url + '?task=text&steps=9');     // Task text with no text: the line says so
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    await page.locator('#error').filter({ hasText: /^sd\.st: / }).waitFor({ timeout: 30000 });
+    const noText = await alertText();
     await page.goto(url + '?task=copy&heads=3&d_model=48&steps=9');
     await waitStatus(page, /^step 0\/9 · loss/, 60000);
     await page.getByLabel('Open checkpoint').setInputFiles(sd);
@@ -715,6 +720,8 @@ async function main() {
           `Heads 2 and Task copy, said so (${opened}), completing as sample --heads 2 --task copy (${got} vs ${want})`,
           /^sd\.st: the file does not say how many heads nor what it was trained on: set Heads and Task to the model's .*then open it again \(with the page's Heads 3 and Task copy: the 3 heads given do not divide d_model 32\)$/.test(said) &&
           /^step 0\/9 · loss/.test(kept) && /· the page's Heads 2 and Task copy taken: the file does not say them$/.test(opened) && got === want);
+    check(`a checkpoint without metadata opened with Task text and no text: the line says so (${noText})`,
+          /^sd\.st: the file does not say .*then open it again \(the page's Task is text, with no text given\)$/.test(noText));
   });
 
   // ---- a Prompt typed while a model builds is kept (the build's reply put the worker's choice

@@ -843,9 +843,7 @@ static int open_with_page(ckpt *ck, model *m, const char *path, const char *head
         return -1;
     int needs = ck->needs, text = strcmp(task_name, "text") == 0;
     double heads = NAN;
-    char bad_heads[80];
     int heads_read = whole_in("Heads", heads_text, 1, MODEL_MAX_HEADS, &heads) == 0;
-    snprintf(bad_heads, sizeof bad_heads, "Heads must be a whole number from 1 to %d", MODEL_MAX_HEADS);
     ckpt_hints h = { heads_read ? (int)heads : 0, text ? NULL : task_name, text && hint_text[0] ? hint_text : NULL,
                      0, 0 };
     char used[80], e[sizeof error_text];
@@ -874,7 +872,12 @@ static int open_with_page(ckpt *ck, model *m, const char *path, const char *head
                               needs & (CKPT_DATA | CKPT_VOCAB) ? "Task" : "",
                               needs & (CKPT_DATA | CKPT_VOCAB) ? " (a text model's: Task text, its text given under Text)" : "");
     if (o < sizeof error_text && !ck->needs)
-        snprintf(error_text + o, sizeof error_text - o, " (with the page's %s: %s)", used, needs & CKPT_HEADS && !heads_read ? bad_heads : why);
+        snprintf(error_text + o, sizeof error_text - o, " (with the page's %s: %s)", used, why);
+    else if (o < sizeof error_text && ck->needs & CKPT_HEADS)
+        snprintf(error_text + o, sizeof error_text - o, " (the page's Heads, %.20s, is not a whole number from 1 to %d)",
+                 *heads_text ? heads_text : "empty", MODEL_MAX_HEADS);
+    else if (o < sizeof error_text)
+        snprintf(error_text + o, sizeof error_text - o, " (the page's Task is text, with no text given)");
     return -1;
 }
 
