@@ -23,7 +23,10 @@
 // settings the page cannot take refused in one line naming the control,
 // the run as it was (numbers too close to 0 as the command refuses them; a
 // text run past the page's memory naming a Batch and a Context that fit);
-// a 6 MB Prompt refused, the worker alive; refusals that leave a run training; Train clicked with
+// a 6 MB Prompt refused, the worker alive; a Prompt holding a NUL refused, a Prompt's messages naming it;
+// whole-number fields read as the command reads its integer flags (1e1 refused); a checkpoint without
+// metadata read with the page's Heads and Task, or refused naming them; a Prompt typed while a model
+// builds kept; a text file read after Task changed leaving the run; Enter completing; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
@@ -632,8 +635,159 @@ async function main() {
     await page.getByRole('button', { name: 'Step' }).click();
     const stepped = await waitStatus(page, /^step 1\/9 · loss [0-9]/, 30000).catch((e) => String(e.message));
     check(`a 6 MB Prompt is refused in one line (${said.slice(0, 90)}), Complete too (${completeSaid.slice(0, 90)}), ` +
-          `and the run steps on (${stepped})`, /^Prompt: .*longer than/.test(said) && /^cannot complete: .*longer than/.test(completeSaid) &&
+          `and the run steps on (${stepped})`, /^Prompt: .*more than/.test(said) && /^cannot complete: Prompt: .*more than/.test(completeSaid) &&
           /^step 1\/9 · loss/.test(stepped));
+    // each names the Prompt, not "text" (they said "copy text is longer than 1024 tokens", and Complete's
+    // named no field), for a text model's Prompt as for a task's
+    check(`the long Prompt's messages name the Prompt, not a text (${said.slice(0, 60)}; ${completeSaid.slice(0, 60)})`,
+          !/\btext\b/.test(said + completeSaid));
+  });
+
+  // ---- a Prompt holding a NUL: refused in one line, the heatmaps and Complete too (the engine's C
+  // string ended at it: "gcfffbgj|\0zz" was completed and drawn as "gcfffbgj|", nothing said;
+  // attograd's --prompt cannot hold one) --
+  await part('a Prompt with a NUL', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Completion').evaluate((e) => { e.textContent = ''; });
+    await page.getByLabel('Prompt').fill('gcfffbgj|\0zz');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 30000 }).catch(() => {});
+    const said = await alertText();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    await page.waitForTimeout(300);
+    const completeSaid = await alertText(), completion = await page.getByLabel('Completion').textContent();
+    check(`a Prompt with a NUL is refused in one line (${said}), Complete too (${completeSaid}; completion '${completion}')`,
+          /^Prompt: a NUL \(0x00\) at position 10\b/.test(said) && /^cannot complete: Prompt: a NUL \(0x00\) at position 10\b/.test(completeSaid) &&
+          completion === '');
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 60000 });      // no text yet
+    await page.getByLabel('Text', { exact: true }).fill('The cat sat on the mat.\n'.repeat(20));
+    await page.getByLabel('Text', { exact: true }).dispatchEvent('change');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Prompt').fill('The '.repeat(300));
+    await page.locator('#error').filter({ hasText: /^Prompt: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    const long = await alertText();
+    await page.getByRole('button', { name: 'Complete' }).click();
+    await page.locator('#error').filter({ hasText: /^cannot complete: / }).waitFor({ timeout: 30000 }).catch(() => {});
+    const longComplete = await alertText();
+    check(`a text model's long Prompt is named as the Prompt, not a text (${long}; ${longComplete})`,
+          /^Prompt: 1200 bytes, more than the 1024 the page reads$/.test(long) &&
+          /^cannot complete: Prompt: 1200 bytes, more than the 1024 the page reads$/.test(longComplete));
+  });
+
+  // ---- a checkpoint without attograd's metadata (its model's tensors alone, as a PyTorch
+  // state_dict saved as the README shows): read with the page's Heads and Task, as
+  // `attograd sample --heads --task` reads it, and said so; refused, the line names what to set
+  // (it said "the file does not say how many heads (metadata n_head); nor what it was trained on
+  // (metadata data)", which no control of the page could give) --
+  await part('a checkpoint without metadata', async () => {
+    const b = fs.readFileSync(savedFile), n = Number(b.readBigUInt64LE(0)), h = JSON.parse(b.subarray(8, 8 + n));
+    const head = {}, parts = [];
+    let off = 0;
+    for (const [k, v] of Object.entries(h)) {
+      if (k === '__metadata__' || /^(optim|state)\./.test(k)) continue;
+      const d = b.subarray(8 + n + v.data_offsets[0], 8 + n + v.data_offsets[1]);
+      head[k] = { dtype: v.dtype, shape: v.shape, data_offsets: [off, off + d.length] };
+      off += d.length; parts.push(d);
+    }
+    const json = Buffer.from(JSON.stringify(head)), len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(json.length));
+    const sd = path.join(TMP, 'sd.st');
+    fs.writeFileSync(sd, Buffer.concat([len, json, ...parts]));
+    await page.goto(url + '?task=text&steps=9');     // Task text with no text: the line says so
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    await page.locator('#error').filter({ hasText: /^sd\.st: / }).waitFor({ timeout: 30000 });
+    const noText = await alertText();
+    await page.goto(url + '?task=copy&heads=3&d_model=48&steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    await page.locator('#error').filter({ hasText: /^sd\.st: / }).waitFor({ timeout: 30000 });
+    const said = await alertText(), kept = await statusText(page);
+    await type('Heads', 2);
+    await waitStatus(page, /^cannot|^step 0\/9 · loss/, 30000).catch(() => {});
+    await page.getByLabel('Open checkpoint').setInputFiles(sd);
+    const opened = await waitStatus(page, /^step 0\/\d+ · loss .*the file does not say/, 30000).catch((e) => String(e.message));
+    await page.getByLabel('Prompt').fill(copyPrompt);
+    await page.getByLabel('Temperature').fill('0');
+    await page.getByRole('button', { name: 'Complete' }).click();
+    const want = execFileSync(REF, ['sample', '--model', sd, '--heads', '2', '--task', 'copy', '--prompt', copyPrompt, '--temperature', '0'])
+      .toString().trim();
+    let got = '';
+    for (let i = 0; i < 50 && got !== want; i++) { await page.waitForTimeout(100); got = await page.getByLabel('Completion').textContent(); }
+    check(`a checkpoint without metadata: refused naming Heads and Task to set (${said}; ${kept}), then read with the page's ` +
+          `Heads 2 and Task copy, said so (${opened}), completing as sample --heads 2 --task copy (${got} vs ${want})`,
+          /^sd\.st: the file does not say how many heads nor what it was trained on: set Heads and Task to the model's .*then open it again \(with the page's Heads 3 and Task copy: the 3 heads given do not divide d_model 32\)$/.test(said) &&
+          /^step 0\/9 · loss/.test(kept) && /· the page's Heads 2 and Task copy taken: the file does not say them$/.test(opened) && got === want);
+    check(`a checkpoint without metadata opened with Task text and no text: the line says so (${noText})`,
+          /^sd\.st: the file does not say .*then open it again \(the page's Task is text, with no text given\)$/.test(noText));
+  });
+
+  // ---- a Prompt typed while a model builds is kept (the build's reply put the worker's choice
+  // over it: the field said 'The ', the worker had the typed one, and a refusal of it stayed) --
+  await part('a Prompt typed while a model builds', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=9');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    const b = Buffer.alloc(30e6);      // (a build long enough to type in)
+    for (let i = 0; i < b.length; i++) b[i] = 'The cat sat on the mat.\n'.charCodeAt(i % 24);
+    await page.getByLabel('Open text file').setInputFiles({ name: 'cats.txt', mimeType: 'text/plain', buffer: b });
+    await waitStatus(page, /^(reading|building)/, 30000);
+    await page.getByLabel('Prompt').fill('mat');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.waitForTimeout(1000);
+    const field = await page.getByLabel('Prompt').inputValue(), said = await alertText();
+    check(`a Prompt typed while the model builds stays the Prompt (${JSON.stringify(field)}; '${said}')`, field === 'mat' && said === '');
+  });
+
+  // ---- Task changed while a text file is read, then Train: the file's arrival leaves the run
+  // training (it built the Task's run anew, stopping the Train just pressed) --
+  await part('Task changed while a text file is read', async () => {
+    await page.goto(url + '?task=text&layers=1&heads=2&d_model=16&context=16&batch=4&steps=100000');
+    await page.locator('#error').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
+    await page.evaluate(() => {     // a file the browser takes its time to read, as a large one
+      const read = Blob.prototype.arrayBuffer;
+      Blob.prototype.arrayBuffer = function () { return new Promise((ok) => setTimeout(() => ok(read.call(this)), 1500)); };
+    });
+    await page.getByLabel('Open text file').setInputFiles({ name: 'slow.txt', mimeType: 'text/plain',
+      buffer: Buffer.from('the quick brown fox jumps over the lazy dog.\n'.repeat(20)) });
+    await page.getByLabel('Task').selectOption('copy');
+    await waitStatus(page, /^step 0\/100000 · loss .*exact match/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await page.waitForTimeout(3000);
+    const s1 = await statusText(page);
+    await page.waitForTimeout(500);
+    const s2 = await statusText(page), button = await page.locator('#train').textContent();
+    await page.locator('#train').click();
+    await page.getByLabel('Task').selectOption('text');
+    const back = await waitStatus(page, /^step 0\/100000 · loss –$/, 30000).catch((e) => String(e.message));   // (a text run's)
+    check(`a text file read after Task was changed leaves the Task's run training (${button}; ${s1} -> ${s2}), ` +
+          `and Task text again trains on it (${back})`, button === 'Pause' && s1 !== s2 && /^step 0\/100000 · loss –$/.test(back));
+  });
+
+  // ---- a whole-number field read as attograd train reads its flag: "1e0" or "1.0" refused naming the
+  // control, the run as it was (they were read as 1: --steps 1e0 is "expects an integer"), Seed too,
+  // and more Steps for a run under way --
+  await part('whole numbers in digits', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const said = [];
+    for (const [label, value] of [['Steps', '1e1'], ['Layers', '1.0'], ['Batch', '3e1'], ['Heads', '2e0'], ['Seed', '1e0']]) {
+      await type(label, value);
+      await page.locator('#error').filter({ hasText: new RegExp('^cannot build the model: ' + label) }).waitFor({ timeout: 10000 }).catch(() => {});
+      said.push(await alertText());
+      await type(label, new URL(page.url()).searchParams.get(label.toLowerCase()));
+    }
+    const after = await statusText(page);
+    await page.getByRole('button', { name: 'Step' }).click();
+    await waitStatus(page, /^step 1\/9 · loss [0-9]/, 30000);
+    await type('Steps', '2e1');
+    await page.locator('#error').filter({ hasText: /^cannot change Steps: / }).waitFor({ timeout: 10000 }).catch(() => {});
+    said.push(await alertText());
+    const last = await statusText(page);
+    check(`a whole number written otherwise than in digits is refused as the command refuses it, the run as it was (${said.join('; ')}; ${after}; ${last})`,
+          said.length === 6 && said.every((t, i) => new RegExp(`^cannot (build the model|change Steps): ${['Steps', 'Layers', 'Batch', 'Heads', 'Seed', 'Steps'][i]} must be a whole number`).test(t)) &&
+          /^step 0\/9 · loss/.test(after) && /^step 1\/9 · loss/.test(last));
   });
 
   // ---- Dropout -0: the run of Dropout 0, recorded as 0 as attograd train --dropout -0 records it (it wrote -0) --
@@ -684,7 +838,7 @@ async function main() {
     await waitStatus(page, /^step [1-9]\d*\/100000/, 30000);
     await page.getByLabel('Prompt').fill('ZZZ');
     await page.getByRole('button', { name: 'Complete' }).click();
-    await page.locator('#error').filter({ hasText: /^cannot complete: 'Z'/ }).waitFor({ timeout: 10000 });
+    await page.locator('#error').filter({ hasText: /^cannot complete: Prompt: 'Z'/ }).waitFor({ timeout: 10000 });
     check(`a refused Complete leaves the Train button as Pause while the run trains (${await page.locator('#train').textContent()})`,
           (await page.locator('#train').textContent()) === 'Pause');
     await page.getByLabel('Prompt').fill('abcdefgh|');
@@ -761,6 +915,24 @@ async function main() {
           /^step (\d+)\/100000/.test(going) && Number(/^step (\d+)/.exec(going)[1]) > 20 && label2 === 'Pause' && said === '');
   });
 
+  // ---- Step clicked, while it trains, with a setting typed: the click's change builds a run,
+  // and the Step is that run's (it did nothing: the page, not yet told the new run is not
+  // training, dropped the Step; the run sat at step 0) --
+  await part('Step clicked with a setting typed while training', async () => {
+    await page.goto(url + '?steps=100000&d_model=32&heads=2');
+    await waitStatus(page, /^step 0\/100000 · loss/, 60000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await waitStatus(page, /^step [1-9]\d*\/100000 · loss/, 30000);
+    await page.getByLabel('Layers', { exact: true }).fill('1');
+    await page.getByRole('button', { name: 'Step' }).click();
+    const stepped = await waitStatus(page, /^step 1\/100000 · loss [0-9]/, 10000).catch((e) => String(e.message));
+    await page.waitForTimeout(500);
+    const still = await statusText(page), label = await page.locator('#train').textContent();
+    check(`Layers typed while it trains, Step clicked: the new run takes one step (${stepped}; ${still}; ${label})`,
+          /^step 1\/100000 · loss [0-9]/.test(stepped) && still === stepped && label === 'Train' &&
+          new URL(page.url()).searchParams.get('layers') === '1');
+  });
+
   // ---- Steps changed on a run under way: checked as a new run's Steps is, and out of the
   // link when refused (2.5 ended the run at step 2, 1e300 was "Steps -2147483648 is less than
   // the 1 steps the run has taken", and the link took either) --
@@ -769,7 +941,7 @@ async function main() {
     await waitStatus(page, /^step 0\/400 · loss/, 60000);
     await page.getByRole('button', { name: 'Step' }).click();
     await waitStatus(page, /^step 1\/400 · loss/, 30000);
-    const said = [], shown = ['2.5', '1.0000000000000001e+300'];
+    const said = [], shown = ['2.5', '1e300'];
     for (const [i, v] of ['2.5', '1e300'].entries()) {
       await type('Steps', v);
       await page.locator('#error').filter({ hasText: `(it is ${shown[i]})` }).waitFor({ timeout: 10000 }).catch(() => {});
@@ -804,6 +976,20 @@ async function main() {
     await waitStatus(page, /^step 0\/0 · loss/, 30000);
     const prompt = await page.getByLabel('Prompt').inputValue();
     check(`the Prompt chosen from a text starting 'ab\\0c' is one the engine reads whole (${JSON.stringify(prompt)})`, prompt === 'ab');
+  });
+
+  // ---- a text model opened without its text, at its last step: Train says the text is missing (it said
+  // "raise Steps or Reset": Steps raised, then it said the text was not loaded; a Reset builds no model) --
+  await part('a text checkpoint at its last step, without its text', async () => {
+    await page.goto(url + '?steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    await page.getByLabel('Open checkpoint').setInputFiles(path.join(TMP, 'nul.st'));
+    await waitStatus(page, /^step 150\/150 · loss/, 30000);
+    await page.getByRole('button', { name: 'Train' }).click();
+    await page.locator('#error').filter({ hasText: /./ }).waitFor({ timeout: 10000 }).catch(() => {});
+    const said = await alertText();
+    check(`Train on a text model opened without its text, at its last step, asks for the text (${said})`,
+          said === "this model's text is not loaded: choose it under Text to train on");
   });
 
   // ---- a model of more than 64 layers (the engine's 256 are a link away): a heatmap for each
@@ -1082,6 +1268,12 @@ async function main() {
     // each, holding the page's thread): a short task, and the run trained is the command's
     await page.getByRole('button', { name: 'Train' }).click();
     await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    // the last step's evaluation, of every held-out window, said as it runs (the line said nothing of it:
+    // for a large text the page looked stopped, a Pause unheeded, until it ended)
+    const trained = (await page.evaluate(() => window.statuses)).slice(lines.length);
+    check(`the status line says the last evaluation, of every held-out window, is under way (${trained.slice(-3).join(' | ')})`,
+          trained.indexOf('step 3/3 · evaluating on every held-out window…') >= 0 &&
+          trained.indexOf('step 3/3 · evaluating on every held-out window…') < trained.findIndex((l) => /^step 3\/3 · loss/.test(l)));
     // (the bytes the page posts to its worker, counted as they go: a 2 MB copy is a few ms, 1.5 GB seconds)
     await page.evaluate(() => { const post = Worker.prototype.postMessage; window.posted = 0;
       Worker.prototype.postMessage = function (m, ...rest) {
@@ -1129,6 +1321,22 @@ async function main() {
                 'Batch', 'Steps', 'Seed', 'Train', 'Step', 'Reset', 'Open checkpoint', 'Save checkpoint', 'Prompt', 'Temperature',
                 'Complete', 'Graph', 'Snapshot', 'attention of layer 1, head 1', 'Worked examples'];
   check(`Tab reaches every control in order, each named (${names.join(', ')})`, names.join() === tabOrder.join());
+
+  // ---- by keyboard alone: Enter in the Prompt or the Temperature completes (it did nothing) --
+  await part('Enter completes', async () => {
+    await page.goto(url + '?task=add&steps=9');
+    await waitStatus(page, /^step 0\/9 · loss/, 60000);
+    const done = [];
+    for (const [label, prompt] of [['Prompt', '27+58='], ['Temperature', '11+22=']]) {
+      await page.getByLabel('Prompt').fill(prompt);
+      await page.getByLabel(label, { exact: true }).focus();
+      await page.keyboard.press('Enter');
+      await page.getByLabel('Completion').filter({ hasText: prompt }).waitFor({ timeout: 10000 }).catch(() => {});
+      done.push(await page.getByLabel('Completion').textContent());
+    }
+    check(`Enter in the Prompt and in the Temperature completes the Prompt (${done.join(', ')})`,
+          done[0].startsWith('27+58=') && done[1].startsWith('11+22='));
+  });
 
   // ---- a long run: the loss curve follows it to its last step --------------------
   // (a model of the least size, about 10,000 steps a second: drawn from a spread of

@@ -12,6 +12,7 @@ const DEFAULT_LR = { sgd: 0.1, adamw: 0.003 };   // attograd train's defaults
 let worker = null, info = null, running = false, textBytes = null;
 // Commands to the worker are numbered; runSent: the last Train's or Pause's
 let sent = 0, runSent = 0;
+let promptTyped = 0;    // the last Prompt typed's command
 const send = (m) => { m.n = ++sent; worker.postMessage(m); return m.n; };
 let trainLoss = newLosses(), valLoss = [], lastVal = null, current = null;
 // The fields as the live run was built from them, and as the last new run asked
@@ -80,6 +81,7 @@ function status() {
   if (info.trained_as)
     s += ` · ${info.trained_as}: the page trains in fp32 on whole batches, so its steps will not match attograd train --resume`;
   if (info.unlinked) s += ` · the link does not carry its ${info.unlinked}: it builds another run`;
+  if (info.from_page) s += ` · the page's ${info.from_page} taken: the file does not say them`;
   $('status').textContent = s;
 }
 
@@ -288,7 +290,7 @@ function paint(map) {
 
 function drawHeatmaps(a) {
   if (!a) return;
-  if (a.error) { unobserve(); maps = []; $('heatmaps').textContent = 'Prompt: ' + a.error; $('heatmaps').dataset.key = ''; return; }
+  if (a.error) { unobserve(); maps = []; $('heatmaps').textContent = a.error; $('heatmaps').dataset.key = ''; return; }
   const { T, L, H, ids, weights } = a;
   // a cell of 18 pixels down to 1 (the labels' band, 14 pixels or wider for a label of
   // more than one character (\xNN), where a cell is 6 pixels or more)
@@ -466,7 +468,9 @@ const onMessage = {
       say('');
       $('status').textContent = '';
     }
-    $('prompt').value = m.prompt;    // the worker's choice: one the model reads
+    // the worker's choice, one the model reads, unless a Prompt was typed since the command
+    // (it was put over what the learner typed while the model built; the worker has the typed one)
+    if (!(promptTyped > m.n)) $('prompt').value = m.prompt;
     $('completion').textContent = '';
     addSnapshot(m.attention);
     showAttention(m.attention);
@@ -494,8 +498,8 @@ const onMessage = {
     status(); drawLoss(); labelSnapshot();
   },
   attention(m) {
-    if (m.prompt !== undefined) $('prompt').value = m.prompt;
-    if (m.attention && m.attention.error) say('Prompt: ' + m.attention.error, 'prompt');
+    if (m.prompt !== undefined && !(promptTyped > m.n)) $('prompt').value = m.prompt;
+    if (m.attention && m.attention.error) say(m.attention.error, 'prompt');
     else { cleared('prompt'); showAttention(m.attention); }
   },
   graph(m) { cleared('graph'); drawGraph(m); },
@@ -552,7 +556,7 @@ function bind() {
     // it, as train --resume --steps N does; any other change starts anew.
     // (the link takes the Steps once the engine has: a refused one stays out of it)
     if (k === 'steps' && info && info.live && info.step > 0 && Number($('steps').value) >= info.step) {
-      send({ cmd: 'steps', steps: Number($('steps').value), text: $('steps').value });
+      send({ cmd: 'steps', text: $('steps').value });
       return;
     }
     if (k === 'optimizer') $('lr').value = DEFAULT_LR[$('optimizer').value];
@@ -585,16 +589,23 @@ function bind() {
     setRunning(!running);
     runSent = send({ cmd: running ? 'train' : 'pause' });
   });
+  // (while it trains, Step does nothing; but a run asked for since the last Train, as by the click's
+  // own change of a setting typed, is not training: the Step is its, the worker ignoring it if that
+  // run was refused and the old one trains on; it did nothing, the new run left at step 0)
   $('step').addEventListener('click', () => {
-    if (running) return;
+    if (running && !(noteFor > runSent)) return;
     send({ cmd: 'step' }); refreshGraph();
   });
   $('reset').addEventListener('click', () => { $('text').dataset.name = $('text').dataset.name || ''; reset(); });
-  $('prompt').addEventListener('input', () => send({ cmd: 'prompt', prompt: $('prompt').value }));
+  $('prompt').addEventListener('input', () => { promptTyped = send({ cmd: 'prompt', prompt: $('prompt').value }); });
   // (Temperature as its text, as a setting's: the engine names an empty one, or one the browser
   // could not read (it completed greedily, unsaid), and one too close to 0, as attograd sample does)
   $('complete').addEventListener('click', () => send({
     cmd: 'complete', prompt: $('prompt').value, tokens: 200, temperature: $('temperature').value, seed: $('seed').value }));
+  // Enter in the Prompt or Temperature completes (it did nothing: typed, a prompt waited for a click)
+  for (const id of ['prompt', 'temperature']) $(id).addEventListener('keydown', (e) => {
+    if (e.key === 'Enter' && !e.isComposing && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey) $('complete').click();
+  });
   $('graphbtn').addEventListener('click', () => send({ cmd: 'graph' }));
   $('save').addEventListener('click', () => send({ cmd: 'save' }));
   $('open').addEventListener('change', async () => {
@@ -602,7 +613,9 @@ function bind() {
     if (!f) return;
     const bytes = await fileBytes(f);
     $('open').value = '';
-    if (bytes) send({ cmd: 'open', name: f.name, bytes });
+    // (the page's Heads and Task, for a file that does not say them)
+    if (bytes) send({ cmd: 'open', name: f.name, bytes, heads: $('heads').value, task: $('task').value,
+                      hintName: $('text').dataset.name || 'text' });
   });
   $('textfile').addEventListener('change', async () => {
     const f = $('textfile').files[0];
@@ -622,7 +635,9 @@ function bind() {
       send({ cmd: 'text', text: bytes, textName: f.name });
       textSent = { bytes, typed: null };
     }
-    else reset();
+    // (Task changed while the file was read: the text waits for Task text; the run there
+    // is, maybe training since, is not built anew from the settings it was built from)
+    else if ($('task').value === 'text') reset();
   });
   $('text').addEventListener('change', () => { $('text').dataset.name = 'text'; textBytes = null; reset(); });
   $('examples').addEventListener('toggle', () => {

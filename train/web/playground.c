@@ -53,6 +53,8 @@ static struct {
     char trained_as[80];        /* an opened checkpoint's bf16 or micro-batches, which the page
                                  * does not train with ("" when neither) */
     char unlinked[320];         /* its settings the page's link cannot hold ("" when none) */
+    char from_page[80];         /* what an opened file did not say, taken from the page's Heads
+                                 * and Task ("" when it said all) */
 } pg;
 
 static char error_text[512];
@@ -130,19 +132,19 @@ static void run_finish(void)
 }
 
 /* A setting of the page's, which may hold anything a number field or a
- * link does (NaN: empty or not a number): 0 when v is in [lo, hi] (a
- * WHOLE number; ABOVE lo, for a learning rate), else -1 with one line
- * naming the control. */
-enum { REAL, WHOLE, ABOVE };
+ * link does (NaN: empty or not a number): 0 when v is in [lo, hi] (ABOVE
+ * lo, for a learning rate), else -1 with one line naming the control.
+ * (A whole number's: whole_in.) */
+enum { REAL, ABOVE };
 
 static int setting_ok(const char *label, double v, double lo, double hi, int kind)
 {
-    if (v >= lo && v <= hi && (kind != WHOLE || v == floor(v)) && (kind != ABOVE || v > lo))
+    if (v >= lo && v <= hi && (kind != ABOVE || v > lo))
         return 0;
     char is[40];
     snprintf(is, sizeof is, isnan(v) ? "empty or not a number" : "%.17g", v);
     snprintf(error_text, sizeof error_text, "%s must be %s %.15g %s %.15g (it is %s)", label,
-             kind == WHOLE ? "a whole number from" : kind == ABOVE ? "a number above" : "a number from", lo,
+             kind == ABOVE ? "a number above" : "a number from", lo,
              kind == ABOVE ? "and at most" : "to", hi, is);
     return -1;
 }
@@ -172,16 +174,39 @@ static int setting_read(const char *label, const char *text, double *v)
     return 0;
 }
 
+/* A whole-number setting's text read as `attograd train` reads an integer
+ * flag's: decimal digits (a sign allowed), the whole text, nothing before
+ * them ("1e0", "1.0", " 5" and "0x10" are not read as numbers, as the
+ * flag refuses them), from lo to hi: 0 with *v, else -1 naming label (a
+ * whole number written otherwise told to be written in digits). */
+static int whole_in(const char *label, const char *text, double lo, double hi, double *v)
+{
+    char *end = NULL;
+    int blank = !*text || isspace((unsigned char)*text);
+    errno = 0;
+    long long n = blank ? 0 : strtoll(text, &end, 10);
+    int digits = !blank && end != text && !*end;
+    *v = !digits ? NAN : errno == ERANGE ? (n < 0 ? -HUGE_VAL : HUGE_VAL) : n == 0 ? 0.0 : (double)n;
+    if (*v >= lo && *v <= hi)
+        return 0;
+    double d = !digits && !blank && !strpbrk(text, "xX") ? strtod(text, &end) : NAN;
+    int otherwise = d >= lo && d <= hi && !*end && d == floor(d);     /* (NaN: end not read) */
+    snprintf(error_text, sizeof error_text, "%s must be a whole number from %.15g to %.15g%s (it is %.40s)", label, lo,
+             hi, otherwise ? ", written in digits" : "", *text ? text : "empty or not a number");
+    return -1;
+}
+
 /* A setting read from its text and checked against the range the model
  * library keeps for the command's flag (k: its row of RUN_RECORDED, or
  * RUN_DROPOUT), within hi where the page holds less (Steps in a 32-bit
  * long); 0 with *v, else -1 naming label. */
 static int setting_in(const char *label, const char *text, const run_recorded *k, double hi, double *v)
 {
+    if (k->kind != RUN_REAL)
+        return whole_in(label, text, k->min_open ? k->min + 1 : k->min, k->max < hi ? k->max : hi, v);
     if (setting_read(label, text, v))
         return -1;
-    return setting_ok(label, *v, k->min, k->max < hi ? k->max : hi,
-                      k->kind == RUN_REAL ? (k->min_open ? ABOVE : REAL) : WHOLE);
+    return setting_ok(label, *v, k->min, k->max < hi ? k->max : hi, k->min_open ? ABOVE : REAL);
 }
 
 /* The most a step's memory may be: what WebAssembly's 32-bit memory can
@@ -257,9 +282,8 @@ static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int o
 
 /* A seed as the page holds it, text (a JS number loses digits past 2^53):
  * into *seed when it is a whole number from 0 to RUN_MAX_SEED, the range
- * `attograd train --seed` takes; else -1 with one line naming label.
- * "3e9" or "7.0" (as a number field held them once) are read as the
- * number they are. */
+ * `attograd train --seed` takes, written as the flag takes it (decimal
+ * digits: not "3e9" nor "7.0"); else -1 with one line naming label. */
 static int seed_ok(const char *label, const char *text, int64_t *seed)
 {
     char *end = NULL;
@@ -268,11 +292,6 @@ static int seed_ok(const char *label, const char *text, int64_t *seed)
     long long v = number ? strtoll(text, &end, 10) : -1;
     if (number && !*end && errno == 0 && run_int_in_range(v, 0, 0, RUN_MAX_SEED)) {
         *seed = v;
-        return 0;
-    }
-    double d = number && (errno || *end) ? strtod(text, &end) : NAN;
-    if (number && !*end && d >= 0 && d <= RUN_MAX_SEED && d == floor(d)) {
-        *seed = (int64_t)d;
         return 0;
     }
     snprintf(error_text, sizeof error_text, "%s must be a whole number from 0 to %.0f (it is %.40s)", label,
@@ -295,12 +314,10 @@ int pg_new(const char *task_name, const char *text_path, const char *text_name, 
     ENTER(-1);
     int64_t seed;
     double layers, heads, d_model, context, dropout, lr, batch, steps;
-    if (setting_read("Layers", layers_text, &layers) || setting_ok("Layers", layers, 1, MODEL_MAX_LAYERS, WHOLE) ||
-        setting_read("Heads", heads_text, &heads) || setting_ok("Heads", heads, 1, MODEL_MAX_HEADS, WHOLE) ||
-        setting_read("d_model", d_model_text, &d_model) ||
-        setting_ok("d_model", d_model, 1, MODEL_MAX_D_MODEL, WHOLE) ||
-        setting_read("Context", context_text, &context) ||
-        setting_ok("Context", context, 0, MODEL_MAX_CONTEXT, WHOLE) ||
+    if (whole_in("Layers", layers_text, 1, MODEL_MAX_LAYERS, &layers) ||
+        whole_in("Heads", heads_text, 1, MODEL_MAX_HEADS, &heads) ||
+        whole_in("d_model", d_model_text, 1, MODEL_MAX_D_MODEL, &d_model) ||
+        whole_in("Context", context_text, 0, MODEL_MAX_CONTEXT, &context) ||
         setting_in("Dropout", dropout_text, &RUN_DROPOUT, INFINITY, &dropout) ||
         setting_in("Learning rate", lr_text, run_recorded_find("lr"), INFINITY, &lr) ||
         setting_in("Batch", batch_text, run_recorded_find("batch"), INFINITY, &batch) ||
@@ -394,14 +411,15 @@ int pg_train(int n, float *losses)
  * is, as `attograd train --resume --steps N` does: a constant schedule
  * has no end to keep, a cosine one keeps the horizon it was started with
  * (schedule_steps), so more steps never raise the learning rate again. */
-int pg_set_steps(double steps)
+int pg_set_steps(const char *steps_text)
 {
     ENTER(-1);
+    double steps;
     if (!pg.live) {
         snprintf(error_text, sizeof error_text, "no model");
         return -1;
     }
-    if (setting_ok("Steps", steps, 0, LONG_MAX, WHOLE))     /* as pg_new checks it */
+    if (setting_in("Steps", steps_text, run_recorded_find("steps"), LONG_MAX, &steps))     /* as pg_new reads it */
         return -1;
     if ((long)steps < pg.step) {
         snprintf(error_text, sizeof error_text, "Steps %ld is less than the %ld step%s the run has taken", (long)steps,
@@ -430,12 +448,25 @@ int pg_evaluate(int max_windows, double *out)
     return 0;
 }
 
-/* A prompt as token ids (at most max); -1 with a message naming the bad character. */
+/* A prompt as token ids (at most max); -1 with a message that names the
+ * Prompt, as the command's name --prompt (its length first: the model
+ * library's own message for a long one speaks of a text). */
 static int encode(const char *prompt, int32_t *ids, int max)
 {
-    if (pg.data.is_task)
-        return task_parse(&pg.data.task, prompt, ids, max, error_text, sizeof error_text);
-    return (int)text_encode(&pg.data.text, prompt, ids, (size_t)max, error_text, sizeof error_text);
+    size_t n = 0;
+    for (const char *c = prompt; *c; c++)
+        n += !pg.data.is_task || !isspace((unsigned char)*c);
+    if (n > (size_t)max) {
+        snprintf(error_text, sizeof error_text, "Prompt: %zu %s, more than the %d the page reads", n,
+                 pg.data.is_task ? "tokens" : "bytes", max);
+        return -1;
+    }
+    char e[sizeof error_text - 16];
+    int k = pg.data.is_task ? task_parse(&pg.data.task, prompt, ids, max, e, sizeof e)
+                            : (int)text_encode(&pg.data.text, prompt, ids, (size_t)max, e, sizeof e);
+    if (k < 0)
+        snprintf(error_text, sizeof error_text, "Prompt: %s", e);
+    return k;
 }
 
 static float *attention_weights;    /* [n_layer][n_head][T][T] of the last pg_attention */
@@ -456,7 +487,7 @@ int pg_attention(const char *prompt, int32_t *ids_out)
     if (n < 0)
         return -1;
     if (n == 0) {
-        snprintf(error_text, sizeof error_text, "the Prompt is empty");
+        snprintf(error_text, sizeof error_text, "Prompt: empty");
         return -1;
     }
     T = n < C ? n : C;
@@ -507,10 +538,15 @@ const char *pg_complete(const char *prompt, int n_new, const char *temperature_t
     ag_pcg32_seed(&rng, (uint64_t)seed, STREAM_SAMPLE);
     if (pg.data.is_task) {
         const task *t = &pg.data.task;
-        int32_t seq[64];
-        int k = task_parse(t, prompt, seq, 64, error_text, sizeof error_text);
-        if (k < 0 || task_check_prompt(t, seq, k, error_text, sizeof error_text))
+        static int32_t seq[1024];
+        char e[sizeof error_text - 16];
+        int k = encode(prompt, seq, 1024);
+        if (k < 0)
             return NULL;
+        if (task_check_prompt(t, seq, k, e, sizeof e)) {
+            snprintf(error_text, sizeof error_text, "Prompt: %s", e);
+            return NULL;
+        }
         if (temperature <= 0)
             complete_greedy(pg.look, &pg.m, seq, 1, t->len + 1, t->prompt, t->len + 1, 1);
         else
@@ -550,12 +586,12 @@ const char *pg_info(void)
              "{\"live\":%d,\"trainable\":%d,\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
              "\"context\":%d,\"dropout\":%.17g,\"optimizer\":\"%s\",\"lr\":%.17g,\"batch\":%d,\"steps\":%ld,"
              "\"seed\":\"%" PRId64 "\",\"step\":%ld,\"params\":%zu,\"prompt_len\":%d,\"len\":%d,\"vocab\":[%s],"
-             "\"trained_as\":\"%s\",\"unlinked\":\"%s\"}",
+             "\"trained_as\":\"%s\",\"unlinked\":\"%s\",\"from_page\":\"%s\"}",
              pg.live, pg.trainable, !pg.live ? "" : pg.data.is_task ? pg.data.task.name : "text", c->n_layer,
              c->n_head, c->d_model, c->context, c->dropout, pg.adamw ? "adamw" : "sgd", pg.o.lr, pg.o.batch,
              pg.o.steps, pg.o.seed, pg.step, pg.live ? pg.m.params->total : (size_t)0,
              pg.live && pg.data.is_task ? pg.data.task.prompt : 0, pg.live && pg.data.is_task ? pg.data.task.len : 0,
-             chars, pg.trained_as, pg.unlinked);
+             chars, pg.trained_as, pg.unlinked, pg.from_page);
     return info;
 }
 
@@ -790,6 +826,61 @@ static void opened_notes(const ckpt *ck, const run_settings *o, const model_conf
         snprintf(unlinked + 320 - 4, 4, "...");
 }
 
+/* The checkpoint at path read into *ck and *m; one that does not say its
+ * heads or its data (a PyTorch state_dict saved without attograd's
+ * metadata) read again with the page's Heads and Task (a text's: Task text
+ * and the page's text at hint_text, its sorted distinct bytes the
+ * vocabulary), as `attograd sample` reads one with --heads, --task and
+ * --text.  Into from_page, what the page's controls said ("" when none);
+ * refused, the message names what the learner must set. */
+static int open_with_page(ckpt *ck, model *m, const char *path, const char *heads_text, const char *task_name,
+                          const char *hint_text, char from_page[80])
+{
+    from_page[0] = 0;
+    if (!ckpt_open_hints(ck, path, m, NULL, error_text, sizeof error_text))
+        return 0;
+    if (!ck->needs)
+        return -1;
+    int needs = ck->needs, text = strcmp(task_name, "text") == 0;
+    double heads = NAN;
+    int heads_read = whole_in("Heads", heads_text, 1, MODEL_MAX_HEADS, &heads) == 0;
+    ckpt_hints h = { heads_read ? (int)heads : 0, text ? NULL : task_name, text && hint_text[0] ? hint_text : NULL,
+                     0, 0 };
+    char used[80], e[sizeof error_text];
+    size_t u = 0;
+    used[0] = 0;
+    if (needs & CKPT_HEADS)
+        u += (size_t)snprintf(used + u, sizeof used - u, "Heads %.10s", heads_text);
+    if (needs & (CKPT_DATA | CKPT_VOCAB))
+        snprintf(used + u, sizeof used - u, "%sTask %s", u ? " and " : "", text && !h.text ? "text without a text" : task_name);
+    if (!ckpt_open_hints(ck, path, m, &h, e, sizeof e)) {
+        snprintf(from_page, 80, "%s", used);
+        return 0;
+    }
+    /* what to set, and what the page's settings met with */
+    size_t p = strlen(path), o = 0;
+    const char *why = strncmp(e, path, p) == 0 && e[p] == ':' && e[p + 1] == ' ' ? e + p + 2 : e;
+    o += (size_t)snprintf(error_text + o, sizeof error_text - o, "%s: the file does not say %s%s%s%s%s: set ", path,
+                          needs & CKPT_HEADS ? "how many heads" : "",
+                          needs & CKPT_HEADS && needs & (CKPT_DATA | CKPT_VOCAB) ? " nor " : "",
+                          needs & CKPT_DATA ? "what it was trained on" : "",
+                          needs & CKPT_DATA && needs & CKPT_VOCAB ? " nor " : "",
+                          needs & CKPT_VOCAB ? "its vocabulary" : "");
+    if (o < sizeof error_text)
+        o += (size_t)snprintf(error_text + o, sizeof error_text - o, "%s%s%s to the model's%s, then open it again",
+                              needs & CKPT_HEADS ? "Heads" : "", needs & CKPT_HEADS && needs & (CKPT_DATA | CKPT_VOCAB) ? " and " : "",
+                              needs & (CKPT_DATA | CKPT_VOCAB) ? "Task" : "",
+                              needs & (CKPT_DATA | CKPT_VOCAB) ? " (a text model's: Task text, its text given under Text)" : "");
+    if (o < sizeof error_text && !ck->needs)
+        snprintf(error_text + o, sizeof error_text - o, " (with the page's %s: %s)", used, why);
+    else if (o < sizeof error_text && ck->needs & CKPT_HEADS)
+        snprintf(error_text + o, sizeof error_text - o, " (the page's Heads, %.20s, is not a whole number from 1 to %d)",
+                 *heads_text ? heads_text : "empty", MODEL_MAX_HEADS);
+    else if (o < sizeof error_text)
+        snprintf(error_text + o, sizeof error_text - o, " (the page's Task is text, with no text given)");
+    return -1;
+}
+
 /* Replace the run by the checkpoint at path: its model, and where it holds
  * a run's state its optimizer and generators too, so training goes on as
  * `attograd train --resume` would.  A text model's text comes from
@@ -797,13 +888,19 @@ static void opened_notes(const ckpt *ck, const run_settings *o, const model_conf
  * recorded settings are checked as train --resume checks them
  * (run_settings_read: each in its flag's range, and together as a new
  * run's must be).  On any problem the run is left as it was. */
-int pg_open(const char *path, const char *text_path, const char *text_name)
+int pg_open(const char *path, const char *text_path, const char *text_name, const char *heads_text,
+            const char *task_name, const char *hint_text, const char *hint_name)
 {
     ENTER(-1);
     ckpt ck;
     model m;
-    if (ckpt_open_hints(&ck, path, &m, NULL, error_text, sizeof error_text))
+    char from_page[sizeof pg.from_page];
+    if (open_with_page(&ck, &m, path, heads_text, task_name, hint_text, from_page))
         return -1;
+    if (from_page[0] && strcmp(ck.data, "text") == 0 && !text_path[0] && hint_text[0]) {
+        text_path = hint_text;      /* the text that gave the vocabulary is the one it trains on */
+        text_name = hint_name;
+    }
     int is_text = strcmp(ck.data, "text") == 0;
     int have_text = is_text && text_path[0];
     dataset d;
@@ -844,6 +941,7 @@ int pg_open(const char *path, const char *text_path, const char *text_name)
     run_free();
     memcpy(pg.trained_as, trained_as, sizeof trained_as);
     memcpy(pg.unlinked, unlinked, sizeof unlinked);
+    memcpy(pg.from_page, from_page, sizeof from_page);
     pg.data = d;
     pg.m = m;
     snprintf(pg.text_name, sizeof pg.text_name, "%s", is_text ? (have_text ? text_name : "") : "");

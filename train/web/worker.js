@@ -58,7 +58,9 @@ const post = (m, transfer) => postMessage(Object.assign(m, { n: seen, cmd: seenC
   (transfer || []).concat([m.attention, m.snapshot].filter((a) => a && a.weights).map((a) => a.weights.buffer)));
 const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() });
 // Why neither Train nor Step can go on, or ''.
+// (a text model opened without its text says so first: raised Steps would not let it train)
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : !info.trainable ? "this model's text is not loaded: choose it under Text to train on"
   : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 createPlayground().then((module) => {
@@ -80,10 +82,19 @@ function shownTokens() {
   return prompt;
 }
 
+// A Prompt holding a NUL, refused: the engine takes a C string, which would
+// end at it (the rest unread, silently), and the command's --prompt cannot hold one.
+const nulError = (p) => {
+  const i = p.indexOf('\0');
+  return i < 0 ? '' : `Prompt: a NUL (0x00) at position ${new TextEncoder().encode(p.slice(0, i)).length + 1}, ` +
+    "which a prompt cannot hold (nor can attograd's --prompt)";
+};
+
 function attention() {
   if (!info || !info.live || !prompt) return null;
+  if (nulError(prompt)) return { error: nulError(prompt) };
   const T = c('pg_attention', 'number', ['string', 'number'], [shownTokens(), idsBuf]);
-  if (T < 0) return { error: lastError() };
+  if (T < 0) return { error: lastError().replace(/^(?!Prompt: )/, 'Prompt: ') };   // (the engine's own name the Prompt)
   const L = info.layers, H = info.heads, ptr = c('pg_attention_data', 'number', [], []) >> 2;
   const ids = Array.from(M.HEAP32.subarray(idsBuf >> 2, (idsBuf >> 2) + T));
   return { step: info.step, T, L, H, ids, weights: M.HEAPF32.slice(ptr, ptr + L * H * T * T) };
@@ -95,7 +106,7 @@ function attention() {
 // end or a NUL, which the engine's C string would end at) or the first letter
 // or digit of its vocabulary; the page's Prompt field takes it.
 function choosePrompt(given, text) {
-  const reads = (p) => !!p && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
+  const reads = (p) => !!p && !nulError(p) && c('pg_attention', 'number', ['string', 'number'], [p, idsBuf]) >= 0;
   const start = text ? [...new TextDecoder().decode(text.subarray(0, 64)).trimStart().split(/[\r\n\0]/)[0]].slice(0, 4).join('') : '';
   const letter = info.vocab.map((b) => String.fromCharCode(b)).find((ch) => /[a-z0-9]/i.test(ch));
   return [given, DEFAULT_PROMPT[info.task], start, letter].find(reads) || given;
@@ -130,6 +141,10 @@ function steps(limit) {
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
     if (info.step % evalEvery() === 0 || info.step === info.steps) {
+      // the last one scores every held-out window: for a large text, seconds to minutes in which
+      // neither a step nor a Pause is seen (the status line said nothing of it)
+      if (info.step === info.steps && info.task === 'text' && kept && kept.length >= BIG_TEXT)
+        post({ type: 'building', text: `step ${info.step}/${info.steps} · evaluating on every held-out window…` });
       val = evaluate(info.step === info.steps);
       break;
     }
@@ -178,7 +193,7 @@ const handlers = {
     showModel({ val: evaluate(false) });
   },
   steps(m) {
-    if (c('pg_set_steps', 'number', ['number'], [m.steps]) < 0) { fail('cannot change Steps'); return; }
+    if (c('pg_set_steps', 'number', ['string'], [m.text]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
     post({ type: 'extended', info, text: m.text });
   },
@@ -199,6 +214,7 @@ const handlers = {
     if (m.choose || !running) post({ type: 'attention', attention: attention(), prompt: m.choose ? prompt : undefined });
   },
   complete(m) {
+    if (nulError(m.prompt)) { post({ type: 'error', message: 'cannot complete: ' + nulError(m.prompt) }); return; }
     const out = c('pg_complete', 'number', ['string', 'number', 'string', 'string'],
       [m.prompt, m.tokens, m.temperature, m.seed]);
     if (!out) fail('cannot complete');
@@ -232,15 +248,20 @@ const handlers = {
     M.FS.writeFile('/open.st', m.bytes);
     if (m.text) keep(m.text);
     if (big) post({ type: 'building', text: `building the model of ${m.name} with ${name}…` });
-    const rc = c('pg_open', 'number', ['string', 'string', 'string'], ['/open.st', m.text ? '/text' : '', m.textName || '']);
+    // a file that does not say its heads or data (a PyTorch state_dict) is read with the page's
+    // Heads and Task, and for Task text with the page's text, as --heads, --task and --text
+    const hint = !m.text && kept && kept.length && m.task === 'text' ? '/text' : '';
+    const rc = c('pg_open', 'number', ['string', 'string', 'string', 'string', 'string', 'string', 'string'],
+      ['/open.st', m.text ? '/text' : '', m.textName || '', m.heads || '', m.task || '', hint, m.hintName || 'text']);
     M.FS.unlink('/open.st');
     if (rc < 0) {
-      const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ');
+      const why = lastError().replace(/^\/open\.st: /, '').replace(/^\/text /, (m.textName || 'the text') + ' ')
+        .replace(/\/text\b/g, m.hintName || 'the text');
       post({ type: 'error', message: (m.text ? m.textName : m.name) + ': ' + why });
       return;
     }
     running = false;    // the run it replaced stops
-    opened = { name: m.name, bytes: m.bytes };
+    opened = { name: m.name, bytes: m.bytes, heads: m.heads, task: m.task };
     const task = info && info.live ? info.task : '';
     refreshInfo();
     if (big && info.trainable) post({ type: 'building', text: `evaluating the model of ${name}…` });
@@ -249,7 +270,8 @@ const handlers = {
   },
   text(m) {
     if (!opened) { fail('no checkpoint to give the text to'); return; }
-    handlers.open({ name: opened.name, bytes: opened.bytes, text: m.text, textName: m.textName });
+    handlers.open({ name: opened.name, bytes: opened.bytes, heads: opened.heads, task: opened.task, text: m.text,
+                    textName: m.textName });
   },
 };
 
