@@ -284,17 +284,7 @@ one_line "$A" train $TINY --steps 1 --accept-changed-data
 check "--accept-changed-data without --resume is refused ($(cat err.txt))" test $rc -eq 2
 # a recorded size or hash that is not one (a hand-edited file) is named, not read as a number
 for bad in 'text_bytes=-5' 'text_bytes=12x' 'text_fnv1a64=zz'; do
-    python3 - run/r.st bad.st "$bad" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-key, value = sys.argv[3].split('=')
-h['__metadata__'][key] = value
-j = json.dumps(h).encode()
-j += b' ' * (-len(j) % 8)
-open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
-PY
+    set_meta run/r.st bad.st "$bad"
     one_line "$A" train --resume bad.st --steps 16 --quiet
     check "resume of a checkpoint whose $bad: exit 2, one line naming it ($rc: $(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q "the checkpoint.s metadata ${bad%%=*} = .${bad#*=}. is not" err.txt'
@@ -478,16 +468,7 @@ rm -f notes.txt other.csv n0.st
 # a relative log_path (a hand edit: attograd records absolute ones) is taken
 # from the current directory, as the page's bare text name is; the line
 # says so, and the log beside the checkpoint is left alone
-python3 - n.st rel.st <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-h['__metadata__']['log_path'] = 'rel.csv'
-j = json.dumps(h).encode()
-j += b' ' * (-len(j) % 8)
-open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
-PY
+set_meta n.st rel.st log_path=rel.csv
 step=$("$A" info rel.st | sed -n 's/.*, step \([0-9]*\),.*/\1/p')
 printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >rel.csv && cp rel.csv rel.bak
 mkdir -p relwd
@@ -616,16 +597,7 @@ for run in "info notes.txt" "eval --model notes.txt" "sample --model notes.txt";
         eval '[ $rc -eq 2 ] && grep -q "notes.txt: not a safetensors file" err.txt'
 done
 # a metadata value with a newline and a terminal escape is listed on one line, bytes shown as \xNN
-python3 - m.st esc.st <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-h['__metadata__']['note'] = 'one\ntwo\x1b[31m'
-j = json.dumps(h).encode()
-j += b' ' * (-len(j) % 8)
-open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
-PY
+set_meta m.st esc.st note=$'one\ntwo\x1b[31m'
 "$A" info esc.st >out.txt 2>err.txt
 check "info lists a metadata value with control bytes on one line, escaped ($(grep note out.txt))" \
     eval 'grep -qxF "    note             one\\x0atwo\\x1b[31m" out.txt && ! grep -q "$(printf "\033")" out.txt'

@@ -5,9 +5,9 @@
 A=${ATTOGRAD:-./build/attograd}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
-ok()   { passed=$((passed + 1)); }
-fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
+# shellcheck source=tests/harness.sh
+. "$(dirname "$0")/harness.sh"
+# this file's checks are strings to eval: check WHAT 'EXPR'
 check() { if eval "$2"; then ok; else fail "$1"; fi; }
 # the held-out exact-match percentage from a run's summary line
 acc() { sed -nE 's/.*held-out exact match ([0-9.]+)%.*/\1/p' "$1"; }
@@ -17,7 +17,6 @@ lt() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 < b + 0) }'; }
 # --- learning: the default run (make run) is SGD with momentum on copy.
 # Under the sanitizers (make test-asan sets ATTOGRAD_QUICK) these minutes-long
 # runs are skipped and reported as such.
-skipped=0
 if [ -n "$ATTOGRAD_QUICK" ]; then
     skipped=6
     echo "learning runs skipped under ATTOGRAD_QUICK (the plain make test asserts them)"
@@ -109,58 +108,44 @@ check "every subcommand has --help" '$A eval --help >/dev/null && $A sample --he
 # warmup past its steps, as a new run's flags are
 $A train --quiet --steps 3 --save "$tmp/r.st" >/dev/null 2>&1
 $A train --quiet --steps 3 --schedule cosine --save "$tmp/c.st" >/dev/null 2>&1
-meta() {  # meta FROM TO KEY=VALUE...: FROM with its metadata changed, the header's length kept right
-    python3 - "$@" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], 'rb').read()
-n = struct.unpack('<Q', b[:8])[0]
-h = json.loads(b[8:8 + n])
-for kv in sys.argv[3:]:
-    k, v = kv.split('=', 1)
-    h['__metadata__'][k] = v
-j = json.dumps(h).encode()
-j += b' ' * ((8 - (8 + len(j)) % 8) % 8)
-open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
-PY
-}
 for kv in lr=-1 lr=0 batch=0 seed=x seed=-1 momentum=1.5 momentum=5 beta2=1.5 eps=0 micro_batch=0 steps=1e3 lr=0x10; do
     k=${kv%%=*}; v=${kv#*=}
-    meta "$tmp/r.st" "$tmp/r_$k.st" "$kv"
+    set_meta "$tmp/r.st" "$tmp/r_$k.st" "$kv"
     bad "metadata $k = '$v' is not a valid value" train --resume "$tmp/r_$k.st"
 done
-meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
+set_meta "$tmp/r.st" "$tmp/r_range.st" momentum=5
 bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
     train --resume "$tmp/r_range.st"
-meta "$tmp/r.st" "$tmp/r_clip.st" clip=1e309
+set_meta "$tmp/r.st" "$tmp/r_clip.st" clip=1e309
 bad "r_clip.st: metadata clip = '1e309' is not a valid value (it must be a number >= 0 and <= 1e+308), so the run cannot be resumed" \
     train --resume "$tmp/r_clip.st"
 # the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
 # subnormal, is refused by the flag), for --resume and --init alike
 bad "--dropout 1e-320 is too close to 0: below a double's smallest normal magnitude" train --dropout 1e-320
 for v in 1e-320 0.9999995 ' 0.1'; do
-    meta "$tmp/r.st" "$tmp/r_dropout.st" "dropout=$v"
+    set_meta "$tmp/r.st" "$tmp/r_dropout.st" "dropout=$v"
     bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so the run cannot be resumed" \
         train --resume "$tmp/r_dropout.st"
     bad "r_dropout.st: metadata dropout = '$v' is not a valid value (it must be a number >= 0 and <= 0.999999), so a run cannot start from it" \
         train --init "$tmp/r_dropout.st" --steps 1
 done
-meta "$tmp/r.st" "$tmp/r_dropout.st" dropout=0.999999
+set_meta "$tmp/r.st" "$tmp/r_dropout.st" dropout=0.999999
 "$A" train --resume "$tmp/r_dropout.st" --steps 4 --quiet --save "$tmp/r_dropout_out.st" > /dev/null 2> "$tmp/err"
 rc=$?
 check "--resume of a checkpoint with dropout 0.999999, --dropout's bound, runs (exit $rc: $(cat "$tmp/err"))" '[ $rc -eq 0 ]'
-meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
+set_meta "$tmp/c.st" "$tmp/c_warmup.st" warmup=4
 bad "metadata warmup = 4 is past schedule_steps = 3" train --resume "$tmp/c_warmup.st" --steps 10
 # a micro-batch that divides no share of the batch: no number of ranks resumes it
-meta "$tmp/r.st" "$tmp/r_micro.st" micro_batch=64
+set_meta "$tmp/r.st" "$tmp/r_micro.st" micro_batch=64
 bad "r_micro.st: metadata micro_batch = 64 does not divide batch = 32 (a micro-batch is a part of the batch), so the run cannot be resumed" \
     train --resume "$tmp/r_micro.st" --steps 10
-meta "$tmp/r.st" "$tmp/r_micro3.st" micro_batch=3
+set_meta "$tmp/r.st" "$tmp/r_micro3.st" micro_batch=3
 bad "r_micro3.st: metadata micro_batch = 3 does not divide batch = 32" train --resume "$tmp/r_micro3.st" --steps 10
 
 # an empty text_path names no file: said so, not "cannot open , ..."
 $A train --quiet --steps 1 --text data/tiny.txt --d-model 8 --heads 2 --layers 1 --context 8 --batch 2 \
     --eval-every 0 --save "$tmp/t.st" >/dev/null 2>&1
-meta "$tmp/t.st" "$tmp/t_nopath.st" text_path=
+set_meta "$tmp/t.st" "$tmp/t_nopath.st" text_path=
 bad "t_nopath.st records no text file: give the text to evaluate with --text FILE" eval --model "$tmp/t_nopath.st"
 bad "t_nopath.st was trained on a text file it does not name: give it with --text FILE" \
     train --init "$tmp/t_nopath.st" --steps 1
@@ -261,9 +246,4 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 chmod 755 "$tmp/ro"
 
-if [ "$skipped" -ne 0 ]; then
-    echo "$passed passed, $failed failed, $skipped skipped"
-else
-    echo "$passed passed, $failed failed"
-fi
-[ "$failed" -eq 0 ]
+finish

@@ -4,7 +4,8 @@
 # check WHAT CMD... counts CMD's success; finish prints "N passed, N failed"
 # (and ", N skipped" when any were) and exits non-zero when anything failed;
 # need_binary makes $A the absolute path of the binary under test, or finishes;
-# bf16_probe tells whether bf16 training runs here.
+# bf16_probe tells whether bf16 training runs here; set_meta edits a
+# checkpoint's metadata.
 passed=0; failed=0; skipped=0
 ok()   { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
@@ -36,4 +37,20 @@ bf16_probe() {
     fi
     fail "the bf16 probe of $1 exited $rc: $(printf '%s' "$out" | head -c 300)"
     return 1
+}
+# set_meta FROM TO KEY=VALUE...: TO is checkpoint FROM with those metadata
+# values set (a hand edit), its header padded to 8 bytes as written.
+set_meta() {
+    python3 - "$@" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+for kv in sys.argv[3:]:
+    k, v = kv.split('=', 1)
+    h['__metadata__'][k] = v
+j = json.dumps(h).encode()
+j += b' ' * (-len(j) % 8)
+open(sys.argv[2], 'wb').write(struct.pack('<Q', len(j)) + j + b[8 + n:])
+PY
 }
