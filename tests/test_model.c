@@ -8,6 +8,7 @@
  * gradients and weights that are not finite.
  */
 #include <float.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "expect_error.h"
@@ -632,6 +633,41 @@ static void check_message_one_line(void)
     run_files_remove(dir, text_path, path, &text);
 }
 
+/* One reading of a number for the flags, recorded settings and the page
+ * (run_read_integer, run_read_real): the whole text, decimal, nothing
+ * before it; what is past a type's range or too close to 0 said apart. */
+static void check_number_reading(void)
+{
+    static const struct { const char *text; int r; long long v; } ints[] = {
+        { "42", RUN_NUMBER, 42 }, { "-7", RUN_NUMBER, -7 }, { "+5", RUN_NUMBER, 5 }, { "-0", RUN_NUMBER, 0 },
+        { "", RUN_NOT_NUMBER, 0 }, { " 5", RUN_NOT_NUMBER, 0 }, { "5 ", RUN_NOT_NUMBER, 0 },
+        { "1e0", RUN_NOT_NUMBER, 0 }, { "1.0", RUN_NOT_NUMBER, 0 }, { "0x10", RUN_NOT_NUMBER, 0 },
+        { "-", RUN_NOT_NUMBER, 0 }, { "abc", RUN_NOT_NUMBER, 0 },
+        { "9223372036854775807", RUN_NUMBER, LLONG_MAX }, { "9223372036854775808", RUN_PAST_RANGE, LLONG_MAX },
+        { "-99999999999999999999", RUN_PAST_RANGE, LLONG_MIN },
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        long long v = 0;
+        int r = run_read_integer(ints[i].text, &v);
+        CHECK(r == ints[i].r && (r == RUN_NOT_NUMBER || v == ints[i].v), "integer '%s': %d, %lld", ints[i].text, r, v);
+    }
+    static const struct { const char *text; int r; double v; } reals[] = {
+        { "0.5", RUN_NUMBER, 0.5 }, { "1e3", RUN_NUMBER, 1000 }, { "-2.5e-3", RUN_NUMBER, -2.5e-3 },
+        { "", RUN_NOT_NUMBER, 0 }, { "\t1", RUN_NOT_NUMBER, 0 }, { "1x", RUN_NOT_NUMBER, 0 },
+        { "0x1p3", RUN_NOT_NUMBER, 0 }, { "inf", RUN_NOT_NUMBER, 0 }, { "nan", RUN_NOT_NUMBER, 0 },
+        { "1e400", RUN_PAST_RANGE, HUGE_VAL }, { "-1e400", RUN_PAST_RANGE, -HUGE_VAL },
+        { "1e-320", RUN_NEAR_0, 0 }, { "1e-400", RUN_NEAR_0, 0 }, { "2.3e-308", RUN_NUMBER, 2.3e-308 },
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        double v = 0;
+        int r = run_read_real(reals[i].text, &v);
+        CHECK(r == reals[i].r && (r == RUN_NOT_NUMBER || r == RUN_NEAR_0 || v == reals[i].v), "real '%s': %d, %g",
+              reals[i].text, r, v);
+    }
+    double z = 1;
+    CHECK(run_read_real("-0", &z) == RUN_NUMBER && z == 0 && !signbit(z), "real '-0' is read as 0 (%g)", z);
+}
+
 /* The ranges of the recorded settings (RUN_RECORDED's, which train's flags
  * take): a checkpoint holding a value out of one -- each number just below
  * and just above its range, a hex float -- is refused by run_settings_read
@@ -843,6 +879,7 @@ int main(void)
     check_recorded_settings();
     check_message_one_line();
     check_recorded_ranges();
+    check_number_reading();
 
     /* The causal mask means position t never sees t+1..: changing the last
      * token must leave the logits of every earlier position unchanged. */

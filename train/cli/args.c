@@ -140,20 +140,17 @@ static int range_check(const char *cmd, const opt *o, int out, const char *text)
  * die() when cmd is given. */
 static int parse_value(const char *cmd, opt *o, const char *text)
 {
-    char *end;
-    errno = 0;
-    /* strtol/strtod skip leading white space; a number must be the whole token */
-    int blank = text[0] == ' ' || (text[0] >= '\t' && text[0] <= '\r');
     switch (o->kind) {
     case OPT_INT:
     case OPT_LONG:
     case OPT_INT64: {
-        long long v = strtoll(text, &end, 10);
-        if (blank || end == text || *end)
+        long long v;
+        int r = run_read_integer(text, &v);     /* decimal, the whole token */
+        if (r == RUN_NOT_NUMBER)
             return refuse(cmd, "%s expects an integer, got '%s'", o->name, text);
         /* a whole integer past long long's range is past the option's too:
          * said as such, not as something other than an integer */
-        if (range_check(cmd, o, errno == ERANGE || !run_int_in_range(v, o->min, o->min_open, o->max), text))
+        if (range_check(cmd, o, r == RUN_PAST_RANGE || !run_int_in_range(v, o->min, o->min_open, o->max), text))
             return -1;
         if (o->kind == OPT_INT)
             *(int *)o->dst = (int)v;
@@ -164,22 +161,23 @@ static int parse_value(const char *cmd, opt *o, const char *text)
         break;
     }
     case OPT_DOUBLE: {
-        /* decimal only, as the integers: strtod would read C's hex floats
-         * ("0x10" as 16), which the integer flags refuse */
-        double v = strtod(text, &end);
-        if (blank || end == text || *end || (errno != ERANGE && !isfinite(v)) || strpbrk(text, "xX"))
+        /* decimal only, as the integers ("0x10" is not 16); -0 read as 0,
+         * since a value is recorded and compared as text ("%.17g" writes
+         * -0) and --momentum 0 must match a run given -0 */
+        double v;
+        int r = run_read_real(text, &v);
+        if (r == RUN_NOT_NUMBER)
             return refuse(cmd, "%s expects a number, got '%s'", o->name, text);
-        /* a decimal number too large for a double is out of range; one too
-         * close to 0 (1e-400) is said to be, not read as 0 or refused as
-         * out of a range it is inside */
-        if (errno == ERANGE && isfinite(v))
+        /* one too close to 0 (1e-400) is said to be, not read as 0 or
+         * refused as out of a range it is inside; one too large for a
+         * double is out of range */
+        if (r == RUN_NEAR_0)
             return refuse(cmd, "%s %s is too close to 0: below a double's smallest normal magnitude "
                           "(about 2.2e-308)", o->name, text);
-        if (range_check(cmd, o, !(o->min_open ? v > o->min : v >= o->min) || !(v <= o->max), text))
+        if (range_check(cmd, o, r == RUN_PAST_RANGE || !(o->min_open ? v > o->min : v >= o->min) || !(v <= o->max),
+                        text))
             return -1;
-        /* -0 is 0: a value is recorded and compared as text ("%.17g"
-         * writes -0), and --momentum 0 must match a run given -0 */
-        *(double *)o->dst = v == 0 ? 0.0 : v;
+        *(double *)o->dst = v;
         break;
     }
     case OPT_STRING:

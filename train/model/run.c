@@ -4,6 +4,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -217,41 +218,62 @@ static int in_range(const run_recorded *k, double v)
     return (k->min_open ? v > k->min : v >= k->min) && v <= k->max;
 }
 
-/* strtol and strtod skip leading white space: a number is the whole text,
- * and decimal (strtod would read C's hex floats, which the flags refuse) */
+/* A number is the whole text, decimal, with nothing before it. */
 static int is_number(const char *text)
 {
     return text && *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
 }
 
-/* A real setting's value from text, as the flags read it: 0, or -1 when
- * it is not a number in k's range (one too close to 0 for a normal double,
- * which strtod calls out of range, is refused as the flag refuses it). */
-static int real_read(const run_recorded *k, const char *text, double *out)
+int run_read_integer(const char *text, long long *v)
 {
     char *end;
+    if (!is_number(text))
+        return RUN_NOT_NUMBER;
     errno = 0;
-    int number = is_number(text);
-    double v = number ? strtod(text, &end) : 0;
-    if (!number || *end || errno == ERANGE || !isfinite(v) || !in_range(k, v))
+    long long n = strtoll(text, &end, 10);
+    if (*end)
+        return RUN_NOT_NUMBER;
+    *v = n;
+    return errno == ERANGE ? RUN_PAST_RANGE : RUN_NUMBER;
+}
+
+int run_read_real(const char *text, double *v)
+{
+    char *end;
+    if (!is_number(text))
+        return RUN_NOT_NUMBER;
+    errno = 0;
+    double d = strtod(text, &end);
+    if (*end || (errno != ERANGE && !isfinite(d)))
+        return RUN_NOT_NUMBER;
+    *v = d == 0 ? 0.0 : d;
+    if (errno == ERANGE)
+        return isfinite(d) ? RUN_NEAR_0 : RUN_PAST_RANGE;
+    return d != 0 && fabs(d) < DBL_MIN ? RUN_NEAR_0 : RUN_NUMBER;   /* a C library may not set ERANGE for it */
+}
+
+/* A real setting's value from text, as the flags read it: 0, or -1 when
+ * it is not a number in k's range (one too close to 0 for a normal double
+ * is refused, as the flag refuses it). */
+static int real_read(const run_recorded *k, const char *text, double *out)
+{
+    double v;
+    if (run_read_real(text, &v) != RUN_NUMBER || !in_range(k, v))
         return -1;
-    *out = v == 0 ? 0.0 : v;    /* -0 is 0, as the flags read it */
+    *out = v;
     return 0;
 }
 
 int run_setting_set(run_settings *s, const run_recorded *k, const char *text)
 {
-    char *end;
-    errno = 0;
-    int number = is_number(text);
     if (k->kind == RUN_REAL) {
         if (real_read(k, text, FIELD(double, s, k)))
             return -1;
     } else if (k->kind == RUN_LONG || k->kind == RUN_INT64 || k->kind == RUN_INT) {
-        long long v = number ? strtoll(text, &end, 10) : 0;
+        long long v;
         long long lo = k->kind == RUN_INT ? INT_MIN : k->kind == RUN_LONG ? LONG_MIN : INT64_MIN;
         long long hi = k->kind == RUN_INT ? INT_MAX : k->kind == RUN_LONG ? LONG_MAX : INT64_MAX;
-        if (!number || *end || errno == ERANGE || v < lo || v > hi ||
+        if (run_read_integer(text, &v) != RUN_NUMBER || v < lo || v > hi ||
             !run_int_in_range(v, k->min, k->min_open, k->max))
             return -1;
         if (k->kind == RUN_LONG)

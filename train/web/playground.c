@@ -157,40 +157,31 @@ static int setting_ok(const char *label, double v, double lo, double hi, int kin
  * label as the flag refuses it: -1. */
 static int setting_read(const char *label, const char *text, double *v)
 {
-    char *end = NULL;
-    int number = *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
-    errno = 0;
-    double d = number ? strtod(text, &end) : NAN;
-    if (!number || *end || (errno != ERANGE && !isfinite(d))) {
-        *v = NAN;
-        return 0;
-    }
-    if ((errno == ERANGE && isfinite(d)) || (d != 0 && fabs(d) < DBL_MIN)) {
+    int r = run_read_real(text, v);
+    if (r == RUN_NEAR_0) {
         snprintf(error_text, sizeof error_text, "%s %.40s is too close to 0: below a double's smallest normal "
                  "magnitude (about 2.2e-308)", label, text);
         return -1;
     }
-    *v = d == 0 ? 0.0 : d;
+    if (r == RUN_NOT_NUMBER)
+        *v = NAN;
     return 0;
 }
 
 /* A whole-number setting's text read as `attograd train` reads an integer
- * flag's: decimal digits (a sign allowed), the whole text, nothing before
- * them ("1e0", "1.0", " 5" and "0x10" are not read as numbers, as the
- * flag refuses them), from lo to hi: 0 with *v, else -1 naming label (a
- * whole number written otherwise told to be written in digits). */
+ * flag's (run_read_integer: "1e0", "1.0", " 5" and "0x10" are not
+ * integers), from lo to hi: 0 with *v, else -1 naming label (a whole
+ * number written otherwise told to be written in digits). */
 static int whole_in(const char *label, const char *text, double lo, double hi, double *v)
 {
-    char *end = NULL;
-    int blank = !*text || isspace((unsigned char)*text);
-    errno = 0;
-    long long n = blank ? 0 : strtoll(text, &end, 10);
-    int digits = !blank && end != text && !*end;
-    *v = !digits ? NAN : errno == ERANGE ? (n < 0 ? -HUGE_VAL : HUGE_VAL) : n == 0 ? 0.0 : (double)n;
+    long long n;
+    int r = run_read_integer(text, &n);
+    *v = r == RUN_NOT_NUMBER ? NAN : r == RUN_PAST_RANGE ? (n < 0 ? -HUGE_VAL : HUGE_VAL) : (double)n;
     if (*v >= lo && *v <= hi)
         return 0;
-    double d = !digits && !blank && !strpbrk(text, "xX") ? strtod(text, &end) : NAN;
-    int otherwise = d >= lo && d <= hi && !*end && d == floor(d);     /* (NaN: end not read) */
+    double d;
+    int otherwise = r == RUN_NOT_NUMBER && run_read_real(text, &d) == RUN_NUMBER && d >= lo && d <= hi &&
+                    d == floor(d);
     snprintf(error_text, sizeof error_text, "%s must be a whole number from %.15g to %.15g%s (it is %.40s)", label, lo,
              hi, otherwise ? ", written in digits" : "", *text ? text : "empty or not a number");
     return -1;
@@ -286,16 +277,13 @@ static int memory_ok(const model_config *cfg, int adamw, int batch, int S, int o
  * digits: not "3e9" nor "7.0"); else -1 with one line naming label. */
 static int seed_ok(const char *label, const char *text, int64_t *seed)
 {
-    char *end = NULL;
-    int number = *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");    /* decimal, as the flag */
-    errno = 0;
-    long long v = number ? strtoll(text, &end, 10) : -1;
-    if (number && !*end && errno == 0 && run_int_in_range(v, 0, 0, RUN_MAX_SEED)) {
+    long long v;
+    if (run_read_integer(text, &v) == RUN_NUMBER && run_int_in_range(v, 0, 0, RUN_MAX_SEED)) {
         *seed = v;
         return 0;
     }
     snprintf(error_text, sizeof error_text, "%s must be a whole number from 0 to %.0f (it is %.40s)", label,
-             RUN_MAX_SEED, number ? text : "empty or not a number");
+             RUN_MAX_SEED, *text && !isspace((unsigned char)*text) ? text : "empty or not a number");
     return -1;
 }
 
