@@ -364,6 +364,10 @@ bad "is not a token of task copy" sample --model "$F/copy.st" --prompt 'abcxyz|'
 bad "--prompt is required for a task model" sample --model "$F/copy.st"
 bad "takes a prompt of 9 tokens" sample --model "$F/copy.st" --prompt 'abcdefgh|abcdefgh|'
 bad "takes a prompt of 9 tokens" sample --model "$F/copy.st" --prompt 'abc|'
+# a prompt of more tokens than sample's buffer held is refused by its count against the task's,
+# as a shorter one is (it said "copy text is longer than 64 tokens")
+bad "--prompt: task copy takes a prompt of 9 tokens shaped like \"abcdefgh|\" (got 100 tokens: \"$(printf '%040d' 0 | tr 0 a)...\")" \
+    sample --model "$F/copy.st" --prompt "$(printf '%0100d' 0 | tr 0 a)"
 # a text prompt longer than the context is not an error: the model reads its last 8 tokens
 long_prompt=$(head -n 1 "$TEXT" | cut -c 1-40)
 (cd "$O" && "$A" sample --model "$F/text.st" --prompt "$long_prompt" --tokens 5) >"$tmp/stdout" 2>"$tmp/stderr"

@@ -301,12 +301,14 @@ static void test_format_parse(void)
               contains(err, "'-' (0x2d) at position 3") && contains(err, "not a token of task add"),
           "bad char: '%s'", err);
     err[0] = 0;
-    CHECK(task_parse(&t, "12+34=", tok, 4, err, sizeof err) == -1 && contains(err, "longer than 4"),
+    /* past maxn, the count the text holds (it spoke of an "add text") */
+    CHECK(task_parse(&t, "12+34=", tok, 4, err, sizeof err) == -1 &&
+              strcmp(err, "6 tokens, more than the 4 allowed") == 0,
           "too long: '%s'", err);
     task_parse(&t, "12+34", tok, MAXL, err, sizeof err);
     err[0] = 0;
     CHECK(task_check_prompt(&t, tok, 5, err, sizeof err) == -1 &&
-              contains(err, "task add takes a prompt of 6 tokens") && contains(err, "\"12+34\""),
+              contains(err, "task add takes a prompt of 6 tokens") && contains(err, "(got 5 tokens: \"12+34\")"),
           "short prompt: '%s'", err);
     task_parse(&t, "1+234=", tok, MAXL, err, sizeof err);
     err[0] = 0;

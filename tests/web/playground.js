@@ -30,7 +30,7 @@
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
 // without the default prompt's bytes); a large text file; a 200000-step run's
-// loss curve and its Snapshot's heatmaps (at most 100, evenly spread); a phone-sized screen; Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
+// loss curve and its Snapshot's heatmaps (at most 100, evenly spread); phone-sized screens (375 and 280 px); Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
 const fs = require('fs');
@@ -1374,12 +1374,13 @@ async function main() {
           gaps.size === 1 && snaps[0] === 0 && snaps[snaps.length - 1] === 200000);
   });
 
-  // ---- a phone's screen (375 px): nothing wider than it, each control beside its label or
+  // ---- a phone's screen (375 px, and 280): nothing wider than it, each control beside its label or
   // right under it (a field wrapped to the next line's start, its label left at the line's end,
-  // read as the next label's; the loss curve was wider than the screen) --
-  await part('a phone-sized screen', async () => {
+  // read as the next label's; the loss curve was wider than the screen; at 280 the Run and Data
+  // boxes were as wide as a file input, the Prompt's column as its field, 17 px past the edge) --
+  for (const W of [375, 280]) await part(`a phone-sized screen (${W} px)`, async () => {
     const phone = await context.newPage();
-    await phone.setViewportSize({ width: 375, height: 700 });
+    await phone.setViewportSize({ width: W, height: 700 });
     await phone.goto(url + '?task=text&steps=20');
     await phone.getByRole('alert').filter({ hasText: /text is empty/ }).waitFor({ timeout: 60000 });
     await phone.getByLabel('Text', { exact: true }).fill('the quick brown fox jumps over the lazy dog.\n'.repeat(20));
@@ -1398,9 +1399,9 @@ async function main() {
         if (e.offsetParent && e.getBoundingClientRect().right > innerWidth + 1) wide.push(e.id || e.tagName);
       return { width: document.documentElement.scrollWidth, apart, wide: [...new Set(wide)] };
     });
-    check(`on a 375-pixel screen nothing is wider than it (${got.width}: ${got.wide.join(' ') || 'none past it'}) and every ` +
+    check(`on a ${W}-pixel screen nothing is wider than it (${got.width}: ${got.wide.join(' ') || 'none past it'}) and every ` +
           `control is beside its label or under it (${got.apart.join(', ') || 'all'})`,
-          got.width <= 375 && !got.wide.length && !got.apart.length);
+          got.width <= W && !got.wide.length && !got.apart.length);
     await phone.close();
   });
 

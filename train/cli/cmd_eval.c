@@ -4,6 +4,7 @@
  * checkpoint holds).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -229,8 +230,11 @@ static int sample_text(ag_ctx *ctx, model *m, text_data *td, const char *prompt,
     return stop_sampling == SIGINT ? 130 : 143;
 }
 
-/* A task model's problem: the prompt as tokens, checked. */
-static void task_prompt(const char *path, const ckpt *ck, const char *prompt, task *t, int32_t *seq, int cap)
+/* A task model's problem: the prompt as tokens, checked, into seq (room for
+ * L + 1); buf has room for a token per byte of the prompt, so that a long
+ * one is refused by its count of tokens against the task's, not against a
+ * buffer's size. */
+static void task_prompt(const char *path, const ckpt *ck, const char *prompt, task *t, int32_t *seq, int32_t *buf)
 {
     const char *CMD = "sample";
     char err[ERR_MAX];
@@ -238,9 +242,11 @@ static void task_prompt(const char *path, const ckpt *ck, const char *prompt, ta
         die(CMD, "%s: %s", path, err);
     if (!prompt)
         die(CMD, "--prompt is required for a task model (e.g. --prompt '%s')", t->example);
-    int k = task_parse(t, prompt, seq, cap, err, sizeof err);
-    if (k < 0 || task_check_prompt(t, seq, k, err, sizeof err))
+    size_t cap = strlen(prompt) + 1;
+    int k = task_parse(t, prompt, buf, cap < INT_MAX ? (int)cap : INT_MAX, err, sizeof err);
+    if (k < 0 || task_check_prompt(t, buf, k, err, sizeof err))
         die(CMD, "--prompt: %s", err);
+    memcpy(seq, buf, (size_t)k * sizeof *seq);
 }
 
 int cmd_sample(int argc, char **argv)
@@ -286,7 +292,7 @@ int cmd_sample(int argc, char **argv)
     int32_t seq[64];
     int n = is_text ? text_prompt(a.path, &ck, prompt, &td, buf) : 0;
     if (!is_text)
-        task_prompt(a.path, &ck, prompt, &t, seq, 64);
+        task_prompt(a.path, &ck, prompt, &t, seq, buf);
     ag_ctx *ctx = ag_ctx_new();
     ag_set_precision(ctx, prec);
     /* the tokens the first is drawn after: the prompt's (its last context's) */

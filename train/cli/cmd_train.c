@@ -392,7 +392,7 @@ static void train_options(train_opts *o, opt opts[N_OPTS])
         { "--resume", OPT_STRING, &o->resume, "FILE", "continue a saved run exactly", 0, 0, 0, 0, 0 },
         { "--quiet", OPT_FLAG, &o->quiet, NULL, "only the summary", 0, 0, 0, 0, 0 },
         { "--accept-changed-data", OPT_FLAG, &o->accept_changed_data, NULL, "--resume on a text file that changed since the checkpoint was saved", 0, 0, 0, 0, 0 },
-        { "--truncate-log", OPT_FLAG, &o->truncate_log, NULL, "--resume: drop the log's rows past the checkpoint's step (logged after it was saved)", 0, 0, 0, 0, 0 },
+        { "--truncate-log", OPT_FLAG, &o->truncate_log, NULL, "--resume: drop the log's rows past the checkpoint's step (a run killed after a save logged them; refused otherwise)", 0, 0, 0, 0, 0 },
         { "--micro-batch", OPT_INT, &o->micro_batch, "M", "sum gradients of M-row parts in a fixed tree: the same bits on any number of ranks (default: whole batches; MPI build: see README)", RANGE("micro_batch"), 0, 0 },
         { "--mpi-timeout", OPT_LONG, &o->mpi_timeout, "S", "MPI build: a rank waits at most S s for the others; 0 = forever (default 600)", 0, 1e7, 0, 0, 0 },
     };

@@ -257,7 +257,10 @@ int task_parse(const task *t, const char *text, int32_t *tokens, int maxn, char 
             return -1;
         }
         if (n == maxn) {
-            ag_set_err(err, errlen, "%s text is longer than %d tokens", t->name, maxn);
+            size_t all = (size_t)n;
+            for (size_t j = i; text[j]; j++)
+                all += !isspace((unsigned char)text[j]);
+            ag_set_err(err, errlen, "%zu tokens, more than the %d allowed", all, maxn);
             return -1;
         }
         tokens[n++] = (int32_t)(hit - t->chars);
@@ -282,11 +285,15 @@ static int is_well_formed(const task *t, const int32_t *p)
 int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, size_t errlen)
 {
     if (n != t->prompt || !is_well_formed(t, tokens)) {
-        char got[128];
-        task_format(t, tokens, n, got, sizeof got);
-        ag_set_err(err, errlen, "task %s takes a prompt of %d tokens shaped like \"%s\" (got \"%s\")",
-                   t->name,
-                   t->prompt, t->example, got);
+        /* the prompt given, its first 40 tokens; its count when it is not P */
+        char got[48], count[32] = "";
+        task_format(t, tokens, n < 40 ? n : 40, got, sizeof got);
+        if (n > 40)
+            strcat(got, "...");
+        if (n != t->prompt)
+            snprintf(count, sizeof count, "%d token%s: ", n, n == 1 ? "" : "s");
+        ag_set_err(err, errlen, "task %s takes a prompt of %d tokens shaped like \"%s\" (got %s\"%s\")", t->name,
+                   t->prompt, t->example, count, got);
         return -1;
     }
     return 0;

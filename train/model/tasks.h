@@ -68,7 +68,8 @@ int task_heldout(const task *t, uint64_t seed, int32_t **seqs);
  * of range show as '?'). */
 void task_format(const task *t, const int32_t *tokens, int n, char *out, size_t outlen);
 /* Text back to tokens, whitespace ignored; returns the count, or -1 with a
- * message naming the first bad character or saying it exceeds maxn. */
+ * message naming the first bad character or, past maxn tokens, how many
+ * the text holds. */
 int task_parse(const task *t, const char *text, int32_t *tokens, int maxn, char *err, size_t errlen);
 /* Whether tokens[0..n-1] is a complete, well-formed prompt (n == P). */
 int task_check_prompt(const task *t, const int32_t *tokens, int n, char *err, size_t errlen);
