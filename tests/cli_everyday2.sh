@@ -333,7 +333,9 @@ check "a log with whole rows past the checkpoint's step: exit 2, one line naming
 one_line "$A" train $TINY --steps 2 --truncate-log
 check "--truncate-log without --resume: exit 2, one line ($rc: $(cat err.txt))" \
     eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -qF -- "--truncate-log applies to --resume FILE" err.txt'
-"$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv --truncate-log >/dev/null 2>err.txt
+"$A" train --resume l.st --steps 16 --log-every 2 --quiet --log l.csv --truncate-log >out.txt 2>err.txt
+check "--truncate-log says what it dropped ($(cat out.txt))" \
+    grep -qxF "  log        l.csv: 2 rows past step 10 dropped (--truncate-log)" out.txt
 steps=$(tail -n +2 l.csv | cut -d, -f1 | tr '\n' ' ')
 check "the resumed run continues the run's log, each step once ($steps)" test "$steps" = "2 4 6 8 10 12 14 16 "
 check "... the rows logged after the checkpoint are gone ($(grep -c 9.9 l.csv))" eval '! grep -q ",9.9," l.csv'

@@ -76,8 +76,9 @@ static void open_data(trainer *t)
  * directory it cannot write (where a replacement's temporary file cannot
  * be made) has nothing to drop.  A log that is not a regular file (a pipe,
  * a device) is only appended to.
- * Returns the line number of a last row cut short that was dropped, else 0. */
-static long log_drop_after(const char *path, long step, const char *from, int truncate)
+ * Returns the line number of a last row cut short that was dropped, else 0,
+ * and in *dropped the whole rows past step that --truncate-log dropped. */
+static long log_drop_after(const char *path, long step, const char *from, int truncate, long *dropped)
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
@@ -92,8 +93,8 @@ static long log_drop_after(const char *path, long step, const char *from, int tr
         return 0;                       /* nothing to drop, or a read error: opening it to append says why */
     }
     double last;
-    long rows = truncate ? 0 : svg_log_rows_after(in, step, &last);
-    if (rows > 0) {
+    long rows = svg_log_rows_after(in, step, &last);
+    if (rows > 0 && !truncate) {
         fclose(in);
         die(CMD, "log %s holds %ld row%s past step %ld, %s's (to step %.0f), logged after it was saved (by its run "
                  "before it stopped, or by the run of a copy of it); continuing the log would drop %s: give --log "
@@ -118,6 +119,7 @@ static long log_drop_after(const char *path, long step, const char *from, int tr
     }
     if (ag_atomic_commit(&out, err, sizeof err))
         die(CMD, "%s", err);
+    *dropped = rows > 0 ? rows : 0;
     return cut;
 }
 
@@ -319,7 +321,7 @@ void train_setup(trainer *t)
         ckpt_drop_tensors(&t->ck);
 
     int stream = o->log_path ? ag_stream_fd(o->log_path) : -1, log_restarted = 0;
-    long log_cut = 0;
+    long log_cut = 0, log_dropped = 0;
     if (stream >= 0) {
         /* one of the process's own descriptors (--log /dev/stdout): the rows
          * go where it stands, after a header; it has no earlier rows to drop */
@@ -332,7 +334,7 @@ void train_setup(trainer *t)
             log_restarted = 1;
         else if (o->resume) {
             check_log_to_continue(o->log_path);
-            log_cut = log_drop_after(o->log_path, t->ck.step, o->resume, o->truncate_log);
+            log_cut = log_drop_after(o->log_path, t->ck.step, o->resume, o->truncate_log, &log_dropped);
         }
         /* a resumed run with no steps to take adds no row to a log that
          * holds its header: it is not opened, and may be read-only as the
@@ -367,6 +369,9 @@ void train_setup(trainer *t)
         fprintf(report_stream(), "  log        %s %s: a new log starts at step %ld\n", o->log_path, what,
                 t->ck.step + 1);
     }
+    if (log_dropped)
+        fprintf(report_stream(), "  log        %s: %ld row%s past step %ld dropped (--truncate-log)\n", o->log_path,
+                log_dropped, log_dropped == 1 ? "" : "s", t->ck.step);
     if (log_cut)
         fprintf(report_stream(), "  log        %s:%ld: the last row was cut short (no newline at its end): dropped\n",
                 o->log_path, log_cut);
