@@ -334,14 +334,15 @@ build-fuzz/fuzz_text: tests/fuzz_text.c train/model/tasks.c train/model/tasks.h 
                       src/fileio.c include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_text.c train/model/tasks.c src/pcg32.c src/mathfn.c src/fileio.c -o $@
-build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h src/fileio.c include/attograd_io.h
+build-fuzz/fuzz_args: tests/fuzz_args.c train/cli/args.c train/cli/args.h train/model/number.c train/model/number.h \
+                      src/fileio.c include/attograd_io.h
 	@mkdir -p build-fuzz
-	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c src/fileio.c -o $@
+	$(FUZZ_CC) tests/fuzz_args.c train/cli/args.c train/model/number.c src/fileio.c -o $@
 build-fuzz/fuzz_log: tests/fuzz_log.c train/cli/svg.c train/cli/svg.h src/fileio.c include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) tests/fuzz_log.c train/cli/svg.c src/fileio.c -lm -o $@
-FUZZ_META_SRC = tests/fuzz_meta.c train/model/checkpoint.c train/model/run.c train/model/model.c train/model/nn.c \
-                train/model/tasks.c $(wildcard src/*.c)
+FUZZ_META_SRC = tests/fuzz_meta.c train/model/checkpoint.c train/model/run.c train/model/number.c train/model/model.c \
+                train/model/nn.c train/model/tasks.c $(wildcard src/*.c)
 build-fuzz/fuzz_meta: $(FUZZ_META_SRC) $(wildcard src/*.h train/model/*.h) include/attograd.h include/attograd_io.h
 	@mkdir -p build-fuzz
 	$(FUZZ_CC) -DAG_REFERENCE $(FUZZ_META_SRC) -lm -pthread -o $@

@@ -2,9 +2,6 @@
  * run.c - data, evaluation and generation shared by the subcommands (see
  * run.h).
  */
-#include <ctype.h>
-#include <errno.h>
-#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -216,40 +213,6 @@ void run_record_write(run_record *r, const run_settings *s, const text_data *tex
 static int in_range(const run_recorded *k, double v)
 {
     return (k->min_open ? v > k->min : v >= k->min) && v <= k->max;
-}
-
-/* A number is the whole text, decimal, with nothing before it. */
-static int is_number(const char *text)
-{
-    return text && *text && !isspace((unsigned char)*text) && !strpbrk(text, "xX");
-}
-
-int run_read_integer(const char *text, long long *v)
-{
-    char *end;
-    if (!is_number(text))
-        return RUN_NOT_NUMBER;
-    errno = 0;
-    long long n = strtoll(text, &end, 10);
-    if (*end)
-        return RUN_NOT_NUMBER;
-    *v = n;
-    return errno == ERANGE ? RUN_PAST_RANGE : RUN_NUMBER;
-}
-
-int run_read_real(const char *text, double *v)
-{
-    char *end;
-    if (!is_number(text))
-        return RUN_NOT_NUMBER;
-    errno = 0;
-    double d = strtod(text, &end);
-    if (*end || (errno != ERANGE && !isfinite(d)))
-        return RUN_NOT_NUMBER;
-    *v = d == 0 ? 0.0 : d;
-    if (errno == ERANGE)
-        return isfinite(d) ? RUN_NEAR_0 : RUN_PAST_RANGE;
-    return d != 0 && fabs(d) < DBL_MIN ? RUN_NEAR_0 : RUN_NUMBER;   /* a C library may not set ERANGE for it */
 }
 
 /* A real setting's value from text, as the flags read it: 0, or -1 when

@@ -13,6 +13,7 @@
 #include "attograd.h"
 #include "checkpoint.h"
 #include "model.h"
+#include "number.h"
 #include "tasks.h"
 
 typedef struct dataset {
@@ -201,18 +202,6 @@ typedef struct run_record {
     char values[RUN_RECORD_MAX][40];        /* the numbers, as text */
     int n;                                  /* pairs */
 } run_record;
-
-/* How attograd reads a number, wherever it is written (a flag, a recorded
- * setting, a field of the page): the whole text, decimal (strtod would
- * read C's hex floats and strtol skips leading white space; both refused),
- * -0 as 0.  RUN_NUMBER with *v; RUN_NOT_NUMBER (also "inf" and "nan");
- * RUN_PAST_RANGE, *v the sign's extreme (LLONG_MIN or MAX, -inf or inf),
- * for an integer past a long long or a real past a double; RUN_NEAR_0 for a
- * real other than 0 below a double's smallest normal magnitude (1e-320,
- * or 1e-400, which strtod makes 0). */
-enum { RUN_NUMBER, RUN_NOT_NUMBER, RUN_PAST_RANGE, RUN_NEAR_0 };
-int run_read_integer(const char *text, long long *v);
-int run_read_real(const char *text, double *v);
 
 /* s as metadata pairs in r: numbers as text that reads back to the same
  * value (reals to 17 digits), words and paths as they are (r points at

@@ -13,7 +13,6 @@
  */
 #include <ctype.h>
 #include <emscripten/heap.h>
-#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <limits.h>
