@@ -549,6 +549,9 @@ static void test_lines(void)
     svg_series empty = {"nothing", 2, nx, nx};
     doc = lines_svg(&single, NULL, 1, &rc);
     CHECK(rc == 0 && doc && xml_ok(doc) && count(doc, "<path class=\"series\"") == 1, "a single point charts");
+    /* a path of one point draws nothing: the point is a dot (a log of one row) */
+    CHECK(doc && count(doc, "<circle") == 1, "a solid series of one point is drawn as a dot (%d dots)",
+          doc ? count(doc, "<circle") : -1);
     free(doc);
     svg_series both[2] = {empty, single};
     doc = lines_svg(both, NULL, 2, &rc);

@@ -554,8 +554,10 @@ static void write_series(FILE *out, const chart_frame *f, const svg_series *s, c
     }
     fputs("\"/>\n", out);
     /* Sparse dashed series (validation measured every few hundred steps)
-     * get a dot per measurement so single points are seen. */
-    if (dashed && finite_count(s) <= 60) {
+     * get a dot per measurement so single points are seen; so does a series
+     * of one point (a log of one row), which a path alone would not show. */
+    int points = finite_count(s);
+    if ((dashed && points <= 60) || points == 1) {
         fprintf(out, "<g class=\"markers\" fill=\"%s\">", color);
         for (int k = 0; k < s->n; k++)
             if (finite_point(s, k))
