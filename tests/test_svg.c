@@ -553,6 +553,29 @@ static void test_lines(void)
     CHECK(doc && count(doc, "<circle") == 1, "a solid series of one point is drawn as a dot (%d dots)",
           doc ? count(doc, "<circle") : -1);
     free(doc);
+    /* A legend of 32 entries (16 logs, train and val) fits in the picture:
+     * the chart grows taller rather than cut the last entries off. */
+    svg_series many[32];
+    int many_dashed[32];
+    for (int k = 0; k < 32; k++) {
+        many[k] = (svg_series){k % 2 ? "run val" : "run train", 6, x, a};
+        many_dashed[k] = k % 2;
+    }
+    doc = lines_svg(many, many_dashed, 32, &rc);
+    int svg_h = 0;
+    double lx = 0, ly = -1, lw = 0, lh = 0;
+    const char *svg_at = doc ? strstr(doc, "<svg ") : NULL, *leg = doc ? strstr(doc, "class=\"legend\"") : NULL;
+    if (svg_at) sscanf(strstr(svg_at, " height=\""), " height=\"%d\"", &svg_h);
+    if (leg) sscanf(leg, "class=\"legend\" font-size=\"12\" transform=\"translate(%lf,%lf)\">\n<rect width=\"%lf\" "
+                    "height=\"%lf\"", &lx, &ly, &lw, &lh);
+    CHECK(rc == 0 && doc && xml_ok(doc) && count(doc, "class=\"legend-entry\"") == 32 && ly >= 0 && lh > 32 * 18 &&
+              ly + lh <= svg_h - 62,
+          "a legend of 32 entries ends inside the plot area (top %g, height %g, picture %d)", ly, lh, svg_h);
+    free(doc);
+    doc = lines_svg(s, dashed, 3, &rc);
+    CHECK(doc && strstr(doc, "height=\"500\" viewBox=\"0 0 820 500\""), "a short legend leaves the chart 820 x 500");
+    free(doc);
+
     svg_series both[2] = {empty, single};
     doc = lines_svg(both, NULL, 2, &rc);
     CHECK(rc == 0 && doc && xml_ok(doc) && count(doc, "class=\"legend-entry\"") == 2, "an all-NaN series charts");

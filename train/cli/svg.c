@@ -566,6 +566,14 @@ static void write_series(FILE *out, const chart_frame *f, const svg_series *s, c
     }
 }
 
+#define LEGEND_LINE_H 18   /* one legend entry */
+
+/* The legend box's height, in pixels. */
+static double legend_height(int n_series)
+{
+    return n_series * LEGEND_LINE_H + 10;
+}
+
 static void write_legend(FILE *out, const chart_frame *f, const svg_series *series, const int *dashed,
                          const char *const *colors, int n_series)
 {
@@ -574,8 +582,8 @@ static void write_legend(FILE *out, const chart_frame *f, const svg_series *seri
         int w = text_width(series[s].label, 0, 40);
         if (w > text_w) text_w = w;
     }
-    const int line_h = 18, swatch = 26;
-    double box_w = swatch + 14 + text_w * 7.0, box_h = n_series * line_h + 10;
+    const int line_h = LEGEND_LINE_H, swatch = 26;
+    double box_w = swatch + 14 + text_w * 7.0, box_h = legend_height(n_series);
     double x = f->px + f->pw - box_w - 10, y = f->py + 10;
     fprintf(out, "<g class=\"legend\" font-size=\"12\" transform=\"translate(%.1f,%.1f)\">\n", x, y);
     fprintf(out, "<rect width=\"%.1f\" height=\"%.1f\" fill=\"white\" fill-opacity=\"0.9\" stroke=\"#bbb\"/>\n",
@@ -616,10 +624,17 @@ int svg_lines(FILE *out, const char *title, const char *xlabel, const char *ylab
     /* Ranges too wide for a tick step (near DBL_MAX) get just their ends. */
     if (nx < 2) { xt[0] = xlo; xt[1] = xhi; nx = 2; }
     if (ny < 2) { yt[0] = ylo; yt[1] = yhi; ny = 2; }
-    const int width = 820, height = 500;
+    const int width = 820;
+    int height = 500;
     chart_frame f = {xt[0], xt[nx - 1], yt[0], yt[ny - 1], 78, title ? 48 : 20, 0, 0};
     f.pw = width - f.px - 24;
     f.ph = height - f.py - 62;
+    /* The legend sits inside the plot area, 10 px from its top: a long one
+     * (many logs) makes the chart taller rather than run off its bottom. */
+    if (n_series > 0 && f.ph < legend_height(n_series) + 20) {
+        f.ph = legend_height(n_series) + 20;
+        height = (int)ceil(f.py + f.ph + 62);
+    }
 
     fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\""
