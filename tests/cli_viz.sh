@@ -323,6 +323,8 @@ expect_error "attn, --out in a missing directory" "$A" attn --model "$M" --promp
 expect_error "attn, --csv in a missing directory" "$A" attn --model "$M" --prompt abc --out "$O" --csv "$tmp/o/no/x.csv"
 expect_error "plot without --log" "$A" plot --out "$O"
 expect_error "plot, missing log" "$A" plot --log "$tmp/none.csv" --out "$O"
+expect_error "plot, one log given twice" "$A" plot --log "$tmp/copy.csv" --log "$tmp/./copy.csv" --out "$O"
+check "plot, one log given twice: said so" grep -q "is the same file as --log $tmp/copy.csv: give each log once" "$tmp/o.err"
 expect_error "plot, second log has a bad header" "$A" plot --log "$tmp/copy.csv" --log "$tmp/badheader.csv" --out "$O"
 expect_error "graph --tokens 17 > L" "$A" graph --model "$M" --tokens 17 --out "$tmp/o/g.dot"
 expect_error "graph, missing model" "$A" graph --model "$tmp/none.st" --out "$tmp/o/g.dot"

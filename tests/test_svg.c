@@ -773,6 +773,26 @@ static void test_plot_logs(void)
           "series labeled by the log's base name");
     free(doc);
 
+    /* two logs of one file name, in two directories: each named by as much
+     * of its path as tells it apart */
+    char sub[300], sub_log[320];
+    snprintf(sub, sizeof sub, "%s/sub", tmpdir);
+    snprintf(sub_log, sizeof sub_log, "%s/tiny.csv", sub);
+    mkdir(sub, 0700);
+    rename(write_file("sub_tiny.csv", HDR "0,4.0,,,1,1,1\n100,3.2,,,1,1,1\n"), sub_log);
+    const char *same_name[3] = {a, sub_log, b_path};
+    mem_open(&m);
+    rc = svg_plot_logs(m.f, NULL, 3, same_name, err, sizeof err);
+    doc = mem_close(&m);
+    char want[400];
+    snprintf(want, sizeof want, ">%s/tiny train</text>", strrchr(tmpdir, '/') + 1);   /* /tmp/d/tiny.csv: d/tiny */
+    CHECK(rc == 0 && doc && strstr(doc, ">sub/tiny train</text>") && strstr(doc, want) &&
+              strstr(doc, ">noval train</text>") && !strstr(doc, ">tiny train</text>"),
+          "logs of one file name are told apart by their directories (%s)", err);
+    free(doc);
+    unlink(sub_log);
+    rmdir(sub);
+
     const char *bad_paths[2] = {a, tmpdir};
     mem_open(&m);
     rc = svg_plot_logs(m.f, NULL, 2, bad_paths, err, sizeof err);

@@ -304,12 +304,19 @@ int cmd_plot(int argc, char **argv)
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--title", OPT_STRING, &title, "STR", "chart title (default: training loss)", 0, 0, 0, 0, 0 },
     };
-    args_parse(CMD, "Train (solid) and validation (dashed) loss against the step, one color per log.", argc, argv,
-               opts, (int)(sizeof opts / sizeof opts[0]));
+    args_parse(CMD, "Train (solid) and validation (dashed) loss against the step, one color per log (seven\n"
+                    "colors, then the first again), each named in the legend by its file name without .csv,\n"
+                    "with as much of its directory as tells apart two logs of one name.",
+               argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     file_arg in[sizeof logs.items / sizeof logs.items[0]], outs[] = { { "--out", out } };
     for (int i = 0; i < logs.n; i++)
         in[i] = (file_arg){ "--log", logs.items[i] };
     check_distinct(CMD, in, logs.n, outs, 1);
+    /* one log twice would draw one run as two, the second over the first */
+    for (int i = 0; i < logs.n; i++)
+        for (int k = 0; k < i; k++)
+            if (files_same(logs.items[k], logs.items[i]))
+                die(CMD, "--log %s is the same file as --log %s: give each log once", logs.items[i], logs.items[k]);
     track_outputs();
     char err[ERR_MAX];
     /* Read every log first so a bad one leaves no file behind.  A last row

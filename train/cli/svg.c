@@ -949,14 +949,42 @@ done:
 /* `attograd plot`                                                          */
 /* ------------------------------------------------------------------------ */
 
-/* "runs/tiny.csv" -> "tiny": the file name without directories or ".csv". */
-static void log_name(const char *path, char *buf, size_t len)
+/* The last parts components of path: "runs/tiny.csv" is "tiny.csv" at 1,
+ * "runs/tiny.csv" at 2 or more. */
+static const char *path_tail(const char *path, int parts)
 {
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
+    const char *p = path + strlen(path);
+    while (p > path && (p[-1] != '/' || --parts > 0))
+        p--;
+    return p;
+}
+
+/* A log's name in the legend: the last parts components of its path
+ * without ".csv" ("runs/tiny.csv" -> "tiny" at 1). */
+static void log_name(const char *path, int parts, char *buf, size_t len)
+{
+    const char *base = path_tail(path, parts);
     size_t n = strlen(base);
     if (n > 4 && strcmp(base + n - 4, ".csv") == 0) n -= 4;
     snprintf(buf, len, "%.*s", (int)n, base);
+}
+
+/* How many of log i's path components its legend shows: its file name, or
+ * as many more of its directories as tell it apart from the other logs
+ * (a/run.csv, b/run.csv: "a/run", "b/run"). */
+static int name_parts(int n_logs, const char *const *paths, int i)
+{
+    for (int parts = 1;; parts++) {
+        char mine[256], other[256];
+        int shared = 0;
+        log_name(paths[i], parts, mine, sizeof mine);
+        for (int k = 0; k < n_logs && !shared; k++) {
+            log_name(paths[k], parts, other, sizeof other);
+            shared = k != i && strcmp(mine, other) == 0;
+        }
+        if (!shared || path_tail(paths[i], parts) == paths[i])
+            return parts;
+    }
 }
 
 int svg_plot_logs(FILE *out, const char *title, int n_logs, const char *const *paths,
@@ -978,7 +1006,7 @@ int svg_plot_logs(FILE *out, const char *title, int n_logs, const char *const *p
     for (int i = 0; i < n_logs; i++) {
         if (svg_read_log(paths[i], &logs[i], err, errlen) != 0) goto done;
         char name[80];
-        log_name(paths[i], name, sizeof name);
+        log_name(paths[i], name_parts(n_logs, paths, i), name, sizeof name);
         snprintf(labels[ns], sizeof labels[ns], "%s train", name);
         series[ns] = (svg_series){labels[ns], logs[i].n, logs[i].step, logs[i].train_loss};
         dashed[ns++] = 0;
