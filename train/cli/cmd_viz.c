@@ -327,14 +327,19 @@ int cmd_plot(int argc, char **argv)
         if (input_check(logs.items[i], "CSV log", TEXT_MAX_BYTES, err, sizeof err) ||
             svg_read_log(logs.items[i], &lg, err, sizeof err))
             die(CMD, "%s", err);
-        int n = lg.n;
+        int n = lg.n, drawn = 0;
         long cut = lg.cut_line;
+        for (int k = 0; k < n; k++)
+            drawn += isfinite(lg.train_loss[k]) || isfinite(lg.val_loss[k]);
         svg_log_free(&lg);
         if (n == 0 && cut)
             die(CMD, "%s:%ld: the only row is cut short (no newline at its end): no whole row to draw",
                 logs.items[i], cut);
         if (n == 0)
             die(CMD, "%s: no rows after the header", logs.items[i]);
+        if (drawn == 0)
+            die(CMD, "%s: no row has a finite train or validation loss (%d row%s): nothing to draw", logs.items[i], n,
+                n == 1 ? "" : "s");
         if (cut)
             warn(CMD, "%s:%ld: the last row is cut short (no newline at its end): left out", logs.items[i], cut);
     }
