@@ -491,6 +491,12 @@ if [ -w /dev/full ]; then
         check "$run >/dev/full: one line saying so ($(cat err.txt))" \
             eval '[ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output" err.txt'
     done
+    # sample stops drawing at the first write that fails: ten million tokens
+    # (minutes of drawing) into /dev/full end at once, exit 1, one line
+    timeout 30 "$A" sample --model m.st --tokens 10000000 --seed 1 >/dev/full 2>err.txt
+    rc=$?
+    check "sample --tokens 10000000 >/dev/full stops at the first write that fails: exit 1 at once (got $rc: $(cat err.txt))" \
+        eval '[ $rc -eq 1 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "cannot write standard output: No space left" err.txt'
     # a picture that cannot be written: the message names the file, and the other output is not written
     for run in "attn --model m.st --prompt The --out /dev/full --csv w.csv" "plot --log log.csv --out /dev/full"; do
         one_line "$A" $run

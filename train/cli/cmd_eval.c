@@ -170,14 +170,16 @@ static volatile sig_atomic_t stop_sampling;
 
 static void on_stop(int sig) { stop_sampling = sig; }
 
-/* Each new token is printed as soon as it is drawn. */
+/* Each new token is printed as soon as it is drawn; a write that fails (a
+ * full disk, >/dev/full) stops the drawing there: nothing more could be
+ * printed, and the exit says why (main's check of standard output). */
 static int print_token(void *user, int32_t token)
 {
     const text_data *td = user;
     char c[2];
     fwrite(c, 1, text_decode(td, &token, 1, c, sizeof c), stdout);
     fflush(stdout);
-    return stop_sampling != 0;
+    return stop_sampling != 0 || ferror(stdout);
 }
 
 /* A seed for a run that names none: different from call to call (time and
