@@ -516,6 +516,22 @@ else
     skip "no /dev/full here"
 fi
 
+# ---- standard output appended to an input ---------------------------------------------------
+# what a command prints would go into the checkpoint or the text it reads
+# (as `cat f >>f`): refused in one line, the file left as it was
+cp m.st in.st && cp m.st in.bak && cp "$TEXT" in.txt && cp in.txt in.txt.bak
+for run in "info in.st" "sample --model in.st --prompt The --tokens 5 --seed 1" "eval --model in.st --text $TEXT" \
+           "graph --model in.st --out g2.dot" "eval --model m.st --text in.txt"; do
+    case $run in *in.txt) into=in.txt ;; *) into=in.st ;; esac
+    "$A" $run >>$into 2>err.txt
+    rc=$?
+    check "$run >>$into: exit 2, one line naming it, $into unchanged ($rc: $(cat err.txt))" \
+        eval '[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "standard output is the same file as .*$into" err.txt &&
+              cmp -s in.st in.bak && cmp -s in.txt in.txt.bak'
+done
+check "graph into its model: no DOT written" test ! -e g2.dot
+rm -f in.st in.bak in.txt in.txt.bak
+
 # a standard output the caller closed is not the first file opened: graph's
 # line (which went into its output's lock file) is reported as unwritten, and
 # a training run's progress lines as closed

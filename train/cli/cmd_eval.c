@@ -105,6 +105,7 @@ int cmd_eval(int argc, char **argv)
     ckpt ck;
     model m;
     open_saved(CMD, &a, OPEN_FORWARD_ONLY, &ck, &m);
+    const char *text_flag = a.text ? "--text" : "the model's training text";
     /* a text model is scored, by default, on the file it was trained on,
      * where it was (its split and identity are checked below) */
     if (!a.text && strcmp(ck.data, "text") == 0) {
@@ -115,6 +116,8 @@ int cmd_eval(int argc, char **argv)
             die(CMD, "cannot open %s, the text the model was trained on: %s; give the text with --text FILE", a.text,
                 strerror(errno));
     }
+    file_arg in[] = { { "--model", a.path }, { text_flag, a.text } };
+    check_stdout_apart(CMD, in, 2);
     dataset d;
     open_model_data(CMD, &d, &ck, a.text, (uint64_t)seed);
     if (d.is_task && split_name)
@@ -274,6 +277,8 @@ int cmd_sample(int argc, char **argv)
                     "(--temperature 0; a task model's default) takes the most likely token each time:\n"
                     "--top-k and --seed have no effect there, and a line on stderr says so.",
                argc, argv, opts, nopts);
+    file_arg in[] = { { "--model", a.path }, { "--text", a.text } };
+    check_stdout_apart(CMD, in, 2);
     const int prec = precision_parse(CMD, a.precision);
     ag_set_threads(a.threads);
     ckpt ck;
@@ -372,6 +377,8 @@ int cmd_info(int argc, char **argv)
     free(rest);
     if (nfiles != 1)
         die(CMD, "expects exactly one checkpoint file (usage: attograd info FILE [--heads N])");
+    file_arg in[] = { { "checkpoint", path } };
+    check_stdout_apart(CMD, in, 1);
     ckpt ck;
     model m;
     ckpt_hints hints = { heads, NULL, NULL, 1, 1 };

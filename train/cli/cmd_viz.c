@@ -397,6 +397,7 @@ int cmd_graph(int argc, char **argv)
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     file_arg in[] = { { "--model", a.path } }, outs[] = { { "--out", out } };
     check_distinct(CMD, in, 1, outs, 1);
+    check_stdout_apart(CMD, in, 1);     /* its line would go into the model */
     track_outputs();
     char err[ERR_MAX];
     ckpt ck;

@@ -287,6 +287,17 @@ void hold_standard_fds(void)
         }
 }
 
+void check_stdout_apart(const char *cmd, const file_arg *inputs, int n_in)
+{
+    struct stat st;
+    if (std_closed[STDOUT_FILENO] || fstat(STDOUT_FILENO, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
+    for (int k = 0; k < n_in; k++)
+        if (inputs[k].path && same_file(existing(&st), identify(inputs[k].path)))
+            die(cmd, "standard output is the same file as %s %s: what this prints would go into that input; write it "
+                     "elsewhere", inputs[k].flag, inputs[k].path);
+}
+
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out)
 {
     /* a name ending in '/' is a directory's, whether or not one is there

@@ -64,6 +64,11 @@ void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const fil
 /* 1 when a and b name the same file, as check_distinct tells outputs apart. */
 int files_same(const char *a, const char *b);
 
+/* Exit 2 with one line when standard output is a regular file that is one
+ * of the inputs (`attograd sample --model m.st >>m.st`): what the command
+ * prints would go into it, as `cat f >>f` refuses to. */
+void check_stdout_apart(const char *cmd, const file_arg *inputs, int n_in);
+
 /* Where a command's report goes (train's configuration, progress, saves and
  * summary; graph's line): stdout, unless an output is the file or pipe
  * stdout writes (--save /dev/stdout | gzip), which then gets its own bytes alone,
