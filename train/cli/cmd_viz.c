@@ -238,7 +238,7 @@ int cmd_attn(int argc, char **argv)
         { "--head", OPT_STRING, &head_s, "H", "a head index, or all: one panel per head (default all)", 0, 0, 0, 0, 0 },
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0, 0 },
-        { "--title", OPT_STRING, &title, "STR", "picture title (default: model, layer and step)", 0, 0, 0, 0, 0 },
+        { "--title", OPT_STRING, &title, "STR", "picture title (default: the model, its data, step and layer; only 'layer L' when tokens x heads drawn < 20)", 0, 0, 0, 0, 0 },
         SAVED_MODEL_OPTS(a),
     };
     args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
