@@ -435,7 +435,7 @@ if has attn; then
     # a --text beside a file that lists its vocabulary must fit it, as sample's must (it was not looked at)
     bad "$F/foreign.txt: byte 0x09 at offset 20 is not in the vocabulary" attn --model "$F/text.st" --prompt the \
         --text "$F/foreign.txt" --out "$O/a.svg"
-    bad "--prompt has 11 characters but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
+    bad "--prompt has 11 bytes, a token each, but the model's context is 8" attn --model "$F/text.st" --prompt 'the the the' \
         --out "$O/a.svg"
     # the CSV and the picture both or neither: an SVG that cannot be made
     # leaves no CSV, a CSV that cannot be written no SVG

@@ -52,7 +52,7 @@ static int encode_prompt(const ckpt *ck, const model *m, const char *prompt, int
             return -1;
         }
         if (k > T) {
-            snprintf(err, errlen, "--prompt has %ld characters but the model's context is %d", k, T);
+            snprintf(err, errlen, "--prompt has %ld bytes, a token each, but the model's context is %d", k, T);
             return -1;
         }
         for (long i = 0; i < k; i++)
