@@ -625,6 +625,13 @@ set_meta m.st esc.st note=$'one\ntwo\x1b[31m'
 "$A" info esc.st >out.txt 2>err.txt
 check "info lists a metadata value with control bytes on one line, escaped ($(grep note out.txt))" \
     eval 'grep -qxF "    note             one\\x0atwo\\x1b[31m" out.txt && ! grep -q "$(printf "\033")" out.txt'
+# eval names the training file the checkpoint records: a crafted one with a
+# newline and a terminal escape stays on its line, its bytes made visible
+set_meta m.st esc.st text_path=$'/nowhere/one\ntwo\x1b[31m.txt'
+"$A" eval --model esc.st --text "$TEXT" >out.txt 2>err.txt
+check "eval names a recorded training file with control bytes on one line, escaped ($(tail -n 1 out.txt))" \
+    eval '[ "$(wc -l <out.txt)" -eq 2 ] && grep -qF "maybe not the model'"'"'s training file: /nowhere/one two\x1b[31m.txt is not found" out.txt &&
+          ! grep -q "$(printf "\033")" out.txt'
 head -c 20 m.st >cut.st
 one_line "$A" info cut.st
 check "a cut checkpoint is not called 'not a safetensors file' ($(cat err.txt))" \

@@ -47,28 +47,37 @@ static size_t count_windows(const char *cmd, const dataset *d, const char *text,
     return windows;
 }
 
-/* What was scored, and whether it is the model's training file. */
+/* What was scored, and whether it is the model's training file: one line,
+ * whatever the paths hold (the recorded one comes from the checkpoint, and a
+ * crafted one could carry a newline or a terminal's escape: made visible as
+ * in an error message). */
 static void print_scored(const ckpt *ck, const char *text, int split, int split_given, int own, size_t windows,
                          int T)
 {
     const char *trained = ckpt_meta(ck, "text_path");
-    printf("scored %zu window%s of %d tokens (%zu tokens): %s %s", windows, windows == 1 ? "" : "s", T,
-           windows * (size_t)T,
-           split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
-           ? "the training split (first nine tenths) of" : "all of", text);
+    static char line[4 * (3 * 4096 + 512)];      /* room for each byte escaped */
+    size_t room = sizeof line / 4, u = 0;
+    u += (size_t)snprintf(line, room, "scored %zu window%s of %d tokens (%zu tokens): %s %s", windows,
+                          windows == 1 ? "" : "s", T, windows * (size_t)T,
+                          split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
+                          ? "the training split (first nine tenths) of" : "all of", text);
     struct stat st;
-    if (own)
-        printf(", the model's training file");
+    if (u >= room)
+        ;
+    else if (own)
+        snprintf(line + u, room - u, ", the model's training file");
     else if (split_given)
         ;
     else if (trained && stat(trained, &st) == 0)
-        printf(", not the model's training file (%s)", trained);
+        snprintf(line + u, room - u, ", not the model's training file (%s)", trained);
     else if (trained)
-        printf(", maybe not the model's training file: %s is not found from here (--split val scores the "
-               "last tenth)", trained);
+        snprintf(line + u, room - u, ", maybe not the model's training file: %s is not found from here (--split val "
+                 "scores the last tenth)", trained);
     else
-        printf(", which the checkpoint does not name as its training file (--split val scores the last tenth)");
-    printf("\n");
+        snprintf(line + u, room - u, ", which the checkpoint does not name as its training file (--split val scores "
+                 "the last tenth)");
+    ag_one_line(line, sizeof line);
+    printf("%s\n", line);
 }
 
 #define STRINGIFY(x) #x
