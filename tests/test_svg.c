@@ -711,6 +711,26 @@ static void test_read_log(void)
               "%s: want \"%s\" after the path, got \"%s\"", bad[k].name, bad[k].want, err);
         CHECK(log.n == 0 && log.step == NULL, "%s: log left empty", bad[k].name);
     }
+    /* a NUL byte (a binary file, zeros a crash left) is named as such, not as
+     * the field or header it cuts short ("'4.1' is not a number") */
+    static const char nul_row[] = HDR "0,4.1\0x,,,0.1,1,1\n", nul_header[] = "step,train_loss\0,val\n0,1\n";
+    struct { const char *text; size_t len; const char *want; } nuls[] = {
+        {nul_row, sizeof nul_row - 1, ":2: a NUL byte at column 6: not a line of text"},
+        {nul_header, sizeof nul_header - 1, ":1: a NUL byte at column 16: not a line of text"},
+    };
+    for (size_t k = 0; k < sizeof nuls / sizeof nuls[0]; k++) {
+        const char *path = write_file("nul.csv", "");
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            fwrite(nuls[k].text, 1, nuls[k].len, f);
+            fclose(f);
+        }
+        err[0] = '\0';
+        int rc = svg_read_log(path, &log, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, nuls[k].want) && strstr(err, path) == err, "NUL %zu: want \"%s\", got \"%s\"", k,
+              nuls[k].want, err);
+        svg_log_free(&log);
+    }
     char missing[300];
     snprintf(missing, sizeof missing, "%s/no_such.csv", tmpdir);
     CHECK(svg_read_log(missing, &log, err, sizeof err) == -1 && strstr(err, "no_such.csv: cannot open log"),

@@ -875,6 +875,18 @@ int svg_log_resume_copy(FILE *in, FILE *out, long step)
     return ferror(in) ? -1 : 0;
 }
 
+/* A line with a NUL byte in it is no line of text (a binary file, or the
+ * zeros a crash can leave in a file being written): said as such, rather
+ * than as the field or header the NUL cuts short ("'4.1' is not a number"). */
+static int nul_in_line(const char *line, size_t len, const char *path, long lineno, char *err, size_t errlen)
+{
+    const char *z = memchr(line, '\0', len);
+    if (z)
+        ag_set_err(err, errlen, "%s:%ld: a NUL byte at column %ld: not a line of text (a binary file, or the zeros "
+                   "a crash can leave in a file being written)", path, lineno, (long)(z - line) + 1);
+    return z != NULL;
+}
+
 int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
 {
     memset(log, 0, sizeof *log);
@@ -903,6 +915,8 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
         goto done;
     }
     lineno = 1;
+    if (nul_in_line(line, (size_t)got, path, lineno, err, errlen))
+        goto done;
     if (!svg_log_is_header(line, (size_t)got)) {
         size_t len = chomp(line, (size_t)got);
         const char *header = line;
@@ -924,6 +938,7 @@ int svg_read_log(const char *path, svg_log *log, char *err, size_t errlen)
             log->cut_line = lineno;
             break;
         }
+        if (nul_in_line(line, (size_t)got, path, lineno, err, errlen)) goto done;
         size_t len = chomp(line, (size_t)got);
         if (len == 0) continue;
         double row[LOG_FIELDS];
