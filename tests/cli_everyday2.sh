@@ -38,6 +38,11 @@ check "train --steps 1: 'run 1 step,', '1 window of 8' and 'done: 1 step in' ($(
 "$A" eval --model one.st >out.txt 2>&1
 check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))" \
     grep -q "^scored 1 window of 8 tokens (8 tokens)" out.txt
+"$A" train --text one.txt --context 1 --d-model 8 --heads 2 --layers 1 --batch 4 --steps 1 --threads 1 --quiet \
+    --save one1.st >/dev/null 2>&1
+"$A" eval --model one1.st >out.txt 2>&1
+check "eval at context 1: 'scored 10 windows of 1 token (10 tokens)' ($(tr '\n' '|' <out.txt))" \
+    grep -q "^scored 10 windows of 1 token (10 tokens)" out.txt
 "$A" graph --model one.st --out one.dot --tokens 1 >out.txt 2>&1
 check "graph --tokens 1: 'over 1 scored of 1 token' ($(cat out.txt))" grep -q "over 1 scored of 1 token$" out.txt
 "$A" train --resume one.st --steps 0 >out.txt 2>&1

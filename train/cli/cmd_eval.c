@@ -57,8 +57,9 @@ static void print_scored(const ckpt *ck, const char *text, int split, int split_
     const char *trained = ckpt_meta(ck, "text_path");
     static char line[4 * (3 * 4096 + 512)];      /* room for each byte escaped */
     size_t room = sizeof line / 4, u = 0;
-    u += (size_t)snprintf(line, room, "scored %zu window%s of %d tokens (%zu tokens): %s %s", windows,
-                          windows == 1 ? "" : "s", T, windows * (size_t)T,
+    u += (size_t)snprintf(line, room, "scored %zu window%s of %d token%s (%zu token%s): %s %s", windows,
+                          windows == 1 ? "" : "s", T, T == 1 ? "" : "s", windows * (size_t)T,
+                          windows * (size_t)T == 1 ? "" : "s",
                           split == TEXT_VAL ? "the validation split (last tenth) of" : split == TEXT_TRAIN
                           ? "the training split (first nine tenths) of" : "all of", text);
     struct stat st;
