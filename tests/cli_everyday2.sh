@@ -43,6 +43,10 @@ check "eval of 1 window: 'scored 1 window of 8 tokens' ($(tr '\n' '|' <out.txt))
 "$A" eval --model one1.st >out.txt 2>&1
 check "eval at context 1: 'scored 10 windows of 1 token (10 tokens)' ($(tr '\n' '|' <out.txt))" \
     grep -q "^scored 10 windows of 1 token (10 tokens)" out.txt
+printf 'abababababa' >eleven.txt       # a validation split of 1 token
+one_line "$A" eval --model one.st --text eleven.txt --split val
+check "eval of a split of 1 token: 'the val split has 1 token, fewer' ($(cat err.txt))" \
+    eval '[ $rc -eq 2 ] && grep -q "eleven.txt: the val split has 1 token, fewer than one window of 8 + 1" err.txt'
 "$A" graph --model one.st --out one.dot --tokens 1 >out.txt 2>&1
 check "graph --tokens 1: 'over 1 scored of 1 token' ($(cat out.txt))" grep -q "over 1 scored of 1 token$" out.txt
 "$A" train --resume one.st --steps 0 >out.txt 2>&1

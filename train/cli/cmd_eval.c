@@ -41,9 +41,10 @@ static size_t count_windows(const char *cmd, const dataset *d, const char *text,
     if (windows == 0 && split == -1)
         die(cmd, "%s: each split (%zu and %zu tokens) has fewer than one window of %d + 1", text, d->text.n_train,
             n_val, T);
+    size_t n = split == TEXT_VAL ? n_val : d->text.n_train;
     if (windows == 0)
-        die(cmd, "%s: the %s split has %zu tokens, fewer than one window of %d + 1", text,
-            split == TEXT_VAL ? "val" : "train", split == TEXT_VAL ? n_val : d->text.n_train, T);
+        die(cmd, "%s: the %s split has %zu token%s, fewer than one window of %d + 1", text,
+            split == TEXT_VAL ? "val" : "train", n, n == 1 ? "" : "s", T);
     return windows;
 }
 
