@@ -1017,6 +1017,11 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *there = ag_scale(other, w, 2);
     EXPECT_ERROR((void)ag_sum_all(ctx, there), "ag_sum_all", "another context");
     EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ there, w }, 2, 0), "ag_concat", "another context");
+    /* refused, the input is left as it was: a reshape gave there a gradient
+     * buffer in this context's arena before refusing, which there's own
+     * backward wrote into after this context was freed */
+    EXPECT_ERROR((void)ag_reshape(ctx, there, 1, (int[]){ 3 }), "ag_reshape", "another context");
+    CHECK(there->grad == NULL, "a refused ag_reshape gave its input a gradient buffer in another context's arena");
     EXPECT_ERROR(ag_backward(ctx, ag_sum_all(other, there)), "ag_backward", "another context");
     EXPECT_ERROR((void)ag_graph_walk(ctx, there, count_op, NULL), "ag_graph_walk", "another context");
     const int recorded = ag_tape_length(ctx);
