@@ -1022,6 +1022,17 @@ static void test_usage_errors(ag_ctx *ctx)
      * backward wrote into after this context was freed */
     EXPECT_ERROR((void)ag_reshape(ctx, there, 1, (int[]){ 3 }), "ag_reshape", "another context");
     CHECK(there->grad == NULL, "a refused ag_reshape gave its input a gradient buffer in another context's arena");
+    /* and the dropout generator is left where it was (the mask was drawn
+     * before the refusal) */
+    {
+        ag_pcg32 before = *ag_dropout_rng(ctx);
+        ag_tensor *qkv = ag_reshape(other, there, 3, (int[]){ 1, 1, 3 });
+        EXPECT_ERROR((void)ag_dropout(ctx, there, 0.5f, 1), "ag_dropout", "another context");
+        CHECK(ag_dropout_rng(ctx)->state == before.state, "a refused ag_dropout moved the generator");
+        before = *ag_dropout_rng(ctx);
+        EXPECT_ERROR((void)ag_attention(ctx, qkv, 1, 1, 0.5f, 1, NULL), "ag_attention", "another context");
+        CHECK(ag_dropout_rng(ctx)->state == before.state, "a refused ag_attention moved the generator");
+    }
     EXPECT_ERROR(ag_backward(ctx, ag_sum_all(other, there)), "ag_backward", "another context");
     EXPECT_ERROR((void)ag_graph_walk(ctx, there, count_op, NULL), "ag_graph_walk", "another context");
     const int recorded = ag_tape_length(ctx);
