@@ -29,8 +29,9 @@
  * gradients are enabled and an input requires a gradient.  Tensors are
  * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
  * shapes, bad dims, a NULL tensor, context or generator, a parameter not yet given
- * storage by ag_params_alloc, a tensor recorded in another context, sizes
- * past what int or size_t holds) goes to the error handler, which by
+ * storage by ag_params_alloc, a tensor recorded in another context, a leaf
+ * wanting a gradient made in another context, sizes past what int or
+ * size_t holds) goes to the error handler, which by
  * default prints one line naming the function and exits with status 2.  A
  * handler that longjmps out of an allocation failure leaves nothing
  * allocated by the failed call.
@@ -245,8 +246,13 @@ const char *ag_op_name(int op);
 ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape);    /* zero-filled */
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values);
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value);
-/* Mark an arena tensor as a leaf whose gradient is wanted. */
-void ag_requires_grad(ag_tensor *t);    /* a parameter without a gradient block is refused */
+/* Mark an arena tensor as a leaf whose gradient is wanted.  Its gradient
+ * is allocated in its context's arena and lives until the next ag_reset,
+ * as the tensor does, so while gradients are enabled the ops and
+ * ag_backward of another context refuse it (a parameter is a leaf of any
+ * context: its gradient is its set's).  A parameter without a gradient
+ * block is refused. */
+void ag_requires_grad(ag_tensor *t);
 /* "[2,3,4]" into buf; returns buf. */
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len);
 

@@ -10,6 +10,7 @@
  * every element stores instead when it is the first to arrive: see
  * ag_grad_begin in tensor.c).
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -58,6 +59,22 @@ const char *ag_off_tape(const ag_ctx *ctx, const ag_tensor *t)
     return NULL;
 }
 
+/* Whether t's header lies in one of ctx's arena blocks (compared as
+ * addresses: the blocks are separate objects). */
+static int in_arena(const ag_ctx *ctx, const ag_tensor *t)
+{
+    const uintptr_t p = (uintptr_t)t;
+    for (const ag_block *b = ctx->first; b; b = b->next)
+        if (p >= (uintptr_t)b->mem && p - (uintptr_t)b->mem < b->size)
+            return 1;
+    return 0;
+}
+
+int ag_foreign_leaf(const ag_ctx *ctx, const ag_tensor *t)
+{
+    return t && !t->node && t->requires_grad && !t->is_param && !in_arena(ctx, t);
+}
+
 void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
 {
     const char *why = ag_off_tape(ctx, in);
@@ -65,6 +82,10 @@ void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
         ag_error("ag_%s: an input was %s (gradients cannot flow between tapes)", ag_op_name(op), why);
     if (why)
         ag_error("ag_%s: an input was %s", ag_op_name(op), why);
+    if (ag_foreign_leaf(ctx, in))
+        ag_error("ag_%s: an input wants a gradient but was not made in this context (its gradient would be "
+                 "allocated in this arena, and outlive its next ag_reset): make it in this context, or a parameter",
+                 ag_op_name(op));
 }
 
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
@@ -134,6 +155,9 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
         ag_error("ag_backward: the loss was computed in another context (pass the context that recorded it)");
     if (ag_off_tape(ctx, loss))
         ag_error("ag_backward: the loss was %s", ag_off_tape(ctx, loss));
+    if (ag_foreign_leaf(ctx, loss))
+        ag_error("ag_backward: the loss wants a gradient but was not made in this context (its gradient would be "
+                 "allocated in this arena, and outlive its next ag_reset)");
     if (!loss->requires_grad)
         ag_error("ag_backward: the loss does not depend on any tensor that wants a gradient (were gradients "
                  "disabled, the parameters allocated by ag_params_alloc_no_grad, or no tensor marked as "

@@ -1041,6 +1041,31 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_set_grad_enabled(ctx, was_on);
     CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
 
+    /* A leaf that wants a gradient, made in another context: the gradient
+     * this one gave it was in this arena, and after the next ag_reset the
+     * leaf's backward added into whatever took that place (a later step's
+     * loss came out wrong).  Refused, and left without a gradient; with
+     * gradients off it is a plain value. */
+    {
+        ag_tensor *far = ag_full(other, 1, (int[]){ 3 }, 1), *far1 = ag_full(other, 1, (int[]){ 1 }, 1);
+        ag_requires_grad(far);
+        ag_requires_grad(far1);
+        EXPECT_ERROR((void)ag_mul(ctx, w, far), "ag_mul", "wants a gradient", "not made in this context");
+        EXPECT_ERROR((void)ag_reshape(ctx, far, 2, (int[]){ 3, 1 }), "ag_reshape", "not made in this context");
+        EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ w, far }, 2, 0), "ag_concat", "not made in this context");
+        EXPECT_ERROR(ag_backward(ctx, far1), "ag_backward", "not made in this context");
+        CHECK(far->grad == NULL && far1->grad == NULL, "a refused op gave a leaf of another context a gradient");
+        CHECK(ag_tape_length(ctx) == recorded, "a refused op was recorded");
+        was_on = ag_set_grad_enabled(ctx, 0);
+        CHECK(ag_mul(ctx, w, far)->data[0] == 0, "a leaf of another context, gradients off");
+        ag_set_grad_enabled(ctx, was_on);
+        /* made here it is taken, and so is a parameter (its gradient is its set's) */
+        ag_tensor *near = ag_full(ctx, 1, (int[]){ 3 }, 1);
+        ag_requires_grad(near);
+        ag_tensor *both = ag_mul(ctx, w, near);
+        CHECK(both->requires_grad && ag_tape_length(ctx) == recorded + 1, "a leaf of this context is recorded");
+    }
+
     /* A tensor kept past ag_reset: its entry is no longer on the tape, so
      * a backward from it gave w no gradient and said nothing, and an op
      * recorded on it would cut w off the same way. */
