@@ -154,11 +154,14 @@ int ag_grad_enabled(const ag_ctx *ctx);
  * forget everything allocated after it except `keep`, which is moved down
  * to that position and returned.  A layer-by-layer loop that rewinds to
  * one mark after each layer holds one layer's temporaries at a time.
- * Rewinding past ops that were recorded on the tape is an error. */
+ * Rewinding past ops that were recorded on the tape is an error, as is a
+ * mark of another context, one taken before the last ag_reset, or one
+ * past the arena's position (an earlier rewind went back before it). */
 typedef struct ag_mark {
     void *block;
     size_t offset, used;
     int tape_length;
+    uint64_t step;          /* the context's ag_reset count when it was taken */
 } ag_mark;
 ag_mark ag_arena_mark(const ag_ctx *ctx);
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);

@@ -2139,9 +2139,36 @@ static void test_arena_rewind(void)
     EXPECT_ERROR(ag_arena_rewind(ctx, ag_arena_mark(other), x), "ag_arena_rewind", "another context");
     EXPECT_ERROR(ag_arena_rewind(other, ag_arena_mark(ctx), elsewhere), "ag_arena_rewind", "another context");
     CHECK(ag_arena_used(ctx) == used, "a refused rewind moved the arena");
+    /* a mark past the position: an earlier rewind went back before it */
+    ag_set_grad_enabled(ctx, 0);
+    ag_mark early = ag_arena_mark(ctx);
+    (void)ag_full(ctx, 1, (int[]){100}, 1);
+    ag_mark late = ag_arena_mark(ctx);
+    ag_tensor *one = ag_arena_rewind(ctx, early, x);
+    EXPECT_ERROR(ag_arena_rewind(ctx, late, one), "ag_arena_rewind", "past the arena's position");
+    ag_set_grad_enabled(ctx, 1);
     ag_reset(ctx);
     ag_tensor *small = ag_full(ctx, 1, (int[]){3}, 1);
-    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before ag_reset");
+    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before the last ag_reset");
+    /* a mark from before the reset that lies within this step's tensors
+     * was taken: rewinding to it handed the memory of a tensor made since
+     * the reset (held, across the mark's position) to the next ones */
+    {
+        ag_ctx *c = ag_ctx_new();
+        ag_set_grad_enabled(c, 0);
+        (void)ag_full(c, 1, (int[]){1000}, 0);
+        const ag_mark stale = ag_arena_mark(c);
+        ag_reset(c);
+        ag_tensor *held = ag_full(c, 1, (int[]){2000}, 5), *tiny = ag_full(c, 1, (int[]){1}, 7);
+        const size_t at = ag_arena_used(c);
+        EXPECT_ERROR(ag_arena_rewind(c, stale, tiny), "ag_arena_rewind", "before the last ag_reset");
+        CHECK(ag_arena_used(c) == at, "a refused rewind moved the arena");
+        int whole = 1;
+        for (int i = 0; i < 2000; i++)
+            whole &= held->data[i] == 5;
+        CHECK(whole, "a tensor made after the reset was handed out again by a rewind to a mark from before it");
+        ag_ctx_free(c);
+    }
     ag_ctx_free(other);
     ag_set_error_handler(NULL, NULL);
     ag_ctx_free(ctx);
