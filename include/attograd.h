@@ -94,7 +94,8 @@ typedef struct ag_tensor {
 /* Called with one line (no newline) describing the misuse, made printable
  * as ag_set_err's messages are (attograd_io.h: a parameter's name with a
  * newline or a control byte in it shows it as a space or \xNN).  The handler
- * must not return (exit or longjmp); if it does, the engine aborts. */
+ * must not return (exit or longjmp); if it does, the engine prints one line
+ * on stderr saying so, with msg, and aborts. */
 typedef void (*ag_error_fn)(const char *msg, void *user);
 void ag_set_error_handler(ag_error_fn fn, void *user);   /* NULL restores the default */
 void ag_error(const char *fmt, ...)

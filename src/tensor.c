@@ -78,7 +78,10 @@ void ag_error(const char *fmt, ...)
     ag_pool_catch(msg);
     if (error_fn) {
         error_fn(msg, error_user);
-        abort();                     /* a handler must not return */
+        /* a handler must not return: the caller cannot go on.  Said on
+         * stderr first, or the abort would be all the program showed. */
+        fprintf(stderr, "attograd: the error handler returned (it must exit or longjmp); aborting on: %s\n", msg);
+        abort();
     }
     fprintf(stderr, "attograd: %s\n", msg);
     exit(2);

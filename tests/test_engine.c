@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
@@ -1098,6 +1100,54 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_backward(ctx, kept), "ag_backward", "before the last ag_reset");
     ag_ctx_free(other);
     ag_params_free(ps);
+}
+
+/* An error handler that returns: the engine cannot go on, so it aborts,
+ * after one line on stderr that says why and gives the message (the abort
+ * was all such a program showed).  In a child, its stderr read here. */
+static void returning_handler(const char *msg, void *user)
+{
+    (void)msg;
+    ++*(int *)user;
+}
+
+static void test_handler_returns(void)
+{
+#if defined(__linux__) && !defined(HAVE_TSAN)
+    int fds[2];
+    if (pipe(fds) != 0) {
+        CHECK_SKIP("a returning error handler: no pipe");
+        return;
+    }
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const struct rlimit none = { 0, 0 };
+        setrlimit(RLIMIT_CORE, &none);          /* the abort leaves no core file */
+        dup2(fds[1], 2);
+        close(fds[0]);
+        int calls = 0;
+        ag_set_error_handler(returning_handler, &calls);
+        ag_ctx *c = ag_ctx_new();
+        (void)ag_matmul(c, ag_new(c, 2, (int[]){ 2, 3 }), ag_new(c, 2, (int[]){ 4, 5 }));
+        _exit(calls == 1 ? 3 : 4);              /* went on past the error */
+    }
+    close(fds[1]);
+    char err[1024] = { 0 };
+    size_t got = 0;
+    for (ssize_t r; got < sizeof err - 1 && (r = read(fds[0], err + got, sizeof err - 1 - got)) > 0;)
+        got += (size_t)r;
+    close(fds[0]);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "a returning handler: the program aborts (status %d)",
+          status);
+    CHECK(strstr(err, "error handler returned") && strstr(err, "ag_matmul: inner dimensions differ: [2,3] @ [4,5]") &&
+              strchr(err, '\n') == err + strlen(err) - 1,
+          "a returning handler: one line on stderr says so and gives the message: \"%s\"", err);
+#else
+    CHECK_SKIP("a returning error handler: needs fork (and not ThreadSanitizer)");
+#endif
 }
 
 /* The parameter set and the optimizers refuse what would make them read or
@@ -2293,6 +2343,7 @@ int main(void)
     test_message_lines();
     test_null_arguments(ctx);
     test_usage_errors(ctx);
+    test_handler_returns();
     test_graph_walk(ctx);
     test_params_join(ctx);
     test_params_no_grad(ctx);
