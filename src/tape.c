@@ -132,14 +132,16 @@ static void mark_first_uses(ag_ctx *ctx)
 }
 
 /* After entry n: the hook for each leaf n was the earliest reader of, once
- * (a leaf read twice by n, as in w * w, is named once). */
+ * (a leaf read twice by n, as in w * w, is named once).  The hook is read
+ * again for each: it may have replaced or removed itself. */
 static void name_final_leaves(ag_ctx *ctx, ag_node *n)
 {
     ag_tensor **ins = inputs_of(n);
     for (int i = 0; i < n->n_in; i++)
         if (is_leaf(ins[i]) && ins[i]->first_use == n) {
             ins[i]->first_use = NULL;
-            ctx->grad_ready(ins[i], ctx->grad_ready_user);
+            if (ctx->grad_ready)
+                ctx->grad_ready(ins[i], ctx->grad_ready_user);
         }
 }
 

@@ -1532,6 +1532,20 @@ static void log_ready(ag_tensor *leaf, void *user)
     log->n++;
 }
 
+/* A grad-ready hook that stops listening after its first leaf. */
+struct once_ctx {
+    ag_ctx *ctx;
+    int calls;
+};
+
+static void hear_once(ag_tensor *leaf, void *user)
+{
+    struct once_ctx *o = user;
+    (void)leaf;
+    o->calls++;
+    ag_set_grad_ready_hook(o->ctx, NULL, NULL);
+}
+
 static void test_grad_ready_hook(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1563,6 +1577,18 @@ static void test_grad_ready_hook(ag_ctx *ctx)
     /* no hook: nothing named */
     ag_backward(ctx, y);
     CHECK(log.n == 2, "grad-ready hook: named again after it was removed");
+    /* a hook that removes itself when called, at an entry that is the
+     * first reader of two leaves: the second was handed to a NULL hook */
+    ag_reset(ctx);
+    ag_tensor *p = ag_full(ctx, 1, (int[]){ 2 }, 3), *q = ag_full(ctx, 1, (int[]){ 2 }, 5);
+    ag_requires_grad(p);
+    ag_requires_grad(q);
+    ag_tensor *pq = ag_sum_all(ctx, ag_mul(ctx, p, q));
+    struct once_ctx once = { ctx, 0 };
+    ag_set_grad_ready_hook(ctx, hear_once, &once);
+    ag_backward(ctx, pq);
+    CHECK(once.calls == 1 && p->grad[0] == 5 && q->grad[1] == 3,
+          "a hook that removed itself: called %d times (want 1), the pass went on", once.calls);
 }
 
 static void test_reshape_view(ag_ctx *ctx)
