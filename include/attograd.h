@@ -215,7 +215,10 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss);
  * earliest entry reading it has run: no entry left on the tape can add to
  * its gradient, so that gradient is final for this pass.  Lets a caller use
  * a gradient while backward goes on (send it to other processes).  A leaf
- * no entry reads is never named.  fn NULL: no hook (the default). */
+ * no entry reads is never named.  fn NULL: no hook (the default).  The hook
+ * may set another hook or none (the rest of the pass calls that one); one
+ * that resets the context or runs ag_backward on it is an error (the pass
+ * ends there), and one that frees it is undefined. */
 typedef void (*ag_grad_ready_fn)(ag_tensor *leaf, void *user);
 void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user);
 /* One op of a recorded graph, as ag_graph_walk hands it over. */

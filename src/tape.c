@@ -133,8 +133,12 @@ static void mark_first_uses(ag_ctx *ctx)
 
 /* After entry n: the hook for each leaf n was the earliest reader of, once
  * (a leaf read twice by n, as in w * w, is named once).  The hook is read
- * again for each: it may have replaced or removed itself. */
-static void name_final_leaves(ag_ctx *ctx, ag_node *n)
+ * again for each: it may have replaced or removed itself.  A hook that
+ * reset the context (the tape's memory is the next allocations') or ran
+ * another backward on it (which cleared and recomputed the gradients this
+ * pass is adding to) ends the pass, before anything of the tape is read
+ * again; step and run are the pass's. */
+static void name_final_leaves(ag_ctx *ctx, ag_node *n, uint64_t step, uint64_t run)
 {
     ag_tensor **ins = inputs_of(n);
     for (int i = 0; i < n->n_in; i++)
@@ -142,6 +146,10 @@ static void name_final_leaves(ag_ctx *ctx, ag_node *n)
             ins[i]->first_use = NULL;
             if (ctx->grad_ready)
                 ctx->grad_ready(ins[i], ctx->grad_ready_user);
+            if (ctx->step != step)
+                ag_error("ag_backward: the grad-ready hook reset the context (ag_reset) during the pass");
+            if (ctx->backward_runs != run)
+                ag_error("ag_backward: the grad-ready hook ran ag_backward on the context during the pass");
         }
 }
 
@@ -173,6 +181,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
             if (n->op != AG_OP_RESHAPE && n->out->grad)
                 memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
     ctx->backward_done = 1;
+    const uint64_t step = ctx->step, run = ++ctx->backward_runs;
     if (ctx->grad_ready)
         mark_first_uses(ctx);
     ag_grad(ctx, loss)[0] += 1;         /* the seed: d(loss)/d(loss) = 1 */
@@ -183,7 +192,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
             backward_table[n->op](ctx, n);
         }
         if (ctx->grad_ready)
-            name_final_leaves(ctx, n);
+            name_final_leaves(ctx, n, step, run);
     }
 }
 

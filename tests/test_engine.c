@@ -1546,6 +1546,25 @@ static void hear_once(ag_tensor *leaf, void *user)
     ag_set_grad_ready_hook(o->ctx, NULL, NULL);
 }
 
+/* A grad-ready hook that resets its context (calls 0) or runs another
+ * backward on it (calls 1), once. */
+static void meddle(ag_tensor *leaf, void *user)
+{
+    struct once_ctx *o = user;
+    ag_ctx *ctx = o->ctx;
+    (void)leaf;
+    ag_set_grad_ready_hook(ctx, NULL, NULL);
+    if (o->calls == 0) {
+        ag_reset(ctx);
+        for (int i = 0; i < 40; i++)
+            (void)ag_full(ctx, 1, (int[]){ 2 }, -1);     /* the tape's memory, handed out again */
+    } else {
+        ag_tensor *z = ag_full(ctx, 1, (int[]){ 1 }, 1);
+        ag_requires_grad(z);
+        ag_backward(ctx, ag_mul(ctx, z, z));
+    }
+}
+
 static void test_grad_ready_hook(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1589,6 +1608,26 @@ static void test_grad_ready_hook(ag_ctx *ctx)
     ag_backward(ctx, pq);
     CHECK(once.calls == 1 && p->grad[0] == 5 && q->grad[1] == 3,
           "a hook that removed itself: called %d times (want 1), the pass went on", once.calls);
+    /* a hook that resets the context, or runs a backward on it: the pass
+     * walked on through the tape the reset gave away, or added into the
+     * gradients the inner pass had cleared and recomputed; it ends there */
+    ag_set_error_handler(record_error, NULL);
+    for (int k = 0; k < 2; k++) {
+        ag_reset(ctx);
+        ag_tensor *a = ag_full(ctx, 1, (int[]){ 2 }, 3), *b = ag_full(ctx, 1, (int[]){ 2 }, 5);
+        ag_requires_grad(a);
+        ag_requires_grad(b);
+        ag_tensor *h = ag_mul(ctx, a, a);
+        for (int i = 0; i < 8; i++)
+            h = ag_tanh(ctx, ag_mul(ctx, h, b));
+        ag_tensor *loss = ag_sum_all(ctx, h);
+        struct once_ctx meddler = { ctx, k };
+        ag_set_grad_ready_hook(ctx, meddle, &meddler);
+        EXPECT_ERROR(ag_backward(ctx, loss), "ag_backward", "grad-ready hook", k ? "ran ag_backward" : "ag_reset");
+        ag_set_grad_ready_hook(ctx, NULL, NULL);
+    }
+    ag_set_error_handler(NULL, NULL);
+    ag_reset(ctx);
 }
 
 static void test_reshape_view(ag_ctx *ctx)
