@@ -230,7 +230,9 @@ typedef struct ag_graph_op {
     ag_tensor *const *in;           /* its inputs (an entry may be NULL); ag_op_id(in[i]) < 0: a leaf */
 } ag_graph_op;
 /* Call fn for every op that `root` depends on, last recorded first (the
- * order backward visits them); returns how many there were. */
+ * order backward visits them); returns how many there were.  fn may record
+ * ops (they are not walked); one that resets the context or walks it again
+ * (ag_graph_walk, ag_graph_dot) is an error, and the walk ends there. */
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user);
 /* The tape position of the op that produced t, or -1 for a leaf. */
 int ag_op_id(const ag_tensor *t);

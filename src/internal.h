@@ -89,6 +89,7 @@ struct ag_ctx {
     uint64_t step;                  /* ag_reset calls so far: a node of another step is stale (64 bits:
                                      * never wraps, so a stale node never matches) */
     uint64_t backward_runs;         /* ag_backward calls so far: one the hook made is seen by the pass */
+    uint64_t walks;                 /* ag_graph_walk calls so far: one its fn made is seen by the walk */
     ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
     void *grad_ready_user;
     ag_pcg32 dropout_rng;

@@ -219,6 +219,7 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
     if (ag_off_tape(ctx, root))
         ag_error("ag_graph_walk: root was %s", ag_off_tape(ctx, root));
     /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
+    const uint64_t step = ctx->step, walk = ++ctx->walks;
     for (ag_node *n = ctx->tail; n; n = n->prev)
         n->mark = 0;
     if (root->node)
@@ -233,6 +234,15 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
                 ins[i]->node->mark = 1;
         ag_graph_op op = { n->id, ag_op_name(n->op), n->out, n->n_in, ins };
         fn(&op, user);
+        /* fn may record ops (after the tail this walk started from); one
+         * that reset the context gave the tape's memory to its next
+         * allocations, one that walked again cleared this walk's marks:
+         * the walk ends before it reads the tape again */
+        if (ctx->step != step)
+            ag_error("ag_graph_walk: fn reset the context (ag_reset) during the walk");
+        if (ctx->walks != walk)
+            ag_error("ag_graph_walk: fn walked the context's graph again (ag_graph_walk or ag_graph_dot) during the "
+                     "walk");
         count++;
     }
     return count;

@@ -1847,6 +1847,22 @@ static void test_big_buffers(void)
 /* ag_graph_walk visits only what the root depends on; ag_graph_dot draws
  * an input (not a parameter) as one, and an op's absent input (linear
  * without a bias) as nothing. */
+/* A graph-walk callback that resets its context (calls 0) and hands the
+ * tape's memory out again, or walks the graph again (calls 1), once. */
+static void meddle_walk(const ag_graph_op *op, void *user)
+{
+    struct once_ctx *o = user;
+    (void)op;
+    if (o->calls == 0) {
+        ag_reset(o->ctx);
+        for (int i = 0; i < 40; i++)
+            (void)ag_full(o->ctx, 1, (int[]){ 2 }, -1);
+    } else if (o->calls == 1) {
+        (void)ag_graph_walk(o->ctx, op->in[0], count_op, NULL);
+    }
+    o->calls = 2;
+}
+
 static void test_graph_walk(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1877,6 +1893,20 @@ static void test_graph_walk(ag_ctx *ctx)
         edges++;
     CHECK(edges == 3, "graph dot: 3 edges (x and W into linear, linear into sum_all), not %d", edges);
     free(dot);
+    /* a callback that resets the context, or walks it again: the walk went
+     * on through tape memory handed out again (a crash), or with its marks
+     * cleared (ops left out); it ends there */
+    ag_tensor *deep = x;
+    for (int i = 0; i < 12; i++)
+        deep = ag_tanh(ctx, deep);
+    struct once_ctx meddler = { ctx, 0 };
+    EXPECT_ERROR((void)ag_graph_walk(ctx, deep, meddle_walk, &meddler), "ag_graph_walk", "fn reset the context");
+    x = leaf(ctx, 2, (int[]){2, 3}, -1, 1);
+    deep = x;
+    for (int i = 0; i < 12; i++)
+        deep = ag_tanh(ctx, deep);
+    meddler.calls = 1;
+    EXPECT_ERROR((void)ag_graph_walk(ctx, deep, meddle_walk, &meddler), "ag_graph_walk", "walked", "again");
     ag_params_free(ps);
 }
 
