@@ -159,6 +159,7 @@ int ag_grad_enabled(const ag_ctx *ctx);
  * mark of another context, one taken before the last ag_reset, or one
  * past the arena's position (an earlier rewind went back before it). */
 typedef struct ag_mark {
+    const ag_ctx *ctx;      /* the context it was taken in */
     void *block;
     size_t offset, used;
     int tape_length;

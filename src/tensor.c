@@ -236,7 +236,7 @@ int ag_grad_enabled(const ag_ctx *ctx)
 ag_mark ag_arena_mark(const ag_ctx *ctx)
 {
     ag_need("ag_arena_mark", "ctx", ctx);
-    ag_mark m = { ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes, ctx->step };
+    ag_mark m = { ctx, ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes, ctx->step };
     return m;
 }
 
@@ -251,10 +251,7 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
      * step before: within this step's tensors it would hand theirs out
      * again, past them it would count memory nothing holds.  One past the
      * position (an earlier rewind went back before it) likewise. */
-    int ours = mark.block == NULL;
-    for (const ag_block *b = ctx->first; b && !ours; b = b->next)
-        ours = b == mark.block;
-    if (!ours)
+    if (mark.ctx != ctx)
         ag_error("ag_arena_rewind: the mark was taken in another context");
     if (mark.step != ctx->step)
         ag_error("ag_arena_rewind: the mark was taken before the last ag_reset (a mark is a position in one step)");

@@ -2283,6 +2283,18 @@ static void test_arena_rewind(void)
     const size_t used = ag_arena_used(ctx);
     EXPECT_ERROR(ag_arena_rewind(ctx, ag_arena_mark(other), x), "ag_arena_rewind", "another context");
     EXPECT_ERROR(ag_arena_rewind(other, ag_arena_mark(ctx), elsewhere), "ag_arena_rewind", "another context");
+    /* one of a context that has allocated nothing yet (no block: it was
+     * taken for position 0 of any context whose step count matched) */
+    {
+        ag_ctx *fresh = ag_ctx_new(), *c = ag_ctx_new();
+        ag_set_grad_enabled(c, 0);
+        ag_tensor *t = ag_full(c, 1, (int[]){ 4 }, 3);
+        const size_t c_used = ag_arena_used(c);
+        EXPECT_ERROR(ag_arena_rewind(c, ag_arena_mark(fresh), t), "ag_arena_rewind", "another context");
+        CHECK(ag_arena_used(c) == c_used, "a refused rewind moved the arena");
+        ag_ctx_free(fresh);
+        ag_ctx_free(c);
+    }
     CHECK(ag_arena_used(ctx) == used, "a refused rewind moved the arena");
     /* a mark past the position: an earlier rewind went back before it */
     ag_set_grad_enabled(ctx, 0);
