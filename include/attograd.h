@@ -477,7 +477,11 @@ typedef struct ag_optim {
  * honor the flag the same way.  Both need ps allocated with gradients
  * (ag_params_alloc) and take torch.optim's ranges, finite: momentum, weight
  * decay and eps finite and >= 0, betas in [0, 1); ag_optim_step a finite
- * lr >= 0.  Other values are refused (ag_error, naming the function). */
+ * lr >= 0.  Other values are refused (ag_error, naming the function).  A
+ * program may change momentum, weight_decay, beta1, beta2, eps and step
+ * (a resumed run's count) between steps: ag_optim_step checks them the
+ * same way, and step from 0 to LONG_MAX - 1; kind, ps, m and v are the
+ * optimizer's own (ps freed before the optimizer is undefined). */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);

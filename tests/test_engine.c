@@ -1207,6 +1207,37 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");
     EXPECT_ERROR(ag_optim_step(o, INFINITY), "ag_optim_step", "lr = inf");
     CHECK(o->step == 0, "a refused step counted: %ld", o->step);
+    /* settings changed between steps are checked as at creation: a beta
+     * of 1 or a negative step count gave bias corrections of 0, and the
+     * parameters became inf and NaN */
+    ps->data[0] = 1;
+    ps->grad[0] = 0.5f;
+    o->beta1 = 1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "betas (1, 0.999)");
+    o->beta1 = 0.9;
+    o->eps = -1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "eps -1");
+    o->eps = 1e-8;
+    o->step = -1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "step -1");
+    o->step = LONG_MAX;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "out of range");
+    o->step = 0;
+    o->kind = 7;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "kind 7");
+    o->kind = AG_ADAMW;
+    CHECK(ps->data[0] == 1 && o->step == 0, "a refused step changed the parameters: %g", (double)ps->data[0]);
+    ag_optim_step(o, 0.1);
+    CHECK(ps->data[0] < 1 && o->step == 1, "a step with the settings restored");
+    {
+        ag_optim *s = ag_optim_sgd(ps, 0.9, 0);
+        s->momentum = -0.5;
+        EXPECT_ERROR(ag_optim_step(s, 0.1), "ag_optim_step", "momentum -0.5");
+        s->momentum = 0.9;
+        s->kind = AG_ADAMW;         /* an SGD optimizer has no second moment */
+        EXPECT_ERROR(ag_optim_step(s, 0.1), "ag_optim_step", "no moment buffers");
+        ag_optim_free(s);
+    }
     ps->grad[0] = 3;
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, -1), "ag_clip_grad_norm", "max_norm = -1");
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
