@@ -208,7 +208,11 @@ const char *ag_kernels_name(void);
 
 /* Reverse-mode pass from a one-element tensor: d(loss)/d(loss) = 1, then every
  * tape entry in reverse order accumulates (+=) into its inputs' gradients.
- * Parameter gradients accumulate across calls until ag_params_zero_grad. */
+ * Parameter gradients accumulate across calls until ag_params_zero_grad.
+ * Another pass over the same step's tape (the same loss again, or another
+ * loss of the step) starts the intermediates' gradients from zero; the
+ * leaves' (parameters', and those of tensors marked by ag_requires_grad)
+ * add up. */
 void ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* Called by ag_backward once for each leaf that wants a gradient (a
  * parameter, a joined view of parameters, a tensor marked with
