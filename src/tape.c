@@ -250,14 +250,26 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
 
 /* ---- Graphviz ---------------------------------------------------------- */
 
+/* A name inside a DOT string: " and \ escaped (one ended the string, the
+ * other began an escape of the label's), a control byte or DEL a space. */
+static void dot_text(FILE *out, const char *name)
+{
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fputc('\\', out);
+        fputc(*c < 0x20 || *c == 0x7f ? ' ' : *c, out);
+    }
+}
+
 static void dot_leaf(FILE *out, const ag_tensor *t, const void *key)
 {
     char s[64];
     ag_shape_str(t, s, sizeof s);
-    if (t->is_param)
-        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"%s\\n%s\"];\n",
-                key, t->name, s);
-    else
+    if (t->is_param) {
+        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"", key);
+        dot_text(out, t->name);
+        fprintf(out, "\\n%s\"];\n", s);
+    } else
         fprintf(out, "  t%p [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"input\\n%s\"];\n",
                 key, s);
 }

@@ -1924,6 +1924,24 @@ static void test_graph_walk(ag_ctx *ctx)
         edges++;
     CHECK(edges == 3, "graph dot: 3 edges (x and W into linear, linear into sum_all), not %d", edges);
     free(dot);
+    /* a parameter's name is text in a DOT string: a quote ended the
+     * string (the file no longer parsed), a backslash began an escape */
+    {
+        ag_params *odd = ag_params_new();
+        ag_tensor *q = ag_params_add(odd, "q\"uote\\back\nline", 1, (int[]){ 3 });
+        ag_params_alloc(odd);
+        char *text = NULL;
+        size_t n = 0;
+        FILE *g = open_memstream(&text, &n);
+        if (g) {
+            ag_graph_dot(ctx, ag_sum_all(ctx, q), g);
+            fclose(g);
+            CHECK(strstr(text, "label=\"q\\\"uote\\\\back line\\n[3]\"") != NULL,
+                  "graph dot: a name's quote and backslash escaped, its newline a space:\n%s", text);
+            free(text);
+        }
+        ag_params_free(odd);
+    }
     /* a callback that resets the context, or walks it again: the walk went
      * on through tape memory handed out again (a crash), or with its marks
      * cleared (ops left out); it ends there */
