@@ -485,7 +485,7 @@ typedef struct ag_optim {
  * program may change momentum, weight_decay, beta1, beta2, eps and step
  * (a resumed run's count) between steps: ag_optim_step checks them the
  * same way, and step from 0 to LONG_MAX - 1; kind, ps, m and v are the
- * optimizer's own (ps freed before the optimizer is undefined). */
+ * optimizer's own (a step after ag_params_free(ps) is undefined). */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
