@@ -455,13 +455,22 @@ HEADERS      = $(wildcard include/*.h)
 
 # The directories are where the files will live and what attograd.pc tells
 # compilers: absolute (a relative one would be taken from this directory,
-# and mean nothing to pkg-config's users) and without whitespace (make
-# splits it into words, and `$$(pkg-config --cflags attograd)` would split
-# the -I).  Refused before anything is built or written.  DESTDIR, which
-# only stages the files, may hold spaces.
+# and mean nothing to pkg-config's users), without whitespace (make splits
+# it into words, and `$$(pkg-config --cflags attograd)` would split the
+# -I), and without the characters the recipes' shell quoting or pkg-config
+# reads as syntax: ' " ` \ $ (a quote wrote the files elsewhere before the
+# shell stopped) and # (attograd.pc's comment: /tmp/a#b gave -I/tmp/a).  Refused
+# before anything is built or written.  DESTDIR, which only stages the
+# files, may hold spaces, ' and #, not what the recipes' double quotes
+# read: " ` \ $.
+install_unsafe = $(or $(filter-out 1,$(words $(1))),$(filter-out /%,$(1)),$(findstring ',$(1)),$(findstring ",$(1)),\
+                      $(findstring `,$(1)),$(findstring \,$(1)),$(findstring $$,$(1)),$(findstring $(hash),$(1)))
+hash := \#
 ifneq ($(filter install uninstall,$(MAKECMDGOALS)),)
-$(foreach d,PREFIX BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR,$(if $(filter-out 1,$(words $($(d))))$(filter-out /%,$($(d))),\
-    $(error $(d)='$($(d))': make install and uninstall need an absolute path without spaces)))
+$(foreach d,PREFIX BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR,$(if $(call install_unsafe,$($(d))),\
+    $(error $(d)='$($(d))': make install and uninstall need an absolute path without spaces or any of ' " ` \ $$ $(hash))))
+$(if $(or $(findstring ",$(DESTDIR)),$(findstring `,$(DESTDIR)),$(findstring \,$(DESTDIR)),$(findstring $$,$(DESTDIR))),\
+    $(error DESTDIR='$(DESTDIR)': make install and uninstall need a path without any of " ` \ $$))
 endif
 
 $(BUILD)/pic/src/%.o: src/%.c $(wildcard include/*.h src/*.h src/kernels/*.h) Makefile $(BUILD)/flags

@@ -29,8 +29,9 @@
  * gradients are enabled and an input requires a gradient.  Tensors are
  * contiguous and row-major, with 1 to AG_MAX_DIMS dimensions.  Misuse (bad
  * shapes, bad dims, a NULL tensor, context or generator, a parameter not yet given
- * storage by ag_params_alloc, a tensor recorded in another context, sizes
- * past what int or size_t holds) goes to the error handler, which by
+ * storage by ag_params_alloc, a tensor recorded in another context, a leaf
+ * wanting a gradient made in another context, sizes past what int or
+ * size_t holds) goes to the error handler, which by
  * default prints one line naming the function and exits with status 2.  A
  * handler that longjmps out of an allocation failure leaves nothing
  * allocated by the failed call.
@@ -93,7 +94,8 @@ typedef struct ag_tensor {
 /* Called with one line (no newline) describing the misuse, made printable
  * as ag_set_err's messages are (attograd_io.h: a parameter's name with a
  * newline or a control byte in it shows it as a space or \xNN).  The handler
- * must not return (exit or longjmp); if it does, the engine aborts. */
+ * must not return (exit or longjmp); if it does, the engine prints one line
+ * on stderr saying so, with msg, and aborts. */
 typedef void (*ag_error_fn)(const char *msg, void *user);
 void ag_set_error_handler(ag_error_fn fn, void *user);   /* NULL restores the default */
 void ag_error(const char *fmt, ...)
@@ -153,11 +155,15 @@ int ag_grad_enabled(const ag_ctx *ctx);
  * forget everything allocated after it except `keep`, which is moved down
  * to that position and returned.  A layer-by-layer loop that rewinds to
  * one mark after each layer holds one layer's temporaries at a time.
- * Rewinding past ops that were recorded on the tape is an error. */
+ * Rewinding past ops that were recorded on the tape is an error, as is a
+ * mark of another context, one taken before the last ag_reset, or one
+ * past the arena's position (an earlier rewind went back before it). */
 typedef struct ag_mark {
+    const ag_ctx *ctx;      /* the context it was taken in */
     void *block;
     size_t offset, used;
     int tape_length;
+    uint64_t step;          /* the context's ag_reset count when it was taken */
 } ag_mark;
 ag_mark ag_arena_mark(const ag_ctx *ctx);
 ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep);
@@ -202,7 +208,11 @@ const char *ag_kernels_name(void);
 
 /* Reverse-mode pass from a one-element tensor: d(loss)/d(loss) = 1, then every
  * tape entry in reverse order accumulates (+=) into its inputs' gradients.
- * Parameter gradients accumulate across calls until ag_params_zero_grad. */
+ * Parameter gradients accumulate across calls until ag_params_zero_grad.
+ * Another pass over the same step's tape (the same loss again, or another
+ * loss of the step) starts the intermediates' gradients from zero; the
+ * leaves' (parameters', and those of tensors marked by ag_requires_grad)
+ * add up. */
 void ag_backward(ag_ctx *ctx, ag_tensor *loss);
 /* Called by ag_backward once for each leaf that wants a gradient (a
  * parameter, a joined view of parameters, a tensor marked with
@@ -210,7 +220,10 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss);
  * earliest entry reading it has run: no entry left on the tape can add to
  * its gradient, so that gradient is final for this pass.  Lets a caller use
  * a gradient while backward goes on (send it to other processes).  A leaf
- * no entry reads is never named.  fn NULL: no hook (the default). */
+ * no entry reads is never named.  fn NULL: no hook (the default).  The hook
+ * may set another hook or none (the rest of the pass calls that one); one
+ * that resets the context or runs ag_backward on it is an error (the pass
+ * ends there), and one that frees it is undefined. */
 typedef void (*ag_grad_ready_fn)(ag_tensor *leaf, void *user);
 void ag_set_grad_ready_hook(ag_ctx *ctx, ag_grad_ready_fn fn, void *user);
 /* One op of a recorded graph, as ag_graph_walk hands it over. */
@@ -222,7 +235,9 @@ typedef struct ag_graph_op {
     ag_tensor *const *in;           /* its inputs (an entry may be NULL); ag_op_id(in[i]) < 0: a leaf */
 } ag_graph_op;
 /* Call fn for every op that `root` depends on, last recorded first (the
- * order backward visits them); returns how many there were. */
+ * order backward visits them); returns how many there were.  fn may record
+ * ops (they are not walked); one that resets the context or walks it again
+ * (ag_graph_walk, ag_graph_dot) is an error, and the walk ends there. */
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user);
 /* The tape position of the op that produced t, or -1 for a leaf. */
 int ag_op_id(const ag_tensor *t);
@@ -245,8 +260,13 @@ const char *ag_op_name(int op);
 ag_tensor *ag_new(ag_ctx *ctx, int ndim, const int *shape);    /* zero-filled */
 ag_tensor *ag_from(ag_ctx *ctx, int ndim, const int *shape, const ag_real *values);
 ag_tensor *ag_full(ag_ctx *ctx, int ndim, const int *shape, ag_real value);
-/* Mark an arena tensor as a leaf whose gradient is wanted. */
-void ag_requires_grad(ag_tensor *t);    /* a parameter without a gradient block is refused */
+/* Mark an arena tensor as a leaf whose gradient is wanted.  Its gradient
+ * is allocated in its context's arena and lives until the next ag_reset,
+ * as the tensor does, so while gradients are enabled the ops and
+ * ag_backward of another context refuse it (a parameter is a leaf of any
+ * context: its gradient is its set's).  A parameter without a gradient
+ * block is refused. */
+void ag_requires_grad(ag_tensor *t);
 /* "[2,3,4]" into buf; returns buf. */
 const char *ag_shape_str(const ag_tensor *t, char *buf, size_t len);
 
@@ -461,7 +481,11 @@ typedef struct ag_optim {
  * honor the flag the same way.  Both need ps allocated with gradients
  * (ag_params_alloc) and take torch.optim's ranges, finite: momentum, weight
  * decay and eps finite and >= 0, betas in [0, 1); ag_optim_step a finite
- * lr >= 0.  Other values are refused (ag_error, naming the function). */
+ * lr >= 0.  Other values are refused (ag_error, naming the function).  A
+ * program may change momentum, weight_decay, beta1, beta2, eps and step
+ * (a resumed run's count) between steps: ag_optim_step checks them the
+ * same way, and step from 0 to LONG_MAX - 1; kind, ps, m and v are the
+ * optimizer's own (a step after ag_params_free(ps) is undefined). */
 /* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);

@@ -88,6 +88,8 @@ struct ag_ctx {
     int backward_done;              /* a backward pass ran since the last reset */
     uint64_t step;                  /* ag_reset calls so far: a node of another step is stale (64 bits:
                                      * never wraps, so a stale node never matches) */
+    uint64_t backward_runs;         /* ag_backward calls so far: one the hook made is seen by the pass */
+    uint64_t walks;                 /* ag_graph_walk calls so far: one its fn made is seen by the walk */
     ag_grad_ready_fn grad_ready;    /* ag_set_grad_ready_hook's */
     void *grad_ready_user;
     ag_pcg32 dropout_rng;
@@ -121,9 +123,15 @@ int ag_should_record(ag_ctx *ctx, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag
 /* Append a tape entry producing `out`; returns it for the op to fill. */
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c);
 /* Refuses an input of op that was recorded on another context's tape, or
- * on this one before its last ag_reset (ag_record asks it of a, b and c;
- * concat of each of its inputs). */
+ * on this one before its last ag_reset, or is a leaf wanting a gradient
+ * that this context did not make (ag_foreign_leaf) (ag_record asks it of
+ * a, b and c; concat of each of its inputs). */
 void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in);
+/* Whether t is a leaf that wants a gradient (not a parameter, whose
+ * gradient is its set's) and lies outside ctx's arena: a gradient ctx gave
+ * it would be arena memory that ctx's next ag_reset hands to other tensors
+ * while t, living on elsewhere, still points at it. */
+int ag_foreign_leaf(const ag_ctx *ctx, const ag_tensor *t);
 /* Why a tensor's entry is not on ctx's tape as it is now ("computed in
  * another context", "computed before the last ag_reset"), or NULL when it
  * is there or the tensor is a leaf. */

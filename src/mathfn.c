@@ -370,7 +370,7 @@ double ag_math_pow(double b, double y)
     if (y == 0)
         return 1;
     if (b == 0)
-        return y > 0 ? 0 : INFINITY;
+        return y > 0 ? 0 : y < 0 ? INFINITY : y;     /* y NaN: NaN, as C's pow */
     return ag_math_exp(y * ag_math_log(b));
 }
 

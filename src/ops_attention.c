@@ -89,6 +89,10 @@ ag_tensor *ag_attention(ag_ctx *ctx, ag_tensor *qkv, int n_head, int causal, ag_
     a.causal = causal != 0;
     a.dropout = training ? dropout : 0;
     a.bf16 = ctx->precision == AG_BF16;
+    /* an input the tape will refuse is refused before the generator moves
+     * past the dropout mask of a call that did nothing */
+    if (ctx->grad_enabled && qkv->requires_grad)
+        ag_same_tape(ctx, AG_OP_ATTENTION, qkv);
     if (a.dropout > 0) {
         /* the mask is draws 0 .. B*H*T*T-1 from here; move the generator past them */
         a.rng = ctx->dropout_rng;

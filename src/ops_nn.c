@@ -24,6 +24,10 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training)
                  "express", (double)p, 1 - (double)p);
     if (p == 0 || !training)
         return a;                   /* exact identity: nothing drawn, nothing recorded */
+    /* an input the tape will refuse is refused before the draws, which
+     * would have moved the generator for a call that did nothing */
+    if (ctx->grad_enabled && a->requires_grad)
+        ag_same_tape(ctx, AG_OP_DROPOUT, a);
     ag_real *mask = ag_alloc(ctx, a->size * sizeof(ag_real));
     const uint32_t threshold = ag_dropout_threshold(p);
     const ag_real scale = ag_dropout_scale(p);

@@ -54,7 +54,11 @@ ag_tensor *ag_reshape(ag_ctx *ctx, ag_tensor *a, int ndim, const int *shape)
                  a->size, ag_shape_str(&want, sw, sizeof sw), known);
     ag_tensor *out = ag_view_of(ctx, a, ndim, s);
     if (ag_should_record(ctx, out, a, NULL, NULL)) {
-        /* The view shares the gradient buffer too, so backward has nothing to do. */
+        /* The view shares the gradient buffer too, so backward has nothing to do.
+         * The input is checked first: a buffer created here for a tensor of
+         * another context's tape would stay its gradient after the refusal,
+         * in this arena (and freed with it). */
+        ag_same_tape(ctx, AG_OP_RESHAPE, a);
         out->grad = ag_grad(ctx, a);
         ag_record(ctx, AG_OP_RESHAPE, out, a, NULL, NULL);
     }

@@ -4,6 +4,7 @@
  * Parameters, gradients and moments are parallel contiguous blocks, so an
  * update is one flat loop over all of them.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +49,29 @@ static ag_optim *optim_new(const char *fn, ag_params *ps, int kind, int moments)
     return o;
 }
 
+/* torch.optim.SGD's ranges, and finite: an infinite momentum or decay
+ * turns the parameters into inf and NaN at the first step (NaN fails both
+ * tests) */
+static void check_sgd(const char *fn, double momentum, double weight_decay)
+{
+    if (!(momentum >= 0 && momentum < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
+        ag_error("%s: momentum %g and weight decay %g must be finite and >= 0", fn, momentum, weight_decay);
+}
+
+/* torch.optim.AdamW's ranges: a beta of 1 divides by 1 - beta^t = 0;
+ * finite too: an infinite eps stops every update, an infinite decay sends
+ * the decayed parameters to inf and NaN */
+static void check_adamw(const char *fn, double beta1, double beta2, double eps, double weight_decay)
+{
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+        ag_error("%s: betas (%g, %g) must be in [0, 1)", fn, beta1, beta2);
+    if (!(eps >= 0 && eps < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
+        ag_error("%s: eps %g and weight decay %g must be finite and >= 0", fn, eps, weight_decay);
+}
+
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 {
-    /* torch.optim.SGD's ranges, and finite: an infinite momentum or decay
-     * turns the parameters into inf and NaN at the first step (NaN fails
-     * both tests) */
-    if (!(momentum >= 0 && momentum < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
-        ag_error("ag_optim_sgd: momentum %g and weight decay %g must be finite and >= 0", momentum, weight_decay);
+    check_sgd("ag_optim_sgd", momentum, weight_decay);
     ag_optim *o = optim_new("ag_optim_sgd", ps, AG_SGD, 1);
     o->momentum = momentum;
     o->weight_decay = weight_decay;
@@ -63,13 +80,7 @@ ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay)
 
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay)
 {
-    /* torch.optim.AdamW's ranges: a beta of 1 divides by 1 - beta^t = 0 */
-    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
-        ag_error("ag_optim_adamw: betas (%g, %g) must be in [0, 1)", beta1, beta2);
-    /* finite too: an infinite eps stops every update, an infinite decay
-     * sends the decayed parameters to inf and NaN */
-    if (!(eps >= 0 && eps < INFINITY) || !(weight_decay >= 0 && weight_decay < INFINITY))
-        ag_error("ag_optim_adamw: eps %g and weight decay %g must be finite and >= 0", eps, weight_decay);
+    check_adamw("ag_optim_adamw", beta1, beta2, eps, weight_decay);
     ag_optim *o = optim_new("ag_optim_adamw", ps, AG_ADAMW, 2);
     o->beta1 = beta1;
     o->beta2 = beta2;
@@ -130,6 +141,23 @@ void ag_optim_step(ag_optim *o, double lr)
     ag_need("ag_optim_step", "opt", o);
     if (!(lr >= 0 && lr < INFINITY))
         ag_error("ag_optim_step: lr = %g is not a finite number >= 0", lr);
+    /* A program may change the settings between steps (a schedule), and
+     * the step count (a resumed run): checked as the constructors check
+     * them, since one out of range turns the parameters into inf and NaN
+     * (a beta of 1, a negative step count: bias corrections of 0).  kind
+     * decides which moments the update reads. */
+    if (o->kind == AG_SGD)
+        check_sgd("ag_optim_step", o->momentum, o->weight_decay);
+    else if (o->kind == AG_ADAMW)
+        check_adamw("ag_optim_step", o->beta1, o->beta2, o->eps, o->weight_decay);
+    else
+        ag_error("ag_optim_step: kind %d is not AG_SGD or AG_ADAMW", o->kind);
+    if (o->step < 0 || o->step == LONG_MAX)
+        ag_error("ag_optim_step: step %ld (the updates taken so far) is out of range", o->step);
+    if (!o->m || (o->kind == AG_ADAMW && !o->v))
+        ag_error("ag_optim_step: no moment buffers for kind %s (made by ag_optim_sgd, and kind changed?)",
+                 o->kind == AG_ADAMW ? "AG_ADAMW" : "AG_SGD");
+    need_grads("ag_optim_step", o->ps);
     step_args s = { o, lr };
     ag_parallel_for(o->ps->total, o->ps->total, step_range, &s);
     o->step++;

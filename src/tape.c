@@ -10,6 +10,7 @@
  * every element stores instead when it is the first to arrive: see
  * ag_grad_begin in tensor.c).
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
@@ -58,6 +59,22 @@ const char *ag_off_tape(const ag_ctx *ctx, const ag_tensor *t)
     return NULL;
 }
 
+/* Whether t's header lies in one of ctx's arena blocks (compared as
+ * addresses: the blocks are separate objects). */
+static int in_arena(const ag_ctx *ctx, const ag_tensor *t)
+{
+    const uintptr_t p = (uintptr_t)t;
+    for (const ag_block *b = ctx->first; b; b = b->next)
+        if (p >= (uintptr_t)b->mem && p - (uintptr_t)b->mem < b->size)
+            return 1;
+    return 0;
+}
+
+int ag_foreign_leaf(const ag_ctx *ctx, const ag_tensor *t)
+{
+    return t && !t->node && t->requires_grad && !t->is_param && !in_arena(ctx, t);
+}
+
 void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
 {
     const char *why = ag_off_tape(ctx, in);
@@ -65,6 +82,10 @@ void ag_same_tape(const ag_ctx *ctx, int op, const ag_tensor *in)
         ag_error("ag_%s: an input was %s (gradients cannot flow between tapes)", ag_op_name(op), why);
     if (why)
         ag_error("ag_%s: an input was %s", ag_op_name(op), why);
+    if (ag_foreign_leaf(ctx, in))
+        ag_error("ag_%s: an input wants a gradient but was not made in this context (its gradient would be "
+                 "allocated in this arena, and outlive its next ag_reset): make it in this context, or a parameter",
+                 ag_op_name(op));
 }
 
 ag_node *ag_record(ag_ctx *ctx, int op, ag_tensor *out, ag_tensor *a, ag_tensor *b, ag_tensor *c)
@@ -111,14 +132,24 @@ static void mark_first_uses(ag_ctx *ctx)
 }
 
 /* After entry n: the hook for each leaf n was the earliest reader of, once
- * (a leaf read twice by n, as in w * w, is named once). */
-static void name_final_leaves(ag_ctx *ctx, ag_node *n)
+ * (a leaf read twice by n, as in w * w, is named once).  The hook is read
+ * again for each: it may have replaced or removed itself.  A hook that
+ * reset the context (the tape's memory is the next allocations') or ran
+ * another backward on it (which cleared and recomputed the gradients this
+ * pass is adding to) ends the pass, before anything of the tape is read
+ * again; step and run are the pass's. */
+static void name_final_leaves(ag_ctx *ctx, ag_node *n, uint64_t step, uint64_t run)
 {
     ag_tensor **ins = inputs_of(n);
     for (int i = 0; i < n->n_in; i++)
         if (is_leaf(ins[i]) && ins[i]->first_use == n) {
             ins[i]->first_use = NULL;
-            ctx->grad_ready(ins[i], ctx->grad_ready_user);
+            if (ctx->grad_ready)
+                ctx->grad_ready(ins[i], ctx->grad_ready_user);
+            if (ctx->step != step)
+                ag_error("ag_backward: the grad-ready hook reset the context (ag_reset) during the pass");
+            if (ctx->backward_runs != run)
+                ag_error("ag_backward: the grad-ready hook ran ag_backward on the context during the pass");
         }
 }
 
@@ -134,6 +165,9 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
         ag_error("ag_backward: the loss was computed in another context (pass the context that recorded it)");
     if (ag_off_tape(ctx, loss))
         ag_error("ag_backward: the loss was %s", ag_off_tape(ctx, loss));
+    if (ag_foreign_leaf(ctx, loss))
+        ag_error("ag_backward: the loss wants a gradient but was not made in this context (its gradient would be "
+                 "allocated in this arena, and outlive its next ag_reset)");
     if (!loss->requires_grad)
         ag_error("ag_backward: the loss does not depend on any tensor that wants a gradient (were gradients "
                  "disabled, the parameters allocated by ag_params_alloc_no_grad, or no tensor marked as "
@@ -147,6 +181,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
             if (n->op != AG_OP_RESHAPE && n->out->grad)
                 memset(n->out->grad, 0, n->out->size * sizeof(ag_real));
     ctx->backward_done = 1;
+    const uint64_t step = ctx->step, run = ++ctx->backward_runs;
     if (ctx->grad_ready)
         mark_first_uses(ctx);
     ag_grad(ctx, loss)[0] += 1;         /* the seed: d(loss)/d(loss) = 1 */
@@ -157,7 +192,7 @@ void ag_backward(ag_ctx *ctx, ag_tensor *loss)
             backward_table[n->op](ctx, n);
         }
         if (ctx->grad_ready)
-            name_final_leaves(ctx, n);
+            name_final_leaves(ctx, n, step, run);
     }
 }
 
@@ -184,6 +219,7 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
     if (ag_off_tape(ctx, root))
         ag_error("ag_graph_walk: root was %s", ag_off_tape(ctx, root));
     /* Mark what `root` depends on: one reverse sweep, the same order backward uses. */
+    const uint64_t step = ctx->step, walk = ++ctx->walks;
     for (ag_node *n = ctx->tail; n; n = n->prev)
         n->mark = 0;
     if (root->node)
@@ -198,6 +234,15 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
                 ins[i]->node->mark = 1;
         ag_graph_op op = { n->id, ag_op_name(n->op), n->out, n->n_in, ins };
         fn(&op, user);
+        /* fn may record ops (after the tail this walk started from); one
+         * that reset the context gave the tape's memory to its next
+         * allocations, one that walked again cleared this walk's marks:
+         * the walk ends before it reads the tape again */
+        if (ctx->step != step)
+            ag_error("ag_graph_walk: fn reset the context (ag_reset) during the walk");
+        if (ctx->walks != walk)
+            ag_error("ag_graph_walk: fn walked the context's graph again (ag_graph_walk or ag_graph_dot) during the "
+                     "walk");
         count++;
     }
     return count;
@@ -205,14 +250,26 @@ int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op
 
 /* ---- Graphviz ---------------------------------------------------------- */
 
+/* A name inside a DOT string: " and \ escaped (one ended the string, the
+ * other began an escape of the label's), a control byte or DEL a space. */
+static void dot_text(FILE *out, const char *name)
+{
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fputc('\\', out);
+        fputc(*c < 0x20 || *c == 0x7f ? ' ' : *c, out);
+    }
+}
+
 static void dot_leaf(FILE *out, const ag_tensor *t, const void *key)
 {
     char s[64];
     ag_shape_str(t, s, sizeof s);
-    if (t->is_param)
-        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"%s\\n%s\"];\n",
-                key, t->name, s);
-    else
+    if (t->is_param) {
+        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"", key);
+        dot_text(out, t->name);
+        fprintf(out, "\\n%s\"];\n", s);
+    } else
         fprintf(out, "  t%p [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"input\\n%s\"];\n",
                 key, s);
 }

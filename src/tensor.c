@@ -78,7 +78,10 @@ void ag_error(const char *fmt, ...)
     ag_pool_catch(msg);
     if (error_fn) {
         error_fn(msg, error_user);
-        abort();                     /* a handler must not return */
+        /* a handler must not return: the caller cannot go on.  Said on
+         * stderr first, or the abort would be all the program showed. */
+        fprintf(stderr, "attograd: the error handler returned (it must exit or longjmp); aborting on: %s\n", msg);
+        abort();
     }
     fprintf(stderr, "attograd: %s\n", msg);
     exit(2);
@@ -233,7 +236,7 @@ int ag_grad_enabled(const ag_ctx *ctx)
 ag_mark ag_arena_mark(const ag_ctx *ctx)
 {
     ag_need("ag_arena_mark", "ctx", ctx);
-    ag_mark m = { ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes };
+    ag_mark m = { ctx, ctx->cur, ctx->cur ? ctx->cur->used : 0, ctx->used, ctx->n_nodes, ctx->step };
     return m;
 }
 
@@ -244,16 +247,16 @@ ag_tensor *ag_arena_rewind(ag_ctx *ctx, ag_mark mark, ag_tensor *keep)
     ag_need("ag_arena_rewind", "ctx", ctx);
     ag_need_data("ag_arena_rewind", "keep", keep);
     /* A mark of another context would hand this arena that one's block to
-     * allocate from; one taken before an ag_reset may lie past everything
-     * allocated since, and rewinding "forward" would count memory nothing
-     * holds. */
-    int ours = mark.block == NULL;
-    for (const ag_block *b = ctx->first; b && !ours; b = b->next)
-        ours = b == mark.block;
-    if (!ours)
+     * allocate from.  One taken before an ag_reset is a position in the
+     * step before: within this step's tensors it would hand theirs out
+     * again, past them it would count memory nothing holds.  One past the
+     * position (an earlier rewind went back before it) likewise. */
+    if (mark.ctx != ctx)
         ag_error("ag_arena_rewind: the mark was taken in another context");
+    if (mark.step != ctx->step)
+        ag_error("ag_arena_rewind: the mark was taken before the last ag_reset (a mark is a position in one step)");
     if (mark.used > ctx->used)
-        ag_error("ag_arena_rewind: the mark is past the arena's position (was it taken before ag_reset?)");
+        ag_error("ag_arena_rewind: the mark is past the arena's position (an earlier rewind went back before it)");
     if (ctx->n_nodes != mark.tape_length)
         ag_error("ag_arena_rewind: %d ops were recorded since the mark (rewinding is for forward passes "
                  "without gradients)", ctx->n_nodes - mark.tape_length);

@@ -818,15 +818,28 @@ EOF_CPP
     # line naming PREFIX, before anything is written
     # (the names are this test's own: what a make that split them wrote
     # into the source tree is removed)
-    for bad in "ag-rel-prefix/inst" "$tmp/with ag-space-prefix"; do
+    # and so is one holding what the recipes' shell quoting or attograd.pc
+    # reads as syntax: a double quote (the files went to ag-quoteprefix
+    # before the shell stopped), a # (installed, and attograd.pc's comment
+    # cut the paths it gave compilers at it)
+    for bad in "ag-rel-prefix/inst" "$tmp/with ag-space-prefix" "$tmp/ag-quote\"prefix" "$tmp/ag-hash#prefix"; do
         mk install PREFIX="$bad" >install.txt 2>err.txt
         rc=$?
         check "make install PREFIX='$bad': refused, one line naming PREFIX (exit $rc: $(head -c 300 err.txt))" \
             eval '[ $rc -ne 0 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "PREFIX=.*absolute path" err.txt'
         check "make install PREFIX='$bad': nothing written" \
-            eval '! test -e "$ROOT/ag-rel-prefix" && ! test -e "$ROOT/ag-space-prefix" && ! test -e "$tmp/with"'
-        rm -rf "$ROOT/ag-rel-prefix" "$ROOT/ag-space-prefix" "$ROOT/ag-stage-dir"
+            eval '! test -e "$ROOT/ag-rel-prefix" && ! test -e "$ROOT/ag-space-prefix" && ! test -e "$tmp/with" &&
+                  ! test -e "$tmp/ag-quoteprefix" && ! test -e "$tmp/ag-hash#prefix"'
+        rm -rf "$ROOT/ag-rel-prefix" "$ROOT/ag-space-prefix" "$ROOT/ag-stage-dir" "$tmp/ag-quoteprefix" \
+            "$tmp/ag-hash#prefix"
     done
+    # a DESTDIR with a double quote: staged where the shell's quoting put it
+    mk install DESTDIR="$tmp/ag-quote\"stage" PREFIX=/opt/ag >install.txt 2>err.txt
+    rc=$?
+    check "make install DESTDIR='...\"...': refused, one line naming DESTDIR (exit $rc: $(head -c 300 err.txt))" \
+        eval '[ $rc -ne 0 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q "DESTDIR=" err.txt'
+    check "make install DESTDIR='...\"...': nothing written" eval '! test -e "$tmp/ag-quotestage/opt"'
+    rm -rf "$tmp/ag-quotestage"
     mk uninstall PREFIX=ag-rel-prefix/inst >/dev/null 2>err.txt
     check "make uninstall PREFIX=ag-rel-prefix/inst: refused ($(head -c 200 err.txt))" grep -q "PREFIX=.*absolute path" err.txt
     # a build directory given as an absolute path: `make run` runs the

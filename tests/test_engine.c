@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #endif
 
@@ -1017,6 +1019,22 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *there = ag_scale(other, w, 2);
     EXPECT_ERROR((void)ag_sum_all(ctx, there), "ag_sum_all", "another context");
     EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ there, w }, 2, 0), "ag_concat", "another context");
+    /* refused, the input is left as it was: a reshape gave there a gradient
+     * buffer in this context's arena before refusing, which there's own
+     * backward wrote into after this context was freed */
+    EXPECT_ERROR((void)ag_reshape(ctx, there, 1, (int[]){ 3 }), "ag_reshape", "another context");
+    CHECK(there->grad == NULL, "a refused ag_reshape gave its input a gradient buffer in another context's arena");
+    /* and the dropout generator is left where it was (the mask was drawn
+     * before the refusal) */
+    {
+        ag_pcg32 before = *ag_dropout_rng(ctx);
+        ag_tensor *qkv = ag_reshape(other, there, 3, (int[]){ 1, 1, 3 });
+        EXPECT_ERROR((void)ag_dropout(ctx, there, 0.5f, 1), "ag_dropout", "another context");
+        CHECK(ag_dropout_rng(ctx)->state == before.state, "a refused ag_dropout moved the generator");
+        before = *ag_dropout_rng(ctx);
+        EXPECT_ERROR((void)ag_attention(ctx, qkv, 1, 1, 0.5f, 1, NULL), "ag_attention", "another context");
+        CHECK(ag_dropout_rng(ctx)->state == before.state, "a refused ag_attention moved the generator");
+    }
     EXPECT_ERROR(ag_backward(ctx, ag_sum_all(other, there)), "ag_backward", "another context");
     EXPECT_ERROR((void)ag_graph_walk(ctx, there, count_op, NULL), "ag_graph_walk", "another context");
     const int recorded = ag_tape_length(ctx);
@@ -1024,6 +1042,31 @@ static void test_usage_errors(ag_ctx *ctx)
     ag_tensor *value = ag_sum_all(ctx, there);   /* without gradients it is a plain value */
     ag_set_grad_enabled(ctx, was_on);
     CHECK(value->data[0] == 0 && ag_tape_length(ctx) == recorded, "a value from another context, gradients off");
+
+    /* A leaf that wants a gradient, made in another context: the gradient
+     * this one gave it was in this arena, and after the next ag_reset the
+     * leaf's backward added into whatever took that place (a later step's
+     * loss came out wrong).  Refused, and left without a gradient; with
+     * gradients off it is a plain value. */
+    {
+        ag_tensor *far = ag_full(other, 1, (int[]){ 3 }, 1), *far1 = ag_full(other, 1, (int[]){ 1 }, 1);
+        ag_requires_grad(far);
+        ag_requires_grad(far1);
+        EXPECT_ERROR((void)ag_mul(ctx, w, far), "ag_mul", "wants a gradient", "not made in this context");
+        EXPECT_ERROR((void)ag_reshape(ctx, far, 2, (int[]){ 3, 1 }), "ag_reshape", "not made in this context");
+        EXPECT_ERROR((void)ag_concat(ctx, (ag_tensor *[]){ w, far }, 2, 0), "ag_concat", "not made in this context");
+        EXPECT_ERROR(ag_backward(ctx, far1), "ag_backward", "not made in this context");
+        CHECK(far->grad == NULL && far1->grad == NULL, "a refused op gave a leaf of another context a gradient");
+        CHECK(ag_tape_length(ctx) == recorded, "a refused op was recorded");
+        was_on = ag_set_grad_enabled(ctx, 0);
+        CHECK(ag_mul(ctx, w, far)->data[0] == 0, "a leaf of another context, gradients off");
+        ag_set_grad_enabled(ctx, was_on);
+        /* made here it is taken, and so is a parameter (its gradient is its set's) */
+        ag_tensor *near = ag_full(ctx, 1, (int[]){ 3 }, 1);
+        ag_requires_grad(near);
+        ag_tensor *both = ag_mul(ctx, w, near);
+        CHECK(both->requires_grad && ag_tape_length(ctx) == recorded + 1, "a leaf of this context is recorded");
+    }
 
     /* A tensor kept past ag_reset: its entry is no longer on the tape, so
      * a backward from it gave w no gradient and said nothing, and an op
@@ -1057,6 +1100,56 @@ static void test_usage_errors(ag_ctx *ctx)
     EXPECT_ERROR(ag_backward(ctx, kept), "ag_backward", "before the last ag_reset");
     ag_ctx_free(other);
     ag_params_free(ps);
+}
+
+/* An error handler that returns: the engine cannot go on, so it aborts,
+ * after one line on stderr that says why and gives the message (the abort
+ * was all such a program showed).  In a child, its stderr read here. */
+#if defined(__linux__) && !defined(HAVE_TSAN)
+static void returning_handler(const char *msg, void *user)
+{
+    (void)msg;
+    ++*(int *)user;
+}
+#endif
+
+static void test_handler_returns(void)
+{
+#if defined(__linux__) && !defined(HAVE_TSAN)
+    int fds[2];
+    if (pipe(fds) != 0) {
+        CHECK_SKIP("a returning error handler: no pipe");
+        return;
+    }
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const struct rlimit none = { 0, 0 };
+        setrlimit(RLIMIT_CORE, &none);          /* the abort leaves no core file */
+        dup2(fds[1], 2);
+        close(fds[0]);
+        int calls = 0;
+        ag_set_error_handler(returning_handler, &calls);
+        ag_ctx *c = ag_ctx_new();
+        (void)ag_matmul(c, ag_new(c, 2, (int[]){ 2, 3 }), ag_new(c, 2, (int[]){ 4, 5 }));
+        _exit(calls == 1 ? 3 : 4);              /* went on past the error */
+    }
+    close(fds[1]);
+    char err[1024] = { 0 };
+    size_t got = 0;
+    for (ssize_t r; got < sizeof err - 1 && (r = read(fds[0], err + got, sizeof err - 1 - got)) > 0;)
+        got += (size_t)r;
+    close(fds[0]);
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork or waitpid failed");
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "a returning handler: the program aborts (status %d)",
+          status);
+    CHECK(strstr(err, "error handler returned") && strstr(err, "ag_matmul: inner dimensions differ: [2,3] @ [4,5]") &&
+              strchr(err, '\n') == err + strlen(err) - 1,
+          "a returning handler: one line on stderr says so and gives the message: \"%s\"", err);
+#else
+    CHECK_SKIP("a returning error handler: needs fork (and not ThreadSanitizer)");
+#endif
 }
 
 /* The parameter set and the optimizers refuse what would make them read or
@@ -1116,6 +1209,37 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR(ag_optim_step(o, NAN), "ag_optim_step", "lr = nan");
     EXPECT_ERROR(ag_optim_step(o, INFINITY), "ag_optim_step", "lr = inf");
     CHECK(o->step == 0, "a refused step counted: %ld", o->step);
+    /* settings changed between steps are checked as at creation: a beta
+     * of 1 or a negative step count gave bias corrections of 0, and the
+     * parameters became inf and NaN */
+    ps->data[0] = 1;
+    ps->grad[0] = 0.5f;
+    o->beta1 = 1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "betas (1, 0.999)");
+    o->beta1 = 0.9;
+    o->eps = -1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "eps -1");
+    o->eps = 1e-8;
+    o->step = -1;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "step -1");
+    o->step = LONG_MAX;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "out of range");
+    o->step = 0;
+    o->kind = 7;
+    EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "kind 7");
+    o->kind = AG_ADAMW;
+    CHECK(ps->data[0] == 1 && o->step == 0, "a refused step changed the parameters: %g", (double)ps->data[0]);
+    ag_optim_step(o, 0.1);
+    CHECK(ps->data[0] < 1 && o->step == 1, "a step with the settings restored");
+    {
+        ag_optim *s = ag_optim_sgd(ps, 0.9, 0);
+        s->momentum = -0.5;
+        EXPECT_ERROR(ag_optim_step(s, 0.1), "ag_optim_step", "momentum -0.5");
+        s->momentum = 0.9;
+        s->kind = AG_ADAMW;         /* an SGD optimizer has no second moment */
+        EXPECT_ERROR(ag_optim_step(s, 0.1), "ag_optim_step", "no moment buffers");
+        ag_optim_free(s);
+    }
     ps->grad[0] = 3;
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, -1), "ag_clip_grad_norm", "max_norm = -1");
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
@@ -1441,6 +1565,39 @@ static void log_ready(ag_tensor *leaf, void *user)
     log->n++;
 }
 
+/* A grad-ready hook that stops listening after its first leaf. */
+struct once_ctx {
+    ag_ctx *ctx;
+    int calls;
+};
+
+static void hear_once(ag_tensor *leaf, void *user)
+{
+    struct once_ctx *o = user;
+    (void)leaf;
+    o->calls++;
+    ag_set_grad_ready_hook(o->ctx, NULL, NULL);
+}
+
+/* A grad-ready hook that resets its context (calls 0) or runs another
+ * backward on it (calls 1), once. */
+static void meddle(ag_tensor *leaf, void *user)
+{
+    struct once_ctx *o = user;
+    ag_ctx *ctx = o->ctx;
+    (void)leaf;
+    ag_set_grad_ready_hook(ctx, NULL, NULL);
+    if (o->calls == 0) {
+        ag_reset(ctx);
+        for (int i = 0; i < 40; i++)
+            (void)ag_full(ctx, 1, (int[]){ 2 }, -1);     /* the tape's memory, handed out again */
+    } else {
+        ag_tensor *z = ag_full(ctx, 1, (int[]){ 1 }, 1);
+        ag_requires_grad(z);
+        ag_backward(ctx, ag_mul(ctx, z, z));
+    }
+}
+
 static void test_grad_ready_hook(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1472,6 +1629,38 @@ static void test_grad_ready_hook(ag_ctx *ctx)
     /* no hook: nothing named */
     ag_backward(ctx, y);
     CHECK(log.n == 2, "grad-ready hook: named again after it was removed");
+    /* a hook that removes itself when called, at an entry that is the
+     * first reader of two leaves: the second was handed to a NULL hook */
+    ag_reset(ctx);
+    ag_tensor *p = ag_full(ctx, 1, (int[]){ 2 }, 3), *q = ag_full(ctx, 1, (int[]){ 2 }, 5);
+    ag_requires_grad(p);
+    ag_requires_grad(q);
+    ag_tensor *pq = ag_sum_all(ctx, ag_mul(ctx, p, q));
+    struct once_ctx once = { ctx, 0 };
+    ag_set_grad_ready_hook(ctx, hear_once, &once);
+    ag_backward(ctx, pq);
+    CHECK(once.calls == 1 && p->grad[0] == 5 && q->grad[1] == 3,
+          "a hook that removed itself: called %d times (want 1), the pass went on", once.calls);
+    /* a hook that resets the context, or runs a backward on it: the pass
+     * walked on through the tape the reset gave away, or added into the
+     * gradients the inner pass had cleared and recomputed; it ends there */
+    ag_set_error_handler(record_error, NULL);
+    for (int k = 0; k < 2; k++) {
+        ag_reset(ctx);
+        ag_tensor *a = ag_full(ctx, 1, (int[]){ 2 }, 3), *b = ag_full(ctx, 1, (int[]){ 2 }, 5);
+        ag_requires_grad(a);
+        ag_requires_grad(b);
+        ag_tensor *h = ag_mul(ctx, a, a);
+        for (int i = 0; i < 8; i++)
+            h = ag_tanh(ctx, ag_mul(ctx, h, b));
+        ag_tensor *loss = ag_sum_all(ctx, h);
+        struct once_ctx meddler = { ctx, k };
+        ag_set_grad_ready_hook(ctx, meddle, &meddler);
+        EXPECT_ERROR(ag_backward(ctx, loss), "ag_backward", "grad-ready hook", k ? "ran ag_backward" : "ag_reset");
+        ag_set_grad_ready_hook(ctx, NULL, NULL);
+    }
+    ag_set_error_handler(NULL, NULL);
+    ag_reset(ctx);
 }
 
 static void test_reshape_view(ag_ctx *ctx)
@@ -1691,6 +1880,22 @@ static void test_big_buffers(void)
 /* ag_graph_walk visits only what the root depends on; ag_graph_dot draws
  * an input (not a parameter) as one, and an op's absent input (linear
  * without a bias) as nothing. */
+/* A graph-walk callback that resets its context (calls 0) and hands the
+ * tape's memory out again, or walks the graph again (calls 1), once. */
+static void meddle_walk(const ag_graph_op *op, void *user)
+{
+    struct once_ctx *o = user;
+    (void)op;
+    if (o->calls == 0) {
+        ag_reset(o->ctx);
+        for (int i = 0; i < 40; i++)
+            (void)ag_full(o->ctx, 1, (int[]){ 2 }, -1);
+    } else if (o->calls == 1) {
+        (void)ag_graph_walk(o->ctx, op->in[0], count_op, NULL);
+    }
+    o->calls = 2;
+}
+
 static void test_graph_walk(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1721,6 +1926,38 @@ static void test_graph_walk(ag_ctx *ctx)
         edges++;
     CHECK(edges == 3, "graph dot: 3 edges (x and W into linear, linear into sum_all), not %d", edges);
     free(dot);
+    /* a parameter's name is text in a DOT string: a quote ended the
+     * string (the file no longer parsed), a backslash began an escape */
+    {
+        ag_params *odd = ag_params_new();
+        ag_tensor *q = ag_params_add(odd, "q\"uote\\back\nline", 1, (int[]){ 3 });
+        ag_params_alloc(odd);
+        char *text = NULL;
+        size_t n = 0;
+        FILE *g = open_memstream(&text, &n);
+        if (g) {
+            ag_graph_dot(ctx, ag_sum_all(ctx, q), g);
+            fclose(g);
+            CHECK(strstr(text, "label=\"q\\\"uote\\\\back line\\n[3]\"") != NULL,
+                  "graph dot: a name's quote and backslash escaped, its newline a space:\n%s", text);
+            free(text);
+        }
+        ag_params_free(odd);
+    }
+    /* a callback that resets the context, or walks it again: the walk went
+     * on through tape memory handed out again (a crash), or with its marks
+     * cleared (ops left out); it ends there */
+    ag_tensor *deep = x;
+    for (int i = 0; i < 12; i++)
+        deep = ag_tanh(ctx, deep);
+    struct once_ctx meddler = { ctx, 0 };
+    EXPECT_ERROR((void)ag_graph_walk(ctx, deep, meddle_walk, &meddler), "ag_graph_walk", "fn reset the context");
+    x = leaf(ctx, 2, (int[]){2, 3}, -1, 1);
+    deep = x;
+    for (int i = 0; i < 12; i++)
+        deep = ag_tanh(ctx, deep);
+    meddler.calls = 1;
+    EXPECT_ERROR((void)ag_graph_walk(ctx, deep, meddle_walk, &meddler), "ag_graph_walk", "walked", "again");
     ag_params_free(ps);
 }
 
@@ -2097,10 +2334,49 @@ static void test_arena_rewind(void)
     const size_t used = ag_arena_used(ctx);
     EXPECT_ERROR(ag_arena_rewind(ctx, ag_arena_mark(other), x), "ag_arena_rewind", "another context");
     EXPECT_ERROR(ag_arena_rewind(other, ag_arena_mark(ctx), elsewhere), "ag_arena_rewind", "another context");
+    /* one of a context that has allocated nothing yet (no block: it was
+     * taken for position 0 of any context whose step count matched) */
+    {
+        ag_ctx *fresh = ag_ctx_new(), *c = ag_ctx_new();
+        ag_set_grad_enabled(c, 0);
+        ag_tensor *t = ag_full(c, 1, (int[]){ 4 }, 3);
+        const size_t c_used = ag_arena_used(c);
+        EXPECT_ERROR(ag_arena_rewind(c, ag_arena_mark(fresh), t), "ag_arena_rewind", "another context");
+        CHECK(ag_arena_used(c) == c_used, "a refused rewind moved the arena");
+        ag_ctx_free(fresh);
+        ag_ctx_free(c);
+    }
     CHECK(ag_arena_used(ctx) == used, "a refused rewind moved the arena");
+    /* a mark past the position: an earlier rewind went back before it */
+    ag_set_grad_enabled(ctx, 0);
+    ag_mark early = ag_arena_mark(ctx);
+    (void)ag_full(ctx, 1, (int[]){100}, 1);
+    ag_mark late = ag_arena_mark(ctx);
+    ag_tensor *one = ag_arena_rewind(ctx, early, x);
+    EXPECT_ERROR(ag_arena_rewind(ctx, late, one), "ag_arena_rewind", "past the arena's position");
+    ag_set_grad_enabled(ctx, 1);
     ag_reset(ctx);
     ag_tensor *small = ag_full(ctx, 1, (int[]){3}, 1);
-    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before ag_reset");
+    EXPECT_ERROR(ag_arena_rewind(ctx, mark, small), "ag_arena_rewind", "before the last ag_reset");
+    /* a mark from before the reset that lies within this step's tensors
+     * was taken: rewinding to it handed the memory of a tensor made since
+     * the reset (held, across the mark's position) to the next ones */
+    {
+        ag_ctx *c = ag_ctx_new();
+        ag_set_grad_enabled(c, 0);
+        (void)ag_full(c, 1, (int[]){1000}, 0);
+        const ag_mark stale = ag_arena_mark(c);
+        ag_reset(c);
+        ag_tensor *held = ag_full(c, 1, (int[]){2000}, 5), *tiny = ag_full(c, 1, (int[]){1}, 7);
+        const size_t at = ag_arena_used(c);
+        EXPECT_ERROR(ag_arena_rewind(c, stale, tiny), "ag_arena_rewind", "before the last ag_reset");
+        CHECK(ag_arena_used(c) == at, "a refused rewind moved the arena");
+        int whole = 1;
+        for (int i = 0; i < 2000; i++)
+            whole &= held->data[i] == 5;
+        CHECK(whole, "a tensor made after the reset was handed out again by a rewind to a mark from before it");
+        ag_ctx_free(c);
+    }
     ag_ctx_free(other);
     ag_set_error_handler(NULL, NULL);
     ag_ctx_free(ctx);
@@ -2225,6 +2501,7 @@ int main(void)
     test_message_lines();
     test_null_arguments(ctx);
     test_usage_errors(ctx);
+    test_handler_returns();
     test_graph_walk(ctx);
     test_params_join(ctx);
     test_params_no_grad(ctx);

@@ -139,5 +139,9 @@ int main(void)
     CHECK(ag_math_exp(-INFINITY) == 0 && ag_math_log(0) == -INFINITY && ag_math_exp(0) == 1 && ag_math_log(1) == 0,
           "the values masking and losses rely on are exact");
     CHECK(ag_math_pow(0.5, 0) == 1 && ag_math_pow(0, 3) == 0 && ag_math_pow(2, 10) == 1024, "b^0 = 1, 0^3 = 0, 2^10 exact");
+    /* as C's pow: a NaN exponent gives NaN (0^NaN was +inf), b^0 is 1 even for a NaN b, 0 to a negative power +inf */
+    CHECK(isnan(ag_math_pow(0, NAN)) && isnan(ag_math_pow(2, NAN)) && ag_math_pow(NAN, 0) == 1 &&
+              ag_math_pow(0, -1) == INFINITY, "0^NaN = %g, 2^NaN = %g, NaN^0 = %g, 0^-1 = %g", ag_math_pow(0, NAN),
+          ag_math_pow(2, NAN), ag_math_pow(NAN, 0), ag_math_pow(0, -1));
     return check_done();
 }
