@@ -241,8 +241,10 @@ typedef struct ag_graph_op {
 int ag_graph_walk(ag_ctx *ctx, ag_tensor *root, void (*fn)(const ag_graph_op *op, void *user), void *user);
 /* The tape position of the op that produced t, or -1 for a leaf. */
 int ag_op_id(const ag_tensor *t);
-/* Write the recorded graph that produced `root` in Graphviz DOT.  Write
- * errors stay on out, for the caller's ferror/fclose. */
+/* Write the recorded graph that produced `root` in Graphviz DOT: an op's
+ * node is named by its tape position (n0, n1, ...), a leaf's by the order
+ * the walk meets it (t0, t1, ...), so the same graph gives the same file in
+ * every run.  Write errors stay on out, for the caller's ferror/fclose. */
 void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out);
 /* Number of tape entries recorded since the last reset. */
 int ag_tape_length(const ag_ctx *ctx);

@@ -11,6 +11,7 @@
  * ag_grad_begin in tensor.c).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -261,38 +262,59 @@ static void dot_text(FILE *out, const char *name)
     }
 }
 
-static void dot_leaf(FILE *out, const ag_tensor *t, const void *key)
+/* ag_graph_dot's state: the file, and the leaves drawn so far, in the order
+ * first met; a leaf's node is named by its place there (t0, t1, ...), so
+ * the same graph gives the same file in every run (an address would not). */
+typedef struct dot_state {
+    FILE *out;
+    const void **leaf;      /* each leaf's data, which tells leaves apart */
+    int n_leaf, cap;
+} dot_state;
+
+/* A leaf's number, drawing its node the first time it is met. */
+static int dot_leaf(dot_state *d, const ag_tensor *t)
 {
+    for (int k = 0; k < d->n_leaf; k++)
+        if (d->leaf[k] == (const void *)t->data)
+            return k;
+    if (d->n_leaf == d->cap) {
+        const int cap = d->cap ? 2 * d->cap : 64;
+        const void **grown = realloc(d->leaf, sizeof *grown * (size_t)cap);
+        if (!grown)
+            ag_error("ag_graph_dot: out of memory for %d leaves", cap);
+        d->leaf = grown;
+        d->cap = cap;
+    }
+    const int k = d->n_leaf++;
+    d->leaf[k] = (const void *)t->data;
     char s[64];
     ag_shape_str(t, s, sizeof s);
     if (t->is_param) {
-        fprintf(out, "  t%p [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"", key);
-        dot_text(out, t->name);
-        fprintf(out, "\\n%s\"];\n", s);
+        fprintf(d->out, "  t%d [shape=box, style=filled, fillcolor=\"#ffe9b0\", label=\"", k);
+        dot_text(d->out, t->name);
+        fprintf(d->out, "\\n%s\"];\n", s);
     } else
-        fprintf(out, "  t%p [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"input\\n%s\"];\n",
-                key, s);
+        fprintf(d->out, "  t%d [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"input\\n%s\"];\n", k,
+                s);
+    return k;
 }
 
 /* One op of ag_graph_dot's graph (its ag_graph_walk callback): the node
  * and the edges from its inputs. */
 static void dot_op(const ag_graph_op *op, void *user)
 {
-    FILE *out = user;
+    dot_state *d = user;
     char s[64];
-    fprintf(out, "  n%d [shape=box, style=rounded, label=\"%s\\n%s\"];\n", op->id, op->name,
+    fprintf(d->out, "  n%d [shape=box, style=rounded, label=\"%s\\n%s\"];\n", op->id, op->name,
             ag_shape_str(op->out, s, sizeof s));
     for (int i = 0; i < op->n_in; i++) {
         const ag_tensor *t = op->in[i];
         if (!t)
             continue;
-        if (ag_op_id(t) >= 0) {
-            fprintf(out, "  n%d -> n%d;\n", ag_op_id(t), op->id);
-        } else {
-            /* A leaf used by several ops is drawn once: keyed by its data. */
-            dot_leaf(out, t, (const void *)t->data);
-            fprintf(out, "  t%p -> n%d;\n", (const void *)t->data, op->id);
-        }
+        if (ag_op_id(t) >= 0)
+            fprintf(d->out, "  n%d -> n%d;\n", ag_op_id(t), op->id);
+        else    /* a leaf used by several ops is one node */
+            fprintf(d->out, "  t%d -> n%d;\n", dot_leaf(d, t), op->id);
     }
 }
 
@@ -304,6 +326,8 @@ void ag_graph_dot(ag_ctx *ctx, ag_tensor *root, FILE *out)
     if (ag_off_tape(ctx, root))     /* refused before anything is written */
         ag_error("ag_graph_dot: root was %s", ag_off_tape(ctx, root));
     fprintf(out, "digraph attograd {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n");
-    ag_graph_walk(ctx, root, dot_op, out);
+    dot_state d = { out, NULL, 0, 0 };
+    ag_graph_walk(ctx, root, dot_op, &d);
+    free(d.leaf);
     fprintf(out, "}\n");
 }

@@ -151,6 +151,8 @@ check "graph exits 0" test $? -eq 0
 check "graph DOT is a digraph" grep -q '^digraph attograd {' "$tmp/g.dot"
 check "graph ends at the loss" grep -q 'label="cross_entropy\\n\[1\]"' "$tmp/g.dot"
 check "graph has the logits' shape [1,16,11]" grep -q 'label="linear\\n\[1,16,11\]"' "$tmp/g.dot"
+"$A" graph --model "$tmp/copy.st" --out "$tmp/g2.dot" >"$tmp/out" 2>&1
+check "graph: a second run writes the same file (leaves are numbered, not named by address)" cmp -s "$tmp/g.dot" "$tmp/g2.dot"
 # Every parameter is in exactly one filled box; the query, key and value
 # weights of a layer share one (they are joined into one [3d,d] projection).
 "$A" info "$tmp/copy.st" | grep -oE '^    (tok_emb|pos_emb|blocks|final_norm|out_head)[^ ]* +F32' |

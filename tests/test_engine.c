@@ -1925,6 +1925,49 @@ static void test_graph_walk(ag_ctx *ctx)
     for (const char *p = dot; (p = strstr(p, "->")); p += 2)
         edges++;
     CHECK(edges == 3, "graph dot: 3 edges (x and W into linear, linear into sum_all), not %d", edges);
+    /* the same graph drawn from other memory (another context and other
+     * parameters) is the same file: leaves are numbered in the order met
+     * (they were named by their addresses, so no two runs agreed), and a
+     * leaf used twice is one node */
+    {
+        ag_ctx *other = ag_ctx_new();
+        ag_params *ps2 = ag_params_new();
+        ag_tensor *W2 = ag_params_add(ps2, "W", 2, (int[]){4, 3});
+        ag_params_alloc(ps2);
+        ag_tensor *x2 = leaf(other, 2, (int[]){2, 3}, -1, 1);
+        ag_tensor *y2 = ag_linear(other, x2, W2, NULL);
+        (void)ag_exp(other, x2);
+        ag_tensor *loss2 = ag_sum_all(other, y2);
+        char *again = NULL;
+        size_t n_again = 0;
+        FILE *g = open_memstream(&again, &n_again);
+        if (g) {
+            /* the ops are numbered alike: op 1 (exp) is recorded but not drawn */
+            ag_graph_dot(other, loss2, g);
+            fclose(g);
+            CHECK(strcmp(again, dot) == 0, "graph dot: the same graph in other memory gives the same file:\n%s\n%s",
+                  dot, again);
+            CHECK(strstr(dot, "t0 -> n0;") && strstr(dot, "t1 -> n0;") && !strstr(dot, "t2"),
+                  "graph dot: leaves named t0, t1 in the order met:\n%s", dot);
+            free(again);
+        }
+        ag_tensor *twice = ag_mul(other, x2, x2);
+        char *sq = NULL;
+        size_t n_sq = 0;
+        FILE *h = open_memstream(&sq, &n_sq);
+        if (h) {
+            ag_graph_dot(other, ag_sum_all(other, twice), h);
+            fclose(h);
+            int nodes = 0;
+            for (const char *p = sq; (p = strstr(p, "shape=ellipse")); p++)
+                nodes++;
+            CHECK(nodes == 1 && strstr(sq, "t0 -> n3;") && !strstr(sq, "t1"),
+                  "graph dot: x * x draws x once, with two edges into the mul:\n%s", sq);
+            free(sq);
+        }
+        ag_params_free(ps2);
+        ag_ctx_free(other);
+    }
     free(dot);
     /* a parameter's name is text in a DOT string: a quote ended the
      * string (the file no longer parsed), a backslash began an escape */
