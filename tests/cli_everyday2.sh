@@ -530,8 +530,10 @@ fi
 # (as `cat f >>f`): refused in one line, the file left as it was
 cp m.st in.st && cp m.st in.bak && cp "$TEXT" in.txt && cp in.txt in.txt.bak
 for run in "info in.st" "sample --model in.st --prompt The --tokens 5 --seed 1" "eval --model in.st --text $TEXT" \
-           "graph --model in.st --out g2.dot" "eval --model m.st --text in.txt"; do
-    case $run in *in.txt) into=in.txt ;; *) into=in.st ;; esac
+           "graph --model in.st --out g2.dot" "eval --model m.st --text in.txt" \
+           "train --text in.txt --steps 2 --quiet" "train --resume in.st --steps 200 --save t2.st" \
+           "train --init in.st --steps 2 --quiet"; do
+    case $run in *in.txt*) into=in.txt ;; *) into=in.st ;; esac
     "$A" $run >>$into 2>err.txt
     rc=$?
     check "$run >>$into: exit 2, one line naming it, $into unchanged ($rc: $(cat err.txt))" \
@@ -539,6 +541,7 @@ for run in "info in.st" "sample --model in.st --prompt The --tokens 5 --seed 1" 
               cmp -s in.st in.bak && cmp -s in.txt in.txt.bak'
 done
 check "graph into its model: no DOT written" test ! -e g2.dot
+check "train with its report into its input: no checkpoint written" test ! -e t2.st
 rm -f in.st in.bak in.txt in.txt.bak
 
 # a standard output the caller closed is not the first file opened: graph's

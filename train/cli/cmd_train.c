@@ -293,6 +293,7 @@ static void check_files(const train_opts *o)
     file_arg out[] = { { "--save", o->save }, { "--log", o->log_path } };
     check_distinct(CMD, in, 3, log, 1);
     check_distinct(CMD, in, 2, out, 2);
+    check_stdout_apart(CMD, in, 3);     /* the report would go into an input */
     char err[ERR_MAX];
     if (o->log_path && file_name_too_long(o->log_path, err, sizeof err))
         die(CMD, "cannot write log: %s", err);
