@@ -237,6 +237,25 @@ rc=$?
 check "SIGHUP: exit 129 (got $rc)" test $rc -eq 129
 check "SIGHUP: finishes the step and saves ($(cat err.txt))" \
     eval 'grep -q "hung up at step [0-9]*: stopping and saving" err.txt && [ "$(meta hup.st step)" -ge 1 ]'
+# started with SIGHUP ignored (nohup), the run outlives its terminal: it
+# trains on through a SIGHUP, and a SIGTERM still stops it
+rm -f hup.st
+(trap '' HUP; exec "$A" train $TINY --steps 1000000 --threads 1 --save hup.st >out.txt 2>err.txt) &
+pid=$!
+for _ in $(seq 300); do grep -q '^  data' out.txt 2>/dev/null && break; sleep 0.1; done
+sleep 0.3
+kill -HUP $pid
+hup=$?
+sleep 1
+kill -0 $pid 2>/dev/null
+alive=$?
+kill -TERM $pid
+wait $pid
+rc=$?
+check "SIGHUP ignored at start (nohup): the run went on through it (hup $hup, alive $alive: $(cat err.txt))" \
+    eval '[ $hup -eq 0 ] && [ $alive -eq 0 ] && ! grep -q "hung up" err.txt'
+check "SIGHUP ignored at start, then SIGTERM: exit 143, saved (got $rc, step $(meta hup.st step))" \
+    eval '[ $rc -eq 143 ] && [ "$(meta hup.st step)" -ge 1 ]'
 
 # ---- 6. endless, special or huge inputs are refused before they are read -------------
 mkfifo fifo

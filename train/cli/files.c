@@ -423,9 +423,11 @@ void on_signal_restarting(int sig, void (*handler)(int))
 
 void on_stop_signals(void (*handler)(int))
 {
+    struct sigaction hup;
     on_signal_restarting(SIGINT, handler);
     on_signal_restarting(SIGTERM, handler);
-    on_signal_restarting(SIGHUP, handler);
+    if (sigaction(SIGHUP, NULL, &hup) != 0 || hup.sa_handler != SIG_IGN)
+        on_signal_restarting(SIGHUP, handler);
     on_signal_restarting(SIGUSR2, handler);
     on_signal_restarting(SIGALRM, handler);
 }

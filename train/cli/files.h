@@ -114,7 +114,9 @@ void on_signal_restarting(int sig, void (*handler)(int));
  * SIGTERM, SIGHUP (a closed terminal), and SIGUSR2 and SIGALRM, which batch
  * schedulers and `timeout -s` send as a warning before a kill, and whose
  * default action would end the process with nothing saved or cleaned up.
- * SIGQUIT keeps its default (Ctrl-\: leave at once, with a core dump). */
+ * SIGQUIT keeps its default (Ctrl-\: leave at once, with a core dump).
+ * A SIGHUP ignored when the process started (`nohup`) stays ignored: the
+ * run was asked to outlive its terminal. */
 void on_stop_signals(void (*handler)(int));
 /* The stop signals (on_stop_signals) end the process with 128 + the signal
  * after outputs_discard (for commands that write a file and then stop). */
