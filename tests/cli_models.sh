@@ -265,6 +265,22 @@ check $? "train --resume wide.st: peak resident memory $resumed KB, more than a 
 [ -s "$W/resumed.st" ]
 check $? "train --resume wide.st saved its checkpoint"
 rm -f "$W/fresh.st" "$W/resumed.st"
+# attn draws one layer: the layers before it keep nothing and those after it
+# do not run, so a 12-layer model's picture needs about what a 1-layer one's
+# does (every layer's [H,T,T] weights were kept, with the layers' temporaries:
+# 12 layers at context 256 held 11 MB more)
+for n in 1 12; do
+    $AG train --text "$TEXT" --layers $n --d-model 32 --heads 4 --context 256 --batch 1 --steps 1 --eval-every 0 \
+        --quiet --threads 1 --save "$W/deep$n.st" >/dev/null 2>&1
+done
+prompt=$(head -c 256 "$TEXT" | tr -d '\n')
+one=$(peak_kb attn --model "$W/deep1.st" --prompt "$prompt" --layer 0 --head all --threads 1 --out "$W/a1.svg")
+deep=$(peak_kb attn --model "$W/deep12.st" --prompt "$prompt" --layer 5 --head all --threads 1 --out "$W/a12.svg")
+layer_kb=$((4 * 256 * 256 * 4 / 1024))
+cap=$((one + 2 * layer_kb))
+[ "$one" -gt 0 ] && [ "$deep" -gt 0 ] && [ "$deep" -le "$cap" ]
+check $? "attn --layer 5 of 12: peak resident memory $deep KB, more than the 1-layer model's $one KB + 2 layers' weights ($layer_kb KB each) = $cap KB"
+rm -f "$W"/deep*.st "$W"/a*.svg
 # Address space (ulimit -v, in KB, bisected: the least a command runs in),
 # where the gradient block would show though it is never touched: the file
 # (read whole, as info and eval check every tensor) and the weights, plus

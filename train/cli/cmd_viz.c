@@ -137,23 +137,21 @@ static void attn_title(attn_picture *p, const char *path, const ckpt *ck)
         snprintf(p->title, sizeof p->title, "layer %d", p->layer);
 }
 
-/* One forward pass without dropout or gradients; nn_mha_forward hands back
- * each layer's weights [1,H,n,n] after softmax.  The picture's buffers are
- * allocated here; -1 when memory runs out. */
+/* The picture's layer's weights [1,H,n,n] after softmax, from a forward
+ * pass without dropout or gradients up to that layer (model_attention).
+ * The picture's buffers are allocated here; -1 when memory runs out. */
 static int attn_weights(attn_picture *p, model *m, const int32_t *ids, char (*labels)[2])
 {
     size_t cells = (size_t)p->nh * p->n * p->n;
     ag_ctx *ctx = ag_ctx_new();
     ag_set_grad_enabled(ctx, 0);
-    ag_tensor **attn = calloc((size_t)m->cfg.n_layer, sizeof *attn);
     p->w = malloc(cells * sizeof *p->w);
     p->labels = malloc((size_t)p->n * sizeof *p->labels);
     p->ptitle = malloc((size_t)p->nh * sizeof *p->ptitle);
     p->ptitles = malloc((size_t)p->nh * sizeof *p->ptitles);
-    int ok = attn && p->w && p->labels && p->ptitle && p->ptitles;
+    int ok = p->w && p->labels && p->ptitle && p->ptitles;
     if (ok) {
-        model_forward(ctx, m, ids, 1, p->n, 0, attn);
-        const ag_real *src = attn[p->layer]->data + (size_t)p->h0 * p->n * p->n;
+        const ag_real *src = model_attention(ctx, m, ids, 1, p->n, p->layer)->data + (size_t)p->h0 * p->n * p->n;
         for (size_t k = 0; k < cells; k++)
             p->w[k] = (float)src[k];
         for (int i = 0; i < p->n; i++)
@@ -163,7 +161,6 @@ static int attn_weights(attn_picture *p, model *m, const int32_t *ids, char (*la
             p->ptitles[q] = p->ptitle[q];
         }
     }
-    free(attn);
     ag_ctx_free(ctx);
     return ok ? 0 : -1;
 }

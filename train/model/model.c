@@ -197,6 +197,14 @@ static ag_tensor *block_forward(ag_ctx *ctx, model *m, int i, ag_tensor *x, int 
     return ag_add(ctx, x, ag_dropout(ctx, h, (ag_real)c->dropout, training));
 }
 
+/* The token and position embeddings of ids [B,T] at positions pos.. */
+static ag_tensor *embed(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int pos, int training)
+{
+    ag_tensor *tok = ag_embedding(ctx, m->tok_emb, ids, 2, (int[]){B, T});               /* [B,T,d] */
+    ag_tensor *pe = ag_embedding(ctx, m->pos_emb, m->positions + pos, 1, (int[]){T});      /* [T,d] */
+    return ag_dropout(ctx, ag_add(ctx, tok, pe), (ag_real)m->cfg.dropout, training);
+}
+
 /* Embeddings of ids [B,T] at positions pos.., the blocks, the head. */
 static ag_tensor *forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int pos, int training,
                           ag_tensor **attn_out, model_cache *cache)
@@ -207,9 +215,7 @@ static ag_tensor *forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int 
      * attention weights are wanted: they live in the layers). */
     const int rewind = !ag_grad_enabled(ctx) && !attn_out;
     ag_mark start = ag_arena_mark(ctx);
-    ag_tensor *tok = ag_embedding(ctx, m->tok_emb, ids, 2, (int[]){B, T});               /* [B,T,d] */
-    ag_tensor *pe = ag_embedding(ctx, m->pos_emb, m->positions + pos, 1, (int[]){T});      /* [T,d] */
-    ag_tensor *x = ag_dropout(ctx, ag_add(ctx, tok, pe), (ag_real)c->dropout, training);
+    ag_tensor *x = embed(ctx, m, ids, B, T, pos, training);
     if (rewind)
         x = ag_arena_rewind(ctx, start, x);
     for (int i = 0; i < c->n_layer; i++) {
@@ -228,6 +234,23 @@ ag_tensor *model_forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T
     if (T < 1 || T > m->cfg.context)
         ag_error("model_forward: %d tokens but the model's context is %d", T, m->cfg.context);
     return forward(ctx, m, ids, B, T, 0, training, attn_out, NULL);
+}
+
+ag_tensor *model_attention(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int layer)
+{
+    if (T < 1 || T > m->cfg.context)
+        ag_error("model_attention: %d tokens but the model's context is %d", T, m->cfg.context);
+    if (layer < 0 || layer >= m->cfg.n_layer)
+        ag_error("model_attention: layer %d of a model of %d layers", layer, m->cfg.n_layer);
+    const int grad = ag_grad_enabled(ctx);
+    ag_set_grad_enabled(ctx, 0);
+    ag_mark start = ag_arena_mark(ctx);
+    ag_tensor *x = embed(ctx, m, ids, B, T, 0, 0), *w = NULL;
+    for (int i = 0; i < layer; i++)
+        x = ag_arena_rewind(ctx, start, block_forward(ctx, m, i, x, 0, NULL, NULL));
+    (void)block_forward(ctx, m, layer, x, 0, &w, NULL);
+    ag_set_grad_enabled(ctx, grad);
+    return w;
 }
 
 void model_cache_init(model_cache *c, const model *m, int B)

@@ -91,6 +91,12 @@ void model_free(model *m);
  * the arena holds one layer's worth at a time. */
 ag_tensor *model_forward(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int training,
                          ag_tensor **attn_out);
+/* Layer `layer`'s attention weights [B,H,T,T] on ids [B,T], without dropout
+ * or gradients: the layers before it keep nothing (the arena holds one
+ * layer's worth at a time, as in model_forward without gradients), and the
+ * layers after it do not run.  The same weights as model_forward's attn_out
+ * gives for that layer. */
+ag_tensor *model_attention(ag_ctx *ctx, model *m, const int32_t *ids, int B, int T, int layer);
 
 /* The keys and values of the positions seen so far, per layer, for
  * generating a sequence a few tokens at a time (model_forward_cached). */
