@@ -173,7 +173,9 @@ int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
  * Read the file and validate it completely (see ag_st_parse): the header,
  * then each tensor's bytes straight into its aligned place, so memory holds
  * one copy of the data.  NULL with err filled ("<path>: <problem>", one line)
- * on any problem, including a file that changes size while it is being read.
+ * on any problem, including a file that changes size while it is being read,
+ * and a path that is no regular file (a directory, a device, a FIFO: refused
+ * unread, a FIFO without waiting for a writer).
  */
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
 /* ag_st_load, validating the same, but the bytes of the tensors whose

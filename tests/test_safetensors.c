@@ -703,6 +703,8 @@ static void test_save_failures(void)
 
 /* ---- loading: files that are not files ---------------------------------- */
 
+static void alarm_noop(int sig) { (void)sig; }
+
 static void test_load_failures(void)
 {
     char err[512];
@@ -711,6 +713,28 @@ static void test_load_failures(void)
           strstr(err, "cannot open") && strstr(err, strerror(ENOENT)), "missing file: %s", err);
     CHECK(!ag_st_load(dir, err, sizeof err) && strstr(err, "is a directory"), "directory: %s", err);
     CHECK(!ag_st_load("/dev/null", err, sizeof err) && strstr(err, "not a regular file"), "/dev/null: %s", err);
+    /* a pipe that no one writes: refused at once, not waited on (opened
+     * without O_NONBLOCK, open blocked until a writer came: forever; an
+     * alarm without SA_RESTART ends that wait here, as EINTR) */
+    PATH_IN(fifo, "fifo.safetensors");
+    if (mkfifo(fifo, 0600) == 0) {
+        struct sigaction on_alarm = {0}, old_alarm;
+        on_alarm.sa_handler = alarm_noop;
+        sigemptyset(&on_alarm.sa_mask);
+        sigaction(SIGALRM, &on_alarm, &old_alarm);
+        alarm(2);
+        ag_st_file *ff = ag_st_load(fifo, err, sizeof err);
+        alarm(0);
+        CHECK(!ff && strstr(err, "not a regular file") && one_line(err), "a FIFO no one writes: %s", err);
+        ag_st_free(ff);
+        alarm(2);
+        ff = ag_st_load_except(fifo, "x", err, sizeof err);
+        alarm(0);
+        sigaction(SIGALRM, &old_alarm, NULL);
+        CHECK(!ff && strstr(err, "not a regular file"), "a FIFO, ag_st_load_except: %s", err);
+        ag_st_free(ff);
+        unlink(fifo);
+    }
     /* a file truncated on disk goes through the same checks as a buffer */
     size_t len = 0;
     PATH_IN(model, "model.safetensors");
