@@ -211,13 +211,18 @@ static const char *json_number(const char *s, double *v)
             return NULL;
         p = skip_digits(p);
     }
+    /* strtod on a copy of the number alone (it would read on: "0x10" as
+     * 16); a number of any length is one ("1.000...0", 80 digits of 9) */
     char tok[64];
     size_t len = (size_t)(p - s);
-    if (len >= sizeof tok)
+    char *copy = len < sizeof tok ? tok : malloc(len + 1);
+    if (!copy)
         return NULL;
-    memcpy(tok, s, len);
-    tok[len] = 0;
-    *v = strtod(tok, NULL);
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    *v = strtod(copy, NULL);
+    if (copy != tok)
+        free(copy);
     return p;
 }
 
@@ -265,7 +270,9 @@ static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long
         return -1;
     }
     if (!(x >= (double)lo && x <= (double)hi)) {
-        ag_set_err(err, errlen, "%s: metadata %s = %.40s is out of range [%ld, %ld]", path, key, skip_ws(v), lo, hi);
+        v = skip_ws(v);
+        ag_set_err(err, errlen, "%s: metadata %s = %.40s%s is out of range [%ld, %ld]", path, key, v,
+                   strlen(v) > 40 ? "..." : "", lo, hi);
         return -1;
     }
     *out = (long)x;
