@@ -1236,6 +1236,12 @@ static int write_checked(FILE *fp, const char *label, const ag_st_tensor *tensor
     return rc;
 }
 
+int ag_st_check(const char *label, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
+                char *err, size_t errlen)
+{
+    return check_inputs(label ? label : "(checkpoint)", tensors, n, meta, nmeta, err, errlen);
+}
+
 int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n, const char *const *meta,
                 int nmeta, char *err, size_t errlen)
 {

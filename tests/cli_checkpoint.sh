@@ -115,6 +115,29 @@ echo "kill -9: $existed of 12 runs had saved, $midsave were killed in the middle
 [ "$existed" -gt 0 ]
 check $? "kill -9: no run got as far as its first save (the test proved nothing)"
 
+# ---- paths a checkpoint cannot record ---------------------------------------
+# The metadata is JSON, UTF-8: a text or a log whose path is not UTF-8 (a
+# Linux name may hold any byte) could not be recorded, and every save would
+# fail; the run is refused before it trains or writes anything (it trained
+# to the end, then lost its work to "metadata value ... is not valid UTF-8")
+bad=$(printf 'latin1-\351t\351.txt')
+cp "$TEXT" "$W/$bad"
+rm -f "$W/u.st" "$W/u.csv"
+TINY="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --quiet"
+$AG train $TINY --steps 3 --text "$W/$bad" --save "$W/u.st" >"$W/out" 2>"$W/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && grep -q "is not valid UTF-8" "$W/err" && [ ! -e "$W/u.st" ] &&
+    ! grep -q "^step" "$W/out"
+check $? "a text whose path is not UTF-8: refused before training, exit 2, one line (exit $rc: $(cat "$W/err"))"
+$AG train $SMALL --steps 3 --save "$W/u.st" --log "$W/$bad.csv" >"$W/out" 2>"$W/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && grep -q "is not valid UTF-8" "$W/err" && [ ! -e "$W/u.st" ] &&
+    [ ! -e "$W/$bad.csv" ]
+check $? "a log whose path is not UTF-8: refused before training, nothing written (exit $rc: $(cat "$W/err"))"
+$AG train $TINY --steps 3 --text "$W/$bad" --log "$W/$bad.csv" >/dev/null 2>"$W/err"
+check $? "without --save nothing is recorded, and the run goes on: $(cat "$W/err")"
+rm -f "$W/$bad" "$W/$bad.csv"
+
 # ---- broken files ------------------------------------------------------------
 $AG train $SMALL --optimizer adamw --steps 3 --save "$W/good.st" >/dev/null 2>&1
 check $? "corpus: train the good checkpoint"

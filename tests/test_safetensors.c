@@ -1312,6 +1312,23 @@ static void test_changed_while_read(void)
     unlink(path);
 }
 
+/* ag_st_check: a save's verdict, nothing written */
+static void test_check_only(void)
+{
+    char err[512] = "";
+    float v[2] = {1, 2};
+    ag_st_tensor t = {"w", AG_ST_F32, 1, {2}, v, sizeof v};
+    const char *good[2] = {"text_path", "/tmp/caf\xc3\xa9.txt"}, *bad[2] = {"text_path", "/tmp/caf\xe9.txt"};
+    CHECK(ag_st_check("x.st", &t, 1, good, 1, err, sizeof err) == 0, "a UTF-8 value passes: %s", err);
+    CHECK(ag_st_check("x.st", &t, 1, bad, 1, err, sizeof err) == -1 && strncmp(err, "x.st: ", 6) == 0 &&
+              strstr(err, "is not valid UTF-8") && one_line(err), "a Latin-1 value: %s", err);
+    CHECK(ag_st_check(NULL, NULL, 0, bad, 1, err, sizeof err) == -1 && strncmp(err, "(checkpoint): ", 14) == 0,
+          "no label: %s", err);
+    PATH_IN(none, "never_written.safetensors");
+    CHECK(ag_st_check(none, &t, 1, good, 1, err, sizeof err) == 0 && access(none, F_OK) != 0,
+          "nothing is written");
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1436,6 +1453,7 @@ int main(void)
     test_load_placed();
     test_changed_while_read();
     test_pickle();
+    test_check_only();
     test_bit_flips();
     test_corpus();
     PATH_IN(model, "model.safetensors");
