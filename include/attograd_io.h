@@ -164,6 +164,12 @@ const char *ag_st_dtype_name(int dtype);
  */
 int ag_st_save(const char *path, const ag_st_tensor *tensors, int n,
                const char *const *meta, int nmeta, char *err, size_t errlen);
+/* ag_st_save's checks alone, nothing written: 0, or -1 with the line a
+ * save would give (label standing for the path; NULL: "(checkpoint)").  For
+ * a program that learns before a long run that its saves would fail (a
+ * metadata value that is not UTF-8: a path with other bytes). */
+int ag_st_check(const char *label, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
+                char *err, size_t errlen);
 /* The same checks and bytes to an open stream (e.g. an ag_atomic_file's);
  * label names it in messages.  Nothing is written when a check fails. */
 int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
@@ -173,7 +179,9 @@ int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n,
  * Read the file and validate it completely (see ag_st_parse): the header,
  * then each tensor's bytes straight into its aligned place, so memory holds
  * one copy of the data.  NULL with err filled ("<path>: <problem>", one line)
- * on any problem, including a file that changes size while it is being read.
+ * on any problem, including a file that changes size while it is being read,
+ * and a path that is no regular file (a directory, a device, a FIFO: refused
+ * unread, a FIFO without waiting for a writer).
  */
 ag_st_file *ag_st_load(const char *path, char *err, size_t errlen);
 /* ag_st_load, validating the same, but the bytes of the tensors whose

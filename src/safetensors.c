@@ -846,7 +846,10 @@ ag_st_file *ag_st_load_placed(const char *path, const char *prefix,
 static ag_st_file *load(const char *path, const char *prefix, const placer *pl, char *err, size_t errlen)
 {
     if (!path || !*path) { ag_set_err(err, errlen, "(no path): empty checkpoint path"); return NULL; }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO that no one writes would wait for a
+     * writer, forever; so opened, it is seen for what it is and refused.
+     * A regular file is then read blocking, as usual. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) { ag_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -856,6 +859,12 @@ static ag_st_file *load(const char *path, const char *prefix, const placer *pl, 
     }
     if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
         ag_set_err(err, errlen, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl == -1 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == -1) {
+        ag_set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
         close(fd);
         return NULL;
     }
@@ -1225,6 +1234,12 @@ static int write_checked(FILE *fp, const char *label, const ag_st_tensor *tensor
     if (rc) ag_set_err(err, errlen, "%s: write failed: %s", label, strerror(errno));
     free(hdr.p);
     return rc;
+}
+
+int ag_st_check(const char *label, const ag_st_tensor *tensors, int n, const char *const *meta, int nmeta,
+                char *err, size_t errlen)
+{
+    return check_inputs(label ? label : "(checkpoint)", tensors, n, meta, nmeta, err, errlen);
 }
 
 int ag_st_write(FILE *f, const char *label, const ag_st_tensor *tensors, int n, const char *const *meta,

@@ -256,6 +256,11 @@ def main():
     meta_case("meta_data_empty", "metadata data is empty", data="")
     meta_case("meta_data_unknown", "metadata data: unknown task 'parity'", data="parity")
     meta_case("meta_step_fraction", "metadata step = '2.5' is not an integer", step="2.5")
+    # a number of more than 63 characters is a number all the same: an
+    # integer too large, not "not an integer"; and 10 written long is 10
+    meta_case("meta_step_80_digits", "metadata step = " + "9" * 40 + "... is out of range", step="9" * 80)
+    meta_case("ok_meta_long_numbers", "OK", n_layer=meta["n_layer"] + "." + "0" * 70,
+              dropout="0." + "0" * 70)
     vocab = json.loads(meta["vocab"])
     meta_case("meta_vocab_unsorted", f"metadata vocab entry 1 ({vocab[-2]}) is not above the one before ({vocab[-1]})",
               vocab=json.dumps(vocab[::-1]))

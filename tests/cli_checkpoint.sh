@@ -115,6 +115,59 @@ echo "kill -9: $existed of 12 runs had saved, $midsave were killed in the middle
 [ "$existed" -gt 0 ]
 check $? "kill -9: no run got as far as its first save (the test proved nothing)"
 
+# ---- paths a checkpoint cannot record ---------------------------------------
+# The metadata is JSON, UTF-8: a text or a log whose path is not UTF-8 (a
+# Linux name may hold any byte) could not be recorded, and every save would
+# fail; the run is refused before it trains or writes anything (it trained
+# to the end, then lost its work to "metadata value ... is not valid UTF-8")
+bad=$(printf 'latin1-\351t\351.txt')
+cp "$TEXT" "$W/$bad"
+rm -f "$W/u.st" "$W/u.csv"
+TINY="--d-model 8 --heads 2 --layers 1 --context 8 --batch 4 --eval-every 0 --quiet"
+$AG train $TINY --steps 3 --text "$W/$bad" --save "$W/u.st" >"$W/out" 2>"$W/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && grep -q "is not valid UTF-8" "$W/err" && [ ! -e "$W/u.st" ] &&
+    ! grep -q "^step" "$W/out"
+check $? "a text whose path is not UTF-8: refused before training, exit 2, one line (exit $rc: $(cat "$W/err"))"
+$AG train $SMALL --steps 3 --save "$W/u.st" --log "$W/$bad.csv" >"$W/out" 2>"$W/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$W/err")" -eq 1 ] && grep -q "is not valid UTF-8" "$W/err" && [ ! -e "$W/u.st" ] &&
+    [ ! -e "$W/$bad.csv" ]
+check $? "a log whose path is not UTF-8: refused before training, nothing written (exit $rc: $(cat "$W/err"))"
+$AG train $TINY --steps 3 --text "$W/$bad" --log "$W/$bad.csv" >/dev/null 2>"$W/err"
+check $? "without --save nothing is recorded, and the run goes on: $(cat "$W/err")"
+rm -f "$W/$bad" "$W/$bad.csv"
+
+# ---- what a checkpoint says, shown ------------------------------------------
+# a path the metadata records (text_path, log_path: a file's, or a hand
+# edit's) may hold a newline or a terminal's escape: eval and train show it
+# as an error shows it, on one line, the escape as \x1b, never raw
+set_meta() {   # set_meta IN OUT KEY VALUE: IN with one metadata value changed
+    $PY -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"][sys.argv[3]] = sys.argv[4]
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-(8 + len(t)) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])' "$@"
+}
+esc=$(printf '\033[31mred\nline2')
+$AG train $SMALL --steps 2 --save "$W/e0.st" >/dev/null 2>&1
+cp "$TEXT" "$W/$esc.txt"
+set_meta "$W/e0.st" "$W/e1.st" text_path "$W/$esc.txt"
+set_meta "$W/e1.st" "$W/e2.st" log_path "$W/$esc.csv"
+$AG eval --model "$W/e1.st" --text "$TEXT" >"$W/out" 2>"$W/err"
+rc=$?
+[ $rc -eq 0 ] && [ "$(wc -l <"$W/out")" -eq 2 ] && ! grep -q "$(printf '\033')" "$W/out" && grep -q 'x1b\[31mred line2' "$W/out"
+check $? "eval shows the checkpoint's text_path on its line, the escape as \\x1b (exit $rc: $(cat -v "$W/out" "$W/err"))"
+$AG train --resume "$W/e2.st" --steps 3 >"$W/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ! grep -q "$(printf '\033')" "$W/out" && grep -q '^  data  .*x1b\[31mred line2.txt: ' "$W/out" &&
+    grep -q '^  log  .*x1b\[31mred line2.csv is a new file\|^  log  .*x1b\[31mred line2.csv no longer exists' "$W/out"
+check $? "train --resume shows the recorded text and log paths on their lines (exit $rc: $(cat -v "$W/out"))"
+rm -f "$W/$esc.txt" "$W/$esc.csv"
+
 # ---- broken files ------------------------------------------------------------
 $AG train $SMALL --optimizer adamw --steps 3 --save "$W/good.st" >/dev/null 2>&1
 check $? "corpus: train the good checkpoint"
@@ -148,6 +201,13 @@ while IFS="$tab" read -r name expect; do
         esac
     done
 done <"$W/manifest"
+# a weight missing from a run's file, whose moments hold its name after
+# "optim.m.", is said missing and nothing more (it is no prefixed name)
+msg=$($AG info "$W/corpus/missing_weight.safetensors" 2>&1)
+case "$msg" in
+    *"tensor 'out_head.weight' is missing") check 0 "" ;;
+    *) check 1 "missing_weight: the message should end at 'is missing': $msg" ;;
+esac
 [ "$(wc -l <"$W/manifest")" -ge 60 ]
 check $? "corpus: only $(wc -l <"$W/manifest") cases were generated"
 

@@ -703,6 +703,8 @@ static void test_save_failures(void)
 
 /* ---- loading: files that are not files ---------------------------------- */
 
+static void alarm_noop(int sig) { (void)sig; }
+
 static void test_load_failures(void)
 {
     char err[512];
@@ -711,6 +713,28 @@ static void test_load_failures(void)
           strstr(err, "cannot open") && strstr(err, strerror(ENOENT)), "missing file: %s", err);
     CHECK(!ag_st_load(dir, err, sizeof err) && strstr(err, "is a directory"), "directory: %s", err);
     CHECK(!ag_st_load("/dev/null", err, sizeof err) && strstr(err, "not a regular file"), "/dev/null: %s", err);
+    /* a pipe that no one writes: refused at once, not waited on (opened
+     * without O_NONBLOCK, open blocked until a writer came: forever; an
+     * alarm without SA_RESTART ends that wait here, as EINTR) */
+    PATH_IN(fifo, "fifo.safetensors");
+    if (mkfifo(fifo, 0600) == 0) {
+        struct sigaction on_alarm = {0}, old_alarm;
+        on_alarm.sa_handler = alarm_noop;
+        sigemptyset(&on_alarm.sa_mask);
+        sigaction(SIGALRM, &on_alarm, &old_alarm);
+        alarm(2);
+        ag_st_file *ff = ag_st_load(fifo, err, sizeof err);
+        alarm(0);
+        CHECK(!ff && strstr(err, "not a regular file") && one_line(err), "a FIFO no one writes: %s", err);
+        ag_st_free(ff);
+        alarm(2);
+        ff = ag_st_load_except(fifo, "x", err, sizeof err);
+        alarm(0);
+        sigaction(SIGALRM, &old_alarm, NULL);
+        CHECK(!ff && strstr(err, "not a regular file"), "a FIFO, ag_st_load_except: %s", err);
+        ag_st_free(ff);
+        unlink(fifo);
+    }
     /* a file truncated on disk goes through the same checks as a buffer */
     size_t len = 0;
     PATH_IN(model, "model.safetensors");
@@ -1288,6 +1312,23 @@ static void test_changed_while_read(void)
     unlink(path);
 }
 
+/* ag_st_check: a save's verdict, nothing written */
+static void test_check_only(void)
+{
+    char err[512] = "";
+    float v[2] = {1, 2};
+    ag_st_tensor t = {"w", AG_ST_F32, 1, {2}, v, sizeof v};
+    const char *good[2] = {"text_path", "/tmp/caf\xc3\xa9.txt"}, *bad[2] = {"text_path", "/tmp/caf\xe9.txt"};
+    CHECK(ag_st_check("x.st", &t, 1, good, 1, err, sizeof err) == 0, "a UTF-8 value passes: %s", err);
+    CHECK(ag_st_check("x.st", &t, 1, bad, 1, err, sizeof err) == -1 && strncmp(err, "x.st: ", 6) == 0 &&
+              strstr(err, "is not valid UTF-8") && one_line(err), "a Latin-1 value: %s", err);
+    CHECK(ag_st_check(NULL, NULL, 0, bad, 1, err, sizeof err) == -1 && strncmp(err, "(checkpoint): ", 14) == 0,
+          "no label: %s", err);
+    PATH_IN(none, "never_written.safetensors");
+    CHECK(ag_st_check(none, &t, 1, good, 1, err, sizeof err) == 0 && access(none, F_OK) != 0,
+          "nothing is written");
+}
+
 /* torch.save's formats, named as such instead of as a length of 10^18 */
 static void test_pickle(void)
 {
@@ -1412,6 +1453,7 @@ int main(void)
     test_load_placed();
     test_changed_while_read();
     test_pickle();
+    test_check_only();
     test_bit_flips();
     test_corpus();
     PATH_IN(model, "model.safetensors");

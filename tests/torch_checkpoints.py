@@ -134,6 +134,22 @@ def main():
         write_safetensors(s.path("less.safetensors"), {k: v for k, v in sd.items() if k != "blocks.0.mlp.fc2.bias"})
         s.refuses("a state_dict missing a tensor", ["eval", "--model", s.path("less.safetensors"), "--text", s.text,
                   "--heads", "3"], "tensor 'blocks.0.mlp.fc2.bias' is missing")
+        # a wrapped model's state_dict (DistributedDataParallel's "module.",
+        # torch.compile's "_orig_mod."): the missing tensor is named with the
+        # one the file has, and its prefix
+        wrapper = torch.nn.Module()
+        wrapper.module = m
+        ddp = s.path("ddp.safetensors")
+        write_safetensors(ddp, wrapper.state_dict())
+        s.refuses("a DistributedDataParallel state_dict", ["eval", "--model", ddp, "--text", s.text, "--heads", "3"],
+                  "no 2-D tensor 'tok_emb.weight' to take it from (the file has 'module.tok_emb.weight': "
+                  "its names begin with 'module.', which attograd's do not)")
+        compiled = s.path("compiled.safetensors")
+        write_safetensors(compiled, {"_orig_mod." + k: v for k, v in sd.items()},
+                          {k: json.dumps(v) for k, v in config.items()})
+        s.refuses("a torch.compile state_dict with attograd's metadata", ["info", compiled],
+                  "tensor 'tok_emb.weight' is missing (the file has '_orig_mod.tok_emb.weight': "
+                  "its names begin with '_orig_mod.', which attograd's do not)")
         # training from a bare state_dict: --heads says what the file does not
         tuned = s.path("tuned.safetensors")
         rc, out, err = run([s.ag, "train", "--init", bare, "--heads", "3", "--text", s.text, "--steps", "2",

@@ -304,6 +304,26 @@ static void check_files(const train_opts *o)
                  "would follow the last; save to a file", o->save_every, o->save);
 }
 
+/* A checkpoint records the text and the log by their absolute paths, in
+ * metadata that is JSON, so UTF-8: a path of other bytes (a Linux name may
+ * hold any) would make every save fail, after the run.  Refused now, before
+ * anything is trained or written; a run that saves nothing records nothing. */
+static void check_recordable(const trainer *t)
+{
+    const train_opts *o = &t->o;
+    char text_abs[PATH_MAX], err[ERR_MAX];
+    const char *text = o->text && realpath(o->text, text_abs) ? text_abs : o->text;
+    const struct { const char *flag, *given, *path; } rec[] = {
+        { "--text", o->text, text }, { "--log", o->log_path, t->log_abs[0] ? t->log_abs : NULL },
+    };
+    for (size_t i = 0; o->save && i < sizeof rec / sizeof rec[0]; i++) {
+        const char *meta[2] = { "path", rec[i].path };
+        if (rec[i].path && ag_st_check(o->save, NULL, 0, meta, 1, err, sizeof err))
+            die(CMD, "%s %s: its path %s is not valid UTF-8, and a checkpoint's metadata (JSON) must be: no save "
+                     "could record it; give the file a name in UTF-8", rec[i].flag, rec[i].given, rec[i].path);
+    }
+}
+
 /* Names that must be one of a few words, what depends on them, and the
  * model's sizes. */
 static void check_values(trainer *t)
@@ -464,6 +484,7 @@ int cmd_train(int argc, char **argv)
     check_files(o);
     if (o->log_path && ag_stream_fd(o->log_path) < 0)    /* a stream (/dev/stdout) is no file to continue */
         absolute_path(o->log_path, t.log_abs);
+    check_recordable(&t);
     train_dist_configure(&t, args_find(opts, nopts, "--micro-batch"));
 
     train_setup(&t);

@@ -114,6 +114,13 @@ FILE *report_stream(void)
 
 static int report_failed;   /* errno of the report's first write that failed */
 
+const char *path_shown(const char *path, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", path ? path : "");
+    ag_one_line(buf, len);
+    return buf;
+}
+
 int report_flush(void)
 {
     FILE *out = report_stream();

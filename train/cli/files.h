@@ -61,6 +61,13 @@ typedef struct file_arg {
  * stderr (report_stream). */
 void check_distinct(const char *cmd, const file_arg *inputs, int n_in, const file_arg *outputs, int n_out);
 
+/* A path as a message shows it, for a line of a report (ag_one_line: a
+ * newline a space, another control byte, a terminal's escape, \xNN): a
+ * checkpoint's recorded text_path or log_path may hold any of them.  Into
+ * buf (SHOWN_MAX bytes hold any path), cut to fit; returns buf. */
+#define SHOWN_MAX (4 * PATH_MAX + 1)
+const char *path_shown(const char *path, char *buf, size_t len);
+
 /* 1 when a and b name the same file, as check_distinct tells outputs apart. */
 int files_same(const char *a, const char *b);
 

@@ -228,8 +228,12 @@ static void print_config(const trainer *t)
     const model_config *c = &t->m.cfg;
     const dataset *d = &t->data;
     char buf[32];
+    /* the text's path as messages show it: on a resume, the one the
+     * checkpoint records, which may hold a newline or an escape */
+    static char text[SHOWN_MAX];
+    path_shown(o->text, text, sizeof text);
     fprintf(out, "attograd train: %s %s, %d layer%s, %d head%s, d_model %d, context %d%s, dropout %g\n",
-            d->is_task ? "task" : "text", d->is_task ? d->task.name : o->text, c->n_layer,
+            d->is_task ? "task" : "text", d->is_task ? d->task.name : text, c->n_layer,
             c->n_layer == 1 ? "" : "s", c->n_head, c->n_head == 1 ? "" : "s", c->d_model, c->context,
             c->qkv_bias ? ", qkv bias" : "", c->dropout);
     fprintf(out, "  model      %s, vocab %d, %s parameters (%zu)\n", model_arch_name(c->arch), c->vocab_size,
@@ -257,7 +261,7 @@ static void print_config(const trainer *t)
     else {
         size_t windows = text_eval_windows(d->text.n - d->text.n_train, c->context);
         fprintf(out, "  data       %s: %zu tokens, %zu train / %zu validation (%zu window%s of %d; evaluations during "
-                "training score the first %zu, the last one all)\n", o->text, d->text.n, d->text.n_train,
+                "training score the first %zu, the last one all)\n", text, d->text.n, d->text.n_train,
                 d->text.n - d->text.n_train, windows, windows == 1 ? "" : "s", c->context,
                 windows < TRAIN_EVAL_WINDOWS ? windows : (size_t)TRAIN_EVAL_WINDOWS);
     }
@@ -356,6 +360,8 @@ void train_setup(trainer *t)
     }
     if (!o->quiet)
         print_config(t);
+    static char log_shown[SHOWN_MAX];     /* the log as messages show it (its path may be the checkpoint's) */
+    path_shown(o->log_path, log_shown, sizeof log_shown);
     if (log_restarted) {    /* after the configuration, among its lines */
         /* the checkpoint's log, gone; its path as written by hand or by
          * another program, relative, which is taken from the current
@@ -366,15 +372,15 @@ void train_setup(trainer *t)
                            : recorded[0] != '/' ? "(the checkpoint's log_path, relative: taken from the current "
                                                   "directory) does not exist"
                                                 : "no longer exists";
-        fprintf(report_stream(), "  log        %s %s: a new log starts at step %ld\n", o->log_path, what,
+        fprintf(report_stream(), "  log        %s %s: a new log starts at step %ld\n", log_shown, what,
                 t->ck.step + 1);
     }
     if (log_dropped)
-        fprintf(report_stream(), "  log        %s: %ld row%s past step %ld dropped (--truncate-log)\n", o->log_path,
+        fprintf(report_stream(), "  log        %s: %ld row%s past step %ld dropped (--truncate-log)\n", log_shown,
                 log_dropped, log_dropped == 1 ? "" : "s", t->ck.step);
     if (log_cut)
         fprintf(report_stream(), "  log        %s:%ld: the last row was cut short (no newline at its end): dropped\n",
-                o->log_path, log_cut);
+                log_shown, log_cut);
     say_extension(o, t->cosine);
     t->x = malloc((size_t)t->B * t->S * sizeof *t->x);
     t->y = malloc((size_t)t->B * t->S * sizeof *t->y);

@@ -211,13 +211,18 @@ static const char *json_number(const char *s, double *v)
             return NULL;
         p = skip_digits(p);
     }
+    /* strtod on a copy of the number alone (it would read on: "0x10" as
+     * 16); a number of any length is one ("1.000...0", 80 digits of 9) */
     char tok[64];
     size_t len = (size_t)(p - s);
-    if (len >= sizeof tok)
+    char *copy = len < sizeof tok ? tok : malloc(len + 1);
+    if (!copy)
         return NULL;
-    memcpy(tok, s, len);
-    tok[len] = 0;
-    *v = strtod(tok, NULL);
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    *v = strtod(copy, NULL);
+    if (copy != tok)
+        free(copy);
     return p;
 }
 
@@ -265,7 +270,9 @@ static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long
         return -1;
     }
     if (!(x >= (double)lo && x <= (double)hi)) {
-        ag_set_err(err, errlen, "%s: metadata %s = %.40s is out of range [%ld, %ld]", path, key, skip_ws(v), lo, hi);
+        v = skip_ws(v);
+        ag_set_err(err, errlen, "%s: metadata %s = %.40s%s is out of range [%ld, %ld]", path, key, v,
+                   strlen(v) > 40 ? "..." : "", lo, hi);
         return -1;
     }
     *out = (long)x;
@@ -319,6 +326,26 @@ static int parse_vocab(const char *s, int increasing, uint8_t *vocab, int *n, ch
     return 0;
 }
 
+/* Where a tensor name is not in the file but one ending in ".name" is (a
+ * state_dict of a model wrapped by DistributedDataParallel, "module.", or
+ * by torch.compile, "_orig_mod."): what to add to the message, else "".
+ * The optimizer's moments of a run's file ("optim.m.name") are no such
+ * name. */
+static void prefix_hint(const ag_st_file *f, const char *name, char *hint, size_t len)
+{
+    size_t n = strlen(name);
+    hint[0] = '\0';
+    for (int i = 0; i < ag_st_count(f); i++) {
+        const char *s = ag_st_at(f, i)->name;
+        size_t k = strlen(s);
+        if (k > n + 1 && s[k - n - 1] == '.' && strcmp(s + k - n, name) == 0 && strncmp(s, "optim.", 6) != 0) {
+            snprintf(hint, len, " (the file has '%.80s': its names begin with '%.*s', which attograd's do not)", s,
+                     (int)(k - n > 40 ? 40 : k - n), s);
+            return;
+        }
+    }
+}
+
 /* Weights may be stored in any floating-point dtype (converted on load); the
  * optimizer's moments only ever come from attograd, in F32. */
 static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *like, int any_float,
@@ -326,7 +353,9 @@ static int check_tensor(const ag_st_file *f, const char *name, const ag_tensor *
 {
     const ag_st_tensor *t = ag_st_get(f, name);
     if (!t) {
-        ag_set_err(err, errlen, "%s: tensor '%s' is missing", path, name);
+        char hint[200];
+        prefix_hint(f, name, hint, sizeof hint);
+        ag_set_err(err, errlen, "%s: tensor '%s' is missing%s", path, name, hint);
         return -1;
     }
     int d = t->dtype;
@@ -376,7 +405,10 @@ static int dim_of(const ag_st_file *f, const char *key, const char *tensor, int 
 {
     const ag_st_tensor *t = ag_st_get(f, tensor);
     if (!t || t->ndim != 2) {
-        ag_set_err(err, errlen, "%s: no metadata %s and no 2-D tensor '%s' to take it from", path, key, tensor);
+        char hint[200];
+        prefix_hint(f, tensor, hint, sizeof hint);
+        ag_set_err(err, errlen, "%s: no metadata %s and no 2-D tensor '%s' to take it from%s", path, key, tensor,
+                   t ? "" : hint);
         return -1;
     }
     if (t->shape[axis] < lo || t->shape[axis] > hi) {
@@ -443,9 +475,13 @@ static int count_layers(reading *r, long hi, long *v)
     do
         snprintf(name, sizeof name, "blocks.%ld.attn.W_query.weight", *v);
     while (ag_st_get(r->f, name) && ++*v <= hi);
-    if (*v < 1 || *v > hi)
-        FAIL("%s: no metadata n_layer, and %s tensors 'blocks.N.attn.W_query.weight'", r->path,
-             *v < 1 ? "no" : "too many");
+    if (*v < 1 || *v > hi) {
+        char hint[200] = "";
+        if (*v < 1)
+            prefix_hint(r->f, "blocks.0.attn.W_query.weight", hint, sizeof hint);
+        FAIL("%s: no metadata n_layer, and %s tensors 'blocks.N.attn.W_query.weight'%s", r->path,
+             *v < 1 ? "no" : "too many", hint);
+    }
     return 0;
 }
 
