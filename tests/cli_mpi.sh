@@ -256,6 +256,19 @@ step=$(sed -nE 's/.*saved slow.fifo at step ([0-9]+).*/\1/p' slow.err)
 check "a save slower than 8 s after giving up is written whole ($(grep -m1 '^attograd' slow.err))" \
     eval '[ -n "$step" ] && "$A" info slow.st | grep -q "step $step,"'
 
+# A fault before the run has completed a step saves nothing: the state is
+# the one it started from, and --save may hold earlier work.  Rank 0 alone
+# opens --log, and refuses one it cannot write; given 30 s before SIGKILL
+# (the README's advice for large models), rank 1 outlived rank 0 and saved
+# its untrained model over keep.st.
+"$A" train $TINY --batch 8 --steps 3 --save keep.st >/dev/null
+cp keep.st keep.orig
+mpirun --oversubscribe --mca odls_base_sigkill_timeout 30 -np 2 "$M" train $TINY --batch 8 --steps 3 \
+    --save keep.st --log nodir/run.csv >keep.out 2>keep.err
+check "a --log rank 0 cannot write, on 2 ranks: refused in its line ($(grep '^attograd' keep.err | tr '\n' '|'))" \
+    grep -q "^attograd train: cannot write log nodir/run.csv" keep.err
+check "a --log rank 0 cannot write, on 2 ranks: no rank saves over --save" cmp -s keep.st keep.orig
+
 # Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and
 # rank 0 saves it, as one process does.  A signal that finds rank 1 waiting for
 # rank 0 (which is saving, often, with --save-every 1) must not make it give up
