@@ -9,7 +9,9 @@
 # saved on 2 ranks and resumed on 3 equals one that never stopped; kill -9
 # or SIGSTOP of one rank ends every rank within 30 s with the checkpoint
 # intact, and a save slower than the 8 s limit on ranks stuck inside MPI
-# is written whole; bad invocations get one line from rank 0 and exit 2 on every rank.  Without
+# is written whole; bad invocations get one line from rank 0 and exit 2 on every rank, and so
+# do ranks given different options, texts or checkpoints; a verdict one rank reaches alone is
+# said by it, and every rank exits 2.  Without
 # mpirun, mpicc or the MPI binary those checks report skipped.  Run from the
 # repository root; ATTOGRAD and ATTOGRAD_MPI override the two binaries.
 # Option lists ($TINY, $COPY, ...) are split into words on purpose.
@@ -258,12 +260,13 @@ check "a save slower than 8 s after giving up is written whole ($(grep -m1 '^att
 
 # A fault before the run has completed a step saves nothing: the state is
 # the one it started from, and --save may hold earlier work.  Rank 0 alone
-# opens --log, and refuses one it cannot write; given 30 s before SIGKILL
-# (the README's advice for large models), rank 1 outlived rank 0 and saved
-# its untrained model over keep.st.
+# opens --log, and refuses one it cannot write; rank 1, given 3 s before
+# SIGKILL (the README advises 30 for large models), gave up on rank 0 and
+# saved its untrained model over keep.st.  (Now the ranks meet before
+# training, and leave together with rank 0's status.)
 "$A" train $TINY --batch 8 --steps 3 --save keep.st >/dev/null
 cp keep.st keep.orig
-mpirun --oversubscribe --mca odls_base_sigkill_timeout 30 -np 2 "$M" train $TINY --batch 8 --steps 3 \
+mpirun --oversubscribe --mca odls_base_sigkill_timeout 3 -np 2 "$M" train $TINY --batch 8 --steps 3 \
     --save keep.st --log nodir/run.csv >keep.out 2>keep.err
 check "a --log rank 0 cannot write, on 2 ranks: refused in its line ($(grep '^attograd' keep.err | tr '\n' '|'))" \
     grep -q "^attograd train: cannot write log nodir/run.csv" keep.err
@@ -412,4 +415,36 @@ bad_ranks "the checkpoint's --batch 8 does not split evenly over 3 ranks: resume
 bad_ranks "the checkpoint's --micro-batch 2 does not divide the 3 rows each of 4 ranks gets from its --batch 12: resume it on 1, 2, 3 or 6 ranks" \
     4 "$M" train --resume m2.st
 bad_ranks "--lr expects a number" 3 "$M" train --lr x
+
+# Ranks given different runs (mpirun's "-np 1 A : -np 1 B", a host with
+# another copy of a file): rank 0 gets the words of $RANK0 after the
+# others, the other ranks those of $RANK1.  They trained on silently, each
+# rank updating its own weights with the gradient summed over all (or hung
+# in collectives that did not match); now every rank compares what it was
+# given before anything is written, and all refuse.
+printf '#!/bin/sh\nif [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$@" $RANK0; fi\nexec "$@" $RANK1\n' >ranks.sh
+chmod +x ranks.sh
+sed 's/the/teh/g' "$TEXT" >other.txt
+"$A" train $TINY --batch 8 --micro-batch 2 --steps 2 --save r2.st >/dev/null
+"$A" train --resume r2.st --steps 3 --save r3.st --quiet >/dev/null
+cp r2.st r2copy.st
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >kept.csv
+DIFF="--d-model 16 --heads 2 --layers 1 --context 16 --batch 12 --micro-batch 2 --steps 2 --eval-every 0 --quiet --threads 1"
+RANK0="--text $TEXT --lr 0.1" RANK1="--text $TEXT --lr 0.2" bad_ranks \
+    "the ranks were started with different options: give every rank the same" 2 ./ranks.sh "$M" train $DIFF --log kept.csv
+check "ranks with different options: the log is not touched" eval '[ "$(wc -l <kept.csv)" -eq 1 ]'
+RANK0="--text $TEXT" RANK1="--text other.txt" bad_ranks \
+    "the ranks read different text: $TEXT is not the same file on every rank" 3 ./ranks.sh "$M" train $DIFF
+RANK0="--resume r2.st" RANK1="--resume r3.st" bad_ranks \
+    "the ranks start from different weights: --resume r2.st is not the same checkpoint on every rank" \
+    2 ./ranks.sh "$M" train --quiet
+check "ranks resumed from different checkpoints: neither is touched" \
+    eval '"$A" info r2.st | grep -q "step 2," && "$A" info r3.st | grep -q "step 3,"'
+RANK0="--resume r2.st" RANK1="--resume r2copy.st" mpirun --oversubscribe -np 2 ./ranks.sh "$M" train --quiet \
+    --steps 3 --save same.st >same.out 2>&1
+check "ranks resumed from two copies of one checkpoint train on ($(tail -n 1 same.out))" cmp -s same.st r3.st
+# a verdict one rank reaches alone: that rank says it, and every rank exits 2
+RANK0="--text $TEXT" RANK1="--text missing.txt" bad_ranks "attograd train: rank 1: cannot open missing.txt" \
+    3 ./ranks.sh "$M" train $DIFF
+bad_ranks "cannot write log nodir/run.csv" 2 "$M" train $DIFF --text "$TEXT" --log nodir/run.csv
 finish

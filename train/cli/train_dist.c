@@ -4,7 +4,9 @@
  * (microbatch.c), and the steps, evaluations and stops every rank takes
  * together.  Whole-batch runs of the plain build pass straight through.
  */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -107,15 +109,112 @@ void train_dist_configure(trainer *t, opt *micro_batch)
     }
 }
 
+/* FNV-1a, 64 bits, over n bytes, continuing h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "\377", 1);
+}
+
+/* The ranks meet (dist_agree) and compare a hash of what each was given:
+ * entry 2k (after dist_exit's) the largest hash of any rank, 2k + 1 the
+ * complement of the smallest (~ reverses the order), so that every rank knows whether all
+ * were equal.  When the meeting fails (a rank gone), the rank leaves
+ * without a save: nothing has been trained. */
+static int ranks_differ(long *v, int k)
+{
+    return v[DIST_AGREE_FIRST + 2 * k] != ~v[DIST_AGREE_FIRST + 1 + 2 * k];
+}
+
+static void agree_or_leave(long *v, int last)
+{
+    if (dist_agree(v, last) == 0)
+        return;
+    if (dist_lowest_alive())
+        dist_say("%s before training started; nothing was trained, nothing is saved", dist_lost_reason());
+    exit(DIST_LOST);
+}
+
+/* Every rank must run the same training: options, data and first weights.
+ * A rank given other options (mpirun's "-np 1 ... : -np 1 ..." with
+ * other flags), another text (a host with another copy of the file) or
+ * another checkpoint would train on silently, each rank updating its own
+ * weights with the gradient summed over all, and rank 0 would save a model
+ * no single run gives; other steps or evaluations would leave the ranks
+ * waiting on collectives that never match.  Before anything is written
+ * (the log), the ranks compare hashes of the three and refuse to start,
+ * every one with status 2 and one line from rank 0.  --threads, --quiet,
+ * --log, --log-every, --save, --save-every and --mpi-timeout may differ:
+ * they are rank 0's alone, or change no number. */
+void train_dist_check(trainer *t)
+{
+    if (dist_size() == 1)
+        return;
+    const train_opts *o = &t->o;
+    const model_config *c = &t->m.cfg;
+    uint64_t h[3] = { 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL };
+    const char *strs[] = { t->data.is_task ? t->data.task.name : "text", o->optimizer, o->schedule, o->order,
+                           o->precision };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        h[0] = fnv_str(h[0], strs[i]);
+    const long longs[] = { c->arch, c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context, c->qkv_bias,
+                           t->B, t->S, o->micro_batch, t->precision, o->steps, o->eval_every, o->warmup,
+                           o->schedule_steps, t->start };
+    const double dbls[] = { c->dropout, o->lr, o->momentum, o->weight_decay, o->beta1, o->beta2, o->eps, o->clip,
+                            o->min_lr };
+    h[0] = fnv(h[0], longs, sizeof longs);
+    h[0] = fnv(h[0], dbls, sizeof dbls);
+    h[0] = fnv(h[0], &o->seed, sizeof o->seed);
+    if (!t->data.is_task) {
+        const text_data *d = &t->data.text;
+        uint64_t text[] = { text_fingerprint(d), d->n, d->n_train };
+        h[1] = fnv(h[1], text, sizeof text);
+    }
+    h[2] = fnv(h[2], t->m.params->data, t->m.params->total * sizeof *t->m.params->data);
+    h[2] = fnv(h[2], &t->data_rng, sizeof t->data_rng);
+    _Static_assert(DIST_AGREE_FIRST + 6 <= DIST_AGREE_N, "three hashes and their complements");
+    long v[DIST_AGREE_N] = { 0 };
+    for (int k = 0; k < 3; k++) {
+        v[DIST_AGREE_FIRST + 2 * k] = (long)h[k];
+        v[DIST_AGREE_FIRST + 1 + 2 * k] = ~(long)h[k];
+    }
+    agree_or_leave(v, 0);
+    const char *may = "they may differ only in --threads, --quiet, --log, --log-every, --save, --save-every and "
+                      "--mpi-timeout";
+    /* checkpoints that differ give other options too (their steps, at least): the files are the cause */
+    if (ranks_differ(v, 2) && t->from)
+        die(CMD, "the ranks start from different weights: %s %s is not the same checkpoint on every rank: give every "
+                 "host the same copy", o->resume ? "--resume" : "--init", t->from);
+    if (ranks_differ(v, 0))
+        die(CMD, "the ranks were started with different options: give every rank the same (%s)", may);
+    if (ranks_differ(v, 1))
+        die(CMD, "the ranks read different text: %s is not the same file on every rank (its bytes differ): give "
+                 "every host the same copy", o->text);
+    if (ranks_differ(v, 2))
+        die(CMD, "the ranks initialized different weights from the same seed: their builds differ (a host with "
+                 "another attograd or C library): run one build on every host");
+}
+
 void train_dist_setup(trainer *t)
 {
     train_opts *o = &t->o;
-    if (!o->micro_batch)
-        return;
     static mb_plan plan;
     char err[ERR_MAX];
-    if (mb_plan_init(&plan, t->m.params, t->B, o->micro_batch, t->S, err, sizeof err))
+    if (o->micro_batch && mb_plan_init(&plan, t->m.params, t->B, o->micro_batch, t->S, err, sizeof err))
         die(CMD, "%s", err);
+    /* the last meeting before training: a rank that failed alone since the
+     * last (rank 0's log, this plan) is heard of here */
+    long ready[DIST_AGREE_N] = { 0 };
+    agree_or_leave(ready, 1);
+    if (!o->micro_batch)
+        return;
     t->mb = &plan;
     if (o->quiet)
         return;

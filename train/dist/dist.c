@@ -66,7 +66,11 @@ void dist_say(const char *fmt, ...)
 
 #ifdef AG_MPI
 
-/* Ranks above 0 print nothing of their own on stdout or stderr. */
+/* Ranks above 0 print nothing of their own on stdout or stderr: stdout
+ * goes to /dev/null, stderr to an unlinked temporary file, whence
+ * dist_exit takes the line of a verdict this rank reached alone. */
+static FILE *kept_stderr;
+
 static void silence(void)
 {
     fflush(stdout);
@@ -77,14 +81,36 @@ static void silence(void)
     say_fd = dup(STDERR_FILENO);
     if (say_fd < 0)
         say_fd = STDERR_FILENO;
+    kept_stderr = tmpfile();
     dup2(null, STDOUT_FILENO);
-    dup2(null, STDERR_FILENO);
+    dup2(kept_stderr ? fileno(kept_stderr) : null, STDERR_FILENO);
     close(null);
 }
 
-static long timeout_seconds;
-
-void dist_set_timeout(long seconds) { timeout_seconds = seconds; }
+/* The last line this rank wrote on its standard error ("attograd train:
+ * why"), said on the real one with the rank: its verdict, which no other
+ * rank reached and rank 0 did not say. */
+static void say_kept_line(void)
+{
+    char buf[4096];
+    fflush(stderr);
+    if (!kept_stderr)
+        return;
+    off_t end = lseek(fileno(kept_stderr), 0, SEEK_END);
+    off_t from = end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0;
+    ssize_t n = end > 0 ? pread(fileno(kept_stderr), buf, (size_t)(end - from), from) : -1;
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = 0;
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    size_t skip = strlen("attograd ") + strlen(command) + strlen(": ");
+    if (strlen(line) > skip && strncmp(line, "attograd ", 9) == 0)
+        line += skip;
+    dist_say("%s", line);
+}
 
 /* A library error on a rank above 0 (rank 0 keeps the engine's own
  * handler, which prints it): say it with the rank, and exit 2. */
@@ -95,6 +121,10 @@ static void on_engine_error(const char *msg, void *user)
     exit(2);
 }
 
+/* A second communicator for leaving: a barrier there can only meet
+ * other ranks leaving (or the agreements before training, dist_agree),
+ * never a collective of the training. */
+static MPI_Comm leaving;
 static MPI_Comm faults;
 static int notice;                      /* the notice being received (a dist_fault) */
 static MPI_Request notice_req = MPI_REQUEST_NULL;
@@ -110,9 +140,6 @@ static void finalize(void)
     MPI_Finalize();
 }
 
-/* A second communicator for leaving: a barrier there can only meet
- * other ranks leaving, never a collective of the training. */
-static MPI_Comm leaving;
 /* The gradient exchange's two kinds of collectives, each on its own
  * communicator: a bucket's all-gather starts when its all-to-all is in,
  * which differs between ranks, so the two kinds interleave differently on
@@ -120,15 +147,51 @@ static MPI_Comm leaving;
 static MPI_Comm exchange_a2a, exchange_gather;
 static int exchange_threaded;
 
+static long timeout_seconds;
+static int wait_for(MPI_Request *req, int rc, const char *call);
+
+void dist_set_timeout(long seconds) { timeout_seconds = seconds; }
+
+/* The agreements before training (dist_agree), on `leaving`: open until
+ * the last has been met. */
+static int agree_open = 1;
+
+/* One agreement: v[0..DIST_AGREE_N) become, each, the largest of every
+ * rank's; 0, or -1 when the rank gave up. */
+static int agree(long *v)
+{
+    static long in[DIST_AGREE_N], out[DIST_AGREE_N];  /* static: one given up on may still write */
+    memcpy(in, v, sizeof in);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(in, out, DIST_AGREE_N, MPI_LONG, MPI_MAX, leaving, &req);
+    if (wait_for(&req, rc, "MPI_Iallreduce") != 0)
+        return -1;
+    memcpy(v, out, sizeof out);
+    return 0;
+}
+
 /* die() on every rank (a bad option, a checkpoint that does not fit: the
  * same verdict everywhere, said by rank 0) or --help ends in dist_exit
  * (the command line installs it, cmd_train.c): the ranks leave together, so that each exits with the status, not killed by mpirun,
  * which sends the others SIGTERM as soon as one exits with a non-zero
- * status (and SIGKILL a second later).  A rank that waits 10 s at the
+ * status (and SIGKILL a second later).  Before training, a rank with a
+ * verdict of its own (rank 0 alone opens the log and locks the outputs; a
+ * host of its own may lack a file) meets the others at their next
+ * agreement (dist_agree) with its status, and they leave with it, as
+ * together.  After the last agreement, a rank that waits 10 s at the
  * barrier alone had a verdict of its own, and leaves alone. */
 void dist_exit(int status)
 {
     signal(SIGTERM, SIG_IGN);
+    if (agree_open && size > 1) {
+        agree_open = 0;
+        /* the status, and which rank is the lowest leaving */
+        long v[DIST_AGREE_N] = { status + 1, size - rank };
+        if (agree(v) != 0)
+            exit(status);
+        if (rank > 0 && size - v[1] == rank)
+            say_kept_line();            /* no lower rank left, rank 0 said nothing: this rank's reason */
+    }
     MPI_Request req;
     int done = 0;
     if (MPI_Ibarrier(leaving, &req) == MPI_SUCCESS) {
@@ -454,6 +517,19 @@ void dist_max(long *v, int n)
         memcpy(v, out, (size_t)n * sizeof *v);
 }
 
+int dist_agree(long *v, int last)
+{
+    if (size == 1)
+        return 0;
+    if (lost || agree(v) != 0)
+        return -1;
+    if (last || v[0] > 0)
+        agree_open = 0;
+    if (v[0] > 0)
+        dist_exit((int)v[0] - 1);       /* a rank left, having said why */
+    return 0;
+}
+
 /* ---- the gradient exchange, overlapped ----------------------------------
  * The main thread posts buckets as backward finishes them and calls no MPI
  * until dist_exchange_wait; the exchange's thread starts each posted
@@ -652,6 +728,11 @@ void dist_exchange_post(int bucket) { (void)bucket; }
 int dist_exchange_wait(void) { return 0; }
 
 void dist_max(long *v, int n) { (void)v, (void)n; }
+int dist_agree(long *v, int last)
+{
+    (void)v, (void)last;
+    return 0;
+}
 void dist_exit(int status) { exit(status); }
 int dist_end(int status, int together)
 {
