@@ -227,6 +227,25 @@ wait_ended "kill -9 of rank 1"
 check "kill -9: one line names rank 1 ($(grep -i 'rank 1' long.err | head -n 1))" \
     grep -q "process rank 1 .* exited on signal 9" long.err
 
+# kill -9 of rank 0: rank 1, the lowest left, saves the last step and says
+# so.  (It waited half a second for word from a lower rank after giving up,
+# on top of the half second given to a stop: all of the second mpirun leaves
+# before SIGKILL, and the save was lost, or made and not said.)
+for try in 1 2 3; do
+    rm -f long.st long.st.tmp.*
+    mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 \
+        --batch 12 --optimizer adamw --steps 1000000 --save long.st --eval-every 0 --log-every 1 --threads 1 \
+        >long.out 2>long.err &
+    mpid=$!
+    for _ in $(seq 100); do [ "$(grep -c '^step' long.out)" -ge 5 ] && break; sleep 0.1; done
+    victim=$(rank_pid 0)
+    kill -9 "$victim"
+    wait_ended "kill -9 of rank 0, try $try"
+    step=$(sed -nE 's/^attograd train: rank 1: .*: saved long.st at step ([0-9]+), the last step completed.*/\1/p' long.err)
+    check "kill -9 of rank 0, try $try: rank 1 saves the last step and says so ($(grep '^attograd' long.err | tr '\n' '|'))" \
+        eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
+done
+
 start_long 3 --save-every 1 --mpi-timeout 2
 victim=$(rank_pid 2)
 kill -STOP "$victim"

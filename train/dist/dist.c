@@ -128,6 +128,11 @@ static MPI_Comm leaving;
 static MPI_Comm faults;
 static int notice;                      /* the notice being received (a dist_fault) */
 static MPI_Request notice_req = MPI_REQUEST_NULL;
+/* The word of a lower rank that has found the stop flag up in a collective
+ * (tag STOPPING_TAG): it is alive, and saves if it gives up. */
+enum { STOPPING_TAG = 2 };
+static int stopping_word;
+static MPI_Request stopping_req = MPI_REQUEST_NULL;
 
 /* The notice of a rank that gives up (below) is always being received:
  * MPI_Finalize wants no receive pending. */
@@ -136,6 +141,10 @@ static void finalize(void)
     if (notice_req != MPI_REQUEST_NULL) {
         MPI_Cancel(&notice_req);
         MPI_Wait(&notice_req, MPI_STATUS_IGNORE);
+    }
+    if (stopping_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&stopping_req);
+        MPI_Wait(&stopping_req, MPI_STATUS_IGNORE);
     }
     MPI_Finalize();
 }
@@ -235,6 +244,7 @@ void dist_start(const char *cmd)
     MPI_Comm_set_errhandler(exchange_gather, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(faults, MPI_ERRORS_RETURN);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
+    MPI_Irecv(&stopping_word, 1, MPI_INT, MPI_ANY_SOURCE, STOPPING_TAG, faults, &stopping_req);
     if (rank > 0) {
         silence();
         ag_set_error_handler(on_engine_error, NULL);
@@ -272,6 +282,7 @@ static dist_fault lost;                 /* why this rank gave up, DIST_RUNNING w
 static int lost_peer = -1, peer_fault;  /* the rank whose notice made it give up, and that rank's reason */
 static char lost_why[MPI_MAX_ERROR_STRING + 64];
 static int lower_gave_up;               /* a lower rank has given up too */
+static int lower_stopping;              /* a lower rank found the stop flag up in a collective */
 
 void dist_watch_stop(volatile sig_atomic_t *flag) { stop_flag = flag; }
 dist_fault dist_lost(void) { return lost; }
@@ -362,22 +373,41 @@ const char *dist_lost_reason(void)
     return line;
 }
 
+/* Word from a lower rank that it is stopping (stop_due): 1 when one came. */
+static int heard_stopping(void)
+{
+    int got = 0;
+    if (stopping_req == MPI_REQUEST_NULL || MPI_Test(&stopping_req, &got, MPI_STATUS_IGNORE) != MPI_SUCCESS || !got)
+        return 0;
+    lower_stopping = 1;                 /* only higher ranks are told */
+    MPI_Irecv(&stopping_word, 1, MPI_INT, MPI_ANY_SOURCE, STOPPING_TAG, faults, &stopping_req);
+    return 1;
+}
+
 /* Half a second for the notices of lower ranks that have given up too:
- * those are alive, and the lowest of them saves.  Rank 0 asks nobody (it
- * calls no MPI after giving up). */
+ * those are alive, and the lowest of them saves.  After a stop signal, the
+ * lower ranks that got it too said so as they found it, half a second
+ * before giving up (stop_due): their word is here already, and a rank that
+ * has none saves at once, 50 ms later, not half a second: mpirun sends
+ * SIGKILL a second after SIGTERM, and the save needs what is left of it
+ * (when rank 0 is the rank lost, rank 1 waited out all of it).  Rank 0
+ * asks nobody (it calls no MPI after giving up). */
 int dist_lowest_alive(void)
 {
-    double deadline = now_seconds() + 0.5;
-    while (rank > 0 && !lower_gave_up && now_seconds() < deadline) {
-        if (!heard_notice()) {
+    double deadline = now_seconds() + (lost == DIST_STOPPED ? 0.05 : 0.5);
+    while (rank > 0 && !lower_gave_up && !lower_stopping && now_seconds() < deadline) {
+        int heard = heard_notice();
+        heard |= heard_stopping();
+        if (!heard) {
             struct timespec ms = { 0, 1000000 };
             nanosleep(&ms, NULL);
         }
     }
-    return !lower_gave_up;
+    return !lower_gave_up && !lower_stopping;
 }
 
-/* The saver's word travels on `faults` with tag 1 (tag 0: the notices). */
+/* The saver's word travels on `faults` with tag 1 (tag 0: the notices;
+ * STOPPING_TAG: a rank stopping). */
 enum { SAVER_SECONDS = 60, SAVED_TAG = 1 };
 
 void dist_await_saver(void)
@@ -424,14 +454,22 @@ void dist_saver_done(void)
 
 /* Whether the stop flag is up and has been for STOP_GRACE_MS (above).  The
  * one thread that polls at a time (the exchange's, or the main thread's)
- * keeps stop_seen. */
+ * keeps stop_seen.  The higher ranks are told at once that this rank is
+ * stopping, alive (dist_lowest_alive). */
 static int stop_due(void)
 {
     if (!stop_flag || !*stop_flag)
         return 0;
     double now = now_seconds();
-    if (stop_seen == 0)
+    if (stop_seen == 0) {
         stop_seen = now;
+        static int word = 1;
+        for (int q = rank + 1; q < size; q++) {
+            MPI_Request req;
+            if (MPI_Isend(&word, 1, MPI_INT, q, STOPPING_TAG, faults, &req) == MPI_SUCCESS)
+                MPI_Request_free(&req);
+        }
+    }
     return now - stop_seen >= STOP_GRACE_MS / 1e3;
 }
 

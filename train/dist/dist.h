@@ -136,8 +136,9 @@ const char *dist_lost_reason(void);
  * save). */
 void dist_watch_stop(volatile sig_atomic_t *flag);
 /* After giving up: 1 when no lower-numbered rank has given up too within
- * half a second, that is, this rank is the lowest still running on its side
- * of the network, and saves. */
+ * half a second (after a stop signal: has said it was stopping, or gives
+ * up within 50 ms), that is, this rank is the lowest still running on its
+ * side of the network, and saves. */
 int dist_lowest_alive(void);
 /* mpirun kills every rank as soon as one exits non-zero, so a rank that
  * does not save must not leave while the lower rank that saves is still
