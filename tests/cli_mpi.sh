@@ -246,6 +246,20 @@ for try in 1 2 3; do
         eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
 done
 
+# The save of a rank above 0 that fails says why in its line (which said
+# "failed (above)", the reason written where rank 1's stderr goes: nowhere).
+rm -rf gone && mkdir gone
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1000000 \
+    --save gone/x.st --eval-every 0 --log-every 1 --threads 1 >long.out 2>long.err &
+mpid=$!
+for _ in $(seq 100); do [ "$(grep -c '^step' long.out)" -ge 5 ] && break; sleep 0.1; done
+victim=$(rank_pid 0)
+rm -rf gone
+kill -9 "$victim"
+wait "$mpid"
+check "kill -9 of rank 0, --save's directory gone: rank 1's line says why it did not save ($(grep '^attograd' long.err))" \
+    grep -q "^attograd train: rank 1: .*; not saved: .*gone/x.st.*No such file or directory" long.err
+
 start_long 3 --save-every 1 --mpi-timeout 2
 victim=$(rank_pid 2)
 kill -STOP "$victim"
