@@ -155,6 +155,20 @@ share=$(($(getconf _NPROCESSORS_ONLN) / 2)); [ "$share" -ge 1 ] || share=1
 check "--threads 0 on 2 ranks: half the machine's cores each, $share ($(grep ranks threads.out))" \
     grep -q "2 ranks x $share threads\?," threads.out
 
+# more ranks than cores, one thread each: the note says so, and does not ask
+# for fewer threads (it did: "3 ranks x 1 threads exceed this machine's 2
+# cores: give fewer --threads")
+cores=$(getconf _NPROCESSORS_ONLN)
+if [ "$cores" -le 7 ]; then
+    run $((cores + 1)) train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch $((cores + 1)) --steps 1 \
+        --eval-every 0 --threads 1 >over.out 2>&1
+    check "$((cores + 1)) ranks of 1 thread on $cores cores: one note, not about threads ($(grep note over.out))" \
+        eval '[ "$(grep -c "^  note       $((cores + 1)) ranks on this machine.s $cores cores\? take turns: start at most $cores here$" over.out)" -eq 1 ] &&
+              ! grep -q "fewer --threads" over.out'
+else
+    skip "more ranks than cores: this machine has $cores"
+fi
+
 # bf16 on 1, 2 and 4 ranks: the bf16 products do not depend on the split either
 BF="--text $TEXT --d-model 32 --heads 2 --layers 1 --context 32 --batch 16 --dropout 0.1
     --eval-every 0 --quiet --threads 1 --precision bf16"

@@ -220,16 +220,21 @@ void train_dist_setup(trainer *t)
         return;
     int threads = ag_get_threads();
     FILE *out = report_stream();
-    fprintf(out, "  ranks      %d rank%s x %d thread%s, micro-batches of %d rows (%d per step, %d per rank), "
+    fprintf(out, "  ranks      %d rank%s x %d thread%s, micro-batches of %d row%s (%d per step, %d per rank), "
             "gradients added in a fixed tree\n", plan.size, plan.size == 1 ? "" : "s", threads,
-            threads == 1 ? "" : "s", plan.M, plan.n, plan.per_rank);
+            threads == 1 ? "" : "s", plan.M, plan.M == 1 ? "" : "s", plan.n, plan.per_rank);
 #ifdef AG_MPI
     if (threads > visible_cores)
         fprintf(out, "  note       %d threads on the %d core%s this rank may use: start it with mpirun --bind-to none "
                 "(or --map-by slot:PE=%d)\n", threads, visible_cores, visible_cores == 1 ? "" : "s", threads);
-    else if (online_cores > 0 && (long)threads * dist_local_size() > online_cores)
-        fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads\n",
-                dist_local_size(), threads, online_cores);
+    else if (online_cores > 0 && (long)threads * dist_local_size() > online_cores && threads > 1)
+        fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads "
+                "(%ld)\n", dist_local_size(), threads, online_cores,
+                online_cores / dist_local_size() > 1 ? online_cores / dist_local_size() : 1);
+    else if (online_cores > 0 && dist_local_size() > online_cores)
+        /* one thread each: fewer threads is no way out */
+        fprintf(out, "  note       %d ranks on this machine's %ld core%s take turns: start at most %ld here\n",
+                dist_local_size(), online_cores, online_cores == 1 ? "" : "s", online_cores);
 #endif
     report_flush();
 }
