@@ -155,6 +155,18 @@ share=$(($(getconf _NPROCESSORS_ONLN) / 2)); [ "$share" -ge 1 ] || share=1
 check "--threads 0 on 2 ranks: half the machine's cores each, $share ($(grep ranks threads.out))" \
     grep -q "2 ranks x $share threads\?," threads.out
 
+# --save /dev/stdout on ranks: rank 0's standard output is a terminal of
+# mpirun's, copied to mpirun's own, where the checkpoint goes: the report
+# goes to stderr, as in one process (the "saved" and "done" lines went
+# after the checkpoint's bytes, which no reader then took)
+run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 3 --eval-every 0 --threads 1 \
+    --save piped_file.st >/dev/null 2>&1
+run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 3 --eval-every 0 --threads 1 \
+    --save /dev/stdout >piped.st 2>piped.err
+check "--save /dev/stdout on 2 ranks: the checkpoint's bytes alone ($(tail -c 80 piped.st | tr -c '[:print:]' .))" \
+    cmp -s piped.st piped_file.st
+check "--save /dev/stdout on 2 ranks: the report on stderr" grep -q "^saved /dev/stdout (step 3)" piped.err
+
 # more ranks than cores, one thread each: the note says so, and does not ask
 # for fewer threads (it did: "3 ranks x 1 threads exceed this machine's 2
 # cores: give fewer --threads")
