@@ -286,6 +286,19 @@ wait "$mpid"
 check "kill -9 of rank 0, --save's directory gone: rank 1's line says why it did not save ($(grep '^attograd' long.err))" \
     grep -q "^attograd train: rank 1: .*; not saved: .*gone/x.st.*No such file or directory" long.err
 
+# ... and a --save that is rank 0's standard output is not rank 1's: it
+# says so (it wrote the checkpoint to its own, /dev/null, and said "saved
+# /dev/stdout at step N")
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1000000 \
+    --save /dev/stdout --eval-every 0 --threads 1 >stream.st 2>long.err &
+mpid=$!
+sleep 2
+victim=$(rank_pid 0)
+kill -9 "$victim"
+wait "$mpid"
+check "kill -9 of rank 0, --save /dev/stdout: rank 1 does not claim to save ($(grep '^attograd' long.err))" \
+    grep -q "^attograd train: rank 1: .*; --save /dev/stdout is rank 0's own stream, which this rank cannot write" long.err
+
 start_long 3 --save-every 1 --mpi-timeout 2
 victim=$(rank_pid 2)
 kill -STOP "$victim"

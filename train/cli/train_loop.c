@@ -234,6 +234,10 @@ static int save_after_fault(trainer *t, long completed, int in_eval)
                  path ? " (" : "", path ? path : "", path ? " is left as it was)" : "");
     } else if (!path) {
         dist_say("%s %s; no --save, so the %ld steps taken are lost", dist_lost_reason(), when, completed - t->start);
+    } else if (dist_rank() > 0 && ag_stream_fd(path) >= 0) {
+        /* /dev/stdout, /dev/fd/N: rank 0's descriptor; this rank's goes nowhere (dist.h) */
+        dist_say("%s %s; --save %s is rank 0's own stream, which this rank cannot write, so the %ld steps taken "
+                 "are lost", dist_lost_reason(), when, path, completed - t->start);
     } else {
         t->o.save = path;
         char err[ERR_MAX];
