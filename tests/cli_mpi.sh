@@ -493,6 +493,12 @@ bad_ranks "the checkpoint's --batch 8 does not split evenly over 3 ranks: resume
 bad_ranks "the checkpoint's --micro-batch 2 does not divide the 3 rows each of 4 ranks gets from its --batch 12: resume it on 1, 2, 3 or 6 ranks" \
     4 "$M" train --resume m2.st
 bad_ranks "--lr expects a number" 3 "$M" train --lr x
+# more numbers of ranks fit than the line lists: it says so (it listed the
+# first 8 as if they were all: "1, 2, 3, 4, 5, 6, 8 or 9 ranks")
+"$A" train --d-model 8 --heads 1 --layers 1 --batch 720 --micro-batch 1 --steps 1 --eval-every 0 --quiet \
+    --threads 1 --save m720.st >/dev/null
+bad_ranks "the checkpoint's --batch 720 does not split evenly over 7 ranks: resume it on 1, 2, 3, 4, 5, 6, 8, 9, ... ranks" \
+    7 "$M" train --resume m720.st
 
 # Ranks given different runs (mpirun's "-np 1 A : -np 1 B", a host with
 # another copy of a file): rank 0 gets the words of $RANK0 after the

@@ -19,17 +19,24 @@
 static const char *CMD = "train";
 
 /* "1, 2, 4 or 8": the numbers of ranks that can run batches of B rows in
- * micro-batches of M rows (M = 0: whole batches, one rank only). */
+ * micro-batches of M rows (M = 0: whole batches, one rank only); the first
+ * 8 and "..." when there are more. */
 static const char *rank_counts(int B, int M, char *buf, size_t len)
 {
-    int fit[8], n = 0;
-    for (int N = 1; N <= B && n < 8; N++)
+    int fit[9], n = 0;
+    for (int N = 1; N <= B && n < 9; N++)
         if (B % N == 0 && (M ? (B / N) % M == 0 : N == 1))
             fit[n++] = N;
+    int more = n == 9;
+    if (more)
+        n = 8;
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < n && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : i == n - 1 ? " or " : ", ", fit[i]);
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : i == n - 1 && !more ? " or " : ", ",
+                                 fit[i]);
+    if (more && used < len)
+        snprintf(buf + used, len - used, ", ...");
     return buf;
 }
 
