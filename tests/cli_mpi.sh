@@ -474,6 +474,9 @@ bad_ranks() {  # bad_ranks WANT N BINARY ARGS...
     if [ -z "$why" ]; then ok; else fail "$n ranks: $* -> $why; stderr: $(grep '^attograd' stderr | head -c 300)"; fi
 }
 bad_ranks "--batch 32 does not split evenly over 3 ranks" 3 "$M" train --batch 32
+# with a --micro-batch, the --batch suggested holds whole micro-batches on each rank (33 did not)
+bad_ranks "--batch 32 does not split evenly over 3 ranks: give a --batch that 24 divides (3 ranks x --micro-batch 8), such as 48" \
+    3 "$M" train --batch 32 --micro-batch 8
 bad_ranks "--micro-batch 4 does not divide the 6 rows each of 4 ranks gets from --batch 24" \
     4 "$M" train --batch 24 --micro-batch 4
 bad_ranks "--micro-batch 5 (the default) does not divide the 4 rows each of 5 ranks gets from --batch 20" \

@@ -74,8 +74,15 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         if (o->resume)
             die(CMD, "the checkpoint's --batch %d does not split evenly over %d ranks: resume it on %s ranks", B,
                 N, rank_counts(B, o->micro_batch, fit, sizeof fit));
-        die(CMD, "--batch %d does not split evenly over %d ranks: give a --batch that %d divides, such as %d", B, N,
-            N, (B / N + 1) * N);
+    {
+        /* with a --micro-batch given, each rank's share must hold whole micro-batches too */
+        long unit = micro_batch && micro_batch->given ? (long)N * o->micro_batch : N;
+        char by[64] = "";
+        if (unit != N)
+            snprintf(by, sizeof by, " (%d ranks x --micro-batch %d)", N, o->micro_batch);
+        die(CMD, "--batch %d does not split evenly over %d ranks: give a --batch that %ld divides%s, such as %ld", B,
+            N, unit, by, (B / unit + 1) * unit);
+    }
     }
     if (o->resume && !o->micro_batch && N > 1)
         die(CMD, "%s was trained in whole batches (no --micro-batch), which only one process continues exactly: "
