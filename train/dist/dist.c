@@ -133,8 +133,9 @@ static void say_kept_line(void)
         buf[--n] = 0;
     char *line = strrchr(buf, '\n');
     line = line ? line + 1 : buf;
-    size_t skip = strlen("attograd ") + strlen(command) + strlen(": ");
-    if (strlen(line) > skip && strncmp(line, "attograd ", 9) == 0)
+    char prefix[64];                    /* "attograd train: ", which dist_say writes with the rank */
+    int skip = snprintf(prefix, sizeof prefix, "attograd %s: ", command);
+    if (skip > 0 && (size_t)skip < sizeof prefix && strncmp(line, prefix, (size_t)skip) == 0)
         line += skip;
     dist_say("%s", line);
 }
