@@ -74,7 +74,6 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         if (o->resume)
             die(CMD, "the checkpoint's --batch %d does not split evenly over %d ranks: resume it on %s ranks", B,
                 N, rank_counts(B, o->micro_batch, fit, sizeof fit));
-    {
         /* with a --micro-batch given, each rank's share must hold whole micro-batches too */
         long unit = micro_batch && micro_batch->given ? (long)N * o->micro_batch : N;
         char by[64] = "";
@@ -82,7 +81,6 @@ void train_dist_configure(trainer *t, opt *micro_batch)
             snprintf(by, sizeof by, " (%d ranks x --micro-batch %d)", N, o->micro_batch);
         die(CMD, "--batch %d does not split evenly over %d ranks: give a --batch that %ld divides%s, such as %ld", B,
             N, unit, by, (B / unit + 1) * unit);
-    }
     }
     if (o->resume && !o->micro_batch && N > 1)
         die(CMD, "%s was trained in whole batches (no --micro-batch), which only one process continues exactly: "
@@ -139,9 +137,9 @@ static uint64_t fnv_str(uint64_t h, const char *s)
 
 /* The ranks meet (dist_agree) and compare a hash of what each was given:
  * entry 2k (after dist_exit's) the largest hash of any rank, 2k + 1 the
- * complement of the smallest (~ reverses the order), so that every rank knows whether all
- * were equal.  When the meeting fails (a rank gone), the rank leaves
- * without a save: nothing has been trained. */
+ * complement of the smallest (~ reverses the order), so that every rank
+ * knows whether all were equal.  When the meeting fails (a rank gone), the
+ * rank leaves without a save: nothing has been trained. */
 static int ranks_differ(long *v, int k)
 {
     return v[DIST_AGREE_FIRST + 2 * k] != ~v[DIST_AGREE_FIRST + 1 + 2 * k];
