@@ -272,6 +272,25 @@ for try in 1 2 3; do
         eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
 done
 
+# A fault during the first step saves nothing: rank 1 frozen in a first step
+# of seconds, rank 0 gives up after --mpi-timeout 1 having completed no
+# step, and keep.st, which --save names, keeps the earlier run's step 3 (rank
+# 0 saved the untrained model over it, "at step 0").
+"$A" train $TINY --batch 8 --steps 3 --save keep.st >/dev/null
+cp keep.st keep.orig
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 256 --heads 4 --layers 4 --context 128 --batch 48 \
+    --steps 2 --eval-every 0 --threads 1 --mpi-timeout 1 --save keep.st >keep.out 2>keep.err &
+mpid=$!
+for _ in $(seq 300); do grep -q "^  ranks" keep.out && break; sleep 0.02; done
+victim=$(rank_pid 1)
+kill -STOP "$victim"
+for _ in $(seq 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$victim" 2>/dev/null
+wait "$mpid"
+check "a fault in the first step: one line says nothing is saved ($(grep '^attograd' keep.err))" \
+    grep -q "^attograd train: rank 0: .* during step 1; no step was completed, so nothing is saved (keep.st is left as it was)" keep.err
+check "a fault in the first step: --save is left as it was" cmp -s keep.st keep.orig
+
 # The save of a rank above 0 that fails says why in its line (which said
 # "failed (above)", the reason written where rank 1's stderr goes: nowhere).
 rm -rf gone && mkdir gone
