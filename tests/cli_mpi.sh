@@ -363,6 +363,20 @@ check "a --log rank 0 cannot write, on 2 ranks: refused in its line ($(grep '^at
     grep -q "^attograd train: cannot write log nodir/run.csv" keep.err
 check "a --log rank 0 cannot write, on 2 ranks: no rank saves over --save" cmp -s keep.st keep.orig
 
+# The last save takes as long as it takes: rank 1, waiting for rank 0 to
+# end, does not give up after --mpi-timeout (it did, and left; mpirun then
+# killed rank 0 while it wrote, and the checkpoint was cut short).
+rm -f slowend.fifo slowend.st
+mkfifo slowend.fifo
+(exec 3<slowend.fifo; sleep 4; cat <&3 >slowend.st) &
+reader=$!
+run 2 train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --batch 8 --steps 10 --eval-every 0 --quiet --threads 1 \
+    --mpi-timeout 1 --save slowend.fifo >slowend.out 2>slowend.err
+rc=$?
+wait "$reader"
+check "a last save slower than --mpi-timeout, to a pipe read late: exit 0 and the whole checkpoint (exit $rc; $(grep -m1 -i 'improperly\|attograd' slowend.err))" \
+    eval '[ $rc -eq 0 ] && "$A" info slowend.st | grep -q "step 10,"'
+
 # Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and
 # rank 0 saves it, as one process does.  A signal that finds rank 1 waiting for
 # rank 0 (which is saving, often, with --save-every 1) must not make it give up

@@ -718,8 +718,12 @@ int dist_end(int status, int together)
 {
     if (together && !lost) {
         /* a stop the ranks agreed on is no reason to give up here: rank 0
-         * may still be saving, and mpirun kills it when another rank exits */
+         * may still be saving, and mpirun kills it when another rank exits;
+         * nor is --mpi-timeout, for the same reason: the last checkpoint
+         * takes as long as it takes (a large model, a slow disk, a pipe
+         * read late).  A rank lost meanwhile ends the job through mpirun. */
         stop_flag = NULL;
+        timeout_seconds = 0;
         MPI_Request req;
         int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
         if (wait_for(&req, rc, "MPI_Ibarrier") == 0 && status < 128)
