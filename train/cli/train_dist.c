@@ -103,8 +103,8 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         if (N == 1)
             snprintf(rows, sizeof rows, "%s--batch %d", o->resume ? "its " : "", B);
         else
-            snprintf(rows, sizeof rows, "the %d rows each of %d ranks gets from %s--batch %d", B / N, N,
-                     o->resume ? "its " : "", B);
+            snprintf(rows, sizeof rows, "the %d row%s each of %d ranks gets from %s--batch %d", B / N,
+                     B / N == 1 ? "" : "s", N, o->resume ? "its " : "", B);
         if (o->resume)
             die(CMD, "the checkpoint's --micro-batch %d does not divide %s: resume it on %s ranks", o->micro_batch,
                 rows, rank_counts(B, o->micro_batch, fit, sizeof fit));
