@@ -514,6 +514,7 @@ bad_ranks "--micro-batch 4 does not divide the 6 rows each of 4 ranks gets from 
     4 "$M" train --batch 24 --micro-batch 4
 bad_ranks "--micro-batch 5 (the default) does not divide the 4 rows each of 5 ranks gets from --batch 20" \
     5 "$M" train --batch 20
+bad_ranks "--micro-batch 2 (the default) does not divide the 1 row each of 8 ranks gets from --batch 8" 8 "$M" train --batch 8
 bad_ranks "this attograd was built without MPI" 2 "$A" train
 bad_ranks "this attograd was built without MPI" 4 "$A" train --steps 1
 bad_ranks "whole.st was trained in whole batches" 2 "$M" train --resume whole.st
