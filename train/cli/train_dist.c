@@ -210,8 +210,9 @@ void train_dist_check(trainer *t)
         die(CMD, "the ranks read different text: %s is not the same file on every rank (its bytes differ): give "
                  "every host the same copy", o->text);
     if (ranks_differ(v, 2))
-        die(CMD, "the ranks initialized different weights from the same seed: their builds differ (a host with "
-                 "another attograd or C library): run one build on every host");
+        die(CMD, "the ranks initialized different weights from the same seed: their hosts compute differently "
+                 "(another attograd build, C library or kind of CPU), and the ranks would drift apart: run on hosts "
+                 "alike");
 }
 
 void train_dist_setup(trainer *t)
