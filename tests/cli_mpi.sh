@@ -518,12 +518,6 @@ bad_ranks "--micro-batch 2 (the default) does not divide the 1 row each of 8 ran
 bad_ranks "this attograd was built without MPI" 2 "$A" train
 bad_ranks "this attograd was built without MPI" 4 "$A" train --steps 1
 bad_ranks "whole.st was trained in whole batches" 2 "$M" train --resume whole.st
-# the other commands, started as several processes, each did the work alone
-# and printed it (eval's lines twice) or wrote the same file
-bad_ranks "attograd eval: started as one of 2 processes (mpirun -np 2): only train runs on several ranks" \
-    2 "$M" eval --model whole.st
-bad_ranks "attograd sample: started as one of 3 processes (mpirun -np 3): only train runs on several ranks" \
-    3 "$A" sample --model whole.st --seed 1
 bad_ranks "the checkpoint's --batch 8 does not split evenly over 3 ranks: resume it on 1, 2 or 4 ranks" \
     3 "$M" train --resume full.st
 "$A" train $TINY --batch 12 --micro-batch 2 --steps 1 --save m2.st >/dev/null

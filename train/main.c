@@ -8,7 +8,6 @@
 #include "args.h"
 #include "attograd.h"
 #include "cli.h"
-#include "dist.h"
 #include "files.h"
 
 static const struct {
@@ -107,8 +106,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0) {
             running = commands[i].name;
-            if (strcmp(argv[1], "train") != 0)
-                dist_alone(argv[1]);        /* train alone runs on several ranks (dist.h) */
             ag_set_error_handler(engine_error, NULL);
             int status = commands[i].fn(argc - 2, argv + 2);
             /* train's work is the checkpoint: it says itself when its

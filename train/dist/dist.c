@@ -64,33 +64,6 @@ void dist_say(const char *fmt, ...)
     (void)ignored;
 }
 
-/* Launchers' variables: Open MPI's mpirun, and MPICH's or Slurm's PMI. */
-static int env_int(const char *a, const char *b)
-{
-    const char *s = getenv(a);
-    if (!s)
-        s = getenv(b);
-    return s ? atoi(s) : -1;
-}
-
-void dist_alone(const char *cmd)
-{
-    int n = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"), r = env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK");
-    if (n <= 1)
-        return;
-    /* as the plain build's dist_start: rank 0 speaks, the others wait for
-     * it, mpirun's SIGTERM does not cut either short */
-    signal(SIGTERM, SIG_IGN);
-    if (r > 0) {
-        struct timespec half = { 0, 500000000 };
-        nanosleep(&half, NULL);
-        exit(2);
-    }
-    fprintf(stderr, "attograd %s: started as one of %d processes (mpirun -np %d): only train runs on several "
-                    "ranks, and each process would do this alone: run attograd %s without mpirun\n", cmd, n, n, cmd);
-    exit(2);
-}
-
 #ifdef AG_MPI
 
 /* Ranks above 0 print nothing of their own on stdout or stderr: stdout
@@ -733,6 +706,15 @@ int dist_end(int status, int together)
 }
 
 #else /* one process */
+
+/* Launchers' variables: Open MPI's mpirun, and MPICH's or Slurm's PMI. */
+static int env_int(const char *a, const char *b)
+{
+    const char *s = getenv(a);
+    if (!s)
+        s = getenv(b);
+    return s ? atoi(s) : -1;
+}
 
 void dist_start(const char *cmd)
 {

@@ -32,10 +32,6 @@
  * rank, or, in the plain build started as several processes, say so (rank
  * 0) and exit 2 (every rank).  cmd names the subcommand in messages. */
 void dist_start(const char *cmd);
-/* For the commands other than train: when started as one of several
- * processes (mpirun -np N), say so (rank 0) and exit 2 (every one): each
- * would do the same work, print it and write the same files. */
-void dist_alone(const char *cmd);
 int dist_rank(void);
 int dist_size(void);
 /* Ranks on this machine (threads per rank default to its cores / this). */
