@@ -9,7 +9,9 @@
 # saved on 2 ranks and resumed on 3 equals one that never stopped; kill -9
 # or SIGSTOP of one rank ends every rank within 30 s with the checkpoint
 # intact, and a save slower than the 8 s limit on ranks stuck inside MPI
-# is written whole; bad invocations get one line from rank 0 and exit 2 on every rank.  Without
+# is written whole; bad invocations get one line from rank 0 and exit 2 on every rank, and so
+# do ranks given different options, texts or checkpoints; a verdict one rank reaches alone is
+# said by it, and every rank exits 2.  Without
 # mpirun, mpicc or the MPI binary those checks report skipped.  Run from the
 # repository root; ATTOGRAD and ATTOGRAD_MPI override the two binaries.
 # Option lists ($TINY, $COPY, ...) are split into words on purpose.
@@ -153,6 +155,32 @@ share=$(($(getconf _NPROCESSORS_ONLN) / 2)); [ "$share" -ge 1 ] || share=1
 check "--threads 0 on 2 ranks: half the machine's cores each, $share ($(grep ranks threads.out))" \
     grep -q "2 ranks x $share threads\?," threads.out
 
+# --save /dev/stdout on ranks: rank 0's standard output is a terminal of
+# mpirun's, copied to mpirun's own, where the checkpoint goes: the report
+# goes to stderr, as in one process (the "saved" and "done" lines went
+# after the checkpoint's bytes, which no reader then took)
+run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 3 --eval-every 0 --threads 1 \
+    --save piped_file.st >/dev/null 2>&1
+run 2 train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 3 --eval-every 0 --threads 1 \
+    --save /dev/stdout >piped.st 2>piped.err
+check "--save /dev/stdout on 2 ranks: the checkpoint's bytes alone ($(tail -c 80 piped.st | tr -c '[:print:]' .))" \
+    cmp -s piped.st piped_file.st
+check "--save /dev/stdout on 2 ranks: the report on stderr" grep -q "^saved /dev/stdout (step 3)" piped.err
+
+# more ranks than cores, one thread each: the note says so, and does not ask
+# for fewer threads (it did: "3 ranks x 1 threads exceed this machine's 2
+# cores: give fewer --threads")
+cores=$(getconf _NPROCESSORS_ONLN)
+if [ "$cores" -le 7 ]; then
+    run $((cores + 1)) train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch $((cores + 1)) --steps 1 \
+        --eval-every 0 --threads 1 >over.out 2>&1
+    check "$((cores + 1)) ranks of 1 thread on $cores cores: one note, not about threads ($(grep note over.out))" \
+        eval '[ "$(grep -c "^  note       $((cores + 1)) ranks on this machine.s $cores cores\? take turns: start at most $cores here$" over.out)" -eq 1 ] &&
+              ! grep -q "fewer --threads" over.out'
+else
+    skip "more ranks than cores: this machine has $cores"
+fi
+
 # bf16 on 1, 2 and 4 ranks: the bf16 products do not depend on the split either
 BF="--text $TEXT --d-model 32 --heads 2 --layers 1 --context 32 --batch 16 --dropout 0.1
     --eval-every 0 --quiet --threads 1 --precision bf16"
@@ -225,6 +253,71 @@ wait_ended "kill -9 of rank 1"
 check "kill -9: one line names rank 1 ($(grep -i 'rank 1' long.err | head -n 1))" \
     grep -q "process rank 1 .* exited on signal 9" long.err
 
+# kill -9 of rank 0: rank 1, the lowest left, saves the last step and says
+# so.  (It waited half a second for word from a lower rank after giving up,
+# on top of the half second given to a stop: all of the second mpirun leaves
+# before SIGKILL, and the save was lost, or made and not said.)
+for try in 1 2 3; do
+    rm -f long.st long.st.tmp.*
+    mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 \
+        --batch 12 --optimizer adamw --steps 1000000 --save long.st --eval-every 0 --log-every 1 --threads 1 \
+        >long.out 2>long.err &
+    mpid=$!
+    for _ in $(seq 100); do [ "$(grep -c '^step' long.out)" -ge 5 ] && break; sleep 0.1; done
+    victim=$(rank_pid 0)
+    kill -9 "$victim"
+    wait_ended "kill -9 of rank 0, try $try"
+    step=$(sed -nE 's/^attograd train: rank 1: .*: saved long.st at step ([0-9]+), the last step completed.*/\1/p' long.err)
+    check "kill -9 of rank 0, try $try: rank 1 saves the last step and says so ($(grep '^attograd' long.err | tr '\n' '|'))" \
+        eval '[ -n "$step" ] && "$A" info long.st | grep -q "step $step,"'
+done
+
+# A fault during the first step saves nothing: rank 1 frozen in a first step
+# of seconds, rank 0 gives up after --mpi-timeout 1 having completed no
+# step, and keep.st, which --save names, keeps the earlier run's step 3 (rank
+# 0 saved the untrained model over it, "at step 0").
+"$A" train $TINY --batch 8 --steps 3 --save keep.st >/dev/null
+cp keep.st keep.orig
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 256 --heads 4 --layers 4 --context 128 --batch 48 \
+    --steps 2 --eval-every 0 --threads 1 --mpi-timeout 1 --save keep.st >keep.out 2>keep.err &
+mpid=$!
+for _ in $(seq 300); do grep -q "^  ranks" keep.out && break; sleep 0.02; done
+victim=$(rank_pid 1)
+kill -STOP "$victim"
+for _ in $(seq 300); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+kill -9 "$victim" 2>/dev/null
+wait "$mpid"
+check "a fault in the first step: one line says nothing is saved ($(grep '^attograd' keep.err))" \
+    grep -q "^attograd train: rank 0: .* during step 1; no step was completed, so nothing is saved (keep.st is left as it was)" keep.err
+check "a fault in the first step: --save is left as it was" cmp -s keep.st keep.orig
+
+# The save of a rank above 0 that fails says why in its line (which said
+# "failed (above)", the reason written where rank 1's stderr goes: nowhere).
+rm -rf gone && mkdir gone
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1000000 \
+    --save gone/x.st --eval-every 0 --log-every 1 --threads 1 >long.out 2>long.err &
+mpid=$!
+for _ in $(seq 100); do [ "$(grep -c '^step' long.out)" -ge 5 ] && break; sleep 0.1; done
+victim=$(rank_pid 0)
+rm -rf gone
+kill -9 "$victim"
+wait "$mpid"
+check "kill -9 of rank 0, --save's directory gone: rank 1's line says why it did not save ($(grep '^attograd' long.err))" \
+    grep -q "^attograd train: rank 1: .*; not saved: .*gone/x.st.*No such file or directory" long.err
+
+# ... and a --save that is rank 0's standard output is not rank 1's: it
+# says so (it wrote the checkpoint to its own, /dev/null, and said "saved
+# /dev/stdout at step N")
+mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1000000 \
+    --save /dev/stdout --eval-every 0 --threads 1 >stream.st 2>long.err &
+mpid=$!
+sleep 2
+victim=$(rank_pid 0)
+kill -9 "$victim"
+wait "$mpid"
+check "kill -9 of rank 0, --save /dev/stdout: rank 1 does not claim to save ($(grep '^attograd' long.err))" \
+    grep -q "^attograd train: rank 1: .*; --save /dev/stdout is rank 0's own stream, which this rank cannot write" long.err
+
 start_long 3 --save-every 1 --mpi-timeout 2
 victim=$(rank_pid 2)
 kill -STOP "$victim"
@@ -255,6 +348,34 @@ wait "$reader"
 step=$(sed -nE 's/.*saved slow.fifo at step ([0-9]+).*/\1/p' slow.err)
 check "a save slower than 8 s after giving up is written whole ($(grep -m1 '^attograd' slow.err))" \
     eval '[ -n "$step" ] && "$A" info slow.st | grep -q "step $step,"'
+
+# A fault before the run has completed a step saves nothing: the state is
+# the one it started from, and --save may hold earlier work.  Rank 0 alone
+# opens --log, and refuses one it cannot write; rank 1, given 3 s before
+# SIGKILL (the README advises 30 for large models), gave up on rank 0 and
+# saved its untrained model over keep.st.  (Now the ranks meet before
+# training, and leave together with rank 0's status.)
+"$A" train $TINY --batch 8 --steps 3 --save keep.st >/dev/null
+cp keep.st keep.orig
+mpirun --oversubscribe --mca odls_base_sigkill_timeout 3 -np 2 "$M" train $TINY --batch 8 --steps 3 \
+    --save keep.st --log nodir/run.csv >keep.out 2>keep.err
+check "a --log rank 0 cannot write, on 2 ranks: refused in its line ($(grep '^attograd' keep.err | tr '\n' '|'))" \
+    grep -q "^attograd train: cannot write log nodir/run.csv" keep.err
+check "a --log rank 0 cannot write, on 2 ranks: no rank saves over --save" cmp -s keep.st keep.orig
+
+# The last save takes as long as it takes: rank 1, waiting for rank 0 to
+# end, does not give up after --mpi-timeout (it did, and left; mpirun then
+# killed rank 0 while it wrote, and the checkpoint was cut short).
+rm -f slowend.fifo slowend.st
+mkfifo slowend.fifo
+(exec 3<slowend.fifo; sleep 4; cat <&3 >slowend.st) &
+reader=$!
+run 2 train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --batch 8 --steps 10 --eval-every 0 --quiet --threads 1 \
+    --mpi-timeout 1 --save slowend.fifo >slowend.out 2>slowend.err
+rc=$?
+wait "$reader"
+check "a last save slower than --mpi-timeout, to a pipe read late: exit 0 and the whole checkpoint (exit $rc; $(grep -m1 -i 'improperly\|attograd' slowend.err))" \
+    eval '[ $rc -eq 0 ] && "$A" info slowend.st | grep -q "step 10,"'
 
 # Ctrl-C: mpirun passes SIGTERM to every rank; they stop at the same step and
 # rank 0 saves it, as one process does.  A signal that finds rank 1 waiting for
@@ -386,10 +507,14 @@ bad_ranks() {  # bad_ranks WANT N BINARY ARGS...
     if [ -z "$why" ]; then ok; else fail "$n ranks: $* -> $why; stderr: $(grep '^attograd' stderr | head -c 300)"; fi
 }
 bad_ranks "--batch 32 does not split evenly over 3 ranks" 3 "$M" train --batch 32
+# with a --micro-batch, the --batch suggested holds whole micro-batches on each rank (33 did not)
+bad_ranks "--batch 32 does not split evenly over 3 ranks: give a --batch that 24 divides (3 ranks x --micro-batch 8), such as 48" \
+    3 "$M" train --batch 32 --micro-batch 8
 bad_ranks "--micro-batch 4 does not divide the 6 rows each of 4 ranks gets from --batch 24" \
     4 "$M" train --batch 24 --micro-batch 4
 bad_ranks "--micro-batch 5 (the default) does not divide the 4 rows each of 5 ranks gets from --batch 20" \
     5 "$M" train --batch 20
+bad_ranks "--micro-batch 2 (the default) does not divide the 1 row each of 8 ranks gets from --batch 8" 8 "$M" train --batch 8
 bad_ranks "this attograd was built without MPI" 2 "$A" train
 bad_ranks "this attograd was built without MPI" 4 "$A" train --steps 1
 bad_ranks "whole.st was trained in whole batches" 2 "$M" train --resume whole.st
@@ -399,4 +524,42 @@ bad_ranks "the checkpoint's --batch 8 does not split evenly over 3 ranks: resume
 bad_ranks "the checkpoint's --micro-batch 2 does not divide the 3 rows each of 4 ranks gets from its --batch 12: resume it on 1, 2, 3 or 6 ranks" \
     4 "$M" train --resume m2.st
 bad_ranks "--lr expects a number" 3 "$M" train --lr x
+# more numbers of ranks fit than the line lists: it says so (it listed the
+# first 8 as if they were all: "1, 2, 3, 4, 5, 6, 8 or 9 ranks")
+"$A" train --d-model 8 --heads 1 --layers 1 --batch 720 --micro-batch 1 --steps 1 --eval-every 0 --quiet \
+    --threads 1 --save m720.st >/dev/null
+bad_ranks "the checkpoint's --batch 720 does not split evenly over 7 ranks: resume it on 1, 2, 3, 4, 5, 6, 8, 9, ... ranks" \
+    7 "$M" train --resume m720.st
+
+# Ranks given different runs (mpirun's "-np 1 A : -np 1 B", a host with
+# another copy of a file): rank 0 gets the words of $RANK0 after the
+# others, the other ranks those of $RANK1.  They trained on silently, each
+# rank updating its own weights with the gradient summed over all (or hung
+# in collectives that did not match); now every rank compares what it was
+# given before anything is written, and all refuse.
+printf '#!/bin/sh\nif [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$@" $RANK0; fi\nexec "$@" $RANK1\n' >ranks.sh
+chmod +x ranks.sh
+sed 's/the/teh/g' "$TEXT" >other.txt
+"$A" train $TINY --batch 8 --micro-batch 2 --steps 2 --save r2.st >/dev/null
+"$A" train --resume r2.st --steps 3 --save r3.st --quiet >/dev/null
+cp r2.st r2copy.st
+printf 'step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n' >kept.csv
+DIFF="--d-model 16 --heads 2 --layers 1 --context 16 --batch 12 --micro-batch 2 --steps 2 --eval-every 0 --quiet --threads 1"
+RANK0="--text $TEXT --lr 0.1" RANK1="--text $TEXT --lr 0.2" bad_ranks \
+    "the ranks were started with different options: give every rank the same" 2 ./ranks.sh "$M" train $DIFF --log kept.csv
+check "ranks with different options: the log is not touched" eval '[ "$(wc -l <kept.csv)" -eq 1 ]'
+RANK0="--text $TEXT" RANK1="--text other.txt" bad_ranks \
+    "the ranks read different text: $TEXT is not the same file on every rank" 3 ./ranks.sh "$M" train $DIFF
+RANK0="--resume r2.st" RANK1="--resume r3.st" bad_ranks \
+    "the ranks start from different weights: --resume r2.st is not the same checkpoint on every rank" \
+    2 ./ranks.sh "$M" train --quiet
+check "ranks resumed from different checkpoints: neither is touched" \
+    eval '"$A" info r2.st | grep -q "step 2," && "$A" info r3.st | grep -q "step 3,"'
+RANK0="--resume r2.st" RANK1="--resume r2copy.st" mpirun --oversubscribe -np 2 ./ranks.sh "$M" train --quiet \
+    --steps 3 --save same.st >same.out 2>&1
+check "ranks resumed from two copies of one checkpoint train on ($(tail -n 1 same.out))" cmp -s same.st r3.st
+# a verdict one rank reaches alone: that rank says it, and every rank exits 2
+RANK0="--text $TEXT" RANK1="--text missing.txt" bad_ranks "attograd train: rank 1: cannot open missing.txt" \
+    3 ./ranks.sh "$M" train $DIFF
+bad_ranks "cannot write log nodir/run.csv" 2 "$M" train $DIFF --text "$TEXT" --log nodir/run.csv
 finish

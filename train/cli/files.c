@@ -140,8 +140,10 @@ int report_errno(void)
 static void report_away_from(const file_arg *outputs, int n_out)
 {
     struct stat st;
-    if (fstat(STDOUT_FILENO, &st) == 0 && S_ISCHR(st.st_mode))
-        return;     /* /dev/null, a terminal: the report spoils no file there */
+    /* /dev/null, a terminal: the report spoils no file there; but not the
+     * terminal mpirun gives a rank, which it copies to its own output */
+    if (fstat(STDOUT_FILENO, &st) == 0 && S_ISCHR(st.st_mode) && (!isatty(STDOUT_FILENO) || dist_terminal(stdout)))
+        return;
     file_id out = identify_fd(STDOUT_FILENO), err = identify_fd(STDERR_FILENO);
     int on_out = 0, on_err = 0;
     for (int i = 0; i < n_out; i++) {

@@ -72,6 +72,10 @@ void train_watch_save_signal(void);
  * the batch); ranks above 0 drop their outputs. */
 struct opt;
 void train_dist_configure(trainer *t, struct opt *micro_batch);
+/* In train_setup, once the data, the model and its state are there and
+ * before the log is written: every rank was given the same (exit 2 with
+ * one line when not). */
+void train_dist_check(trainer *t);
 /* After train_setup: the micro-batch plan and its line of configuration. */
 void train_dist_setup(trainer *t);
 /* Draw the batch of `step` and leave its gradient in the parameters' (every

@@ -4,7 +4,9 @@
  * (microbatch.c), and the steps, evaluations and stops every rank takes
  * together.  Whole-batch runs of the plain build pass straight through.
  */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,17 +19,24 @@
 static const char *CMD = "train";
 
 /* "1, 2, 4 or 8": the numbers of ranks that can run batches of B rows in
- * micro-batches of M rows (M = 0: whole batches, one rank only). */
+ * micro-batches of M rows (M = 0: whole batches, one rank only); the first
+ * 8 and "..." when there are more. */
 static const char *rank_counts(int B, int M, char *buf, size_t len)
 {
-    int fit[8], n = 0;
-    for (int N = 1; N <= B && n < 8; N++)
+    int fit[9], n = 0;
+    for (int N = 1; N <= B && n < 9; N++)
         if (B % N == 0 && (M ? (B / N) % M == 0 : N == 1))
             fit[n++] = N;
+    int more = n == 9;
+    if (more)
+        n = 8;
     size_t used = 0;
     buf[0] = 0;
     for (int i = 0; i < n && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : i == n - 1 ? " or " : ", ", fit[i]);
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i == 0 ? "" : i == n - 1 && !more ? " or " : ", ",
+                                 fit[i]);
+    if (more && used < len)
+        snprintf(buf + used, len - used, ", ...");
     return buf;
 }
 
@@ -65,8 +74,13 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         if (o->resume)
             die(CMD, "the checkpoint's --batch %d does not split evenly over %d ranks: resume it on %s ranks", B,
                 N, rank_counts(B, o->micro_batch, fit, sizeof fit));
-        die(CMD, "--batch %d does not split evenly over %d ranks: give a --batch that %d divides, such as %d", B, N,
-            N, (B / N + 1) * N);
+        /* with a --micro-batch given, each rank's share must hold whole micro-batches too */
+        long unit = micro_batch && micro_batch->given ? (long)N * o->micro_batch : N;
+        char by[64] = "";
+        if (unit != N)
+            snprintf(by, sizeof by, " (%d ranks x --micro-batch %d)", N, o->micro_batch);
+        die(CMD, "--batch %d does not split evenly over %d ranks: give a --batch that %ld divides%s, such as %ld", B,
+            N, unit, by, (B / unit + 1) * unit);
     }
     if (o->resume && !o->micro_batch && N > 1)
         die(CMD, "%s was trained in whole batches (no --micro-batch), which only one process continues exactly: "
@@ -89,8 +103,8 @@ void train_dist_configure(trainer *t, opt *micro_batch)
         if (N == 1)
             snprintf(rows, sizeof rows, "%s--batch %d", o->resume ? "its " : "", B);
         else
-            snprintf(rows, sizeof rows, "the %d rows each of %d ranks gets from %s--batch %d", B / N, N,
-                     o->resume ? "its " : "", B);
+            snprintf(rows, sizeof rows, "the %d row%s each of %d ranks gets from %s--batch %d", B / N,
+                     B / N == 1 ? "" : "s", N, o->resume ? "its " : "", B);
         if (o->resume)
             die(CMD, "the checkpoint's --micro-batch %d does not divide %s: resume it on %s ranks", o->micro_batch,
                 rows, rank_counts(B, o->micro_batch, fit, sizeof fit));
@@ -107,30 +121,133 @@ void train_dist_configure(trainer *t, opt *micro_batch)
     }
 }
 
+/* FNV-1a, 64 bits, over n bytes, continuing h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "\377", 1);
+}
+
+/* The ranks meet (dist_agree) and compare a hash of what each was given:
+ * entry 2k (after dist_exit's) the largest hash of any rank, 2k + 1 the
+ * complement of the smallest (~ reverses the order), so that every rank
+ * knows whether all were equal.  When the meeting fails (a rank gone), the
+ * rank leaves without a save: nothing has been trained. */
+static int ranks_differ(long *v, int k)
+{
+    return v[DIST_AGREE_FIRST + 2 * k] != ~v[DIST_AGREE_FIRST + 1 + 2 * k];
+}
+
+static void agree_or_leave(long *v, int last)
+{
+    if (dist_agree(v, last) == 0)
+        return;
+    if (dist_lowest_alive())
+        dist_say("%s before training started; nothing was trained, nothing is saved", dist_lost_reason());
+    exit(DIST_LOST);
+}
+
+/* Every rank must run the same training: options, data and first weights.
+ * A rank given other options (mpirun's "-np 1 ... : -np 1 ..." with
+ * other flags), another text (a host with another copy of the file) or
+ * another checkpoint would train on silently, each rank updating its own
+ * weights with the gradient summed over all, and rank 0 would save a model
+ * no single run gives; other steps or evaluations would leave the ranks
+ * waiting on collectives that never match.  Before anything is written
+ * (the log), the ranks compare hashes of the three and refuse to start,
+ * every one with status 2 and one line from rank 0.  --threads, --quiet,
+ * --log, --log-every, --save, --save-every and --mpi-timeout may differ:
+ * they are rank 0's alone, or change no number. */
+void train_dist_check(trainer *t)
+{
+    if (dist_size() == 1)
+        return;
+    const train_opts *o = &t->o;
+    const model_config *c = &t->m.cfg;
+    uint64_t h[3] = { 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL };
+    const char *strs[] = { t->data.is_task ? t->data.task.name : "text", o->optimizer, o->schedule, o->order,
+                           o->precision };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        h[0] = fnv_str(h[0], strs[i]);
+    const long longs[] = { c->arch, c->vocab_size, c->n_layer, c->n_head, c->d_model, c->context, c->qkv_bias,
+                           t->B, t->S, o->micro_batch, t->precision, o->steps, o->eval_every, o->warmup,
+                           o->schedule_steps, t->start };
+    const double dbls[] = { c->dropout, o->lr, o->momentum, o->weight_decay, o->beta1, o->beta2, o->eps, o->clip,
+                            o->min_lr };
+    h[0] = fnv(h[0], longs, sizeof longs);
+    h[0] = fnv(h[0], dbls, sizeof dbls);
+    h[0] = fnv(h[0], &o->seed, sizeof o->seed);
+    if (!t->data.is_task) {
+        const text_data *d = &t->data.text;
+        uint64_t text[] = { text_fingerprint(d), d->n, d->n_train };
+        h[1] = fnv(h[1], text, sizeof text);
+    }
+    h[2] = fnv(h[2], t->m.params->data, t->m.params->total * sizeof *t->m.params->data);
+    h[2] = fnv(h[2], &t->data_rng, sizeof t->data_rng);
+    _Static_assert(DIST_AGREE_FIRST + 6 <= DIST_AGREE_N, "three hashes and their complements");
+    long v[DIST_AGREE_N] = { 0 };
+    for (int k = 0; k < 3; k++) {
+        v[DIST_AGREE_FIRST + 2 * k] = (long)h[k];
+        v[DIST_AGREE_FIRST + 1 + 2 * k] = ~(long)h[k];
+    }
+    agree_or_leave(v, 0);
+    const char *may = "they may differ only in --threads, --quiet, --log, --log-every, --save, --save-every and "
+                      "--mpi-timeout";
+    /* checkpoints that differ give other options too (their steps, at least): the files are the cause */
+    if (ranks_differ(v, 2) && t->from)
+        die(CMD, "the ranks start from different weights: %s %s is not the same checkpoint on every rank: give every "
+                 "host the same copy", o->resume ? "--resume" : "--init", t->from);
+    if (ranks_differ(v, 0))
+        die(CMD, "the ranks were started with different options: give every rank the same (%s)", may);
+    if (ranks_differ(v, 1))
+        die(CMD, "the ranks read different text: %s is not the same file on every rank (its bytes differ): give "
+                 "every host the same copy", o->text);
+    if (ranks_differ(v, 2))
+        die(CMD, "the ranks initialized different weights from the same seed: their hosts compute differently "
+                 "(another attograd build, C library or kind of CPU), and the ranks would drift apart: run on hosts "
+                 "alike");
+}
+
 void train_dist_setup(trainer *t)
 {
     train_opts *o = &t->o;
-    if (!o->micro_batch)
-        return;
     static mb_plan plan;
     char err[ERR_MAX];
-    if (mb_plan_init(&plan, t->m.params, t->B, o->micro_batch, t->S, err, sizeof err))
+    if (o->micro_batch && mb_plan_init(&plan, t->m.params, t->B, o->micro_batch, t->S, err, sizeof err))
         die(CMD, "%s", err);
+    /* the last meeting before training: a rank that failed alone since the
+     * last (rank 0's log, this plan) is heard of here */
+    long ready[DIST_AGREE_N] = { 0 };
+    agree_or_leave(ready, 1);
+    if (!o->micro_batch)
+        return;
     t->mb = &plan;
     if (o->quiet)
         return;
     int threads = ag_get_threads();
     FILE *out = report_stream();
-    fprintf(out, "  ranks      %d rank%s x %d thread%s, micro-batches of %d rows (%d per step, %d per rank), "
+    fprintf(out, "  ranks      %d rank%s x %d thread%s, micro-batches of %d row%s (%d per step, %d per rank), "
             "gradients added in a fixed tree\n", plan.size, plan.size == 1 ? "" : "s", threads,
-            threads == 1 ? "" : "s", plan.M, plan.n, plan.per_rank);
+            threads == 1 ? "" : "s", plan.M, plan.M == 1 ? "" : "s", plan.n, plan.per_rank);
 #ifdef AG_MPI
     if (threads > visible_cores)
         fprintf(out, "  note       %d threads on the %d core%s this rank may use: start it with mpirun --bind-to none "
                 "(or --map-by slot:PE=%d)\n", threads, visible_cores, visible_cores == 1 ? "" : "s", threads);
-    else if (online_cores > 0 && (long)threads * dist_local_size() > online_cores)
-        fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads\n",
-                dist_local_size(), threads, online_cores);
+    else if (online_cores > 0 && (long)threads * dist_local_size() > online_cores && threads > 1)
+        fprintf(out, "  note       %d ranks x %d threads exceed this machine's %ld cores: give fewer --threads "
+                "(%ld)\n", dist_local_size(), threads, online_cores,
+                online_cores / dist_local_size() > 1 ? online_cores / dist_local_size() : 1);
+    else if (online_cores > 0 && dist_local_size() > online_cores)
+        /* one thread each: fewer threads is no way out */
+        fprintf(out, "  note       %d ranks on this machine's %ld core%s take turns: start at most %ld here\n",
+                dist_local_size(), online_cores, online_cores == 1 ? "" : "s", online_cores);
 #endif
     report_flush();
 }

@@ -211,7 +211,8 @@ static int save_on_signal(trainer *t, long done, int saved_now)
  * does.  The lowest-numbered rank still running saves it (each side of a
  * cut network has one) and says what happened in one line (in_eval: in
  * the evaluation after that step, else during the next step); the others
- * wait until it has, then leave quietly.  Returns the exit status. */
+ * wait until it has, then leave quietly.  A run that completed no step
+ * saves nothing: --save is left as it was.  Returns the exit status. */
 static int save_after_fault(trainer *t, long completed, int in_eval)
 {
     int status = stop_signal ? 128 + stop_signal : DIST_LOST;
@@ -224,12 +225,25 @@ static int save_after_fault(trainer *t, long completed, int in_eval)
     char when[64];
     snprintf(when, sizeof when, in_eval ? "during the evaluation at step %ld" : "during step %ld",
              in_eval ? completed : completed + 1);
-    if (!path) {
+    if (completed == t->start) {
+        /* no step taken: the state is the one the run started from (the
+         * --resume file holds it, or the seed makes it again), and --save
+         * may hold another run's work, which an untrained model must not
+         * replace */
+        dist_say("%s %s; no step was completed, so nothing is saved%s%s%s", dist_lost_reason(), when,
+                 path ? " (" : "", path ? path : "", path ? " is left as it was)" : "");
+    } else if (!path) {
         dist_say("%s %s; no --save, so the %ld steps taken are lost", dist_lost_reason(), when, completed - t->start);
+    } else if (dist_rank() > 0 && ag_stream_fd(path) >= 0) {
+        /* /dev/stdout, /dev/fd/N: rank 0's descriptor; this rank's goes nowhere (dist.h) */
+        dist_say("%s %s; --save %s is rank 0's own stream, which this rank cannot write, so the %ld steps taken "
+                 "are lost", dist_lost_reason(), when, path, completed - t->start);
     } else {
         t->o.save = path;
-        if (save(t, completed, 0)) {
-            dist_say("%s %s; saving %s failed (above)", dist_lost_reason(), when, path);
+        char err[ERR_MAX];
+        if (write_checkpoint(t, completed, err, sizeof err)) {
+            /* in this line: the standard error of a rank above 0 goes nowhere (dist.h) */
+            dist_say("%s %s; not saved: %s", dist_lost_reason(), when, err);
             status = 1;
         } else {
             dist_say("%s %s: saved %s at step %ld, the last step completed (train --resume %s goes on)",

@@ -323,6 +323,7 @@ void train_setup(trainer *t)
      * the run; its metadata, which the options point into, is */
     if (t->from)
         ckpt_drop_tensors(&t->ck);
+    train_dist_check(t);                /* the ranks were given the same run (train_dist.c) */
 
     int stream = o->log_path ? ag_stream_fd(o->log_path) : -1, log_restarted = 0;
     long log_cut = 0, log_dropped = 0;

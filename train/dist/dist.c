@@ -66,7 +66,11 @@ void dist_say(const char *fmt, ...)
 
 #ifdef AG_MPI
 
-/* Ranks above 0 print nothing of their own on stdout or stderr. */
+/* Ranks above 0 print nothing of their own on stdout or stderr: stdout
+ * goes to /dev/null, stderr to an unlinked temporary file, whence
+ * dist_exit takes the line of a verdict this rank reached alone. */
+static FILE *kept_stderr;
+
 static void silence(void)
 {
     fflush(stdout);
@@ -77,14 +81,37 @@ static void silence(void)
     say_fd = dup(STDERR_FILENO);
     if (say_fd < 0)
         say_fd = STDERR_FILENO;
+    kept_stderr = tmpfile();
     dup2(null, STDOUT_FILENO);
-    dup2(null, STDERR_FILENO);
+    dup2(kept_stderr ? fileno(kept_stderr) : null, STDERR_FILENO);
     close(null);
 }
 
-static long timeout_seconds;
-
-void dist_set_timeout(long seconds) { timeout_seconds = seconds; }
+/* The last line this rank wrote on its standard error ("attograd train:
+ * why"), said on the real one with the rank: its verdict, which no other
+ * rank reached and rank 0 did not say. */
+static void say_kept_line(void)
+{
+    char buf[4096];
+    fflush(stderr);
+    if (!kept_stderr)
+        return;
+    off_t end = lseek(fileno(kept_stderr), 0, SEEK_END);
+    off_t from = end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0;
+    ssize_t n = end > 0 ? pread(fileno(kept_stderr), buf, (size_t)(end - from), from) : -1;
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    while (n > 0 && buf[n - 1] == '\n')
+        buf[--n] = 0;
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    char prefix[64];                    /* "attograd train: ", which dist_say writes with the rank */
+    int skip = snprintf(prefix, sizeof prefix, "attograd %s: ", command);
+    if (skip > 0 && (size_t)skip < sizeof prefix && strncmp(line, prefix, (size_t)skip) == 0)
+        line += skip;
+    dist_say("%s", line);
+}
 
 /* A library error on a rank above 0 (rank 0 keeps the engine's own
  * handler, which prints it): say it with the rank, and exit 2. */
@@ -95,9 +122,18 @@ static void on_engine_error(const char *msg, void *user)
     exit(2);
 }
 
+/* A second communicator for leaving: a barrier there can only meet
+ * other ranks leaving (or the agreements before training, dist_agree),
+ * never a collective of the training. */
+static MPI_Comm leaving;
 static MPI_Comm faults;
 static int notice;                      /* the notice being received (a dist_fault) */
 static MPI_Request notice_req = MPI_REQUEST_NULL;
+/* The word of a lower rank that has found the stop flag up in a collective
+ * (tag STOPPING_TAG): it is alive, and saves if it gives up. */
+enum { STOPPING_TAG = 2 };
+static int stopping_word;
+static MPI_Request stopping_req = MPI_REQUEST_NULL;
 
 /* The notice of a rank that gives up (below) is always being received:
  * MPI_Finalize wants no receive pending. */
@@ -107,12 +143,13 @@ static void finalize(void)
         MPI_Cancel(&notice_req);
         MPI_Wait(&notice_req, MPI_STATUS_IGNORE);
     }
+    if (stopping_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&stopping_req);
+        MPI_Wait(&stopping_req, MPI_STATUS_IGNORE);
+    }
     MPI_Finalize();
 }
 
-/* A second communicator for leaving: a barrier there can only meet
- * other ranks leaving, never a collective of the training. */
-static MPI_Comm leaving;
 /* The gradient exchange's two kinds of collectives, each on its own
  * communicator: a bucket's all-gather starts when its all-to-all is in,
  * which differs between ranks, so the two kinds interleave differently on
@@ -120,15 +157,51 @@ static MPI_Comm leaving;
 static MPI_Comm exchange_a2a, exchange_gather;
 static int exchange_threaded;
 
+static long timeout_seconds;
+static int wait_for(MPI_Request *req, int rc, const char *call);
+
+void dist_set_timeout(long seconds) { timeout_seconds = seconds; }
+
+/* The agreements before training (dist_agree), on `leaving`: open until
+ * the last has been met. */
+static int agree_open = 1;
+
+/* One agreement: v[0..DIST_AGREE_N) become, each, the largest of every
+ * rank's; 0, or -1 when the rank gave up. */
+static int agree(long *v)
+{
+    static long in[DIST_AGREE_N], out[DIST_AGREE_N];  /* static: one given up on may still write */
+    memcpy(in, v, sizeof in);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(in, out, DIST_AGREE_N, MPI_LONG, MPI_MAX, leaving, &req);
+    if (wait_for(&req, rc, "MPI_Iallreduce") != 0)
+        return -1;
+    memcpy(v, out, sizeof out);
+    return 0;
+}
+
 /* die() on every rank (a bad option, a checkpoint that does not fit: the
  * same verdict everywhere, said by rank 0) or --help ends in dist_exit
  * (the command line installs it, cmd_train.c): the ranks leave together, so that each exits with the status, not killed by mpirun,
  * which sends the others SIGTERM as soon as one exits with a non-zero
- * status (and SIGKILL a second later).  A rank that waits 10 s at the
+ * status (and SIGKILL a second later).  Before training, a rank with a
+ * verdict of its own (rank 0 alone opens the log and locks the outputs; a
+ * host of its own may lack a file) meets the others at their next
+ * agreement (dist_agree) with its status, and they leave with it, as
+ * together.  After the last agreement, a rank that waits 10 s at the
  * barrier alone had a verdict of its own, and leaves alone. */
 void dist_exit(int status)
 {
     signal(SIGTERM, SIG_IGN);
+    if (agree_open && size > 1) {
+        agree_open = 0;
+        /* the status, and which rank is the lowest leaving */
+        long v[DIST_AGREE_N] = { status + 1, size - rank };
+        if (agree(v) != 0)
+            exit(status);
+        if (rank > 0 && size - v[1] == rank)
+            say_kept_line();            /* no lower rank left, rank 0 said nothing: this rank's reason */
+    }
     MPI_Request req;
     int done = 0;
     if (MPI_Ibarrier(leaving, &req) == MPI_SUCCESS) {
@@ -172,6 +245,7 @@ void dist_start(const char *cmd)
     MPI_Comm_set_errhandler(exchange_gather, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(faults, MPI_ERRORS_RETURN);
     MPI_Irecv(&notice, 1, MPI_INT, MPI_ANY_SOURCE, 0, faults, &notice_req);
+    MPI_Irecv(&stopping_word, 1, MPI_INT, MPI_ANY_SOURCE, STOPPING_TAG, faults, &stopping_req);
     if (rank > 0) {
         silence();
         ag_set_error_handler(on_engine_error, NULL);
@@ -209,6 +283,7 @@ static dist_fault lost;                 /* why this rank gave up, DIST_RUNNING w
 static int lost_peer = -1, peer_fault;  /* the rank whose notice made it give up, and that rank's reason */
 static char lost_why[MPI_MAX_ERROR_STRING + 64];
 static int lower_gave_up;               /* a lower rank has given up too */
+static int lower_stopping;              /* a lower rank found the stop flag up in a collective */
 
 void dist_watch_stop(volatile sig_atomic_t *flag) { stop_flag = flag; }
 dist_fault dist_lost(void) { return lost; }
@@ -299,22 +374,41 @@ const char *dist_lost_reason(void)
     return line;
 }
 
+/* Word from a lower rank that it is stopping (stop_due): 1 when one came. */
+static int heard_stopping(void)
+{
+    int got = 0;
+    if (stopping_req == MPI_REQUEST_NULL || MPI_Test(&stopping_req, &got, MPI_STATUS_IGNORE) != MPI_SUCCESS || !got)
+        return 0;
+    lower_stopping = 1;                 /* only higher ranks are told */
+    MPI_Irecv(&stopping_word, 1, MPI_INT, MPI_ANY_SOURCE, STOPPING_TAG, faults, &stopping_req);
+    return 1;
+}
+
 /* Half a second for the notices of lower ranks that have given up too:
- * those are alive, and the lowest of them saves.  Rank 0 asks nobody (it
- * calls no MPI after giving up). */
+ * those are alive, and the lowest of them saves.  After a stop signal, the
+ * lower ranks that got it too said so as they found it, half a second
+ * before giving up (stop_due): their word is here already, and a rank that
+ * has none saves at once, 50 ms later, not half a second: mpirun sends
+ * SIGKILL a second after SIGTERM, and the save needs what is left of it
+ * (when rank 0 is the rank lost, rank 1 waited out all of it).  Rank 0
+ * asks nobody (it calls no MPI after giving up). */
 int dist_lowest_alive(void)
 {
-    double deadline = now_seconds() + 0.5;
-    while (rank > 0 && !lower_gave_up && now_seconds() < deadline) {
-        if (!heard_notice()) {
+    double deadline = now_seconds() + (lost == DIST_STOPPED ? 0.05 : 0.5);
+    while (rank > 0 && !lower_gave_up && !lower_stopping && now_seconds() < deadline) {
+        int heard = heard_notice();
+        heard |= heard_stopping();
+        if (!heard) {
             struct timespec ms = { 0, 1000000 };
             nanosleep(&ms, NULL);
         }
     }
-    return !lower_gave_up;
+    return !lower_gave_up && !lower_stopping;
 }
 
-/* The saver's word travels on `faults` with tag 1 (tag 0: the notices). */
+/* The saver's word travels on `faults` with tag 1 (tag 0: the notices;
+ * STOPPING_TAG: a rank stopping). */
 enum { SAVER_SECONDS = 60, SAVED_TAG = 1 };
 
 void dist_await_saver(void)
@@ -361,14 +455,22 @@ void dist_saver_done(void)
 
 /* Whether the stop flag is up and has been for STOP_GRACE_MS (above).  The
  * one thread that polls at a time (the exchange's, or the main thread's)
- * keeps stop_seen. */
+ * keeps stop_seen.  The higher ranks are told at once that this rank is
+ * stopping, alive (dist_lowest_alive). */
 static int stop_due(void)
 {
     if (!stop_flag || !*stop_flag)
         return 0;
     double now = now_seconds();
-    if (stop_seen == 0)
+    if (stop_seen == 0) {
         stop_seen = now;
+        static int word = 1;
+        for (int q = rank + 1; q < size; q++) {
+            MPI_Request req;
+            if (MPI_Isend(&word, 1, MPI_INT, q, STOPPING_TAG, faults, &req) == MPI_SUCCESS)
+                MPI_Request_free(&req);
+        }
+    }
     return now - stop_seen >= STOP_GRACE_MS / 1e3;
 }
 
@@ -452,6 +554,19 @@ void dist_max(long *v, int n)
     int rc = MPI_Iallreduce(in, out, n, MPI_LONG, MPI_MAX, MPI_COMM_WORLD, &req);
     if (wait_for(&req, rc, "MPI_Iallreduce") == 0)
         memcpy(v, out, (size_t)n * sizeof *v);
+}
+
+int dist_agree(long *v, int last)
+{
+    if (size == 1)
+        return 0;
+    if (lost || agree(v) != 0)
+        return -1;
+    if (last || v[0] > 0)
+        agree_open = 0;
+    if (v[0] > 0)
+        dist_exit((int)v[0] - 1);       /* a rank left, having said why */
+    return 0;
 }
 
 /* ---- the gradient exchange, overlapped ----------------------------------
@@ -576,8 +691,12 @@ int dist_end(int status, int together)
 {
     if (together && !lost) {
         /* a stop the ranks agreed on is no reason to give up here: rank 0
-         * may still be saving, and mpirun kills it when another rank exits */
+         * may still be saving, and mpirun kills it when another rank exits;
+         * nor is --mpi-timeout, for the same reason: the last checkpoint
+         * takes as long as it takes (a large model, a slow disk, a pipe
+         * read late).  A rank lost meanwhile ends the job through mpirun. */
         stop_flag = NULL;
+        timeout_seconds = 0;
         MPI_Request req;
         int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
         if (wait_for(&req, rc, "MPI_Ibarrier") == 0 && status < 128)
@@ -652,6 +771,11 @@ void dist_exchange_post(int bucket) { (void)bucket; }
 int dist_exchange_wait(void) { return 0; }
 
 void dist_max(long *v, int n) { (void)v, (void)n; }
+int dist_agree(long *v, int last)
+{
+    (void)v, (void)last;
+    return 0;
+}
 void dist_exit(int status) { exit(status); }
 int dist_end(int status, int together)
 {

@@ -4,11 +4,12 @@
  * the plain build has one rank, where each collective is a copy or nothing,
  * and refuses to run as one of several processes started by mpirun.
  *
- * Rank 0 alone speaks: the other ranks' standard output and error go to
- * /dev/null (every rank reads the same options and files and reaches the
- * same verdicts, so one voice says them); what only one rank can know (a
- * timeout, a failed collective, an error in the engine) goes to the real
- * standard error, naming the rank.  Every collective is bounded by a
+ * Rank 0 alone speaks: the other ranks' standard output goes to /dev/null
+ * and their standard error to a file no one reads (every rank reads the
+ * same options and files and reaches the same verdicts, so one voice says
+ * them); what only one rank can know (a timeout, a failed collective, an
+ * error in the engine, a verdict of its own before training: dist_agree)
+ * goes to the real standard error, naming the rank.  Every collective is bounded by a
  * timeout: a rank that waits longer for the others, or is still waiting
  * half a second after it was told to stop (time for the others, told too,
  * to meet it where the ranks agree to stop), gives up and returns to the
@@ -90,6 +91,19 @@ int dist_exchange_wait(void);
 /* v[0..n) (n <= 4) become, each, the largest of every rank's; left as they
  * are once the rank has given up. */
 void dist_max(long *v, int n);
+/* The ranks meet before training, to compare what each was given:
+ * v[DIST_AGREE_FIRST..DIST_AGREE_N) become, each, the largest of every
+ * rank's (the entries before are dist_exit's, 0 here).  A rank that has
+ * reached a verdict alone before training (die() on that rank only: rank
+ * 0's is on its stderr; the lowest other rank's, which went to no
+ * terminal, is said again on the real one with the rank) meets the others
+ * at their next agreement instead of leaving alone, and every rank then
+ * leaves with its status, quietly (dist_exit).  last: no agreement
+ * follows.  0, or -1 when this rank has given up on the others
+ * (dist_lost). */
+#define DIST_AGREE_FIRST 2
+#define DIST_AGREE_N 8
+int dist_agree(long *v, int last);
 /* Wall-clock seconds spent in collectives so far (waiting for the other
  * ranks included). */
 double dist_comm_seconds(void);
@@ -99,9 +113,10 @@ double dist_bytes_sent(void);
 
 /* Exit with status on every rank together, for a verdict every rank
  * reaches (a bad option, --help): in the MPI build the ranks meet on the
- * way out, so that mpirun does not kill the ones still leaving; a rank
- * that waits 10 s alone leaves alone.  The command line's die() ends here
- * (args_exit_hook). */
+ * way out, so that mpirun does not kill the ones still leaving.  Before
+ * training a rank meets the others at their next agreement (dist_agree),
+ * which takes them all out with it; after it, a rank that waits 10 s alone
+ * leaves alone.  The command line's die() ends here (args_exit_hook). */
 void dist_exit(int status)
 #if defined(__GNUC__)
     __attribute__((noreturn))
@@ -121,8 +136,9 @@ const char *dist_lost_reason(void);
  * save). */
 void dist_watch_stop(volatile sig_atomic_t *flag);
 /* After giving up: 1 when no lower-numbered rank has given up too within
- * half a second, that is, this rank is the lowest still running on its side
- * of the network, and saves. */
+ * half a second (after a stop signal: has said it was stopping, or gives
+ * up within 50 ms), that is, this rank is the lowest still running on its
+ * side of the network, and saves. */
 int dist_lowest_alive(void);
 /* mpirun kills every rank as soon as one exits non-zero, so a rank that
  * does not save must not leave while the lower rank that saves is still
