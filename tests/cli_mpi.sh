@@ -258,7 +258,9 @@ check "kill -9: one line names rank 1 ($(grep -i 'rank 1' long.err | head -n 1))
 # on top of the half second given to a stop: all of the second mpirun leaves
 # before SIGKILL, and the save was lost, or made and not said.)
 for try in 1 2 3; do
-    rm -f long.st long.st.tmp.*
+    # (the output emptied here, not by the background job's redirection,
+    # which may come after the wait below has read the last try's steps)
+    rm -f long.st long.st.tmp.* long.out
     mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 48 --heads 3 --layers 2 --context 32 \
         --batch 12 --optimizer adamw --steps 1000000 --save long.st --eval-every 0 --log-every 1 --threads 1 \
         >long.out 2>long.err &
@@ -293,7 +295,7 @@ check "a fault in the first step: --save is left as it was" cmp -s keep.st keep.
 
 # The save of a rank above 0 that fails says why in its line (which said
 # "failed (above)", the reason written where rank 1's stderr goes: nowhere).
-rm -rf gone && mkdir gone
+rm -rf gone long.out && mkdir gone
 mpirun --oversubscribe -np 2 "$M" train --text "$TEXT" --d-model 16 --heads 2 --layers 1 --batch 8 --steps 1000000 \
     --save gone/x.st --eval-every 0 --log-every 1 --threads 1 >long.out 2>long.err &
 mpid=$!
@@ -428,7 +430,7 @@ done
 # the 0.3 s) is tried again.
 for _ in $(seq 1080); do cat "$TEXT"; done > big.txt
 for try in 1 2 3; do
-    rm -f big.st big.csv
+    rm -f big.st big.csv big.out
     mpirun --oversubscribe -np 2 "$M" train --text big.txt --steps 2 --log-every 1 --threads 1 --save big.st \
         --log big.csv >big.out 2>big.err &
     mpid=$!
