@@ -67,8 +67,12 @@ $AG train --init "$W/a.st" --text "$TEXT" --steps 2 --quiet --save "$W/d.st" >/d
 check $? "step and optim_step: 7 7 after 7 steps, 2 2 after --init and 2 more ($(steps_of "$W/a.st"); $(steps_of "$W/d.st"))"
 
 # ---- resume determinism: 2N steps = N + resume + N --------------------------
+# (and with every optimizer setting away from its default: the resumed run
+# must take each one from the file, not from the flags' defaults)
 N=6
-for opt in "--optimizer adamw --weight-decay 0.1" "--optimizer sgd --momentum 0.9 --order sequential"; do
+for opt in "--optimizer adamw --weight-decay 0.1" "--optimizer sgd --momentum 0.9 --order sequential" \
+    "--optimizer adamw --lr 0.01 --beta1 0.8 --beta2 0.99 --eps 1e-3 --weight-decay 0.2 --clip 0.5" \
+    "--optimizer sgd --lr 0.05 --momentum 0.5 --weight-decay 0.01 --clip 0.5"; do
     common="$SMALL $opt --dropout 0.2 --seed 5 --log-every 1"
     # both runs log to run.csv, one after the other (the checkpoint records
     # its log's path, so runs logging elsewhere save other bytes)

@@ -2520,6 +2520,122 @@ static void test_bf16_precision(void)
     ag_ctx_free(ctx);
 }
 
+/* ======================================================================= */
+/* optimizer values                                                        */
+/* ======================================================================= */
+
+/* The optimizers and clipping against torch's update rules computed here in
+ * double, element by element, three steps from set gradients: a matrix W of
+ * 19 elements (the fast update's 16-wide lanes and 3 more) that decays and
+ * a bias b of 3 that does not.  torch.optim.AdamW, step t from 1:
+ *   p -= lr wd p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * torch.optim.SGD:  g += wd p;  buf = g at the first step, else
+ * momentum buf + g;  p -= lr buf.  eps 0.1, betas 0.8 and 0.9 and decay 0.5
+ * make where eps sits, each bias correction's step and the decay's reach
+ * show far above the float rounding: each parameter within 1e-5 (float)
+ * or 1e-12 (double) relative (of max(1, |p|)) of the double value. */
+#define OPT_NW 19
+#define OPT_NB 3
+static double opt_grad(int i, int t) { return (i % 5 - 2) * 0.3 + 0.1 * t + (i % 2 ? 0.05 : -0.07); }
+
+static void check_optimizer(int adamw)
+{
+    const double lr = 0.1, wd = 0.5, b1 = 0.8, b2 = 0.9, eps = 0.1, mom = 0.7;
+    const double tol = sizeof(ag_real) == sizeof(float) ? 1e-5 : 1e-12;
+    ag_params *ps = ag_params_new();
+    ag_tensor *W = ag_params_add(ps, "W", 1, (int[]){ OPT_NW });
+    ag_tensor *b = ag_params_add(ps, "b", 1, (int[]){ OPT_NB });
+    W->decay = 1;
+    ag_params_alloc(ps);
+    ag_optim *o = adamw ? ag_optim_adamw(ps, b1, b2, eps, wd) : ag_optim_sgd(ps, mom, wd);
+    enum { N = OPT_NW + OPT_NB };
+    double p[N], m[N] = { 0 }, v[N] = { 0 };
+    for (int i = 0; i < N; i++) {
+        ag_tensor *t = i < OPT_NW ? W : b;
+        const int k = i < OPT_NW ? i : i - OPT_NW;
+        t->data[k] = (ag_real)(0.25 * (i % 7) - 0.6);
+        p[i] = t->data[k];
+    }
+    double worst = 0;
+    int worst_i = 0;
+    for (int step = 1; step <= 3; step++) {
+        for (int i = 0; i < N; i++) {
+            ag_tensor *t = i < OPT_NW ? W : b;
+            const int k = i < OPT_NW ? i : i - OPT_NW;
+            const double g = (ag_real)opt_grad(i, step), decay = i < OPT_NW ? wd : 0;
+            t->grad[k] = (ag_real)g;
+            if (adamw) {
+                p[i] -= lr * decay * p[i];
+                m[i] = b1 * m[i] + (1 - b1) * g;
+                v[i] = b2 * v[i] + (1 - b2) * g * g;
+                p[i] -= lr * (m[i] / (1 - pow(b1, step))) / (sqrt(v[i] / (1 - pow(b2, step))) + eps);
+            } else {
+                const double gd = g + decay * p[i];
+                m[i] = step == 1 ? gd : mom * m[i] + gd;
+                p[i] -= lr * m[i];
+            }
+        }
+        ag_optim_step(o, lr);
+        for (int i = 0; i < N; i++) {
+            const double got = i < OPT_NW ? W->data[i] : b->data[i - OPT_NW];
+            const double err = fabs(got - p[i]) / fmax(1, fabs(p[i]));
+            if (!(err <= worst)) {
+                worst = err;
+                worst_i = i;
+            }
+        }
+    }
+    CHECK(worst <= tol, "%s (decay on W only, eps %g): after 3 steps %s[%d] is %.9g off torch's rule, relative "
+          "(tolerance %g)", adamw ? "AdamW" : "SGD with momentum", eps, worst_i < OPT_NW ? "W" : "b",
+          worst_i < OPT_NW ? worst_i : worst_i - OPT_NW, worst, tol);
+    ag_optim_free(o);
+    ag_params_free(ps);
+}
+
+/* torch.nn.utils.clip_grad_norm_: the norm returned is sqrt of the sum of
+ * every gradient's squares, across parameters; above max_norm each gradient
+ * is scaled by max_norm / (norm + 1e-6), at or below it left alone. */
+static void test_clip_values(void)
+{
+    ag_params *ps = ag_params_new();
+    ag_tensor *W = ag_params_add(ps, "W", 1, (int[]){ OPT_NW });
+    ag_tensor *b = ag_params_add(ps, "b", 1, (int[]){ OPT_NB });
+    ag_params_alloc(ps);
+    double sq = 0;
+    for (int i = 0; i < OPT_NW + OPT_NB; i++) {
+        ag_real g = (ag_real)opt_grad(i, 4);
+        *(i < OPT_NW ? &W->grad[i] : &b->grad[i - OPT_NW]) = g;
+        sq += (double)g * g;
+    }
+    const double norm = sqrt(sq), max_norm = norm / 2, c = max_norm / (norm + 1e-6);
+    const double tol = sizeof(ag_real) == sizeof(float) ? 1e-6 : 1e-14;
+    const double got = ag_clip_grad_norm(ps, max_norm);
+    CHECK(fabs(got - norm) <= tol * norm, "ag_clip_grad_norm returned %.9g, the gradients' norm is %.9g", got, norm);
+    double worst = 0;
+    for (int i = 0; i < OPT_NW + OPT_NB; i++) {
+        const double want = (ag_real)opt_grad(i, 4) * c, have = i < OPT_NW ? W->grad[i] : b->grad[i - OPT_NW];
+        worst = fmax(worst, fabs(have - want));
+    }
+    CHECK(worst <= tol, "clipping to half the norm: a gradient %.3g off g max_norm / (norm + 1e-6)", worst);
+    /* a bound above the norm leaves every gradient as it is, bit for bit */
+    ag_real kept[OPT_NW + OPT_NB];
+    memcpy(kept, ps->grad, sizeof kept);
+    const double now = ag_clip_grad_norm(ps, 2 * max_norm);
+    CHECK(memcmp(kept, ps->grad, sizeof kept) == 0 && fabs(now - norm * c) <= tol * norm,
+          "clipping to twice a norm of %.9g (reported %.9g) changed a gradient", norm * c, now);
+    ag_params_free(ps);
+}
+#undef OPT_NW
+#undef OPT_NB
+
+static void test_optimizer_values(void)
+{
+    check_optimizer(1);
+    check_optimizer(0);
+    test_clip_values();
+}
+
 int main(void)
 {
     ag_pcg32_seed(&rng, 12345, 1);
@@ -2572,6 +2688,7 @@ int main(void)
     test_linear_gelu_fused();
     test_cross_entropy_values(ctx);
     test_embedding_values(ctx);
+    test_optimizer_values();
 
     ag_ctx_free(ctx);
     return check_done();

@@ -381,6 +381,10 @@ static void check_gemm_cases(void)
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int t = 0; t < 4; t++)
             check_gemm(t & 1, t >> 1, sizes[s][0], sizes[s][1], sizes[s][2], t == 3 ? 1 : 0);
+    /* a beta other than 0 and 1 (the engine passes only those, but the
+     * kernel's definition is C = beta C + op(A) op(B) for any beta) */
+    check_gemm(0, 0, 13, 33, 17, 0.5);
+    check_gemm(1, 1, 64, 48, 70, -0.75);
     /* batched: each item as the single product */
     enum { BATCH = 5, M = 9, N = 11, K = 13 };
     ag_real *A = random_buf(BATCH * M * K, -1, 1), *B = random_buf(K * N, -1, 1), *C[2];
