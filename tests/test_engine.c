@@ -1896,6 +1896,20 @@ static void meddle_walk(const ag_graph_op *op, void *user)
     o->calls = 2;
 }
 
+/* ag_graph_dot's file for root, as a string to free (NULL: no memory stream). */
+static char *graph_dot_text(ag_ctx *ctx, ag_tensor *root)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL, "open_memstream");
+    if (!f)
+        return NULL;
+    ag_graph_dot(ctx, root, f);
+    fclose(f);
+    return text;
+}
+
 static void test_graph_walk(ag_ctx *ctx)
 {
     ag_reset(ctx);
@@ -1909,14 +1923,9 @@ static void test_graph_walk(ag_ctx *ctx)
     int seen = 0;
     CHECK(ag_tape_length(ctx) == 3 && ag_graph_walk(ctx, loss, count_op, &seen) == 2 && seen == 2,
           "graph walk: the 2 ops the root depends on of 3 recorded (saw %d)", seen);
-    char *dot = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&dot, &len);
-    CHECK(f != NULL, "open_memstream");
-    if (!f)
+    char *dot = graph_dot_text(ctx, loss);
+    if (!dot)
         return;
-    ag_graph_dot(ctx, loss, f);
-    fclose(f);
     CHECK(strstr(dot, "label=\"input\\n[2,3]\"") && strstr(dot, "shape=ellipse") &&
               strstr(dot, "label=\"W\\n[4,3]\"") && strstr(dot, "label=\"linear\\n[2,4]\"") &&
               strstr(dot, "n0 -> n2;") && !strstr(dot, "exp") && !strstr(dot, "n1 "),
@@ -1938,13 +1947,9 @@ static void test_graph_walk(ag_ctx *ctx)
         ag_tensor *y2 = ag_linear(other, x2, W2, NULL);
         (void)ag_exp(other, x2);
         ag_tensor *loss2 = ag_sum_all(other, y2);
-        char *again = NULL;
-        size_t n_again = 0;
-        FILE *g = open_memstream(&again, &n_again);
-        if (g) {
-            /* the ops are numbered alike: op 1 (exp) is recorded but not drawn */
-            ag_graph_dot(other, loss2, g);
-            fclose(g);
+        /* the ops are numbered alike: op 1 (exp) is recorded but not drawn */
+        char *again = graph_dot_text(other, loss2);
+        if (again) {
             CHECK(strcmp(again, dot) == 0, "graph dot: the same graph in other memory gives the same file:\n%s\n%s",
                   dot, again);
             CHECK(strstr(dot, "t0 -> n0;") && strstr(dot, "t1 -> n0;") && !strstr(dot, "t2"),
@@ -1952,12 +1957,8 @@ static void test_graph_walk(ag_ctx *ctx)
             free(again);
         }
         ag_tensor *twice = ag_mul(other, x2, x2);
-        char *sq = NULL;
-        size_t n_sq = 0;
-        FILE *h = open_memstream(&sq, &n_sq);
-        if (h) {
-            ag_graph_dot(other, ag_sum_all(other, twice), h);
-            fclose(h);
+        char *sq = graph_dot_text(other, ag_sum_all(other, twice));
+        if (sq) {
             int nodes = 0;
             for (const char *p = sq; (p = strstr(p, "shape=ellipse")); p++)
                 nodes++;
@@ -1975,12 +1976,8 @@ static void test_graph_walk(ag_ctx *ctx)
         ag_params *odd = ag_params_new();
         ag_tensor *q = ag_params_add(odd, "q\"uote\\back\nline", 1, (int[]){ 3 });
         ag_params_alloc(odd);
-        char *text = NULL;
-        size_t n = 0;
-        FILE *g = open_memstream(&text, &n);
-        if (g) {
-            ag_graph_dot(ctx, ag_sum_all(ctx, q), g);
-            fclose(g);
+        char *text = graph_dot_text(ctx, ag_sum_all(ctx, q));
+        if (text) {
             CHECK(strstr(text, "label=\"q\\\"uote\\\\back line\\n[3]\"") != NULL,
                   "graph dot: a name's quote and backslash escaped, its newline a space:\n%s", text);
             free(text);
