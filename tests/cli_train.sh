@@ -119,6 +119,15 @@ bad "r_range.st: metadata momentum = '5' is not a valid value (it must be a numb
 set_meta "$tmp/r.st" "$tmp/r_clip.st" clip=1e309
 bad "r_clip.st: metadata clip = '1e309' is not a valid value (it must be a number >= 0 and <= 1e+308), so the run cannot be resumed" \
     train --resume "$tmp/r_clip.st"
+# a value longer than a message shows is cut with "...": one 41 bytes long,
+# and one of exactly 40 shown whole
+long41=aaaaaaaaaabbbbbbbbbbccccccccccddddddddddX
+set_meta "$tmp/r.st" "$tmp/r_long.st" "order=$long41"
+bad "metadata order = 'aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd...' is not a valid value" train --resume "$tmp/r_long.st"
+set_meta "$tmp/r.st" "$tmp/r_long40.st" "order=${long41%X}"
+bad "metadata order = 'aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd' is not a valid value" train --resume "$tmp/r_long40.st"
+set_meta "$tmp/r.st" "$tmp/r_longint.st" "d_model=$long41"
+bad "metadata d_model = 'aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd...' is not an integer" info "$tmp/r_longint.st"
 # the model's dropout: --dropout's range, read as the flag reads it (1e-320, a
 # subnormal, is refused by the flag), for --resume and --init alike
 bad "--dropout 1e-320 is too close to 0: below a double's smallest normal magnitude" train --dropout 1e-320

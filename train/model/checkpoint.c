@@ -266,13 +266,13 @@ static int meta_int(const ag_st_file *f, const char *key, long lo, long hi, long
     if (!v)
         return 1;
     if (json_value_number(v, &x) || x != floor(x)) {
-        ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not an integer", path, key, v);
+        ag_set_err(err, errlen, "%s: metadata %s = '%.40s%s' is not an integer", path, key, v, meta_more(v));
         return -1;
     }
     if (!(x >= (double)lo && x <= (double)hi)) {
         v = skip_ws(v);
         ag_set_err(err, errlen, "%s: metadata %s = %.40s%s is out of range [%ld, %ld]", path, key, v,
-                   strlen(v) > 40 ? "..." : "", lo, hi);
+                   meta_more(v), lo, hi);
         return -1;
     }
     *out = (long)x;
@@ -550,7 +550,7 @@ static int read_config(reading *r)
     cfg->qkv_bias = qb ? strcmp(qb, "true") == 0 : ag_st_get(r->f, "blocks.0.attn.W_query.bias") != NULL;
     const char *dr = ag_st_meta(r->f, "dropout");
     if (dr && (json_value_number(dr, &cfg->dropout) || !(cfg->dropout >= 0 && cfg->dropout < 1)))
-        FAIL("%s: metadata dropout is %.40s (expected a number in [0, 1))", path, dr);
+        FAIL("%s: metadata dropout is %.40s%s (expected a number in [0, 1))", path, dr, meta_more(dr));
     return meta_int(r->f, "step", 0, STEP_MAX, &c->step, path, r->err, r->errlen) < 0 ? -1 : 0;
 }
 
@@ -822,6 +822,8 @@ void ckpt_load_state(const ckpt *c, ag_optim *o, ag_pcg32 *data_rng, ag_pcg32 *d
 }
 
 const char *ckpt_meta(const ckpt *c, const char *key) { return ag_st_meta(c->file, key); }
+
+const char *meta_more(const char *v) { return v && strlen(v) > META_SHOWN ? "..." : ""; }
 
 void ckpt_drop_tensors(ckpt *c) { ag_st_drop_data(c->file); }
 

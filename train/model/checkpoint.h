@@ -88,6 +88,11 @@ int ckpt_open_hints(ckpt *c, const char *path, model *m, const ckpt_hints *hints
  * opened forward_only, which keeps no moments). */
 void ckpt_load_state(const ckpt *c, ag_optim *opt, ag_pcg32 *data_rng, ag_pcg32 *dropout_rng);
 const char *ckpt_meta(const ckpt *c, const char *key);
+/* A metadata value in a message is cut to its first META_SHOWN bytes
+ * ("%.40s%s", v, meta_more(v)): meta_more is "..." when that cut something,
+ * else "" (and "" for NULL). */
+#define META_SHOWN 40
+const char *meta_more(const char *v);
 /* The file's tensor bytes released (a run's optimizer moments, once
  * ckpt_load_state has copied them), its metadata kept until ckpt_close. */
 void ckpt_drop_tensors(ckpt *c);

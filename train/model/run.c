@@ -62,9 +62,9 @@ int text_check_unchanged(const ckpt *ck, const text_data *d, int same_file, char
     size_t nd = strspn(bytes, "0123456789"), nh = strspn(hash, "0123456789abcdef");
     int bad_bytes = nd == 0 || nd > 19 || bytes[nd];
     if (bad_bytes || nh != 16 || hash[nh]) {
-        ag_set_err(err, errlen, "the checkpoint's metadata %s = '%.40s' is not %s, so %s cannot be compared with "
-                   "the text it was trained on", bad_bytes ? "text_bytes" : "text_fnv1a64", bad_bytes ? bytes : hash,
-                   bad_bytes ? "a byte count" : "16 hexadecimal digits", d->name);
+        ag_set_err(err, errlen, "the checkpoint's metadata %s = '%.40s%s' is not %s, so %s cannot be compared "
+                   "with the text it was trained on", bad_bytes ? "text_bytes" : "text_fnv1a64", bad_bytes ? bytes : hash,
+                   meta_more(bad_bytes ? bytes : hash), bad_bytes ? "a byte count" : "16 hexadecimal digits", d->name);
         return -2;
     }
     char now[24];
@@ -315,8 +315,8 @@ int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen)
         if (!v || run_setting_set(&read, k, v)) {
             char allowed[96];
             run_setting_allowed(k, allowed, sizeof allowed);
-            ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value (%s)", ck->path, k->key,
-                       v ? v : "", allowed);
+            ag_set_err(err, errlen, "%s: metadata %s = '%.40s%s' is not a valid value (%s)", ck->path, k->key,
+                       v ? v : "", meta_more(v), allowed);
             return -1;
         }
     }
@@ -328,8 +328,9 @@ int run_settings_read(run_settings *s, const ckpt *ck, char *err, size_t errlen)
         return -1;
     }
     if (strcmp(read.schedule, "cosine") == 0 && read.min_lr > read.lr) {
-        ag_set_err(err, errlen, "%s: metadata min_lr = %.40s is above lr = %.40s (a cosine schedule's min_lr must be "
-                   "at most its lr)", ck->path, ckpt_meta(ck, "min_lr"), ckpt_meta(ck, "lr"));
+        ag_set_err(err, errlen, "%s: metadata min_lr = %.40s%s is above lr = %.40s%s (a cosine schedule's min_lr "
+                   "must be at most its lr)", ck->path, ckpt_meta(ck, "min_lr"), meta_more(ckpt_meta(ck, "min_lr")),
+                   ckpt_meta(ck, "lr"), meta_more(ckpt_meta(ck, "lr")));
         return -1;
     }
     *s = read;
@@ -342,8 +343,8 @@ int run_dropout_read(const ckpt *ck, double *p, char *err, size_t errlen)
     if (real_read(&RUN_DROPOUT, v ? v : RUN_DROPOUT.missing, p)) {
         char allowed[96];
         run_setting_allowed(&RUN_DROPOUT, allowed, sizeof allowed);
-        ag_set_err(err, errlen, "%s: metadata %s = '%.40s' is not a valid value (%s)", ck->path, RUN_DROPOUT.key, v,
-                   allowed);
+        ag_set_err(err, errlen, "%s: metadata %s = '%.40s%s' is not a valid value (%s)", ck->path, RUN_DROPOUT.key,
+                   v ? v : "", meta_more(v), allowed);
         return -1;
     }
     return 0;
