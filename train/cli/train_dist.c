@@ -121,18 +121,11 @@ void train_dist_configure(trainer *t, opt *micro_batch)
     }
 }
 
-/* FNV-1a, 64 bits, over n bytes, continuing h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
+/* A string's bytes and its NUL (so "ab", "c" and "a", "bc" differ), or a
+ * byte no string holds for NULL. */
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
-    return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "\377", 1);
+    return s ? fnv1a64(h, s, strlen(s) + 1) : fnv1a64(h, "\377", 1);
 }
 
 /* The ranks meet (dist_agree) and compare a hash of what each was given:
@@ -171,7 +164,7 @@ void train_dist_check(trainer *t)
         return;
     const train_opts *o = &t->o;
     const model_config *c = &t->m.cfg;
-    uint64_t h[3] = { 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL, 0xcbf29ce484222325ULL };
+    uint64_t h[3] = { FNV1A64_BASIS, FNV1A64_BASIS, FNV1A64_BASIS };
     const char *strs[] = { t->data.is_task ? t->data.task.name : "text", o->optimizer, o->schedule, o->order,
                            o->precision };
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -181,16 +174,16 @@ void train_dist_check(trainer *t)
                            o->schedule_steps, t->start };
     const double dbls[] = { c->dropout, o->lr, o->momentum, o->weight_decay, o->beta1, o->beta2, o->eps, o->clip,
                             o->min_lr };
-    h[0] = fnv(h[0], longs, sizeof longs);
-    h[0] = fnv(h[0], dbls, sizeof dbls);
-    h[0] = fnv(h[0], &o->seed, sizeof o->seed);
+    h[0] = fnv1a64(h[0], longs, sizeof longs);
+    h[0] = fnv1a64(h[0], dbls, sizeof dbls);
+    h[0] = fnv1a64(h[0], &o->seed, sizeof o->seed);
     if (!t->data.is_task) {
         const text_data *d = &t->data.text;
         uint64_t text[] = { text_fingerprint(d), d->n, d->n_train };
-        h[1] = fnv(h[1], text, sizeof text);
+        h[1] = fnv1a64(h[1], text, sizeof text);
     }
-    h[2] = fnv(h[2], t->m.params->data, t->m.params->total * sizeof *t->m.params->data);
-    h[2] = fnv(h[2], &t->data_rng, sizeof t->data_rng);
+    h[2] = fnv1a64(h[2], t->m.params->data, t->m.params->total * sizeof *t->m.params->data);
+    h[2] = fnv1a64(h[2], &t->data_rng, sizeof t->data_rng);
     _Static_assert(DIST_AGREE_FIRST + 6 <= DIST_AGREE_N, "three hashes and their complements");
     long v[DIST_AGREE_N] = { 0 };
     for (int k = 0; k < 3; k++) {

@@ -73,11 +73,9 @@ int task_check_context(const task *t, int T, char *err, size_t errlen)
  * all input bits.  Held out iff the result is 0 mod 10. */
 static uint64_t problem_hash(const task *t, const int32_t *seq)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (const char *c = t->name; *c; c++)
-        h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+    uint64_t h = fnv1a64(FNV1A64_BASIS, t->name, strlen(t->name));
     for (int i = 0; i < t->prompt; i++)
-        h = (h ^ (uint8_t)seq[i]) * 1099511628211ULL;
+        h = fnv1a64_byte(h, (uint8_t)seq[i]);
     h ^= h >> 30;
     h *= 0xbf58476d1ce4e5b9ULL;
     h ^= h >> 27;
@@ -607,13 +605,18 @@ int text_eval_batch(const text_data *d, int split, size_t first, int B, int T, i
     return rows;
 }
 
+uint64_t fnv1a64(uint64_t h, const void *bytes, size_t n)
+{
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++)
+        h = fnv1a64_byte(h, b[i]);
+    return h;
+}
+
 uint64_t text_fingerprint(const text_data *d)
 {
-    /* FNV-1a: h = (h XOR byte) * prime, from the offset basis; not a
-     * cryptographic hash, but any edit, reordering or append changes it
-     * with overwhelming likelihood, and it costs a multiply per byte. */
-    uint64_t h = 14695981039346656037ull;
+    uint64_t h = FNV1A64_BASIS;
     for (size_t i = 0; i < d->n; i++)
-        h = (h ^ d->vocab[d->tokens[i]]) * 1099511628211ull;
+        h = fnv1a64_byte(h, d->vocab[d->tokens[i]]);
     return h;
 }

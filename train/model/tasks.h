@@ -135,6 +135,13 @@ size_t text_eval_windows(size_t n_split, int T);
 /* Windows first, first+1, ... of split (TEXT_TRAIN or TEXT_VAL) into up to
  * B rows of x and y; returns the number of rows filled. */
 int text_eval_batch(const text_data *d, int split, size_t first, int B, int T, int32_t *x, int32_t *y);
+/* FNV-1a, 64 bits: from FNV1A64_BASIS, h = (h XOR byte) * 0x100000001b3 for
+ * each byte.  Not a cryptographic hash, but any edit, reordering or append
+ * changes it with overwhelming likelihood, at a multiply per byte.
+ * fnv1a64 continues h over n bytes; fnv1a64_byte takes one. */
+#define FNV1A64_BASIS 0xcbf29ce484222325ULL
+static inline uint64_t fnv1a64_byte(uint64_t h, unsigned char byte) { return (h ^ byte) * 0x100000001b3ULL; }
+uint64_t fnv1a64(uint64_t h, const void *bytes, size_t n);
 /* The FNV-1a 64-bit hash of the text's bytes (the file as it was read), which
  * a checkpoint records beside the size to tell a changed file from the same. */
 uint64_t text_fingerprint(const text_data *d);
