@@ -424,9 +424,12 @@ static void test_dropout_statistics(ag_ctx *ctx)
 {
     enum { N = 100000 };
     /* and p close to 1: 0.999 (scale 1000), and the largest float below 1
-     * (scale 2^24; p 2^32 is then 2^32 - 256, still a uint32_t) */
-    const ag_real ps[5] = { 0.1f, 0.5f, 0.9f, 0.999f, 1 - 0x1p-24f };
-    for (int t = 0; t < 5; t++) {
+     * (scale 2^24; p 2^32 is then 2^32 - 256, still a uint32_t); 0.147 and
+     * 0.0374, whose scale in float arithmetic (1.0f / (1.0f - p)) is another
+     * float than the double quotient's, so a scale computed in the wrong
+     * precision fails in the float build too */
+    const ag_real ps[] = { 0.1f, 0.5f, 0.9f, 0.999f, 1 - 0x1p-24f, 0.147f, 0.0374f };
+    for (size_t t = 0; t < sizeof ps / sizeof ps[0]; t++) {
         ag_real p = ps[t];
         ag_real scale = (ag_real)(1.0 / (1.0 - (double)p));
         ag_reset(ctx);
