@@ -384,6 +384,12 @@ bad "file is 1 byte, shorter than the 8-byte header length" info "$F/onebyte"
 check "info --help's usage line names its FILE argument" eval '[ "$("$A" info --help | head -n 1)" = "usage: attograd info FILE [--heads N]" ]'
 check "info --help's description is one line, not cut after 'metadata and'" \
     eval '"$A" info --help | grep -qx "A checkpoint'"'"'s config, parameter count, metadata and tensors\."'
+# "--" ends the options: a file whose name begins with "-" after it
+cp "$F/text.st" "$tmp/-dash.st"
+check "info -- FILE reads a file named -dash.st" eval '(cd "$tmp" && "$A" info -- -dash.st) | grep -q "^  arch gpt"'
+check "info --heads 2 -- FILE reads it too" eval '"$A" info --heads 2 -- "$F/text.st" | grep -q "^  arch gpt"'
+bad "unknown option '-dash.st'" info -dash.st
+bad "expects exactly one checkpoint file" info -- "$F/text.st" "$tmp/-dash.st"
 check "info says '1 layer, 2 heads' of the 1-layer fixture" eval '"$A" info "$F/text.st" | grep -q "^  arch gpt, vocab [0-9]*, 1 layer, 2 heads,"'
 bad "is not a regular file" info /dev/null
 bad "exceeds the limit" info "$F/random.bin"

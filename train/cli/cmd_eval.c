@@ -372,18 +372,25 @@ int cmd_info(int argc, char **argv)
     const char *CMD = "info", *path = NULL;
     int heads = 0, nrest = 0, nfiles = 0;
     opt opts[] = { HEADS_OPT(heads) };
-    /* the one argument that is not an option (nor --heads' value) is the file */
+    /* the one argument that is not an option (nor --heads' value) is the
+     * file; after "--" every argument is one (a file named "-x") */
     char **rest = malloc((size_t)(argc + 1) * sizeof *rest);
     if (!rest)
         die(CMD, "out of memory");
+    int files_only = 0;
     for (int i = 0; i < argc; i++) {
-        if (argv[i][0] != '-' && (i == 0 || strcmp(argv[i - 1], "--heads") != 0)) {
+        if (!files_only && strcmp(argv[i], "--") == 0) {
+            files_only = 1;
+            continue;
+        }
+        if (files_only || (argv[i][0] != '-' && (i == 0 || strcmp(argv[i - 1], "--heads") != 0))) {
             path = nfiles++ ? path : argv[i];
             continue;
         }
         rest[nrest++] = argv[i];
     }
-    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and tensors.",
+    args_parse(CMD, "attograd info FILE [--heads N]: A checkpoint's config, parameter count, metadata and tensors.\n"
+               "A FILE whose name begins with - follows -- (attograd info -- -old.st).",
                nrest, rest, opts, 1);
     free(rest);
     if (nfiles != 1)
