@@ -6,7 +6,7 @@
 #                           (src/reference.c; no src/kernels/, one thread) in build-ref/
 #   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
 #                           build-mpi/attograd train ...` trains on N ranks
-#   make test               every test; ends with "N passed, N failed"
+#   make test               every test; ends with "N passed, N failed[, N skipped]"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make test-tsan          the C tests and a training on 2 threads under ThreadSanitizer
