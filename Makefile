@@ -6,7 +6,7 @@
 #                           (src/reference.c; no src/kernels/, one thread) in build-ref/
 #   make MPI=1              the same with mpicc in build-mpi/: `mpirun -np N
 #                           build-mpi/attograd train ...` trains on N ranks
-#   make test               every test; ends with "N passed, N failed"
+#   make test               every test; ends with "N passed, N failed[, N skipped]"
 #   make run                build and train the default toy model
 #   make test-asan          the suite under AddressSanitizer + UBSan
 #   make test-tsan          the C tests and a training on 2 threads under ThreadSanitizer
@@ -223,8 +223,9 @@ test-clang:
 
 # Line and branch coverage (gcc's --coverage) in build-cov/, at -O2 as
 # test-asan builds (the attention's backward needs the multiply-adds fused):
-# the C tests and the command-line suites that run no make of their own,
-# their learning runs skipped (ATTOGRAD_QUICK); the count files are made
+# the C tests and COV_SUITES (the command-line suites that run no make of
+# their own and need no other build, but cli_scale), their learning runs
+# skipped (ATTOGRAD_QUICK); the count files are made
 # first and writable by all, for the runs cli_robust makes as another user
 # (uid 65534); then tests/coverage.sh's summary per file and folder.  Not
 # part of make test.
