@@ -168,6 +168,16 @@ if command -v dot >/dev/null 2>&1; then
 else
     skip "graphviz dot is not installed"
 fi
+# The pictures render in an SVG renderer other than a browser: librsvg reads
+# each to pixels (a wrong attribute or entity is an error or a warning there)
+if command -v rsvg-convert >/dev/null 2>&1; then
+    for svg in attn one text plot; do
+        rsvg-convert -o "$tmp/$svg.png" "$tmp/$svg.svg" 2>"$tmp/err"
+        check "rsvg-convert renders $svg.svg ($(head -c 200 "$tmp/err"))" test $? -eq 0 -a -s "$tmp/$svg.png" -a ! -s "$tmp/err"
+    done
+else
+    skip "rsvg-convert (librsvg2-bin) is not installed"
+fi
 
 # ---- walkthrough --------------------------------------------------------------
 "$A" walkthrough >"$tmp/walk.txt" 2>&1

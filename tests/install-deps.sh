@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-deps.sh - Debian packages the optional test suites use: PyTorch (the
 # parity tests against tests/twin.py), OpenBLAS (the benchmark's reference
-# sgemm), Graphviz (checks that DOT output renders), rsvg-convert, clang's
+# sgemm), Graphviz and rsvg-convert (checks that the DOT graph and the SVG
+# pictures render, tests/cli_viz.sh), clang's
 # libFuzzer runtime and valgrind for the hostile-input checks, and Open MPI
 # (the MPI build, make MPI=1, and tests/cli_mpi.sh); emscripten, Chromium,
 # node and npm for the browser playground (make web, tests/web_playground.sh),
