@@ -174,12 +174,14 @@ static double physical_memory(void)
 }
 
 /* Memory a run of B x T batches needs (see model_train_bytes), with a
- * checkpoint read for --init or --resume still loaded. */
+ * checkpoint read for --init or --resume still loaded, and a text's token
+ * ids (4 bytes a byte of the file: a 9 MB text holds 36 MB of them). */
 static double run_bytes(const trainer *t, const model_config *c, int B, int T)
 {
     const int moments = t->adamw ? 2 : 1;
     double loaded = t->from ? model_param_count(c) * sizeof(float) * (1 + (t->o.resume ? moments : 0)) : 0;
-    return model_train_bytes(c, B, T, moments, t->precision == AG_BF16) + loaded;
+    double text = t->data.is_task ? 0 : (double)t->data.text.n * sizeof *t->data.text.tokens;
+    return model_train_bytes(c, B, T, moments, t->precision == AG_BF16) + loaded + text;
 }
 
 /* The largest n in [1, hi] with fits(n) (memory grows with n), or 0. */
