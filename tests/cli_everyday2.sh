@@ -138,7 +138,8 @@ done
 check "graph --out /dev/stdout: its line went to stderr" grep -q "/dev/stdout: [0-9]* ops; loss" err.txt
 # a socket is neither opened (open(2) cannot) nor replaced: refused before training
 python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' sock
-for run in "train $TINY --steps 3 --quiet --save sock" "attn --model m.st --prompt The --out sock"; do
+for run in "train $TINY --steps 3 --quiet --save sock" "attn --model m.st --prompt The --out sock" \
+    "train $TINY --steps 3 --quiet --log sock"; do
     one_line "$A" $run
     check "$run: exit 2, one line saying sock is a socket, sock left as it was ($rc: $(cat err.txt))" \
         eval '[ $rc -eq 2 ] && grep -q "sock: a socket, which is not written as a file" err.txt && test -S sock &&

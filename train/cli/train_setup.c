@@ -353,10 +353,13 @@ void train_setup(trainer *t)
             /* the log a resumed run continues where the checkpoint names
              * it: its directory gone, the way on is another --log */
             const char *recorded = o->resume ? ckpt_meta(&t->ck, "log_path") : NULL;
+            /* open(2) gives a socket ENXIO, "No such device or address" */
+            const char *why = stat(o->log_path, &st) == 0 && S_ISSOCK(st.st_mode)
+                                  ? "a socket, which is not written as a file" : strerror(e);
             if (recorded && strcmp(recorded, o->log_path) == 0)
                 die(CMD, "cannot write log %s, the run's log the checkpoint names: %s; give --log FILE to continue "
-                         "it elsewhere", o->log_path, strerror(e));
-            die(CMD, "cannot write log %s: %s", o->log_path, strerror(e));
+                         "it elsewhere", o->log_path, why);
+            die(CMD, "cannot write log %s: %s", o->log_path, why);
         }
         if (t->log && (!o->resume || ftell(t->log) == 0))
             fprintf(t->log, "step,train_loss,val_loss,val_acc,lr,ms_per_step,tokens_per_s\n");
