@@ -314,7 +314,8 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
 
 /* For item b, head h and query i (q_i, k_j, v_j, o_i: the head's hd values
  * where ag_attn's strides put them; for ag_attention, thirds of the rows of
- * qkv [B,T,3d], and rows of o [B,T,d]):
+ * qkv [B,T,3d], and rows of o [B,T,d]), in the tutorials' words s_j are the
+ * attention scores, p_ij the attention weights and o_i the context vector:
  *   s_j    = scale q_i . k_j                   for each key j visible to i,
  *                                              scale = 1/sqrt(hd); a hidden
  *                                              key (causal: j > i + q_pos0)
