@@ -405,8 +405,9 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
  * output shape ids_shape + [d].  Backward scatter-adds into repeated rows.
  * Math: ag_embedding, ag_backward_embedding (src/ops_nn.c). */
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
-/* Normalize over the last dim, then * weight + bias (both [last dim]; either
- * may be NULL: no scale, no shift).
+/* Normalize over the last dim, (x - mean) / sqrt(var + eps) with the biased
+ * variance (as torch.nn.LayerNorm), then * weight + bias (both [last dim];
+ * either may be NULL: no scale, no shift).
  * Math: ref_layer_norm, ref_layer_norm_backward (src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
 /* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
