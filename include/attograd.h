@@ -352,7 +352,9 @@ ag_tensor *ag_matmul(ag_ctx *ctx, ag_tensor *a, ag_tensor *b);
 ag_tensor *ag_linear(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
 /* gelu(x W^T + b) as one op, bit for bit ag_gelu(ag_linear(x, W, b)): the
  * bias and GELU are one pass over the product's output, and backward
- * computes GELU's derivative and the bias's gradient in one pass.
+ * applies GELU's derivative and sums the bias's gradient in one pass (the
+ * fast kernels keep the derivative from the forward, over the product; the
+ * reference computes it again).
  * Math: ag_linear_gelu, ag_backward_linear_gelu (src/ops_matmul.c); the
  * pass each way is ref_gelu, ref_gelu_backward (src/reference.c). */
 ag_tensor *ag_linear_gelu(ag_ctx *ctx, ag_tensor *x, ag_tensor *W, ag_tensor *b);
@@ -403,8 +405,9 @@ ag_tensor *ag_dropout(ag_ctx *ctx, ag_tensor *a, ag_real p, int training);
  * output shape ids_shape + [d].  Backward scatter-adds into repeated rows.
  * Math: ag_embedding, ag_backward_embedding (src/ops_nn.c). */
 ag_tensor *ag_embedding(ag_ctx *ctx, ag_tensor *W, const int32_t *ids, int ndim, const int *ids_shape);
-/* Normalize over the last dim, then * weight + bias (both [last dim]; either
- * may be NULL: no scale, no shift).
+/* Normalize over the last dim, (x - mean) / sqrt(var + eps) with the biased
+ * variance (as torch.nn.LayerNorm), then * weight + bias (both [last dim];
+ * either may be NULL: no scale, no shift).
  * Math: ref_layer_norm, ref_layer_norm_backward (src/reference.c). */
 ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor *bias, ag_real eps);
 /* Mean over rows of -log softmax(logits)[target]; logits [..., V], one target
@@ -414,7 +417,8 @@ ag_tensor *ag_layer_norm(ag_ctx *ctx, ag_tensor *x, ag_tensor *weight, ag_tensor
 ag_tensor *ag_cross_entropy(ag_ctx *ctx, ag_tensor *logits, const int32_t *targets);
 /* Multi-head scaled dot-product attention as one op.  qkv is [B,T,3d]: the
  * queries, keys and values of every position side by side, each d = n_head *
- * hd wide and split into heads of hd columns.  Per batch item and head,
+ * hd wide and split into heads of hd columns (hd, the head size: the
+ * tutorials' head_dim, d_k).  Per batch item and head,
  *     w = softmax(mask(q k^T) / sqrt(hd)),   out = dropout(w) v,
  * where mask sets a key after its query to -inf when causal.  The heads'
  * outputs are merged back into [B,T,d].  This computes the explicit
@@ -488,11 +492,14 @@ typedef struct ag_optim {
  * (a resumed run's count) between steps: ag_optim_step checks them the
  * same way, and step from 0 to LONG_MAX - 1; kind, ps, m and v are the
  * optimizer's own (a step after ag_params_free(ps) is undefined). */
-/* SGD: g += wd p (decayed parameters);  buf = momentum buf + g;  p -= lr buf.
+/* SGD: g += wd p (decayed parameters);  buf = momentum buf + g (buf = g at
+ * the first step);  p -= lr buf  (momentum 0: p -= lr g, no buffer read).
  * Math: ref_sgd (src/reference.c). */
 ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
-/* AdamW: p -= lr wd p (decayed parameters), then the Adam step
- * with bias-corrected moments: p -= lr m^ / (sqrt(v^) + eps).
+/* AdamW: p -= lr wd p (decayed parameters), then the Adam step with
+ * bias-corrected moments: m = beta1 m + (1 - beta1) g, v = beta2 v +
+ * (1 - beta2) g^2, and at step t (counted from 1) p -= lr m^ / (sqrt(v^) +
+ * eps), m^ = m / (1 - beta1^t), v^ = v / (1 - beta2^t).
  * Math: ref_adamw (src/reference.c). */
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay);
 void ag_optim_step(ag_optim *opt, double lr);

@@ -225,8 +225,9 @@ size_t ag_attention_scratch_bytes(int B, int T, int d, int n_head)
  * output's gradient and D_i = dO_i . O_i, the row sums of dO * O:
  *   dv = (P * Z)^T dO,   dP = (dO v^T) * Z,   dS = P * (dP - D),
  *   dq = dS k / sqrt(hd),                     dk = dS^T q / sqrt(hd)
- * (the kernel recomputes P from q, k and the saved log-sum-exp;
- * ref_attention_backward in src/reference.c derives D).  These are added
+ * (dS is the gradient of the scaled scores S; the kernel recomputes P from
+ * q, k and the saved log-sum-exp, or reads the P the fast kernel kept for a
+ * short sequence; ref_attention_backward in src/reference.c derives D).  These are added
  * into dqkv's columns of q, k and v; the heads together cover every column,
  * so a new gradient buffer is stored, not added to. */
 void ag_backward_attention(ag_ctx *ctx, ag_node *n)

@@ -1,10 +1,11 @@
 /*
  * ops_matmul.c - batched matmul (torch.matmul semantics for 2-D to 4-D) and
  * linear (x W^T + b, nn.Linear's layout), and linear followed by GELU as
- * one op (the MLP's first layer).  All arithmetic goes through the gemm
+ * one op (the MLP's first layer).  Every product goes through the gemm
  * kernel (definition: ref_gemm in src/reference.c; ref_gemm_bf16 at bf16
  * precision), whose transpose flags let backward use A^T and B^T in
- * place.
+ * place; the bias is a plain loop forward and the column_sums kernel
+ * backward, GELU the gelu kernels.
  */
 #include <limits.h>
 #include <string.h>

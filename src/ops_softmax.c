@@ -1,8 +1,9 @@
 /*
  * ops_softmax.c - softmax, log_softmax, masked_fill and the fused
  * cross-entropy: the ops that turn attention scores into weights and
- * logits into a loss.  All of them subtract the row maximum before exp, and
- * all of them keep -inf (a masked score) from ever turning into NaN, with one
+ * logits into a loss.  The three that exponentiate subtract the row maximum
+ * before exp, and all of them keep -inf (a masked score) from ever turning
+ * into NaN, with one
  * exception: cross-entropy of a scored row whose every logit is -inf, a loss
  * of -log(0/0), is NaN, as in PyTorch (a -inf target logit alone gives +inf).
  * The row arithmetic is in the kernels (definitions: ref_softmax,

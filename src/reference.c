@@ -223,8 +223,8 @@ static void ref_layer_norm_backward(const ag_real *x, const ag_real *w, const ag
 
 /* ---- GELU --------------------------------------------------------------- */
 
-/* x, y: [rows,cols]; b: [cols] (NULL: none).  x is a linear layer's output
- * before its bias:
+/* x, y: [rows,cols]; b: [cols] (NULL: none).  x is ag_gelu's input (no
+ * bias), or ag_linear_gelu's product x W^T before its bias:
  *   h = x + b,   y = gelu(h) = h Phi(h) = h/2 (1 + erf(h / sqrt 2)),
  * Phi the standard normal cdf. */
 static void ref_gelu(const ag_real *x, const ag_real *b, size_t rows, size_t cols, ag_real *y, void *keep)
@@ -312,10 +312,16 @@ static void dropout_row(const ag_attn *a, int b, int h, int i, ag_real *z)
         z[j] = ag_dropout_multiplier(ag_pcg32_next(&g), threshold, scale);
 }
 
-/* For item b, head h and query i (q, k, v, o: the [B,T,H*hd] layouts of ag_attn):
- *   s_j    = scale q_i . k_j                   for each key j visible to i
+/* For item b, head h and query i (q_i, k_j, v_j, o_i: the head's hd values
+ * where ag_attn's strides put them; for ag_attention, thirds of the rows of
+ * qkv [B,T,3d], and rows of o [B,T,d]), in the tutorials' words s_j are the
+ * attention scores, p_ij the attention weights and o_i the context vector:
+ *   s_j    = scale q_i . k_j                   for each key j visible to i,
+ *                                              scale = 1/sqrt(hd); a hidden
+ *                                              key (causal: j > i + q_pos0)
+ *                                              gets -inf (masked_fill's -inf)
  *   m      = max_j s_j,   sum = sum_j exp(s_j - m)      (in double)
- *   p_ij   = exp(s_j - m) / sum                the softmax weights, as ref_softmax's; invisible keys get 0
+ *   p_ij   = exp(s_j - m) / sum                the softmax weights, as ref_softmax's; hidden keys get 0
  *   lse_i  = log sum_j exp(s_j) = m + log sum  (for backward)
  *   o_i    = sum_j p_ij z_ij v_j               z: the dropout multipliers
  * The weights divide by the sum itself, not exp(s_j - lse_i): lse_i
@@ -362,8 +368,9 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
     free(s);
 }
 
-/* forward was:  o_i = sum_j p_ij z_ij v_j,  p_ij = exp(s_ij - lse_i),  s_ij = scale q_i . k_j;
- * so, with do_i the gradient reaching o_i:
+/* forward was:  o_i = sum_j p_ij z_ij v_j,  p_ij = exp(s_ij - lse_i),  s_ij = scale q_i . k_j
+ * (a hidden key has p_ij = 0 whatever q and k are: it passes nothing back
+ * and is skipped); so, with do_i the gradient reaching o_i:
  *   dv_j  += sum_i p_ij z_ij do_i
  *   dp_ij  = z_ij (do_i . v_j)
  *   ds_ij  = p_ij (dp_ij - D_i),   D_i = sum_j p_ij dp_ij      (softmax backward, as ref_softmax_backward)
@@ -371,8 +378,8 @@ static void ref_attention(const ag_attn *a, const ag_real *q, const ag_real *k, 
  *   dq_i  += scale sum_j ds_ij k_j
  *   dk_j  += scale sum_i ds_ij q_i
  * p is recomputed from q, k and lse (whose rounding to a float, up to
- * |lse| u, every weight of the row then shares: the README's "Large
- * scores" bound); in mixed precision p z and ds are
+ * |lse| u, every weight of the row then shares: the bound under "Large
+ * scores" in the README's "Long contexts"); in mixed precision p z and ds are
  * rounded to bf16 before they multiply (do_ arrives rounded too).
  * D_i is taken as do_i . o_i, the same
  * sum in the same order as do_i . v_j: when a query's weights are one-hot
@@ -412,6 +419,7 @@ static void ref_attention_backward(const ag_attn *a, const ag_real *q, const ag_
                     const ag_real *kj = K(a, k, b, h, j), *vj = V(a, v, b, h, j);
                     ag_real p = (ag_real)ag_math_exp((double)(a->scale * dot(qi, kj, a->hd) - l));
                     ag_real dp = z[j] * dot(doi, vj, a->hd);
+                    /* ds here is scale ds_ij: the scale of dq and dk, applied once */
                     ag_real ds = product_input(a, p * (dp - D) * a->scale), pz = product_input(a, p * z[j]);
                     ag_real *dqi = Q(a, dq, b, h, i), *dkj = K(a, dk, b, h, j), *dvj = V(a, dv, b, h, j);
                     for (int c = 0; c < a->hd; c++) {
@@ -440,7 +448,8 @@ static size_t ref_attention_keep(const ag_attn *a)
 
 /* ---- optimizers --------------------------------------------------------- */
 
-/* torch.optim.SGD:  g' = g + decay p;  buf = momentum buf + g' (buf = g' at the first step);  p -= lr buf */
+/* torch.optim.SGD:  g' = g + decay p;  buf = momentum buf + g' (buf = g' at the first step);  p -= lr buf
+ * (momentum 0: p -= lr g', no buffer read) */
 static void ref_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real lr, ag_real momentum,
                     ag_real decay, int first)
 {

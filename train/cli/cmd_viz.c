@@ -238,10 +238,11 @@ int cmd_attn(int argc, char **argv)
         { "--title", OPT_STRING, &title, "STR", "picture title (default: the model, its data, step and layer; only 'layer L' when tokens x heads drawn < 20)", 0, 0, 0, 0, 0 },
         SAVED_MODEL_OPTS(a),
     };
-    args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(d) + causal mask) a saved model puts\n"
-                    "on a prompt: queries down, keys across, the prompt's characters on both axes, one panel\n"
-                    "per head.  Masked (future) keys are hatched.  A task model reads at most L tokens; a\n"
-                    "whole example of L + 1 is accepted and its last token (never read in training) dropped.",
+    args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(head size) + causal mask) a saved\n"
+                    "model puts on a prompt: queries down, keys across, the prompt's characters on both axes,\n"
+                    "one panel per head.  Masked (future) keys are hatched.  A task model reads at most L\n"
+                    "tokens; a whole example of L + 1 is accepted and its last token (never read in training)\n"
+                    "dropped.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
     /* --text is read too (the vocabulary of a file that does not list it) */
     file_arg in[] = { { "--model", a.path }, { "--text", a.text } }, outs[] = { { "--out", out }, { "--csv", csv } };

@@ -1,8 +1,10 @@
 /*
  * model.c - the tiny GPT: token + position embeddings, dropout, n_layer
  * pre-norm blocks (attention and a GELU MLP, each added back to the residual
- * stream), a final norm and the output head.  The attn-only architecture is
- * the tutorials' minimal model: x = x + attn(x) per block, nothing else.
+ * stream), a final norm and the output head.  The attn-only architecture
+ * keeps only the tutorials' part: x = x + attn(x) per block (their
+ * MultiHeadAttention added back to the residual stream; no layer norms, no
+ * MLP).
  */
 #include <math.h>
 #include <stdio.h>
@@ -158,8 +160,9 @@ void model_copy_weights(model *dst, const model *src)
     for (int i = 0; i < d->count; i++) {
         const ag_tensor *from = s->list[i];
         ag_tensor *to = d->list[i];
-        /* the same names in the same order; [T,d] position embeddings keep
-         * their first rows, which in row-major order is the first T*d values */
+        /* the same names in the same order; dst's [context,d] position
+         * embeddings are src's first rows, which in row-major order are its
+         * first context*d values */
         if (strcmp(to->name, from->name) != 0 || to->size > from->size)
             ag_error("model_copy_weights: %s does not match %s", to->name, from->name);
         memcpy(to->data, from->data, to->size * sizeof *to->data);

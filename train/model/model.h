@@ -29,7 +29,8 @@ typedef struct model_config {
     int arch;               /* ARCH_GPT or ARCH_ATTN_ONLY */
     int vocab_size;
     int n_layer, n_head, d_model;
-    int context;            /* T: positions the model knows */
+    int context;            /* positions the model knows (the tutorials' context_length): a batch's T
+                             * is at most this */
     int qkv_bias;
     double dropout;
 } model_config;
@@ -43,7 +44,7 @@ typedef struct model_block {
 typedef struct model {
     model_config cfg;
     ag_params *params;
-    ag_tensor *tok_emb, *pos_emb;   /* [V,d], [T,d] */
+    ag_tensor *tok_emb, *pos_emb;   /* [V,d], [context,d] */
     model_block *blocks;
     nn_layer_norm final_norm;       /* gpt only */
     nn_linear out_head;             /* [V,d], no bias */

@@ -20,6 +20,9 @@ typedef struct nn_layer_norm {
     ag_tensor *weight, *bias;   /* [d] */
 } nn_layer_norm;
 
+/* The tutorials' MultiHeadAttention with d_in = d_out = d_model (d in the
+ * engine's comments), num_heads = n_head (H) and head_dim = d_model / n_head
+ * (hd in the engine's comments). */
 typedef struct nn_mha {
     nn_linear W_query, W_key, W_value, out_proj;
     int d_model, n_head, head_dim;

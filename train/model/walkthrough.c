@@ -380,7 +380,7 @@ static void bag_of_words(ag_ctx *ctx)
     fprintf(out, "    Attention is this average with data-dependent scores in place of the zeros.\n");
 }
 
-/* ---- 7. why divide by sqrt(d) ---------------------------------------------- */
+/* ---- 7. why divide by sqrt(head_size) ------------------------------------ */
 
 static void scaling(ag_ctx *ctx)
 {
