@@ -34,14 +34,21 @@ for T in 64 256 1024 4096; do
 done
 # a large text: its token ids (4 bytes a byte) are a run's largest part, and
 # the estimate counts them (8 MB of text, 32 MB of ids, on a 3 MB model)
-awk 'BEGIN { srand(7); for (i = 0; i < 1000000; i++) printf "%s ", substr("attention softmax mask query", 1 + int(rand() * 20), 7) }' \
-    >"$tmp/big.txt"
-"$A" train --text "$tmp/big.txt" --steps 2 --eval-every 0 --quiet >"$tmp/out" 2>&1
-line=$(grep -o 'peak memory [0-9.]* MB (estimated [0-9.]* MB)' "$tmp/out")
-peak=$(echo "$line" | sed -E 's/peak memory ([0-9.]+) MB.*/\1/')
-est=$(echo "$line" | sed -E 's/.*estimated ([0-9.]+) MB.*/\1/')
-check "an 8 MB text: measured peak ${peak:-?} MB within 25% of the estimate ${est:-?} MB ($(tail -1 "$tmp/out"))" \
-    awk -v p="$peak" -v e="$est" 'BEGIN { exit !(e > 0 && p >= 0.75 * e && p <= 1.25 * e) }'
+# (not under the sanitizers, make test-asan's ATTOGRAD_QUICK: AddressSanitizer
+# keeps freed blocks in quarantine, and the text's read buffer, freed once
+# tokenized, then counts in the peak: 118 MB against 85)
+if [ -n "${ATTOGRAD_QUICK:-}" ]; then
+    skip "an 8 MB text's memory estimate (a sanitizer's allocator keeps freed memory: ATTOGRAD_QUICK)"
+else
+    awk 'BEGIN { srand(7); for (i = 0; i < 1000000; i++) printf "%s ", substr("attention softmax mask query", 1 + int(rand() * 20), 7) }' \
+        >"$tmp/big.txt"
+    "$A" train --text "$tmp/big.txt" --steps 2 --eval-every 0 --quiet >"$tmp/out" 2>&1
+    line=$(grep -o 'peak memory [0-9.]* MB (estimated [0-9.]* MB)' "$tmp/out")
+    peak=$(echo "$line" | sed -E 's/peak memory ([0-9.]+) MB.*/\1/')
+    est=$(echo "$line" | sed -E 's/.*estimated ([0-9.]+) MB.*/\1/')
+    check "an 8 MB text: measured peak ${peak:-?} MB within 25% of the estimate ${est:-?} MB ($(tail -1 "$tmp/out"))" \
+        awk -v p="$peak" -v e="$est" 'BEGIN { exit !(e > 0 && p >= 0.75 * e && p <= 1.25 * e) }'
+fi
 # linear in T: with B T fixed, the peak at T = 4096 is within 20% of T = 64's
 set -- $peaks
 if [ $# -eq 4 ]; then
