@@ -393,7 +393,7 @@ static inline ag_real gelu_of(ag_real h, ag_real *d)
 {
     ag_real cdf, pdf;
     ag_fast_normal(h, &cdf, &pdf);
-    *d = cdf + h * pdf;
+    *d = AG_FMA(h, pdf, cdf);
     return h * cdf;
 }
 
