@@ -84,7 +84,7 @@ void ag_fast_adamw(ag_real *restrict p, const ag_real *restrict g, ag_real *rest
 /* In double, in 8 running partial sums (element i goes to lane i % 8)
  * added up at the end: the order is fixed, and the loop is vector code
  * instead of one long chain of dependent additions. */
-double ag_fast_sum_squares(const ag_real *x, size_t n)
+static double sum_squares_lanes(const ag_real *x, size_t n)
 {
     double lane[8] = { 0 };
     size_t i = 0;
@@ -94,6 +94,46 @@ double ag_fast_sum_squares(const ag_real *x, size_t n)
     for (int l = 0; i < n; i++, l++)
         lane[l] += (double)x[i] * x[i];
     return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+/* At most this many pieces of at least SQ_PIECE_MIN elements each (a
+ * whole number of 64-element lines): where the pieces end depends on n
+ * alone. */
+enum { SQ_PIECES = 256, SQ_PIECE_MIN = 16384 };
+
+typedef struct {
+    const ag_real *x;
+    size_t n, piece;
+    double *sums;
+} squares_args;
+
+static void sum_squares_pieces(void *ctx, size_t lo, size_t hi)
+{
+    const squares_args *a = ctx;
+    for (size_t k = lo; k < hi; k++) {
+        const size_t i0 = k * a->piece, i1 = i0 + a->piece < a->n ? i0 + a->piece : a->n;
+        a->sums[k] = sum_squares_lanes(a->x + i0, i1 - i0);
+    }
+}
+
+/* The whole array in pieces whose bounds depend on n alone, each summed as
+ * above, shared between threads (a model's gradient: the clipping norm and
+ * the step's finiteness check, every step), and the pieces' sums added in
+ * order: the same bits on any number of threads. */
+double ag_fast_sum_squares(const ag_real *x, size_t n)
+{
+    size_t piece = (n + SQ_PIECES - 1) / SQ_PIECES;
+    piece = piece < SQ_PIECE_MIN ? SQ_PIECE_MIN : (piece + 63) / 64 * 64;
+    const size_t pieces = n ? (n - 1) / piece + 1 : 0;
+    if (pieces <= 1)
+        return sum_squares_lanes(x, n);
+    double sums[SQ_PIECES];
+    squares_args a = { x, n, piece, sums };
+    ag_parallel_for(pieces, n, sum_squares_pieces, &a);
+    double s = 0;
+    for (size_t k = 0; k < pieces; k++)
+        s += sums[k];
+    return s;
 }
 
 typedef struct {
