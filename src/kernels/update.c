@@ -9,6 +9,7 @@
  * result.  The sums run in fixed-order partial sums.
  */
 #include <math.h>
+#include <string.h>
 
 #include "fast.h"
 
@@ -136,32 +137,71 @@ double ag_fast_sum_squares(const ag_real *x, size_t n)
     return s;
 }
 
+/* Column sums in blocks of rows.  A column's sum over the rows in row
+ * order is one chain that a thread cannot start without the rows before
+ * its own, so rows go in blocks whose bounds depend on the number of rows
+ * alone: block b sums its rows, in order, into a row of partial sums of
+ * its own (zeroed first), and the partial sums are added to the
+ * destination in block order.  Any thread may take any block: the bits do
+ * not depend on the thread count, and the kernels that sum a gradient over
+ * rows while they write it (GELU's bias, layer norm's weight and bias) get
+ * the bits of this one without a second pass over what they wrote. */
+size_t ag_fast_row_block(size_t rows)
+{
+    const size_t b = (rows + AG_ROW_BLOCKS - 1) / AG_ROW_BLOCKS;
+    return b < AG_ROW_BLOCK_MIN ? AG_ROW_BLOCK_MIN : b;
+}
+
 typedef struct {
     const ag_real *x;
-    size_t rows, cols;
+    size_t rows, cols, block;
     ag_real *dst;
 } column_args;
 
-/* Column blocks [lo, hi) of 16 columns each. */
-static void column_sums_range(void *ctx, size_t lo, size_t hi)
+/* dst[k] += partials[b][k] for b in order: columns lo..hi-1 */
+static void add_partials_range(void *ctx, size_t lo, size_t hi)
 {
     const column_args *c = ctx;
-    const ag_real *x = c->x;
     ag_real *restrict dst = c->dst;
-    const size_t rows = c->rows, cols = c->cols;
-    const size_t c0 = lo * 16, c1 = hi * 16 < cols ? hi * 16 : cols;
-    for (size_t r = 0; r < rows; r++) {
-        const ag_real *restrict xr = x + r * cols;
-        for (size_t k = c0; k < c1; k++)
-            dst[k] += xr[k];
+    for (size_t b = 0; b < c->rows; b++) {
+        const ag_real *restrict p = c->x + b * c->cols;
+        for (size_t k = lo; k < hi; k++)
+            dst[k] += p[k];
     }
 }
 
-/* Each column summed over the rows in row order: blocks of 16 columns
- * shared between threads, a thread's run of blocks read row by row (a
- * contiguous piece of each row, which the prefetchers follow). */
+void ag_fast_add_partials(const ag_real *partials, size_t blocks, size_t cols, ag_real *dst)
+{
+    column_args c = { partials, blocks, cols, 0, dst };
+    ag_parallel_for(cols, blocks * cols, add_partials_range, &c);
+}
+
+/* blocks lo..hi-1: each one's partial sums */
+static void column_sums_blocks(void *ctx, size_t lo, size_t hi)
+{
+    const column_args *c = ctx;
+    const size_t cols = c->cols;
+    for (size_t b = lo; b < hi; b++) {
+        ag_real *restrict p = c->dst + b * cols;
+        const size_t r0 = b * c->block, r1 = r0 + c->block < c->rows ? r0 + c->block : c->rows;
+        memset(p, 0, cols * sizeof *p);
+        for (size_t r = r0; r < r1; r++) {
+            const ag_real *restrict xr = c->x + r * cols;
+            for (size_t k = 0; k < cols; k++)
+                p[k] += xr[k];
+        }
+    }
+}
+
+static _Thread_local ag_scratch column_partials;
+
 void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst)
 {
-    column_args c = { x, rows, cols, dst };
-    ag_parallel_for((cols + 15) / 16, cols >= 64 ? rows * cols : 0, column_sums_range, &c);
+    if (rows == 0 || cols == 0)
+        return;
+    const size_t block = ag_fast_row_block(rows), blocks = (rows + block - 1) / block;
+    ag_real *partials = ag_scratch_get(&column_partials, blocks * cols * sizeof(ag_real), "column sums' partial sums");
+    column_args c = { x, rows, cols, block, partials };
+    ag_parallel_for(blocks, rows * cols, column_sums_blocks, &c);
+    ag_fast_add_partials(partials, blocks, cols, dst);
 }
