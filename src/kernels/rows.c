@@ -271,26 +271,36 @@ static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
     const rows_args *a = ctx;
     const int D = a->D;
     const ag_real *w = a->w, *b = a->b, eps = a->eps;
-    for (size_t r = lo; r < hi; r++) {
-        const ag_real *restrict xr = a->x + r * (size_t)D;
-        ag_real *restrict yr = a->out + r * (size_t)D;
-        /* two passes, each a fixed-order lane sum: the mean, then the
+    /* a group of rows at a time, each sweep over all of them before the
+     * next: a row's sums are chains of dependent additions, and the rows'
+     * chains are independent, so the core runs several rows' at once
+     * where one row's sweeps had to wait for each other */
+    enum { GROUP = 8 };
+    for (size_t g0 = lo; g0 < hi; g0 += GROUP) {
+        const size_t g1 = g0 + GROUP < hi ? g0 + GROUP : hi;
+        /* two sweeps, each a fixed-order lane sum: the mean, then the
          * squared deviations from it.  Both sum in double lanes, as the
          * reference sums in double: float lanes rounded a constant row's
          * mean off its value (12345.678 x 768 by 0.005), and x - mean,
          * divided by the row's spread of 0, made y -0.84 where it is the
          * bias; and their squares overflowed past |x - mean| = 1.8e19. */
-        ag_real m = (ag_real)(ag_array_sum_wide(xr, (size_t)D) / D);
-        double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
-        ag_real s = (ag_real)(1.0 / sqrt(var + eps));
-        a->meanw[r] = m;
-        a->rstdw[r] = s;
-        if (w && b)
-            for (int k = 0; k < D; k++)
-                yr[k] = (xr[k] - m) * s * w[k] + b[k];
-        else
-            for (int k = 0; k < D; k++)
-                yr[k] = (xr[k] - m) * s * (w ? w[k] : 1) + (b ? b[k] : 0);
+        for (size_t r = g0; r < g1; r++)
+            a->meanw[r] = (ag_real)(ag_array_sum_wide(a->x + r * (size_t)D, (size_t)D) / D);
+        for (size_t r = g0; r < g1; r++) {
+            const double var = ag_sum_sq_dev_lanes(a->x + r * (size_t)D, (size_t)D, a->meanw[r]) / D;
+            a->rstdw[r] = (ag_real)(1.0 / sqrt(var + eps));
+        }
+        for (size_t r = g0; r < g1; r++) {
+            const ag_real *restrict xr = a->x + r * (size_t)D;
+            ag_real *restrict yr = a->out + r * (size_t)D;
+            const ag_real m = a->meanw[r], s = a->rstdw[r];
+            if (w && b)
+                for (int k = 0; k < D; k++)
+                    yr[k] = (xr[k] - m) * s * w[k] + b[k];
+            else
+                for (int k = 0; k < D; k++)
+                    yr[k] = (xr[k] - m) * s * (w ? w[k] : 1) + (b ? b[k] : 0);
+        }
     }
 }
 
