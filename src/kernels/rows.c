@@ -387,9 +387,10 @@ void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_re
 {
     if (rows == 0 || D <= 0 || (!dx && !dw && !db))
         return;
-    const size_t block = ag_fast_row_block(rows), blocks = (rows + block - 1) / block, size = rows * (size_t)D;
+    const size_t block = ag_fast_row_block(rows, (size_t)D), blocks = (rows + block - 1) / block;
+    const size_t size = rows * (size_t)D;
     /* the partial sums: [blocks, D] for dw, then for db */
-    ag_real *partials = NULL;           /* blocks <= AG_ROW_BLOCKS: no overflow */
+    ag_real *partials = NULL;           /* blocks * D <= max(AG_ROW_PARTIALS, D): no overflow */
     if (dw || db)
         partials = ag_scratch_get(&ln_partials, 2 * blocks * (size_t)D * sizeof(ag_real),
                                   "layer norm's partial sums");
@@ -578,7 +579,7 @@ void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep,
     } else if (!db) {
         ag_parallel_for(rows, size, gelu_backward_rows, &r);
     } else if (rows && cols) {
-        r.block = ag_fast_row_block(rows);
+        r.block = ag_fast_row_block(rows, cols);
         const size_t blocks = (rows + r.block - 1) / r.block;
         r.part_b = ag_scratch_get(&gelu_partials, blocks * cols * sizeof(ag_real), "GELU's partial sums");
         ag_parallel_for(blocks, size, gelu_backward_blocks, &r);

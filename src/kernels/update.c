@@ -146,10 +146,16 @@ double ag_fast_sum_squares(const ag_real *x, size_t n)
  * not depend on the thread count, and the kernels that sum a gradient over
  * rows while they write it (GELU's bias, layer norm's weight and bias) get
  * the bits of this one without a second pass over what they wrote. */
-size_t ag_fast_row_block(size_t rows)
+size_t ag_fast_row_block(size_t rows, size_t cols)
 {
-    const size_t b = (rows + AG_ROW_BLOCKS - 1) / AG_ROW_BLOCKS;
-    return b < AG_ROW_BLOCK_MIN ? AG_ROW_BLOCK_MIN : b;
+    size_t b = (rows + AG_ROW_BLOCKS - 1) / AG_ROW_BLOCKS;
+    b = b < AG_ROW_BLOCK_MIN ? AG_ROW_BLOCK_MIN : b;
+    /* at most AG_ROW_PARTIALS partial sums in all (a wide row, a large
+     * vocabulary's, takes fewer blocks: the buffer is kept) */
+    const size_t most = cols ? (AG_ROW_PARTIALS / cols ? AG_ROW_PARTIALS / cols : 1) : AG_ROW_BLOCKS;
+    if ((rows + b - 1) / b > most)
+        b = (rows + most - 1) / most;
+    return b;
 }
 
 typedef struct {
@@ -199,7 +205,7 @@ void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *ds
 {
     if (rows == 0 || cols == 0)
         return;
-    const size_t block = ag_fast_row_block(rows), blocks = (rows + block - 1) / block;
+    const size_t block = ag_fast_row_block(rows, cols), blocks = (rows + block - 1) / block;
     ag_real *partials = ag_scratch_get(&column_partials, blocks * cols * sizeof(ag_real), "column sums' partial sums");
     column_args c = { x, rows, cols, block, partials };
     ag_parallel_for(blocks, rows * cols, column_sums_blocks, &c);

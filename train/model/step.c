@@ -62,8 +62,8 @@ step_result step_update(ag_params *ps, ag_optim *optim, double loss, double clip
         r.status = STEP_BAD_GRAD;
         return r;                       /* no update from a bad gradient */
     }
-    if (clip > 0)
-        ag_clip_grads_with_norm(ps, clip, norm);    /* g <- g min(1, clip / (||g|| + 1e-6)), one norm over every parameter */
+    if (clip > 0)   /* g <- g min(1, clip / (||g|| + 1e-6)), one norm over every parameter */
+        ag_clip_grads_with_norm(ps, clip, norm);
     if (!ag_optim_step(optim, lr) && (r.bad = first_not_finite(ps, 0)))
         r.status = STEP_BAD_UPDATE;
     return r;
