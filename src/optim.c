@@ -210,7 +210,7 @@ void ag_params_zero_grad(ag_params *ps)
 /* One norm over every parameter's gradient, ||g|| = sqrt(sum of g_i^2),
  * the squares summed in double (the kernel sum_squares): no finite float's
  * square overflows there, so the norm is finite exactly when every
- * gradient is (in the double build, also unless the squares pass 1.8e308). */
+ * gradient is (in the double build, while the sum stays below 1.8e308). */
 double ag_grad_norm(ag_params *ps)
 {
     need_grads("ag_grad_norm", ps);

@@ -139,8 +139,8 @@ double ag_fast_sum_squares(const ag_real *x, size_t n)
 
 /* Column sums in blocks of rows.  A column's sum over the rows in row
  * order is one chain that a thread cannot start without the rows before
- * its own, so rows go in blocks whose bounds depend on the number of rows
- * alone: block b sums its rows, in order, into a row of partial sums of
+ * its own, so rows go in blocks whose bounds depend on the numbers of rows
+ * and columns alone: block b sums its rows, in order, into a row of partial sums of
  * its own (zeroed first), and the partial sums are added to the
  * destination in block order.  Any thread may take any block: the bits do
  * not depend on the thread count, and the kernels that sum a gradient over
