@@ -315,13 +315,12 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
  * the weight's and bias's gradients dw_k = sum_r dy_rk xhat_rk, db_k =
  * sum_r dy_rk summed as the rows go by, in blocks of rows: block b sums its
  * rows in row order into partial sums of its own, and the blocks' partial
- * sums are added to dw and db in block order at the end.  Where the blocks
- * end depends on the number of rows alone, so the bits do not depend on
- * which thread took which block (a thread's rows could not start a
- * column's sum in row order without the rows before them, and the
- * gradients were summed over columns in a second pass that read x and dy
- * again: a quarter of the backward). */
-/* each block's partial sums, on the calling thread */
+ * sums are added to dw and db in block order at the end (ag_fast_row_block,
+ * update.c).  Where the blocks end depends on the shape alone, so the bits
+ * do not depend on which thread took which block (a thread's rows could
+ * not start a column's sum in row order without the rows before them, and
+ * the gradients were summed over columns in a second pass that read x and
+ * dy again).  The partial sums are the calling thread's buffer. */
 static _Thread_local ag_scratch ln_partials;
 
 /* blocks lo..hi-1: dx for their rows (when dx is wanted), and the
