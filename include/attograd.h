@@ -502,13 +502,22 @@ ag_optim *ag_optim_sgd(ag_params *ps, double momentum, double weight_decay);
  * eps), m^ = m / (1 - beta1^t), v^ = v / (1 - beta2^t).
  * Math: ref_adamw (src/reference.c). */
 ag_optim *ag_optim_adamw(ag_params *ps, double beta1, double beta2, double eps, double weight_decay);
-void ag_optim_step(ag_optim *opt, double lr);
+/* One update of every parameter; returns 1 if every parameter's value is
+ * finite after it, 0 if any is NaN or infinite (the values are checked as
+ * they are written). */
+int ag_optim_step(ag_optim *opt, double lr);
 void ag_optim_free(ag_optim *opt);
 /* Scale all gradients so their global L2 norm is at most max_norm (as
  * torch.nn.utils.clip_grad_norm_; max_norm >= 0); returns the norm before clipping.
  * Math: ag_clip_grad_norm (src/optim.c), the squares summed by
  * ref_sum_squares (src/reference.c). */
 double ag_clip_grad_norm(ag_params *ps, double max_norm);
+/* The two halves of ag_clip_grad_norm, as torch.nn.utils.get_total_norm and
+ * clip_grads_with_norm_: the gradients' global L2 norm (NaN or infinite when
+ * any gradient is: the squares are summed in double), and the scaling of
+ * every gradient by max_norm / (norm + 1e-6) when that is below 1. */
+double ag_grad_norm(ag_params *ps);
+void ag_clip_grads_with_norm(ag_params *ps, double max_norm, double norm);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
  * update is one flat loop over all of them.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,23 @@ void ag_optim_free(ag_optim *o)
 typedef struct {
     ag_optim *o;
     double lr;
+    _Atomic int not_finite;         /* a parameter came out NaN or infinite */
 } step_args;
+
+/* 1 if x[0..n-1] are all finite: x - x is 0 for every finite x, NaN for
+ * NaN and the infinities, and an OR has no order to keep, so the loop is
+ * vector code */
+static int all_finite(const ag_real *x, size_t n)
+{
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= x[i] - x[i] != 0;
+    return !bad;
+}
 
 static void step_range(void *ctx, size_t lo, size_t hi)
 {
-    const step_args *s = ctx;
+    step_args *s = ctx;
     ag_optim *o = s->o;
     ag_params *ps = o->ps;
     for (int k = 0; k < ps->count; k++) {
@@ -128,6 +141,9 @@ static void step_range(void *ctx, size_t lo, size_t hi)
             ag_adamw_args args = { s->lr, o->beta1, o->beta2, o->eps, decay, o->step + 1 };
             ag_kern->adamw(ps->data + a, ps->grad + a, o->m + a, o->v + a, b - a, &args);
         }
+        /* the piece just written, while it is in cache */
+        if (!all_finite(ps->data + a, b - a))
+            atomic_store_explicit(&s->not_finite, 1, memory_order_relaxed);
     }
 }
 
@@ -136,7 +152,7 @@ static void step_range(void *ctx, size_t lo, size_t hi)
  * parameter boundaries: one parallel loop a step instead of one per
  * parameter (a small model has dozens, most too small to share alone), the
  * same bits however it is split. */
-void ag_optim_step(ag_optim *o, double lr)
+int ag_optim_step(ag_optim *o, double lr)
 {
     ag_need("ag_optim_step", "opt", o);
     if (!(lr >= 0 && lr < INFINITY))
@@ -158,9 +174,10 @@ void ag_optim_step(ag_optim *o, double lr)
         ag_error("ag_optim_step: no moment buffers for kind %s (made by ag_optim_sgd, and kind changed?)",
                  o->kind == AG_ADAMW ? "AG_ADAMW" : "AG_SGD");
     need_grads("ag_optim_step", o->ps);
-    step_args s = { o, lr };
+    step_args s = { o, lr, 0 };
     ag_parallel_for(o->ps->total, o->ps->total, step_range, &s);
     o->step++;
+    return !atomic_load(&s.not_finite);
 }
 
 /* x[i] *= c over [lo, hi): clipping's rescale of the gradients */
@@ -190,21 +207,39 @@ void ag_params_zero_grad(ag_params *ps)
     ag_parallel_for(ps->total, ps->total, zero_range, ps->grad);
 }
 
-/* torch.nn.utils.clip_grad_norm_: one norm over every parameter's gradient,
- * ||g|| = sqrt(sum of g_i^2), and g *= max_norm / (||g|| + 1e-6) when that is
- * below 1 (the 1e-6 keeps a zero gradient from dividing by 0; PyTorch
- * multiplies by min(1, that), which leaves g as it is otherwise). */
-double ag_clip_grad_norm(ag_params *ps, double max_norm)
+/* One norm over every parameter's gradient, ||g|| = sqrt(sum of g_i^2),
+ * the squares summed in double (the kernel sum_squares): no finite float's
+ * square overflows there, so the norm is finite exactly when every
+ * gradient is (in the double build, while the sum stays below 1.8e308). */
+double ag_grad_norm(ag_params *ps)
 {
-    need_grads("ag_clip_grad_norm", ps);
+    need_grads("ag_grad_norm", ps);
+    return sqrt(ag_kern->sum_squares(ps->grad, ps->total));
+}
+
+/* g *= max_norm / (norm + 1e-6) when that is below 1 (the 1e-6 keeps a
+ * zero gradient from dividing by 0; PyTorch multiplies by min(1, that),
+ * which leaves g as it is otherwise); a NaN norm changes nothing. */
+void ag_clip_grads_with_norm(ag_params *ps, double max_norm, double norm)
+{
+    need_grads("ag_clip_grads_with_norm", ps);
     /* a negative bound would flip every gradient, NaN would skip clipping */
     if (!(max_norm >= 0))
-        ag_error("ag_clip_grad_norm: max_norm = %g must be >= 0", max_norm);
-    double norm = sqrt(ag_kern->sum_squares(ps->grad, ps->total));
+        ag_error("ag_clip_grads_with_norm: max_norm = %g must be >= 0", max_norm);
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
         ag_real c = (ag_real)coef;
         ag_parallel_for(ps->total, ps->total, scale_range, &(scale_args){ ps->grad, c });
     }
+}
+
+/* torch.nn.utils.clip_grad_norm_: the two above. */
+double ag_clip_grad_norm(ag_params *ps, double max_norm)
+{
+    need_grads("ag_clip_grad_norm", ps);
+    if (!(max_norm >= 0))
+        ag_error("ag_clip_grad_norm: max_norm = %g must be >= 0", max_norm);
+    double norm = ag_grad_norm(ps);
+    ag_clip_grads_with_norm(ps, max_norm, norm);
     return norm;
 }

@@ -29,7 +29,12 @@ $A train --quiet --seed 1 --task sort --optimizer adamw --steps 800 > "$tmp/sort
 check "sort reaches 100% held-out ($(acc "$tmp/sort.txt")%)" 'ge "$(acc "$tmp/sort.txt")" 100'
 $A train --quiet --seed 1 --task reverse > "$tmp/reverse.txt" 2>&1
 check "reverse reaches >= 99% ($(acc "$tmp/reverse.txt")%)" 'ge "$(acc "$tmp/reverse.txt")" 99'
-$A train --quiet --seed 1 --task add --optimizer adamw --steps 1500 --batch 64 > "$tmp/add.txt" 2>&1
+# add at a constant lr has loss spikes to its last steps, and where one lands
+# moves with the last bits of any kernel (seed 1 ended on one at 94.5% after
+# the sums over rows went in blocks; seeds 5, 7 and 10 of nearby builds at
+# 77-94%): the lr decays to 0 (cosine), so the run ends on what it learned
+# (12 seeds: 96.9-100%)
+$A train --quiet --seed 1 --task add --optimizer adamw --steps 1500 --batch 64 --schedule cosine > "$tmp/add.txt" 2>&1
 check "add reaches >= 95% ($(acc "$tmp/add.txt")%)" 'ge "$(acc "$tmp/add.txt")" 95'
 # text: the validation loss must fall well below the unigram entropy of data/tiny.txt (3.08 nats)
 $A train --quiet --text data/tiny.txt --optimizer adamw --lr 3e-3 --steps 300 --context 32 --batch 16 \

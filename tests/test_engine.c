@@ -1232,8 +1232,17 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR(ag_optim_step(o, 0.1), "ag_optim_step", "kind 7");
     o->kind = AG_ADAMW;
     CHECK(ps->data[0] == 1 && o->step == 0, "a refused step changed the parameters: %g", (double)ps->data[0]);
-    ag_optim_step(o, 0.1);
-    CHECK(ps->data[0] < 1 && o->step == 1, "a step with the settings restored");
+    const int finite = ag_optim_step(o, 0.1);
+    CHECK(ps->data[0] < 1 && o->step == 1 && finite, "a step with the settings restored");
+    /* the step reports a value it leaves infinite, wherever it is */
+    const size_t ends[2] = { 0, ps->total - 1 };
+    for (int e = 0; e < 2; e++) {
+        const ag_real was = ps->data[ends[e]];
+        ps->data[ends[e]] = INFINITY;
+        CHECK(!ag_optim_step(o, 0.1), "an infinite parameter (element %zu of %zu) after the step went unreported",
+              ends[e], ps->total);
+        ps->data[ends[e]] = was;
+    }
     {
         ag_optim *s = ag_optim_sgd(ps, 0.9, 0);
         s->momentum = -0.5;
@@ -1246,6 +1255,8 @@ static void test_params_optim_misuse(void)
     ps->grad[0] = 3;
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, -1), "ag_clip_grad_norm", "max_norm = -1");
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
+    EXPECT_ERROR(ag_clip_grads_with_norm(ps, -1, 1), "ag_clip_grads_with_norm", "max_norm = -1");
+    EXPECT_ERROR(ag_clip_grads_with_norm(ps, NAN, 1), "ag_clip_grads_with_norm", "max_norm = nan");
     CHECK(ps->grad[0] == 3, "a refused clip changed the gradient to %g", (double)ps->grad[0]);
     ag_optim_free(o);
     ag_params_free(ps);
@@ -2624,6 +2635,27 @@ static void test_clip_values(void)
     const double now = ag_clip_grad_norm(ps, 2 * max_norm);
     CHECK(memcmp(kept, ps->grad, sizeof kept) == 0 && fabs(now - norm * c) <= tol * norm,
           "clipping to twice a norm of %.9g (reported %.9g) changed a gradient", norm * c, now);
+    /* its halves: the norm alone changes nothing and is the norm clipping
+     * reports; clipping with a given norm scales by that norm; a NaN or an
+     * infinity in a gradient makes the norm NaN or infinite, and a NaN
+     * norm scales nothing */
+    const double alone = ag_grad_norm(ps);
+    CHECK(memcmp(kept, ps->grad, sizeof kept) == 0 && alone == now, "ag_grad_norm %.17g, ag_clip_grad_norm %.17g",
+          alone, now);
+    ag_clip_grads_with_norm(ps, alone / 4, alone);
+    worst = 0;
+    for (int i = 0; i < OPT_NW + OPT_NB; i++)
+        worst = fmax(worst, fabs(ps->grad[i] - kept[i] * (ag_real)(alone / 4 / (alone + 1e-6))));
+    CHECK(worst == 0, "ag_clip_grads_with_norm to a quarter: a gradient %.3g off", worst);
+    memcpy(kept, ps->grad, sizeof kept);
+    ag_clip_grads_with_norm(ps, 1, NAN);
+    CHECK(memcmp(kept, ps->grad, sizeof kept) == 0, "a NaN norm scaled the gradients");
+    const ag_real bad[3] = { NAN, INFINITY, -INFINITY };
+    for (int k = 0; k < 3; k++) {
+        b->grad[OPT_NB - 1] = bad[k];
+        const double n_bad = ag_grad_norm(ps);
+        CHECK(!isfinite(n_bad), "a gradient of %g: norm %g", (double)bad[k], n_bad);
+    }
     ag_params_free(ps);
 }
 #undef OPT_NW

@@ -768,8 +768,13 @@ static void check_updates(size_t n)
             free(v[run]);
         }
     }
-    double ss[2] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
+    check_set_threads(1);
+    double ss[3] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
+    check_set_threads(2);
+    ss[2] = ag_kernels_fast.sum_squares(g, n);
     CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
+    CHECK(memcmp(&ss[1], &ss[2], sizeof ss[1]) == 0, "sum_squares n=%zu: threads differ (%.17g, %.17g)", n, ss[1],
+          ss[2]);
     size_t cols = n % 97 % n + 1, rows = n / cols;
     ag_real *cs[3];
     for (int run = 0; run < 3; run++) {
@@ -785,6 +790,21 @@ static void check_updates(size_t n)
     free(g);
     free(m0);
     free(v0);
+}
+
+/* The sum of squares of an array long enough for the most pieces, against
+ * the reference, and the same bits on 1 and 2 threads. */
+static void check_sum_squares(size_t n)
+{
+    ag_real *g = random_buf(n, -1, 1);
+    check_set_threads(1);
+    double ss[3] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
+    check_set_threads(2);
+    ss[2] = ag_kernels_fast.sum_squares(g, n);
+    CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
+    CHECK(memcmp(&ss[1], &ss[2], sizeof ss[1]) == 0, "sum_squares n=%zu: threads differ (%.17g, %.17g)", n, ss[1],
+          ss[2]);
+    free(g);
 }
 
 #ifndef AG_DOUBLE
@@ -917,6 +937,7 @@ int main(void)
     check_gelu_large(6, 33, 1);
     check_updates(7);
     check_updates(70001);
+    check_sum_squares(5000003);     /* in 256 pieces of 19584 */
     check_attention_cases();
     check_attention_large_scores(1);
     check_attention_large_scores(-1);

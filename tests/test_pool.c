@@ -621,6 +621,49 @@ static void test_kernels_threads(void)
     free(w);
 }
 
+/* The backward kernels' sums over rows (GELU's bias gradient, layer norm's
+ * weight and bias gradients, the column sums) and the sum of squares, in
+ * blocks fixed by the shape: the same bits on 1, 2, 3 and 7 threads, over
+ * enough rows for 32 blocks. */
+static void test_row_sums_threads(void)
+{
+    enum { ROWS = 1000, D = 200, N = ROWS * D };
+    ag_real *x = malloc(sizeof(ag_real) * N), *dy = malloc(sizeof(ag_real) * N), *w = malloc(sizeof(ag_real) * D);
+    ag_real mean[ROWS], rstd[ROWS];
+    for (int i = 0; i < N; i++) x[i] = uniform() * 3, dy[i] = uniform();
+    for (int i = 0; i < D; i++) w[i] = uniform();
+    check_set_threads(1);
+    ag_kern->layer_norm(x, w, w, ROWS, D, (ag_real)1e-5, dy, mean, rstd);   /* mean, rstd; dy overwritten below */
+    for (int i = 0; i < N; i++) dy[i] = uniform();
+    const int threads[] = { 1, 2, 3, 7 };
+    ag_real *out[4];
+    double ss[4];
+    enum { DX = 0, DW = N, DB = N + D, GX = N + 2 * D, GB = 2 * N + 2 * D, CS = 2 * N + 3 * D, ALL = 2 * N + 4 * D };
+    for (int r = 0; r < 4; r++) {
+        check_set_threads(threads[r]);
+        ag_real *o = out[r] = calloc(ALL, sizeof(ag_real));
+        ag_kern->layer_norm_backward(x, w, mean, rstd, dy, ROWS, D, o + DX, 1, o + DW, o + DB);
+        ag_kern->gelu_backward(x, w, NULL, dy, ROWS, D, o + GX, 1, o + GB);
+        ag_kern->column_sums(dy, ROWS, D, o + CS);
+        ss[r] = ag_kern->sum_squares(dy, N);
+    }
+    ag_threads_share_all(0);
+    for (int r = 1; r < 4; r++) {
+        CHECK(memcmp(out[0] + DX, out[r] + DX, sizeof(ag_real) * (N + 2 * D)) == 0,
+              "layer_norm_backward: 1 and %d threads differ in bits", threads[r]);
+        CHECK(memcmp(out[0] + GX, out[r] + GX, sizeof(ag_real) * (N + D)) == 0,
+              "gelu_backward with the bias gradient: 1 and %d threads differ in bits", threads[r]);
+        CHECK(memcmp(out[0] + CS, out[r] + CS, sizeof(ag_real) * D) == 0, "column_sums: 1 and %d threads differ",
+              threads[r]);
+        CHECK(memcmp(&ss[0], &ss[r], sizeof ss[0]) == 0, "sum_squares: 1 and %d threads differ", threads[r]);
+    }
+    for (int r = 0; r < 4; r++)
+        free(out[r]);
+    free(x);
+    free(dy);
+    free(w);
+}
+
 /* The optimizers update all parameters in one loop whose pieces cross
  * parameter boundaries (src/optim.c): each element must still get its own
  * parameter's weight decay and come out with the bits of the kernel run
@@ -751,6 +794,7 @@ int main(void)
     test_denied_threads();
     test_policy();
     test_kernels_threads();
+    test_row_sums_threads();
     test_optimizer_threads();
     return check_done();
 }

@@ -65,6 +65,14 @@ void ag_fast_sgd(ag_real *p, const ag_real *g, ag_real *buf, size_t n, ag_real l
 void ag_fast_adamw(ag_real *p, const ag_real *g, ag_real *m, ag_real *v, size_t n, const ag_adamw_args *a);
 double ag_fast_sum_squares(const ag_real *x, size_t n);
 void ag_fast_column_sums(const ag_real *x, size_t rows, size_t cols, ag_real *dst);
+/* Sums over rows go in blocks of rows (update.c): at most AG_ROW_BLOCKS of
+ * at least AG_ROW_BLOCK_MIN rows, and no more than AG_ROW_PARTIALS partial
+ * sums (or one block) in all, ag_fast_row_block(rows, cols) rows each (the
+ * last may be short); each block's partial sums, [blocks, cols], are added
+ * to dst in block order by ag_fast_add_partials. */
+enum { AG_ROW_BLOCKS = 64, AG_ROW_BLOCK_MIN = 32, AG_ROW_PARTIALS = 1 << 18 };
+size_t ag_fast_row_block(size_t rows, size_t cols);
+void ag_fast_add_partials(const ag_real *partials, size_t blocks, size_t cols, ag_real *dst);
 
 static inline int ag_min_int(int a, int b) { return a < b ? a : b; }
 

@@ -4,12 +4,14 @@
  *
  * libm's expf/erff are function calls, so a loop calling them runs one
  * element at a time.  These are plain C with no calls and no branches, so
- * loops over softmax rows and GELU activations become SIMD code.  Accuracy
- * (float build): exp within 2 ulp; erf within 6e-7 absolute; the log, of
- * normal positive floats only, within 2 ulp.  Special values that masking
- * relies on are exact: exp(-inf) = 0, exp(+inf) = inf, NaN stays NaN.  The
- * double build, which the gradient checks use, maps them to the engine's
- * own double functions (src/mathfn.c, within a few ulps).
+ * loops over softmax rows and GELU activations become SIMD code; their
+ * polynomials are evaluated with fused multiply-adds where the hardware has
+ * them (AG_FMA, fast.h: one rounding a step, and half the instructions).
+ * Accuracy (float build): exp within 2 ulp; erf within 6e-7 absolute; the
+ * log, of normal positive floats only, within 2 ulp.  Special values that
+ * masking relies on are exact: exp(-inf) = 0, exp(+inf) = inf, NaN stays
+ * NaN.  The double build, which the gradient checks use, maps them to the
+ * engine's own double functions (src/mathfn.c, within a few ulps).
  */
 #ifndef ATTOGRAD_FASTMATH_H
 #define ATTOGRAD_FASTMATH_H
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "attograd.h"
+#include "fast.h"
 
 #ifdef AG_DOUBLE
 
@@ -39,25 +42,33 @@ static inline void ag_fast_normal(ag_real x, ag_real *cdf, ag_real *pdf)
  * Taylor polynomial to degree 7 (truncation < 2e-9 relative).  Below -87
  * (where the result would be subnormal) the answer is 0, above 88 inf,
  * and NaN gives NaN. */
-static inline float ag_fast_exp(float x)
+/* e^r for |r| <= ln(2)/2 by that polynomial (Horner, fused where the
+ * hardware fuses), times 2^n for the n in -126..127 that xc's reduction
+ * gave: the part of exp that the callers below share. */
+static inline float fast_exp_reduced(float xc)
 {
-    float xc = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;   /* NaN lands here too: no UB below */
     float t = xc * 1.44269504088896341f + 12582912.0f;   /* 1.5 * 2^23 rounds to an integer */
     float n = t - 12582912.0f;
     /* ln 2 split in two so n * ln2_hi is exact */
     float r = (xc - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
     float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = AG_FMA(p, r, 1.0f / 720);
+    p = AG_FMA(p, r, 1.0f / 120);
+    p = AG_FMA(p, r, 1.0f / 24);
+    p = AG_FMA(p, r, 1.0f / 6);
+    p = AG_FMA(p, r, 0.5f);
+    p = AG_FMA(p, r, 1.0f);
+    p = AG_FMA(p, r, 1.0f);
     int32_t bits = ((int32_t)n + 127) << 23;             /* 2^n as a float's exponent field */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    float y = p * scale;
+    return p * scale;
+}
+
+static inline float ag_fast_exp(float x)
+{
+    float xc = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;   /* NaN lands here too: no UB below */
+    float y = fast_exp_reduced(xc);
     y = x < -87.0f ? 0.0f : y;
     y = x > 88.0f ? INFINITY : y;
     return x != x ? x : y;
@@ -90,28 +101,37 @@ static inline float ag_fast_log_normal(float x)
 
 /* erf by Abramowitz & Stegun 7.1.26: for z = |x|, t = 1/(1 + p z),
  * erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^{-z^2}; odd in x.
- * erf_signed takes e^{-z^2} from its caller, who may need it too. */
-static inline float erf_signed(float x, float z, float exp_minus_z2)
+ * erf_tail gives 1 - erf(z), and takes e^{-z^2} from its caller, who may
+ * need it too. */
+static inline float erf_tail(float z, float exp_minus_z2)
 {
-    float t = 1.0f / (1.0f + 0.3275911f * z);
-    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    float e = 1.0f - poly * exp_minus_z2;
-    return x < 0 ? -e : e;
+    float t = 1.0f / AG_FMA(0.3275911f, z, 1.0f);
+    float poly = AG_FMA(t, 1.061405429f, -1.453152027f);
+    poly = AG_FMA(t, poly, 1.421413741f);
+    poly = AG_FMA(t, poly, -0.284496736f);
+    poly = AG_FMA(t, poly, 0.254829592f);
+    return t * poly * exp_minus_z2;
 }
 
 static inline float ag_fast_erf(float x)
 {
     float z = fabsf(x);
-    return erf_signed(x, z, ag_fast_exp(-z * z));
+    float e = 1.0f - erf_tail(z, ag_fast_exp(-z * z));
+    return x < 0 ? -e : e;
 }
 
 /* The standard normal cdf Phi(x) = (1 + erf(x / sqrt 2)) / 2 and density
  * phi(x) = exp(-x^2 / 2) / sqrt(2 pi), for GELU's derivative: erf(x / sqrt 2)
- * needs exp(-x^2 / 2) too, so one exp serves both. */
+ * needs exp(-x^2 / 2) too, so one exp serves both.  That exponent is never
+ * positive, so its exp needs no overflow test (a NaN x clamps to -87 and
+ * comes out NaN through the tail's t); and Phi of a negative x is the tail
+ * halved, 1 - Phi(-x), not 1/2 (1 + erf) with its cancellation. */
 static inline void ag_fast_normal(float x, float *cdf, float *pdf)
 {
-    float g = ag_fast_exp(-0.5f * x * x);
-    *cdf = 0.5f * (1.0f + erf_signed(x, fabsf(x) * 0.70710678118654752440f, g));
+    const float a = -0.5f * x * x;
+    const float g = a < -87.0f ? 0.0f : fast_exp_reduced(a > -87.0f ? a : -87.0f);
+    const float half_tail = 0.5f * erf_tail(fabsf(x) * 0.70710678118654752440f, g);
+    *cdf = x < 0 ? half_tail : 1.0f - half_tail;
     *pdf = 0.39894228040143267794f * g;
 }
 

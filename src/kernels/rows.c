@@ -145,7 +145,8 @@ typedef struct {
     double *loss;
     size_t n, inner;
     int D, log_out, assign;
-    int sums_done;          /* a backward's row pass summed the parameters' gradients too */
+    ag_real *part_w, *part_b;       /* backward: each block of rows' partial sums of dw (layer norm), db */
+    size_t block;                   /* backward: rows a block (ag_fast_row_block) */
     ag_real eps, scale;
 } rows_args;
 
@@ -270,26 +271,36 @@ static void layer_norm_rows(void *ctx, size_t lo, size_t hi)
     const rows_args *a = ctx;
     const int D = a->D;
     const ag_real *w = a->w, *b = a->b, eps = a->eps;
-    for (size_t r = lo; r < hi; r++) {
-        const ag_real *restrict xr = a->x + r * (size_t)D;
-        ag_real *restrict yr = a->out + r * (size_t)D;
-        /* two passes, each a fixed-order lane sum: the mean, then the
+    /* a group of rows at a time, each sweep over all of them before the
+     * next: a row's sums are chains of dependent additions, and the rows'
+     * chains are independent, so the core runs several rows' at once
+     * where one row's sweeps had to wait for each other */
+    enum { GROUP = 8 };
+    for (size_t g0 = lo; g0 < hi; g0 += GROUP) {
+        const size_t g1 = g0 + GROUP < hi ? g0 + GROUP : hi;
+        /* two sweeps, each a fixed-order lane sum: the mean, then the
          * squared deviations from it.  Both sum in double lanes, as the
          * reference sums in double: float lanes rounded a constant row's
          * mean off its value (12345.678 x 768 by 0.005), and x - mean,
          * divided by the row's spread of 0, made y -0.84 where it is the
          * bias; and their squares overflowed past |x - mean| = 1.8e19. */
-        ag_real m = (ag_real)(ag_array_sum_wide(xr, (size_t)D) / D);
-        double var = ag_sum_sq_dev_lanes(xr, (size_t)D, m) / D;
-        ag_real s = (ag_real)(1.0 / sqrt(var + eps));
-        a->meanw[r] = m;
-        a->rstdw[r] = s;
-        if (w && b)
-            for (int k = 0; k < D; k++)
-                yr[k] = (xr[k] - m) * s * w[k] + b[k];
-        else
-            for (int k = 0; k < D; k++)
-                yr[k] = (xr[k] - m) * s * (w ? w[k] : 1) + (b ? b[k] : 0);
+        for (size_t r = g0; r < g1; r++)
+            a->meanw[r] = (ag_real)(ag_array_sum_wide(a->x + r * (size_t)D, (size_t)D) / D);
+        for (size_t r = g0; r < g1; r++) {
+            const double var = ag_sum_sq_dev_lanes(a->x + r * (size_t)D, (size_t)D, a->meanw[r]) / D;
+            a->rstdw[r] = (ag_real)(1.0 / sqrt(var + eps));
+        }
+        for (size_t r = g0; r < g1; r++) {
+            const ag_real *restrict xr = a->x + r * (size_t)D;
+            ag_real *restrict yr = a->out + r * (size_t)D;
+            const ag_real m = a->meanw[r], s = a->rstdw[r];
+            if (w && b)
+                for (int k = 0; k < D; k++)
+                    yr[k] = (xr[k] - m) * s * w[k] + b[k];
+            else
+                for (int k = 0; k < D; k++)
+                    yr[k] = (xr[k] - m) * s * (w ? w[k] : 1) + (b ? b[k] : 0);
+        }
     }
 }
 
@@ -300,88 +311,96 @@ void ag_fast_layer_norm(const ag_real *x, const ag_real *w, const ag_real *b, si
     ag_parallel_for(rows, rows * (size_t)D, layer_norm_rows, &r);
 }
 
-/* dw_k += dy_k xhat_k and db_k += dy_k for one row: called for the rows in
- * row order, so each column sums in the order ref_layer_norm_backward
- * sums it, whoever calls it. */
-static inline void layer_norm_param_grads(const ag_real *restrict xr, const ag_real *restrict dyr, ag_real m,
-                                          ag_real s, int k0, int k1, ag_real *restrict dw, ag_real *restrict db)
-{
-    if (dw)
-        for (int k = k0; k < k1; k++)
-            dw[k] += dyr[k] * ((xr[k] - m) * s);
-    if (db)
-        for (int k = k0; k < k1; k++)
-            db[k] += dyr[k];
-}
+/* Layer norm's backward in one pass over x and dy: each row's dx, and
+ * the weight's and bias's gradients dw_k = sum_r dy_rk xhat_rk, db_k =
+ * sum_r dy_rk summed as the rows go by, in blocks of rows: block b sums its
+ * rows in row order into partial sums of its own, and the blocks' partial
+ * sums are added to dw and db in block order at the end (ag_fast_row_block,
+ * update.c).  Where the blocks end depends on the shape alone, so the bits
+ * do not depend on which thread took which block (a thread's rows could
+ * not start a column's sum in row order without the rows before them, and
+ * the gradients were summed over columns in a second pass that read x and
+ * dy again).  The partial sums are the calling thread's buffer. */
+static _Thread_local ag_scratch ln_partials;
 
-/* dx: each row on its own, so rows can go to different threads.  When one
- * piece is the whole loop (one thread: ag_parallel_for did not share it),
- * dw and db are summed here too, row by row in order, while the row is in
- * L1: the backward is then one pass over x and dy instead of two. */
-static void layer_norm_backward_rows(void *ctx, size_t lo, size_t hi)
-{
-    rows_args *a = ctx;
-    const int D = a->D, assign = a->assign;
-    const ag_real *w = a->w;
-    const int param_grads = lo == 0 && hi == a->n && (a->dw || a->db);
-    for (size_t r = lo; r < hi; r++) {
-        const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
-        const ag_real m = a->mean[r], s = a->rstd[r];
-        /* the row means of g = dy w and of g xhat, as fixed-order lane
-         * sums, in doubles as the reference sums them: dx is rstd times
-         * g less these means, and rstd is up to 1/sqrt(eps) (316 for a
-         * row of nearly one value), so float lanes' rounding of a mean
-         * came out 7e-5 of a dy of 0.7 away from the reference's dx */
-        double acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
-        int k = 0;
-        for (; k <= D - AG_LANES; k += AG_LANES)   /* not k + AG_LANES <= D: that wraps for D near INT_MAX */
-            for (int l = 0; l < AG_LANES; l++) {
-                ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
-                acc_g[l] += g;
-                acc_gx[l] += (double)g * ((xr[k + l] - m) * s);
-            }
-        double sum_g = ag_fold_partial_sums_wide(acc_g), sum_gx = ag_fold_partial_sums_wide(acc_gx);
-        for (; k < D; k++) {
-            ag_real g = dyr[k] * (w ? w[k] : 1);
-            sum_g += g;
-            sum_gx += (double)g * ((xr[k] - m) * s);
-        }
-        const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
-        ag_real *restrict dxr = a->dx + r * (size_t)D;
-        for (k = 0; k < D; k++) {
-            ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
-            dxr[k] = assign ? d : dxr[k] + d;
-        }
-        if (param_grads)
-            layer_norm_param_grads(xr, dyr, m, s, 0, D, a->dw, a->db);
-    }
-    if (param_grads)
-        a->sums_done = 1;
-}
-
-/* dw, db: a run of 16-column blocks per piece, summed over the rows in row
- * order (each piece reads its columns of every row, front to back) */
-static void layer_norm_backward_columns(void *ctx, size_t lo, size_t hi)
+/* blocks lo..hi-1: dx for their rows (when dx is wanted), and the
+ * blocks' partial sums of dw and db (when wanted) */
+static void layer_norm_backward_blocks(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    /* the block ends in size_t: hi * 16 passes INT_MAX when D is within 15 of it */
-    const int D = a->D, k0 = (int)(lo * 16), k1 = hi * 16 < (size_t)D ? (int)(hi * 16) : D;
-    for (size_t r = 0; r < a->n; r++)
-        layer_norm_param_grads(a->x + r * (size_t)D, a->dy + r * (size_t)D, a->mean[r], a->rstd[r], k0, k1, a->dw,
-                               a->db);
+    const int D = a->D, assign = a->assign;
+    const ag_real *w = a->w;
+    const size_t block = a->block;
+    for (size_t bk = lo; bk < hi; bk++) {
+        ag_real *restrict pw = a->part_w ? a->part_w + bk * (size_t)D : NULL;
+        ag_real *restrict pb = a->part_b ? a->part_b + bk * (size_t)D : NULL;
+        const size_t r0 = bk * block, r1 = r0 + block < a->n ? r0 + block : a->n;
+        for (size_t r = r0; r < r1; r++) {
+            const ag_real *restrict xr = a->x + r * (size_t)D, *restrict dyr = a->dy + r * (size_t)D;
+            const ag_real m = a->mean[r], s = a->rstd[r];
+            if (pw && r == r0)
+                for (int k = 0; k < D; k++)
+                    pw[k] = dyr[k] * ((xr[k] - m) * s);
+            else if (pw)
+                for (int k = 0; k < D; k++)
+                    pw[k] += dyr[k] * ((xr[k] - m) * s);
+            if (pb && r == r0)
+                memcpy(pb, dyr, (size_t)D * sizeof *pb);
+            else if (pb)
+                for (int k = 0; k < D; k++)
+                    pb[k] += dyr[k];
+            if (!a->dx)
+                continue;
+            /* the row means of g = dy w and of g xhat, as fixed-order lane
+             * sums, in doubles as the reference sums them: dx is rstd times
+             * g less these means, and rstd is up to 1/sqrt(eps) (316 for a
+             * row of nearly one value), so float lanes' rounding of a mean
+             * came out 7e-5 of a dy of 0.7 away from the reference's dx */
+            double acc_g[AG_LANES] = { 0 }, acc_gx[AG_LANES] = { 0 };
+            int k = 0;
+            for (; k <= D - AG_LANES; k += AG_LANES)   /* not k + AG_LANES <= D: that wraps for D near INT_MAX */
+                for (int l = 0; l < AG_LANES; l++) {
+                    ag_real g = dyr[k + l] * (w ? w[k + l] : 1);
+                    acc_g[l] += g;
+                    acc_gx[l] += (double)g * ((xr[k + l] - m) * s);
+                }
+            double sum_g = ag_fold_partial_sums_wide(acc_g), sum_gx = ag_fold_partial_sums_wide(acc_gx);
+            for (; k < D; k++) {
+                ag_real g = dyr[k] * (w ? w[k] : 1);
+                sum_g += g;
+                sum_gx += (double)g * ((xr[k] - m) * s);
+            }
+            const ag_real mean_g = (ag_real)(sum_g / D), mean_gx = (ag_real)(sum_gx / D);
+            ag_real *restrict dxr = a->dx + r * (size_t)D;
+            for (k = 0; k < D; k++) {
+                ag_real d = s * (dyr[k] * (w ? w[k] : 1) - mean_g - (xr[k] - m) * s * mean_gx);
+                dxr[k] = assign ? d : dxr[k] + d;
+            }
+        }
+    }
 }
 
 void ag_fast_layer_norm_backward(const ag_real *x, const ag_real *w, const ag_real *mean, const ag_real *rstd,
                                  const ag_real *dy, size_t rows, int D, ag_real *dx, int assign, ag_real *dw,
                                  ag_real *db)
 {
+    if (rows == 0 || D <= 0 || (!dx && !dw && !db))
+        return;
+    const size_t block = ag_fast_row_block(rows, (size_t)D), blocks = (rows + block - 1) / block;
     const size_t size = rows * (size_t)D;
+    /* the partial sums: [blocks, D] for dw, then for db */
+    ag_real *partials = NULL;           /* blocks * D <= max(AG_ROW_PARTIALS, D): no overflow */
+    if (dw || db)
+        partials = ag_scratch_get(&ln_partials, 2 * blocks * (size_t)D * sizeof(ag_real),
+                                  "layer norm's partial sums");
     rows_args r = { .x = x, .w = w, .mean = mean, .rstd = rstd, .dy = dy, .n = rows, .D = D, .dx = dx,
-                    .assign = assign, .dw = dw, .db = db };
-    if (dx)
-        ag_parallel_for(rows, size, layer_norm_backward_rows, &r);
-    if ((dw || db) && !r.sums_done)
-        ag_parallel_for(((size_t)D + 15) / 16, D >= 64 ? size : 0, layer_norm_backward_columns, &r);
+                    .assign = assign, .dw = dw, .db = db, .block = block,
+                    .part_w = dw ? partials : NULL, .part_b = db ? partials + blocks * (size_t)D : NULL };
+    ag_parallel_for(blocks, size, layer_norm_backward_blocks, &r);
+    if (dw)
+        ag_fast_add_partials(partials, blocks, (size_t)D, dw);
+    if (db)
+        ag_fast_add_partials(partials + blocks * (size_t)D, blocks, (size_t)D, db);
 }
 
 /* ---- GELU --------------------------------------------------------------- */
@@ -393,7 +412,7 @@ static inline ag_real gelu_of(ag_real h, ag_real *d)
 {
     ag_real cdf, pdf;
     ag_fast_normal(h, &cdf, &pdf);
-    *d = cdf + h * pdf;
+    *d = AG_FMA(h, pdf, cdf);
     return h * cdf;
 }
 
@@ -521,48 +540,48 @@ static void gelu_backward_range(void *ctx, size_t lo, size_t hi)
     gelu_backward_block(&flat, 0, 1, 0, hi - lo);
 }
 
-/* Rows lo..hi-1.  When this piece is the whole loop (ag_parallel_for ran it
- * on one thread), the bias's gradient is summed here too, row by row in
- * order, while each row is in L1: one pass instead of two. */
+/* Rows lo..hi-1, no bias gradient */
 static void gelu_backward_rows(void *ctx, size_t lo, size_t hi)
 {
-    rows_args *a = ctx;
-    const int whole = lo == 0 && hi == a->inner;
-    rows_args piece = *a;
-    if (!whole)
-        piece.db = NULL;
-    gelu_backward_block(&piece, lo, hi, 0, a->n);
-    if (whole && a->db)
-        a->sums_done = 1;
+    gelu_backward_block(ctx, lo, hi, 0, ((const rows_args *)ctx)->n);
 }
 
-/* Adding into dx with the bias's gradient (no caller does): blocks of 16
- * columns walked over all rows, so db sums only what this pass adds. */
-static void gelu_backward_columns(void *ctx, size_t lo, size_t hi)
+/* Blocks of rows lo..hi-1 (ag_fast_row_block): dx, and the bias's gradient
+ * summed into each block's row of partial sums as the rows go by */
+static void gelu_backward_blocks(void *ctx, size_t lo, size_t hi)
 {
     const rows_args *a = ctx;
-    const size_t c1 = hi * 16 < a->n ? hi * 16 : a->n;
-    gelu_backward_block(a, 0, a->inner, lo * 16, c1);
+    const size_t cols = a->n, block = a->block;
+    for (size_t bk = lo; bk < hi; bk++) {
+        rows_args piece = *a;
+        piece.db = a->part_b + bk * cols;
+        memset(piece.db, 0, cols * sizeof *piece.db);
+        const size_t r0 = bk * block, r1 = r0 + block < a->inner ? r0 + block : a->inner;
+        gelu_backward_block(&piece, r0, r1, 0, cols);
+    }
 }
 
-/* The bias's gradient sums each column over the rows in row order, as the
- * separate column-sum pass did, so the bits are the unfused ops' however
- * the rows were shared: in the row pass on one thread, else by
- * ag_fast_column_sums over the stored dx (a thread's rows cannot start a
- * column's sum: it would round differently). */
+/* each block's partial sums of the bias's gradient, on the calling thread */
+static _Thread_local ag_scratch gelu_partials;
+
+/* The bias's gradient sums each column over the rows in ag_fast_column_sums'
+ * blocks and order, so the bits are the unfused ops' (GELU's backward,
+ * then the column sums of what it stored) however the blocks were shared,
+ * in one pass over the rows. */
 void ag_fast_gelu_backward(const ag_real *x, const ag_real *b, const void *keep, const ag_real *dy, size_t rows,
                            size_t cols, ag_real *dx, int assign, ag_real *db)
 {
-    rows_args r = { .x = x, .b = b, .kept = keep, .dy = dy, .dx = dx, .db = db, .assign = assign, .n = cols,
-                    .inner = rows };
+    rows_args r = { .x = x, .b = b, .kept = keep, .dy = dy, .dx = dx, .assign = assign, .n = cols, .inner = rows };
     const size_t size = rows * cols;
     if (!b && !db) {
         ag_parallel_for(size, size, gelu_backward_range, &r);
-    } else if (db && !assign) {
-        ag_parallel_for((cols + 15) / 16, size, gelu_backward_columns, &r);
-    } else {
+    } else if (!db) {
         ag_parallel_for(rows, size, gelu_backward_rows, &r);
-        if (db && !r.sums_done)
-            ag_fast_column_sums(dx, rows, cols, db);
+    } else if (rows && cols) {
+        r.block = ag_fast_row_block(rows, cols);
+        const size_t blocks = (rows + r.block - 1) / r.block;
+        r.part_b = ag_scratch_get(&gelu_partials, blocks * cols * sizeof(ag_real), "GELU's partial sums");
+        ag_parallel_for(blocks, size, gelu_backward_blocks, &r);
+        ag_fast_add_partials(r.part_b, blocks, cols, db);
     }
 }
