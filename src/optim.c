@@ -102,7 +102,8 @@ void ag_optim_free(ag_optim *o)
 /* One optimizer step over elements [lo, hi) of the flat blocks: of each
  * parameter, the part that lies in that range, with the parameter's own
  * weight decay (definitions: ref_sgd and ref_adamw in src/reference.c):
- *   SGD:    buf = momentum buf + (g + decay p);   p -= lr buf
+ *   SGD:    g' = g + decay p;  buf = g' on the first step, then
+ *           momentum buf + g';  p -= lr buf  (momentum 0: p -= lr g')
  *   AdamW:  p -= lr decay p;   p -= lr m^ / (sqrt(v^) + eps), m^ and v^ the
  *           bias-corrected running means of g and g^2 */
 typedef struct {
