@@ -737,6 +737,19 @@ static void check_gelu_of(ag_real *x, size_t rows, size_t cols, int bias, int as
 
 /* ---- optimizer steps and reductions ------------------------------------- */
 
+/* The fast sum of squares of g[0..n) against the reference's, and the same
+ * bits on 1 and 2 threads. */
+static void sum_squares_matches(const ag_real *g, size_t n)
+{
+    check_set_threads(1);
+    double ss[3] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
+    check_set_threads(2);
+    ss[2] = ag_kernels_fast.sum_squares(g, n);
+    CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
+    CHECK(memcmp(&ss[1], &ss[2], sizeof ss[1]) == 0, "sum_squares n=%zu: threads differ (%.17g, %.17g)", n, ss[1],
+          ss[2]);
+}
+
 static void check_updates(size_t n)
 {
     ag_real *p0 = random_buf(n, -1, 1), *g = random_buf(n, -1, 1), *m0 = random_buf(n, -0.1, 0.1);
@@ -768,13 +781,7 @@ static void check_updates(size_t n)
             free(v[run]);
         }
     }
-    check_set_threads(1);
-    double ss[3] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
-    check_set_threads(2);
-    ss[2] = ag_kernels_fast.sum_squares(g, n);
-    CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
-    CHECK(memcmp(&ss[1], &ss[2], sizeof ss[1]) == 0, "sum_squares n=%zu: threads differ (%.17g, %.17g)", n, ss[1],
-          ss[2]);
+    sum_squares_matches(g, n);
     size_t cols = n % 97 % n + 1, rows = n / cols;
     ag_real *cs[3];
     for (int run = 0; run < 3; run++) {
@@ -797,13 +804,7 @@ static void check_updates(size_t n)
 static void check_sum_squares(size_t n)
 {
     ag_real *g = random_buf(n, -1, 1);
-    check_set_threads(1);
-    double ss[3] = { ag_kernels_reference.sum_squares(g, n), ag_kernels_fast.sum_squares(g, n) };
-    check_set_threads(2);
-    ss[2] = ag_kernels_fast.sum_squares(g, n);
-    CHECK(fabs(ss[1] - ss[0]) <= 1e-12 * ss[0], "sum_squares n=%zu: %.17g vs %.17g", n, ss[1], ss[0]);
-    CHECK(memcmp(&ss[1], &ss[2], sizeof ss[1]) == 0, "sum_squares n=%zu: threads differ (%.17g, %.17g)", n, ss[1],
-          ss[2]);
+    sum_squares_matches(g, n);
     free(g);
 }
 
