@@ -515,7 +515,9 @@ double ag_clip_grad_norm(ag_params *ps, double max_norm);
 /* The two halves of ag_clip_grad_norm, as torch.nn.utils.get_total_norm and
  * clip_grads_with_norm_: the gradients' global L2 norm (NaN or infinite when
  * any gradient is: the squares are summed in double), and the scaling of
- * every gradient by max_norm / (norm + 1e-6) when that is below 1. */
+ * every gradient by max_norm / (norm + 1e-6) when that is below 1 (norm
+ * >= 0, as ag_grad_norm gives it: a negative one is an error; a NaN one
+ * changes nothing). */
 double ag_grad_norm(ag_params *ps);
 void ag_clip_grads_with_norm(ag_params *ps, double max_norm, double norm);
 

@@ -227,6 +227,9 @@ void ag_clip_grads_with_norm(ag_params *ps, double max_norm, double norm)
     /* a negative bound would flip every gradient, NaN would skip clipping */
     if (!(max_norm >= 0))
         ag_error("ag_clip_grads_with_norm: max_norm = %g must be >= 0", max_norm);
+    /* a negative norm (no norm is) would flip every gradient */
+    if (norm < 0)
+        ag_error("ag_clip_grads_with_norm: norm = %g must be >= 0 (ag_grad_norm's)", norm);
     double coef = max_norm / (norm + 1e-6);
     if (coef < 1) {
         ag_real c = (ag_real)coef;

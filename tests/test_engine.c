@@ -1257,6 +1257,7 @@ static void test_params_optim_misuse(void)
     EXPECT_ERROR((void)ag_clip_grad_norm(ps, NAN), "ag_clip_grad_norm", "max_norm = nan");
     EXPECT_ERROR(ag_clip_grads_with_norm(ps, -1, 1), "ag_clip_grads_with_norm", "max_norm = -1");
     EXPECT_ERROR(ag_clip_grads_with_norm(ps, NAN, 1), "ag_clip_grads_with_norm", "max_norm = nan");
+    EXPECT_ERROR(ag_clip_grads_with_norm(ps, 1, -0.5), "ag_clip_grads_with_norm", "norm = -0.5");
     CHECK(ps->grad[0] == 3, "a refused clip changed the gradient to %g", (double)ps->grad[0]);
     ag_optim_free(o);
     ag_params_free(ps);
