@@ -4,7 +4,8 @@
  *   - ag_bf16_bits / ag_bf16_round on the edge cases (ties to even, the
  *     largest finite values rounding to inf, NaN, inf, subnormals, -0), and
  *     against an independent rounding on many random bit patterns;
- *     ag_fast_f32_to_bf16 bit for bit against it.
+ *     ag_fast_f32_to_bf16 bit for bit against it, and the fp32 kernel's
+ *     rounding with subnormals to zero (vector and plain).
  *   - the kernel choice (the run-time rule of cpu.h, and AG_BF16_KERNEL).
  *   - each bf16 kernel this CPU has (fp32 everywhere; AVX512-BF16, AMX),
  *     the others reported skipped: every element against a double-precision product of the same
@@ -154,6 +155,37 @@ static void test_convert(void)
     CHECK(bad == 0, "ag_fast_f32_to_bf16 differs from the plain rounding in %d of 200 runs", bad);
 }
 
+/* ag_fast_round_bf16_ftz, vector and plain, bit for bit against
+ * ag_bf16_round of the input with a subnormal made a zero of its sign, on
+ * every class of bit pattern and lengths around the 16-float vectors. */
+static void test_round_ftz(void)
+{
+    enum { N = 300 };
+    float src[N], got[2][N + 1];
+    int bad[2] = {0, 0};
+    for (int rep = 0; rep < 300; rep++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t u = rand32();
+            if (i % 5 == 1) u &= 0x807fffffu;   /* subnormals */
+            if (i % 5 == 2) u |= 0x7f000000u;   /* near the top: inf and NaN */
+            if (rep % 3 == 1) u = bits_of((float)uniform());
+            src[i] = float_of(u);
+        }
+        const int n = rep % 3 == 2 ? N : 1 + rep % 70;
+        for (int plain = 0; plain < 2; plain++) {
+            got[plain][n] = 1234.5f;
+            ag_fast_round_bf16_ftz(src, got[plain], (size_t)n, plain);
+            for (int i = 0; i < n; i++) {
+                const uint32_t u = bits_of(src[i]);
+                const float x = (u & 0x7f800000u) == 0 ? float_of(u & 0x80000000u) : src[i];
+                bad[plain] += bits_of(got[plain][i]) != bits_of(ag_bf16_round(x));
+            }
+            bad[plain] += got[plain][n] != 1234.5f;   /* nothing written past n */
+        }
+    }
+    CHECK(bad[0] == 0 && bad[1] == 0, "ag_fast_round_bf16_ftz: %d wrong (vector), %d wrong (plain)", bad[0], bad[1]);
+}
+
 /* ---- the kernel choice ---------------------------------------------------- */
 
 /* The kernel picked is one this CPU has, and the one cpu.h's rule gives:
@@ -200,6 +232,7 @@ int main(void)
     test_round_edges();
     test_round_random();
     test_convert();
+    test_round_ftz();
 
     const int hw = ag_cpu_bf16_hw();
     const double ratio = ag_cpu_bf16_dot_over_fma();

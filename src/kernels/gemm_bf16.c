@@ -893,7 +893,7 @@ static _Thread_local ag_scratch rounded_operands;
 
 /* y = bf16(x) for n floats, a subnormal x to zero; branch-free integer
  * arithmetic on the bits, which the compiler makes vector code of. */
-static void round_flush(const float *restrict x, float *restrict y, size_t n)
+static void round_flush_plain(const float *restrict x, float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -904,6 +904,32 @@ static void round_flush(const float *restrict x, float *restrict y, size_t n)
         u = nan ? (u & 0xffff0000u) | 0x00400000u : r;
         memcpy(&y[i], &u, sizeof u);
     }
+}
+
+#if BF16_X86
+/* The same with vcvtneps2bf16 (which rounds exactly so: it is the
+ * packing's conversion), 16 at a time, widened back to fp32 by a shift:
+ * about twice the plain loop's speed. */
+AVX512_TARGET NOINLINE static void round_flush_avx512(const float *restrict x, float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = (__mmask16)mask16((int)(n - i < 16 ? n - i : 16));
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+        _mm512_mask_storeu_epi32(y + i, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+}
+#endif
+
+void ag_fast_round_bf16_ftz(const float *x, float *y, size_t n, int plain)
+{
+#if BF16_X86
+    if (!plain && ag_cpu_bf16_hw() >= AG_BF16_AVX512) {
+        round_flush_avx512(x, y, n);
+        return;
+    }
+#endif
+    (void)plain;
+    round_flush_plain(x, y, n);
 }
 
 typedef struct {
@@ -919,9 +945,9 @@ static void round_rows(void *ctx, size_t lo, size_t hi)
     const round_job *j = ctx;
     for (size_t r = lo; r < hi; r++) {
         if (r < j->rows_a)
-            round_flush(j->A + (long)r * j->lda, j->a + r * j->cols_a, j->cols_a);
+            ag_fast_round_bf16_ftz(j->A + (long)r * j->lda, j->a + r * j->cols_a, j->cols_a, 0);
         else
-            round_flush(j->B + (long)(r - j->rows_a) * j->ldb, j->b + (r - j->rows_a) * j->cols_b, j->cols_b);
+            ag_fast_round_bf16_ftz(j->B + (long)(r - j->rows_a) * j->ldb, j->b + (r - j->rows_a) * j->cols_b, j->cols_b, 0);
     }
 }
 
