@@ -1,5 +1,5 @@
 /*
- * cpu.c - run-time detection of the bf16 kernels (see cpu.h).
+ * cpu.c - run-time detection and choice of the bf16 kernels (see cpu.h).
  *
  * An instruction set is usable only when the CPU has it (cpuid) AND the OS
  * saves its registers on a context switch (XCR0, read with xgetbv once
@@ -9,6 +9,7 @@
  * instruction faults.  The permission is per process (every thread, and
  * children), so asking once is enough; if the kernel refuses (too old, or
  * a signal stack too small for the tile state), the AVX-512 kernel is used.
+ * Whether that kernel beats the fp32 one is measured (see ag_cpu_bf16).
  * The cache sizes come from cpuid as well (see ag_cpu_cache_sizes).
  */
 #if defined(__linux__)
