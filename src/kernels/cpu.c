@@ -122,13 +122,6 @@ static int detect(int want_amx)
 
 /* ---- vdpbf16ps against the fp32 kernel's multiply-add ------------------- */
 
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Register-only loops of one instruction, many independent accumulators
  * (more than latency x throughput asks on any CPU we know), no memory
  * access inside; the empty asm keeps each step a step.  Each returns a
@@ -159,6 +152,13 @@ typedef __m256 fma_vec;
 #endif
 
 #if FMA_VEC_BYTES
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 __attribute__((noinline)) static float fma_rounds(long n, float seed)
 {
     const fma_vec a = FMA_SET1(seed), b = FMA_SET1(1e-3f);
@@ -175,7 +175,6 @@ __attribute__((noinline)) static float fma_rounds(long n, float seed)
     return FMA_FIRST(c0) + FMA_FIRST(c1) + FMA_FIRST(c2) + FMA_FIRST(c3) + FMA_FIRST(c4) + FMA_FIRST(c5) +
            FMA_FIRST(c6) + FMA_FIRST(c7) + FMA_FIRST(c8) + FMA_FIRST(c9) + FMA_FIRST(c10) + FMA_FIRST(c11);
 }
-#endif
 
 /* vdpbf16ps zmm: 16 lanes x 2 products each */
 __attribute__((noinline, target("avx512f,avx512bf16"))) static float dot_rounds(long n, float seed)
@@ -197,6 +196,7 @@ __attribute__((noinline, target("avx512f,avx512bf16"))) static float dot_rounds(
 #undef SUM
     return _mm512_reduce_add_ps(s);
 }
+#endif
 
 /* Multiply-adds per second of vdpbf16ps over the fp32 FMA's, measured on
  * this thread: a short warm-up of each (a core may run its first wide

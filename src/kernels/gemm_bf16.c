@@ -1047,6 +1047,8 @@ void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, in
     }
 #else
     if (kernel == AG_BF16_FP32) ag_error("ag_fast_gemm_bf16: the fp32 kernel needs the float build");
+    (void)A;
+    (void)B;
 #endif
 #if BF16_X86
     const int nth = ag_threads_for((double)M * N * K * bf16_madd_ns(kernel));
