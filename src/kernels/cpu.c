@@ -190,7 +190,7 @@ __attribute__((noinline, target("avx512f,avx512bf16"))) static float dot_rounds(
     }
 #undef DECL
 #undef STEP
-    __m512 s = _mm512_add_ps(c0, c1);
+    __m512 s = _mm512_setzero_ps();
 #define SUM(i) s = _mm512_add_ps(s, c##i);
     CPU_ACC16(SUM)
 #undef SUM
@@ -201,8 +201,9 @@ __attribute__((noinline, target("avx512f,avx512bf16"))) static float dot_rounds(
 /* Multiply-adds per second of vdpbf16ps over the fp32 FMA's, measured on
  * this thread: a short warm-up of each (a core may run its first wide
  * vector instructions slower while it raises their power), then the
- * fastest of TRIES runs of each, alternated.  About 2 x 30 000
- * instructions in all: some tens of microseconds. */
+ * fastest of TRIES runs of each, alternated.  About 200 000 instructions
+ * in all: 0.12-0.18 ms on the Emerald Rapids, whose vdpbf16ps issues at
+ * half the FMA's rate. */
 static double measure_dot_over_fma(void)
 {
 #if !FMA_VEC_BYTES
@@ -339,7 +340,7 @@ static int env_cap(void)
 /* -1: not detected yet.  Two threads may both detect; they get the same
  * (the ratio may differ in its last digits: both are far from 1 on every
  * CPU we know). */
-static atomic_int hw_level = -1, capped_level = -1;
+static atomic_int hw_level = -1, capped_level = -1, avx512_bf16 = -1;
 static _Atomic double dot_over_fma = -1;
 
 int ag_cpu_bf16_hw(void)
@@ -352,21 +353,31 @@ int ag_cpu_bf16_hw(void)
     return v;
 }
 
+int ag_cpu_avx512_bf16(void)
+{
+    int v = atomic_load_explicit(&avx512_bf16, memory_order_relaxed);
+    if (v < 0) {
+        v = detect(0) >= AG_BF16_AVX512;
+        atomic_store_explicit(&avx512_bf16, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 double ag_cpu_bf16_dot_over_fma(void)
 {
     double r = atomic_load_explicit(&dot_over_fma, memory_order_relaxed);
     if (r < 0) {
-        r = detect(0) >= AG_BF16_AVX512 ? measure_dot_over_fma() : 0;
+        r = ag_cpu_avx512_bf16() ? measure_dot_over_fma() : 0;
         atomic_store_explicit(&dot_over_fma, r, memory_order_relaxed);
     }
     return r;
 }
 
 /*
- * The run-time choice.  Every kernel spends nearly all of a large
- * product's time in its multiply instruction (the packing, which also
- * rounds to bf16, costs about the same for all), so the faster
- * instruction makes the faster kernel.  AMX's tdpbf16ps does 16 x 16 x 32
+ * The run-time choice.  Every kernel spends most of a product's time in
+ * its multiply instruction (the rounding to bf16, in the packing or in a
+ * pass before it, costs less: 7% of a small model's bf16 step with the
+ * fp32 kernel), so the faster instruction makes the faster kernel.  AMX's tdpbf16ps does 16 x 16 x 32
  * multiply-adds per instruction, several times any vector instruction:
  * AMX, where the CPU has it, is taken unmeasured.  Between vdpbf16ps (32
  * multiply-adds per zmm instruction, bf16 pairs) and the fp32 kernel's
@@ -376,7 +387,7 @@ double ag_cpu_bf16_dot_over_fma(void)
  * 4 and Zen 5 vdpbf16ps gives about twice the FMA's multiply-adds per
  * second, on Intel's Emerald Rapids (family 6 model 207) about half.  So
  * both are measured, once, as register-only loops (measure_dot_over_fma,
- * tens of microseconds), and vdpbf16ps is used only when it does more.
+ * about 0.15 ms), and vdpbf16ps is used only when it does more.
  */
 int ag_cpu_bf16(void)
 {

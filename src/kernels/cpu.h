@@ -54,6 +54,9 @@ int ag_cpu_bf16(void);
  * other CPU, AG_BF16_FP32), whatever is faster and without the cap: every
  * kernel up to it can run (tests use it to run every kernel there is). */
 int ag_cpu_bf16_hw(void);
+/* Whether the CPU and OS allow AVX512-BF16 (without asking for AMX's
+ * permission): the conversions use it whatever kernel runs. */
+int ag_cpu_avx512_bf16(void);
 /* Multiply-adds per second of vdpbf16ps over those of the fp32 kernel's
  * fused multiply-add, as measured for the choice (0 where the CPU has no
  * AVX512-BF16: not measured).  Measured on the first call; thread-safe. */

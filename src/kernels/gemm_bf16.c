@@ -923,7 +923,7 @@ AVX512_TARGET NOINLINE static void round_flush_avx512(const float *restrict x, f
 void ag_fast_round_bf16_ftz(const float *x, float *y, size_t n, int plain)
 {
 #if BF16_X86
-    if (!plain && ag_cpu_bf16_hw() >= AG_BF16_AVX512) {
+    if (!plain && ag_cpu_avx512_bf16()) {
         round_flush_avx512(x, y, n);
         return;
     }
@@ -1070,7 +1070,7 @@ void ag_fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const floa
 void ag_fast_f32_to_bf16(uint16_t *dst, const float *src, long n)
 {
 #if BF16_X86
-    if (ag_cpu_bf16() >= AG_BF16_AVX512) {   /* a CPU with vcvtne2ps2bf16 */
+    if (ag_cpu_avx512_bf16()) {
         convert_avx512(dst, src, n);
         return;
     }
