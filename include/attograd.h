@@ -190,16 +190,17 @@ int ag_set_precision(ag_ctx *ctx, int precision);
 int ag_get_precision(const ag_ctx *ctx);
 /* Whether bf16 products can run here: AG_BF16_READY, or the reason they
  * cannot.  *fact (when fact is not NULL) gets one line, no newline: the
- * kernel that runs them ("amx", "avx512", "reference") or what stops them
- * ("this CPU has neither AMX nor AVX512-BF16", ...).  The environment
- * variable AG_BF16_KERNEL=amx|avx512|none caps the kernel chosen (for tests
- * and comparisons); another value is refused (AG_BF16_BAD_SETTING). */
+ * kernel that runs them ("amx", "avx512", "fp32", "reference") or what
+ * stops them.  The environment variable AG_BF16_KERNEL=amx|avx512|fp32|none
+ * names the kernel to use instead of the run-time choice (for tests and
+ * comparisons; the best below it where the CPU lacks it); another value is
+ * refused (AG_BF16_BAD_SETTING). */
 enum {
     AG_BF16_READY,
     AG_BF16_NEEDS_FLOAT,        /* a double build (AG_DOUBLE) has no bf16 products */
-    AG_BF16_NO_HARDWARE,        /* the CPU (or OS) has neither AMX nor AVX512-BF16 */
-    AG_BF16_TURNED_OFF,         /* AG_BF16_KERNEL=none on a CPU that has one */
-    AG_BF16_BAD_SETTING         /* AG_BF16_KERNEL is none of amx, avx512, none */
+    AG_BF16_NO_HARDWARE,        /* unused: the fp32 kernel runs bf16 on any CPU */
+    AG_BF16_TURNED_OFF,         /* AG_BF16_KERNEL=none */
+    AG_BF16_BAD_SETTING         /* AG_BF16_KERNEL is none of amx, avx512, fp32, none */
 };
 int ag_bf16_status(const char **fact);
 /* Which implementation of the kernels runs: "fast", or "reference" in a

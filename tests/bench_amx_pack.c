@@ -20,6 +20,7 @@
 #define ag_fast_gemm_bf16_on bench_fast_gemm_bf16_on
 #define ag_fast_f32_to_bf16 bench_fast_f32_to_bf16
 #define ag_fast_round_bf16 bench_fast_round_bf16
+#define ag_fast_round_bf16_ftz bench_fast_round_bf16_ftz
 #define ag_fast_gemm_bf16_scratch bench_fast_gemm_bf16_scratch
 #include "kernels/gemm_bf16.c"
 

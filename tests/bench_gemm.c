@@ -305,7 +305,9 @@ int main(int argc, char **argv)
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("%s gemm, %d thread%s, %s GFLOP/s", AG_PRECISION_NAME, threads, threads == 1 ? "" : "s",
            stat_best() ? "best of 51" : "median");
-    if (bf16) printf("; bf16: bf16 inputs, fp32 sums (%s kernel)", ag_bf16_kernel_name(ag_cpu_bf16()));
+    if (bf16)
+        printf("; bf16: bf16 inputs, fp32 sums (%s kernel; vdpbf16ps/FMA multiply-adds measured %.2f, "
+               "0: no AVX512-BF16)", ag_bf16_kernel_name(ag_cpu_bf16()), ag_cpu_bf16_dot_over_fma());
     printf("\nOpenBLAS: core %s (OPENBLAS_CORETYPE=%s), %d thread%s, build: %s\n",
            openblas_get_corename(), ct && *ct ? ct : "unset", openblas_get_num_threads(),
            openblas_get_num_threads() == 1 ? "" : "s", openblas_get_config());
@@ -337,7 +339,9 @@ int main(int argc, char **argv)
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
     if (fp32_ceiling > 0) printf(" %8s", "/ceiling");
-    if (bf16) printf(" %9s %9s", "bf16", "bf16/fp32");
+    char bf16_label[32];   /* the column names the kernel that ran */
+    snprintf(bf16_label, sizeof bf16_label, "bf16 %s", ag_bf16_kernel_name(ag_cpu_bf16()));
+    if (bf16) printf(" %11s %9s", bf16_label, "bf16/fp32");
     if (bf16 && bf16_ceiling > 0) printf(" %8s", "/ceiling");
     printf("\n");
     for (int i = 0; i < ns; i++) {
@@ -346,7 +350,7 @@ int main(int argc, char **argv)
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->ours, s->blas,
                s->ours / s->blas);
         if (fp32_ceiling > 0) printf(" %8.2f", s->ours / fp32_ceiling);
-        if (bf16) printf(" %9.1f %9.2f", s->bf16, s->bf16 / s->ours);
+        if (bf16) printf(" %11.1f %9.2f", s->bf16, s->bf16 / s->ours);
         if (bf16 && bf16_ceiling > 0) printf(" %8.2f", s->bf16 / bf16_ceiling);
         printf("\n");
     }

@@ -4,10 +4,11 @@
 # fp32 (>= 99% held-out); on 300 AdamW steps of text its loss stays within 2%
 # of fp32's at every logged step (measured: at most 1.2%, at most 0.1% for
 # most steps); a resumed bf16 run continues bit for bit (N + N steps = 2N,
-# the same checkpoint bytes); eval and sample take it; bad values, a CPU
-# (or AG_BF16_KERNEL=none) without bf16 products and an AG_BF16_KERNEL that
-# names no kernel get one line and exit 2; a bf16 run names its kernel.
-# Skipped, not passed, where this CPU has no bf16 kernel.
+# the same checkpoint bytes); eval and sample take it; bad values,
+# AG_BF16_KERNEL=none and an AG_BF16_KERNEL that names no kernel get one
+# line and exit 2; a bf16 run names its kernel, and AG_BF16_KERNEL picks
+# it (the fp32 kernel, which every CPU has, or the best the CPU has below
+# the one named).  The learning checks run on the kernel chosen here.
 A=${ATTOGRAD:-./build/attograd}
 ROOT=$(pwd)
 # shellcheck source=tests/harness.sh
@@ -28,22 +29,35 @@ bad() {
 bad "is not a precision" train --precision fp16 --steps 1
 bad "is not a precision" eval --model /nonexistent --precision half
 AG_BF16_KERNEL=none bad "bf16" train --precision bf16 --steps 1
-AG_BF16_KERNEL=bogus bad "AG_BF16_KERNEL=bogus is not one of amx, avx512, none" train --precision bf16 --steps 1
+AG_BF16_KERNEL=bogus bad "AG_BF16_KERNEL=bogus is not one of amx, avx512, fp32, none" train --precision bf16 --steps 1
 
 if ! bf16_probe "$A"; then
-    skip "this CPU has no bf16 matrix multiply (or the probe failed, above)"
+    if [ -n "$AG_BF16_KERNEL" ]; then
+        skip "AG_BF16_KERNEL=$AG_BF16_KERNEL in the environment turns bf16 off"
+    else
+        check "bf16 runs on every CPU (the fp32 kernel), but the probe did not" false
+    fi
     finish
 fi
 
 # the run's configuration line names the bf16 kernel, and it is the one asked for
+kernel_of() { sed -nE 's/.*bf16 matrix multiplies \(([a-z0-9]+) kernel\).*/\1/p' "$1"; }
 "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+auto=$(kernel_of "$tmp/out")
 check "a bf16 run names its kernel ($(grep ' run ' "$tmp/out"))" \
-    grep -Eq "bf16 matrix multiplies \((amx|avx512) kernel\)" "$tmp/out"
-if grep -q "(amx kernel)" "$tmp/out" || grep -q "(avx512 kernel)" "$tmp/out"; then
-    AG_BF16_KERNEL=avx512 "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
-    check "AG_BF16_KERNEL=avx512: the run names the avx512 kernel ($(grep ' run ' "$tmp/out"))" \
-        grep -q "bf16 matrix multiplies (avx512 kernel)" "$tmp/out"
-fi
+    grep -Eq "bf16 matrix multiplies \((amx|avx512|fp32) kernel\)" "$tmp/out"
+AG_BF16_KERNEL=fp32 "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+check "AG_BF16_KERNEL=fp32: the run names the fp32 kernel ($(grep ' run ' "$tmp/out"))" \
+    test "$(kernel_of "$tmp/out")" = fp32
+# avx512 and amx: that kernel, or the best below it this CPU has
+AG_BF16_KERNEL=avx512 "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+k512=$(kernel_of "$tmp/out")
+AG_BF16_KERNEL=amx "$A" train --precision bf16 --steps 1 >"$tmp/out" 2>&1
+kamx=$(kernel_of "$tmp/out")
+check "AG_BF16_KERNEL=avx512 runs avx512 or fp32 ($k512), amx runs amx or the avx512 one ($kamx)" \
+    sh -c "{ test '$k512' = avx512 || test '$k512' = fp32; } && { test '$kamx' = amx || test '$kamx' = '$k512'; }"
+check "unset, the kernel chosen ($auto) is one of those: amx where amx runs, else avx512 or fp32" \
+    sh -c "if test '$kamx' = amx; then test '$auto' = amx; else test '$auto' = fp32 || test '$auto' = '$k512'; fi"
 "$A" train --steps 1 >"$tmp/out" 2>&1
 check "an fp32 run names no bf16 kernel" eval '! grep -q "kernel)" "$tmp/out"'
 

@@ -4,9 +4,11 @@
  *   - ag_bf16_bits / ag_bf16_round on the edge cases (ties to even, the
  *     largest finite values rounding to inf, NaN, inf, subnormals, -0), and
  *     against an independent rounding on many random bit patterns;
- *     ag_fast_f32_to_bf16 bit for bit against it.
- *   - each bf16 kernel this CPU has (AVX512-BF16, AMX), the others reported
- *     skipped: every element against a double-precision product of the same
+ *     ag_fast_f32_to_bf16 bit for bit against it, and the fp32 kernel's
+ *     rounding with subnormals to zero (vector and plain).
+ *   - the kernel choice (the run-time rule of cpu.h, and AG_BF16_KERNEL).
+ *   - each bf16 kernel this CPU has (fp32 everywhere; AVX512-BF16, AMX),
+ *     the others reported skipped: every element against a double-precision product of the same
  *     bf16-rounded inputs, within the bound derived below; exactly, on small
  *     integers; odd M, N, K (1, 15, 17, 33, 100, 1000), both transposes,
  *     padded leading dimensions, beta 0, 1 and 0.5, K == 0; NaN and inf
@@ -15,8 +17,8 @@
  *     bound.
  *
  * Built by `make test` with the library (src/kernels/ is part of it).
- * AG_BF16_KERNEL does not affect this test: it runs every kernel the
- * hardware has.
+ * AG_BF16_KERNEL does not change what this test runs: every kernel the
+ * hardware has; it checks that the choice follows the variable.
  */
 #include "bf16_build.h"     /* the reference and double builds: a main() reporting the test skipped */
 #if BF16_TESTABLE
@@ -153,24 +155,100 @@ static void test_convert(void)
     CHECK(bad == 0, "ag_fast_f32_to_bf16 differs from the plain rounding in %d of 200 runs", bad);
 }
 
+/* ag_fast_round_bf16_ftz, vector and plain, bit for bit against
+ * ag_bf16_round of the input with a subnormal made a zero of its sign, on
+ * every class of bit pattern and lengths around the 16-float vectors. */
+static void test_round_ftz(void)
+{
+    enum { N = 300 };
+    float src[N], got[2][N + 1];
+    int bad[2] = {0, 0};
+    for (int rep = 0; rep < 300; rep++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t u = rand32();
+            if (i % 5 == 1) u &= 0x807fffffu;   /* subnormals */
+            if (i % 5 == 2) u |= 0x7f000000u;   /* near the top: inf and NaN */
+            if (rep % 3 == 1) u = bits_of((float)uniform());
+            src[i] = float_of(u);
+        }
+        const int n = rep % 3 == 2 ? N : 1 + rep % 70;
+        for (int plain = 0; plain < 2; plain++) {
+            got[plain][n] = 1234.5f;
+            ag_fast_round_bf16_ftz(src, got[plain], (size_t)n, plain);
+            for (int i = 0; i < n; i++) {
+                const uint32_t u = bits_of(src[i]);
+                const float x = (u & 0x7f800000u) == 0 ? float_of(u & 0x80000000u) : src[i];
+                bad[plain] += bits_of(got[plain][i]) != bits_of(ag_bf16_round(x));
+            }
+            bad[plain] += got[plain][n] != 1234.5f;   /* nothing written past n */
+        }
+    }
+    CHECK(bad[0] == 0 && bad[1] == 0, "ag_fast_round_bf16_ftz: %d wrong (vector), %d wrong (plain)", bad[0], bad[1]);
+}
+
+/* ---- the kernel choice ---------------------------------------------------- */
+
+/* The kernel picked is one this CPU has, and the one cpu.h's rule gives:
+ * unset, AMX where there is AMX, else AVX512-BF16 only when vdpbf16ps was
+ * measured to do more multiply-adds than the FMA, else fp32; a value of
+ * AG_BF16_KERNEL, that kernel or the best below it the CPU has.  (The
+ * choice is made once per process: tests/cli_bf16.sh runs the program
+ * under each value.) */
+static void test_choice(int hw, double ratio)
+{
+    const int got = ag_cpu_bf16();
+    CHECK(got <= hw, "the kernel picked (%s) is one the CPU has (up to %s)", ag_bf16_kernel_name(got),
+          ag_bf16_kernel_name(hw));
+    CHECK(hw >= AG_BF16_AVX512 ? ratio > 0.05 && ratio < 20 : ratio == 0,
+          "vdpbf16ps against the FMA measured where the CPU has it, plausibly: %.3f", ratio);
+    const char *env = getenv("AG_BF16_KERNEL");
+    int want;
+    if (!env) want = hw == AG_BF16_AMX ? AG_BF16_AMX : hw == AG_BF16_AVX512 && ratio > 1 ? AG_BF16_AVX512 : AG_BF16_FP32;
+    else if (strcmp(env, "none") == 0) want = AG_BF16_NONE;
+    else if (strcmp(env, "fp32") == 0) want = AG_BF16_FP32;
+    else if (strcmp(env, "avx512") == 0) want = hw < AG_BF16_AVX512 ? hw : AG_BF16_AVX512;
+    else if (strcmp(env, "amx") == 0) want = hw;
+    else want = AG_BF16_NONE;   /* a value naming no kernel */
+    CHECK(got == want, "AG_BF16_KERNEL %s on a CPU with up to %s (vdpbf16ps/FMA %.2f): %s runs, want %s",
+          env ? env : "unset", ag_bf16_kernel_name(hw), ratio, ag_bf16_kernel_name(got), ag_bf16_kernel_name(want));
+}
+
+/* The fp32 kernel rounds as the bf16 packing does: a subnormal input
+ * counts as zero (so inf times a subnormal is NaN, as with vdpbf16ps), a
+ * value just under a rounding tie rounds down (a kernel fed the unrounded
+ * value would not give these exact results). */
+static void test_fp32_flushes(void)
+{
+    const float a[2] = {INFINITY, 1 + 0x1p-8f - 0x1p-20f}, b[2] = {0x1p-130f, 1 + 0x1p-8f};
+    float c[1] = {5};
+    ag_fast_gemm_bf16_on(AG_BF16_FP32, 0, 0, 1, 1, 1, a, 1, b, 1, 0, c, 1);
+    CHECK(isnan(c[0]), "fp32 kernel: inf times a subnormal is NaN (the subnormal flushed): %g", (double)c[0]);
+    ag_fast_gemm_bf16_on(AG_BF16_FP32, 0, 0, 1, 1, 1, a + 1, 1, b + 1, 1, 0, c, 1);
+    CHECK(c[0] == 1.0f, "fp32 kernel: (1 + 2^-8 - 2^-20) (1 + 2^-8) on bf16 inputs is 1 x 1: %.9g", (double)c[0]);
+}
+
 int main(void)
 {
     test_round_edges();
     test_round_random();
     test_convert();
+    test_round_ftz();
 
     const int hw = ag_cpu_bf16_hw();
-    printf("bf16 kernels here: %s (AG_BF16_KERNEL picks %s)\n", ag_bf16_kernel_name(hw),
-           ag_bf16_kernel_name(ag_cpu_bf16()));
+    const double ratio = ag_cpu_bf16_dot_over_fma();
+    printf("bf16 kernels here: up to %s; vdpbf16ps/FMA multiply-adds %.2f; %s runs (AG_BF16_KERNEL %s)\n",
+           ag_bf16_kernel_name(hw), ratio, ag_bf16_kernel_name(ag_cpu_bf16()),
+           getenv("AG_BF16_KERNEL") ? getenv("AG_BF16_KERNEL") : "unset");
+    test_choice(hw, ratio);
     const char *fact = NULL;
     const int status = ag_fast_bf16_status(&fact);
     CHECK((status == AG_BF16_READY) == ag_bf16_available() && fact && *fact && !strchr(fact, '\n'),
           "the status matches the kernel choice and states one fact: %s", fact ? fact : "(null)");
     if (status == AG_BF16_READY)
         CHECK(strcmp(fact, ag_bf16_kernel_name(ag_cpu_bf16())) == 0, "ready: the fact names the kernel (%s)", fact);
-    if (hw == AG_BF16_NONE)
-        CHECK(status == AG_BF16_NO_HARDWARE && strcmp(fact, "this CPU has neither AMX nor AVX512-BF16") == 0,
-              "without a bf16 kernel the fact says the CPU has neither: %s", fact);
+    CHECK(hw >= AG_BF16_FP32, "every CPU has the fp32 kernel (up to %s)", ag_bf16_kernel_name(hw));
+    test_kernel(AG_BF16_FP32);
+    test_fp32_flushes();
     if (hw >= AG_BF16_AVX512) test_kernel(AG_BF16_AVX512);
     else CHECK_SKIP("AVX512-BF16 kernel: this CPU (or OS) does not have AVX512-BF16");
     if (hw >= AG_BF16_AMX) test_kernel(AG_BF16_AMX);

@@ -28,6 +28,7 @@
 #define ag_fast_gemm_bf16_on emul_fast_gemm_bf16_on
 #define ag_fast_f32_to_bf16 emul_fast_f32_to_bf16
 #define ag_fast_round_bf16 emul_fast_round_bf16
+#define ag_fast_round_bf16_ftz emul_fast_round_bf16_ftz
 #define ag_fast_gemm_bf16_scratch emul_fast_gemm_bf16_scratch
 #include "kernels/gemm_bf16.c"
 

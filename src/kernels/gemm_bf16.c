@@ -872,6 +872,113 @@ AVX512_TARGET NOINLINE static void convert_avx512(uint16_t *dst, const float *sr
 
 #endif /* BF16_X86 */
 
+/* ---- the fp32 kernel on bf16-rounded operands ------------------------------ */
+
+/*
+ * AG_BF16_FP32: op(A) and op(B) rounded to bf16 as the packing above
+ * rounds them (nearest even, NaN made quiet, a subnormal to zero), kept as
+ * fp32 values with the low 16 bits zero, then multiplied by the fp32
+ * kernel (gemm.c).  A product of two bf16 is exact in fp32 (8-bit
+ * significands), so each fused multiply-add rounds once, as each half of a
+ * vdpbf16ps does: the same mixed precision, summed in k order (one term a
+ * step, where vdpbf16ps adds a pair's odd product, then its even one), in
+ * an order fixed by K alone, so bitwise the same on any thread count; the
+ * bound of tests/bf16_check.h covers both orders.  The rounding is one
+ * pass over each operand into this thread's buffer, rows shared between
+ * the threads (each element alone: the split changes no bit); the fp32
+ * kernel then packs or reads those copies as it would the originals.
+ */
+#ifndef AG_DOUBLE
+static _Thread_local ag_scratch rounded_operands;
+
+/* y = bf16(x) for n floats, a subnormal x to zero; branch-free integer
+ * arithmetic on the bits, which the compiler makes vector code of. */
+static void round_flush_plain(const float *restrict x, float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u = (u & 0x7f800000u) == 0 ? u & 0x80000000u : u;
+        const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        u = nan ? (u & 0xffff0000u) | 0x00400000u : r;
+        memcpy(&y[i], &u, sizeof u);
+    }
+}
+
+#if BF16_X86
+/* The same with vcvtneps2bf16 (which rounds exactly so: it is the
+ * packing's conversion), 16 at a time, widened back to fp32 by a shift:
+ * about twice the plain loop's speed. */
+AVX512_TARGET NOINLINE static void round_flush_avx512(const float *restrict x, float *restrict y, size_t n)
+{
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = (__mmask16)mask16((int)(n - i < 16 ? n - i : 16));
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + i));
+        _mm512_mask_storeu_epi32(y + i, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+}
+#endif
+
+void ag_fast_round_bf16_ftz(const float *x, float *y, size_t n, int plain)
+{
+#if BF16_X86
+    if (!plain && ag_cpu_avx512_bf16()) {
+        round_flush_avx512(x, y, n);
+        return;
+    }
+#endif
+    (void)plain;
+    round_flush_plain(x, y, n);
+}
+
+typedef struct {
+    const float *A, *B;
+    long lda, ldb;
+    size_t rows_a, cols_a, cols_b;   /* the operands as stored */
+    float *a, *b;                    /* their rounded copies, rows packed */
+} round_job;
+
+/* rows [lo, hi) of A's stored rows followed by B's */
+static void round_rows(void *ctx, size_t lo, size_t hi)
+{
+    const round_job *j = ctx;
+    for (size_t r = lo; r < hi; r++) {
+        if (r < j->rows_a)
+            ag_fast_round_bf16_ftz(j->A + (long)r * j->lda, j->a + r * j->cols_a, j->cols_a, 0);
+        else
+            ag_fast_round_bf16_ftz(j->B + (long)(r - j->rows_a) * j->ldb, j->b + (r - j->rows_a) * j->cols_b, j->cols_b, 0);
+    }
+}
+
+/* Floats of each rounded copy, whole 64-byte lines */
+static size_t floats64(size_t n) { return (n + 15) / 16 * 16; }
+
+/* beta 0 (overwrite) or 1 */
+static void gemm_fp32_rounded(int ta, int tb, int M, int N, int K, const float *A, long lda, const float *B,
+                              long ldb, int overwrite, float *C, long ldc)
+{
+    round_job j = {A, B, lda, ldb, (size_t)(ta ? K : M), (size_t)(ta ? M : K), (size_t)(tb ? K : N), NULL, NULL};
+    const size_t rows_b = (size_t)(tb ? N : K), na = floats64(j.rows_a * j.cols_a), nb = floats64(rows_b * j.cols_b);
+    /* a C too far apart to pass as an int leading dimension goes through a
+     * packed copy (tests make such strides; the engine does not) */
+    const int c_copy = ldc > 0x7fffffffL;
+    float *ws = ag_scratch_get(&rounded_operands, sizeof(float) * (na + nb + (c_copy ? (size_t)M * N : 0)),
+                               "bf16-rounded matrix-multiply operands");
+    j.a = ws;
+    j.b = ws + na;
+    const size_t elems = j.rows_a * j.cols_a + rows_b * j.cols_b;
+    ag_parallel_for(j.rows_a + rows_b, 2 * elems, round_rows, &j);
+    float *c = c_copy ? ws + na + nb : C;
+    const int ld = c_copy ? N : (int)ldc;
+    if (c_copy && !overwrite)
+        for (int i = 0; i < M; i++) memcpy(c + (size_t)i * N, C + (long)i * ldc, sizeof(float) * N);
+    ag_fast_gemm(ta, tb, M, N, K, j.a, (int)j.cols_a, j.b, (int)j.cols_b, overwrite ? 0.0f : 1.0f, c, ld);
+    if (c_copy)
+        for (int i = 0; i < M; i++) memcpy(C + (long)i * ldc, c + (size_t)i * N, sizeof(float) * N);
+}
+#endif
+
 /* ---- entry points ------------------------------------------------------------ */
 
 #if BF16_X86
@@ -913,7 +1020,7 @@ void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, in
 {
     ag_gemm_check_args("ag_fast_gemm_bf16", trans_a, trans_b, M, N, K, lda, ldb, ldc);
 #ifndef AG_AMX_EMULATE
-    if (kernel != AG_BF16_NONE && kernel > ag_cpu_bf16_hw())
+    if (kernel > AG_BF16_FP32 && kernel > ag_cpu_bf16_hw())
         ag_error("ag_fast_gemm_bf16: the %s kernel is not available on this CPU", ag_bf16_kernel_name(kernel));
 #endif
     if (kernel == AG_BF16_NONE) {
@@ -933,6 +1040,16 @@ void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, in
         overwrite = 0;
         if (K == 0) return;
     }
+#ifndef AG_DOUBLE
+    if (kernel == AG_BF16_FP32) {
+        gemm_fp32_rounded(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc);
+        return;
+    }
+#else
+    if (kernel == AG_BF16_FP32) ag_error("ag_fast_gemm_bf16: the fp32 kernel needs the float build");
+    (void)A;
+    (void)B;
+#endif
 #if BF16_X86
     const int nth = ag_threads_for((double)M * N * K * bf16_madd_ns(kernel));
     if (kernel == AG_BF16_AMX)
@@ -940,7 +1057,7 @@ void ag_fast_gemm_bf16_on(int kernel, int trans_a, int trans_b, int M, int N, in
     else
         gemm_avx512(trans_a, trans_b, M, N, K, A, lda, B, ldb, overwrite, C, ldc, nth);
 #else
-    (void)overwrite;   /* unreachable: no kernel but NONE is available here */
+    (void)overwrite;   /* unreachable: no kernel but FP32 and NONE is available here */
 #endif
 }
 
@@ -953,7 +1070,7 @@ void ag_fast_gemm_bf16(int trans_a, int trans_b, int M, int N, int K, const floa
 void ag_fast_f32_to_bf16(uint16_t *dst, const float *src, long n)
 {
 #if BF16_X86
-    if (ag_cpu_bf16() != AG_BF16_NONE) {
+    if (ag_cpu_avx512_bf16()) {
         convert_avx512(dst, src, n);
         return;
     }
@@ -975,14 +1092,19 @@ void ag_fast_round_bf16(const float *x, float *y, size_t n)
     }
 }
 
-/* The most gemm_avx512 or gemm_amx asks workspace() for, for any
- * transposes, on the kernel ag_cpu_bf16() picks (kernels.h,
- * gemm_bf16_scratch). */
+/* The most gemm_avx512, gemm_amx or gemm_fp32_rounded (with the fp32
+ * kernel's own) asks for, for any transposes, on the kernel ag_cpu_bf16()
+ * picks (kernels.h, gemm_bf16_scratch). */
 size_t ag_fast_gemm_bf16_scratch(int M, int N, int K)
 {
     if (M <= 0 || N <= 0 || K <= 0) return 0;
-#if BF16_X86
     const int kernel = ag_cpu_bf16();
+#ifndef AG_DOUBLE
+    if (kernel == AG_BF16_FP32)
+        return sizeof(float) * (floats64((size_t)M * K) + floats64((size_t)K * N)) + ag_fast_gemm_scratch(M, N, K);
+#endif
+    (void)kernel;
+#if BF16_X86
     if (kernel == AG_BF16_AMX)
         return sizeof(uint32_t) * (size_t)(2 * ceil_div(M, 32) + 2 * ceil_div(N, 32)) * (size_t)ceil_div(K, 32) * 256;
     if (kernel == AG_BF16_AVX512) {
