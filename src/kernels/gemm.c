@@ -103,10 +103,11 @@
  * Emerald Rapids (2 cores under KVM, 48 KB L1d, 2 MB L2), where no other
  * value was 3% better: products timed alternately in one process, best of
  * 101, and the small model's training step, median of 100 alternated
- * steps.  There, 1 unit per thread made the small model's 768-row
- * products 2-3% faster alone but its step no faster (1.00); 3 units made
- * two of them 6% slower; every product local (LOCAL_MAX unbounded) left the
- * small model's step the same (1.00), none local made the toy's 3% slower;
+ * steps.  There, 1 unit per thread made three of the small model's
+ * 768-row products 2-3% faster alone but its step no faster (1.00); 3
+ * units made two of them 6% slower; every product local (LOCAL_MAX
+ * unbounded) left the small model's step the same (1.00), none local made
+ * the toy's 1-3% slower;
  * 1 batch task per thread instead of 4 left the per-head products within
  * 2%, 16 made them 2-3% slower (as on Zen 5). */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
@@ -181,9 +182,10 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
      * they arrive while the loop runs (+3-5% at 1024^3 on Zen 5).  After a
      * short K block (an attention head's products) the stores come a few
      * hundred cycles later, and the prefetches only take load slots from
-     * the loop: without them 16..64 measured 1-4% faster on Zen 5, 3-6%
-     * on Emerald Rapids (one thread, alternated timings), where the
-     * prefetch neither gained nor lost more than 2% at K 128..1536. */
+     * the loop: without them 16..64 measured 1-4% faster on Zen 5.  On
+     * Emerald Rapids (one thread, alternated timings) prefetching at K 16..64
+     * made three head products 3-6% slower and one 2% faster, and at K
+     * 128..1536 neither gained nor lost more than 2%. */
     if (kc > PREFETCH_C_AFTER_K) {
         UNROLL_ROWS
         for (int i = 0; i < rows; i++)
@@ -473,7 +475,8 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
  *       for A and C on their way to L2), at most NC_MAX columns; a multiple
  *       of NR.  (Under KVM an Emerald Rapids reported its whole 260 MB L3
  *       as 133 MB per logical CPU, so nc = NC_MAX there; 640, the figure
- *       of a real core's share, measured 0-3% slower.)
+ *       of a real core's share, measured up to 5% slower on the large
+ *       products and no product more than 1% faster.)
  *   A read in place: its MR rows at one k lie lda apart, and the L1d maps
  *       addresses a way's size apart (l1d / ways: 4 KB on all the CPUs
  *       below) to one set.  When lda is a multiple of a large power of two
