@@ -942,6 +942,12 @@ int main(void)
     check_attention_cases();
     check_attention_large_scores(1);
     check_attention_large_scores(-1);
+    /* A stored [K, M] too tall to read in place: packed a few k at a time,
+     * with K blocks of 257 and 195 (not a multiple of that few), a last
+     * panel of 1 row, and (700 rows) several row chunks; last, so the
+     * cases above keep their random inputs */
+    check_gemm(1, 0, 301, 40, 771, 0);
+    check_gemm(1, 1, 700, 37, 390, 1);
     return check_done();
 }
 #else

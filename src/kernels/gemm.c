@@ -99,7 +99,17 @@
 /* A product below LOCAL_MAX multiply-adds gets one unit per thread (see
  * above); a larger one UNITS_PER_THREAD units per thread, which balances
  * better when a unit takes longer than the cost of moving its inputs
- * between cores. */
+ * between cores.  These three were measured on Zen 5, and again on an
+ * Emerald Rapids (2 cores under KVM, 48 KB L1d, 2 MB L2), where no other
+ * value was 3% better: products timed alternately in one process, best of
+ * 101, and the small model's training step, median of 100 alternated
+ * steps.  There, 1 unit per thread made three of the small model's
+ * 768-row products 2-3% faster alone but its step no faster (1.00); 3
+ * units made two of them 6% slower; every product local (LOCAL_MAX
+ * unbounded) left the small model's step the same (1.00), none local made
+ * the toy's 1-3% slower;
+ * 1 batch task per thread instead of 4 left the per-head products within
+ * 2%, 16 made them 2-3% slower (as on Zen 5). */
 #define LOCAL_MAX (128.0 * 128 * 128 * 4)
 #define UNITS_PER_THREAD 2
 #define BATCH_TASKS_PER_THREAD 4   /* see ag_fast_gemm_batched */
@@ -172,7 +182,10 @@ static ALWAYS_INLINE void tile_body(int kc, const ag_real *restrict a, long a_rs
      * they arrive while the loop runs (+3-5% at 1024^3 on Zen 5).  After a
      * short K block (an attention head's products) the stores come a few
      * hundred cycles later, and the prefetches only take load slots from
-     * the loop: without them 16..64 measured 1-4% faster on Zen 5. */
+     * the loop: without them 16..64 measured 1-4% faster on Zen 5.  On
+     * Emerald Rapids (one thread, alternated timings) prefetching at K 16..64
+     * made three head products 3-6% slower and one 2% faster, and at K
+     * 128..1536 neither gained nor lost more than 2%. */
     if (kc > PREFETCH_C_AFTER_K) {
         UNROLL_ROWS
         for (int i = 0; i < rows; i++)
@@ -448,19 +461,24 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
  *       tile, so kc is as large as L1 allows, not smaller; measured on Zen 5
  *       at 1024^3 and on the d_model-384 layers, kc = 384 (the B panel = 48
  *       KB = L1d) beat 192, 256 and 288 by 7-15%, and 512 (B panel past
- *       L1) by ~10%.  kc sets where the K blocks fall, hence the order of the
- *       sums (see k_block): it is the one block size results depend on, the
- *       same on every CPU with the same L1d.
+ *       L1) by ~10%; on Emerald Rapids (48 KB too, one thread, alternated
+ *       timings) 256 was 1-7% slower.  kc sets where the K blocks fall,
+ *       hence the order of the sums (see k_block): it is the one block size
+ *       results depend on, the same on every CPU with the same L1d.
  *   mc  The A block (mc x kc), reused by every column panel, in a quarter of
  *       L2: the B micro-panels and the C tiles stream through the same L2
  *       (and so do B's lines on their way from L3), and a block of half the
- *       L2 (336 rows on Zen 5) measured 6-9% slower than 192 rows.  A
+ *       L2 (336 rows on Zen 5) measured 6-9% slower than 192 rows.  (With a
+ *       2 MB L2, Emerald Rapids: 336 rows, within 1% of 168 and 504.)  A
  *       multiple of MR.
  *   nc  B~ (kc x nc) in half of this core's share of L3 (the other half
  *       for A and C on their way to L2), at most NC_MAX columns; a multiple
- *       of NR.
+ *       of NR.  (Under KVM an Emerald Rapids reported its whole 260 MB L3
+ *       as 133 MB per logical CPU, so nc = NC_MAX there; 640, the figure
+ *       of a real core's share, measured up to 5% slower on the large
+ *       products and no product more than 1% faster.)
  *   A read in place: its MR rows at one k lie lda apart, and the L1d maps
- *       addresses a way's size apart (l1d / ways: 4 KB on all three CPUs
+ *       addresses a way's size apart (l1d / ways: 4 KB on all the CPUs
  *       below) to one set.  When lda is a multiple of a large power of two
  *       the rows crowd into few sets (lda = 1024 floats: all 12 in one), and
  *       once they take more than half a set's ways they evict the B
@@ -474,12 +492,14 @@ static void pack_b_panel(int trans_b, const ag_real *B, long ldb, int p0, int kc
  *   Zen 4 (fam. 25)   32 KB 8-way   1 MB   4 MB           256   252  2048
  *   Zen 5 (fam. 26)   48 KB 12-way  1 MB   4 MB           384   168  1344
  *   Sapphire Rapids   48 KB 12-way  2 MB   1.875 MB       384   336   640
+ *   Emerald Rapids    48 KB 12-way  2 MB   133 MB (KVM)   384   336  4096
  *
  * (Zen 4: kc = 32768/128; mc = 262144/(256*4) = 256 -> 252; nc = 2097152/
  * 1024 = 2048.  Zen 5: mc = 262144/1536 = 170 -> 168; nc = 2097152/1536 =
  * 1365 -> 1344.  Sapphire Rapids: mc = 524288/1536 = 341 -> 336; nc =
- * 983040/1536 = 640.)  On Zen 4 the A rows of lda = 512 or 1536 floats (6
- * to a set of 8 ways) are packed; on the other two they are read in place.
+ * 983040/1536 = 640.  Emerald Rapids: nc = 68157440/1536 = 44373 ->
+ * NC_MAX.)  On Zen 4 the A rows of lda = 512 or 1536 floats (6
+ * to a set of 8 ways) are packed; on the others they are read in place.
  * A cache cpuid does not report is taken as 32 KB 8-way, 1 MB, 2 MB.
  */
 #define NC_MAX 4096
@@ -735,29 +755,58 @@ static void pack_b_block(const gemm_job *g, int pc, int kc, int jc, int nc, ag_r
  * the copy was 9% of the time, 8% row by row, 6% with the prefetch; the
  * product 1-7% faster on one thread, 3-5% on two; 2 KB ahead gained less, 8
  * KB the same as 4, 16 KB less.  The small model's 512 x 128 x 768, whose
- * dy the caches hold, 7-13% faster, from the copy's code alone.) */
+ * dy the caches hold, 7-13% faster, from the copy's code alone.)
+ *
+ * The copy takes PACK_TRANS_K rows at a time, the fewest whose MR elements
+ * per panel make whole 64-byte lines (with AVX-512, 4 in float: 4 x 48
+ * bytes = 3 lines; 2 in double), and writes each panel's part of them in one go.  A row at
+ * a time, every panel of the chunk was left with a partly written line,
+ * and the panels lie kc*MR elements apart: 18 KB at kc 384, a multiple of
+ * half the L1d's 4 KB way (l1d / ways on the CPUs in "cache blocking"),
+ * so the 22 partial lines of a 264-row chunk crowd into 2 of its sets (12
+ * ways each) and evict one another.  (Emerald Rapids, 48 KB 12-way L1d,
+ * 512 x 128 x 768 TN on one thread, alternated timings, faster by: 5% at
+ * kc 384; 10% with K blocks of 256, panels 12 KB apart, all in one set;
+ * 4% at 192, 9 KB apart, 4 sets; 2% at 154, 7392 bytes apart, no two
+ * lines in one set.  1536 x 384 x 4096 TN (K blocks of 373): 1%.  2 rows
+ * at a time gained 2% at kc 384, 8 and 16 the same as 4.) */
 #define PACK_AHEAD_BYTES 4096
+#define PANEL_ROW_BYTES (MR * (int)sizeof(ag_real))
+#define PACK_TRANS_K                                                                              \
+    (PANEL_ROW_BYTES % 64 == 0 ? 1 : PANEL_ROW_BYTES % 32 == 0 ? 2 : PANEL_ROW_BYTES % 16 == 0 ? 4 : 8)
+_Static_assert(PANEL_ROW_BYTES * PACK_TRANS_K % 64 == 0, "PACK_TRANS_K rows of a panel fill whole lines");
 
 static void pack_a_rows_trans(const ag_real *A, long lda, int pc, int kc, int ic, int mc, ag_real *restrict pa)
 {
     const int full = mc / MR, rest = mc - full * MR;
     const long row_bytes = (long)mc * (long)sizeof(ag_real);
     const int ahead = (int)((PACK_AHEAD_BYTES + row_bytes - 1) / row_bytes);
-    for (int k = 0; k < kc; k++) {
-        const ag_real *src = A + (long)(pc + k) * lda + ic;
+    for (int k0 = 0; k0 < kc; k0 += PACK_TRANS_K) {
+        const int rows = ag_min_int(PACK_TRANS_K, kc - k0);
+        const ag_real *src = A + (long)(pc + k0) * lda + ic;
 #if defined(__GNUC__)
-        if (k + ahead < kc) {
-            const char *next = (const char *)(src + ahead * lda);
+        for (int r = 0; r < rows && k0 + r + ahead < kc; r++) {
+            const char *next = (const char *)(src + (long)(r + ahead) * lda);
             for (long b = 0; b < row_bytes + 64; b += 64) __builtin_prefetch(next + b, 0, 3);
         }
 #endif
-        ag_real *d = pa + (long)k * MR;
-        for (int p = 0; p < full; p++) memcpy(d + (long)p * kc * MR, src + p * MR, MR * sizeof(ag_real));
+        ag_real *d = pa + (long)k0 * MR;
+        if (rows == PACK_TRANS_K) {
+            for (int p = 0; p < full; p++)
+                for (int r = 0; r < PACK_TRANS_K; r++)
+                    memcpy(d + (long)p * kc * MR + r * MR, src + r * lda + p * MR, MR * sizeof(ag_real));
+        } else {
+            for (int p = 0; p < full; p++)
+                for (int r = 0; r < rows; r++)
+                    memcpy(d + (long)p * kc * MR + r * MR, src + r * lda + p * MR, MR * sizeof(ag_real));
+        }
         if (rest) {
             ag_real *e = d + (long)full * kc * MR;
-            int i = 0;
-            for (; i < rest; i++) e[i] = src[full * MR + i];
-            for (; i < MR; i++) e[i] = 0;
+            for (int r = 0; r < rows; r++) {
+                int i = 0;
+                for (; i < rest; i++) e[r * MR + i] = src[r * lda + full * MR + i];
+                for (; i < MR; i++) e[r * MR + i] = 0;
+            }
         }
     }
 }
