@@ -791,6 +791,8 @@ static void pack_a_rows_trans(const ag_real *A, long lda, int pc, int kc, int ic
         }
 #endif
         ag_real *d = pa + (long)k0 * MR;
+        /* one loop twice: with a constant count for every group but a
+         * short last one, so that the compiler unrolls it */
         if (rows == PACK_TRANS_K) {
             for (int p = 0; p < full; p++)
                 for (int r = 0; r < PACK_TRANS_K; r++)
