@@ -57,6 +57,16 @@ static void convert_plain(uint16_t *dst, const float *src, long n)
     for (long i = 0; i < n; i++) dst[i] = ag_bf16_bits(src[i]);
 }
 
+/* The float's bits rounded to bf16 as ag_bf16_bits rounds (to nearest,
+ * ties to even; a NaN made quiet), kept in the high half: branch-free
+ * integer arithmetic, which the compiler makes vector code of. */
+static inline uint32_t round_word(uint32_t u)
+{
+    const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return nan ? (u & 0xffff0000u) | 0x00400000u : rounded;
+}
+
 #if BF16_X86
 
 /* a / b rounded up, for a >= 0, b > 0; a + b - 1 could pass INT_MAX */
@@ -898,10 +908,7 @@ static void round_flush_plain(const float *restrict x, float *restrict y, size_t
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
-        u = (u & 0x7f800000u) == 0 ? u & 0x80000000u : u;
-        const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        u = nan ? (u & 0xffff0000u) | 0x00400000u : r;
+        u = round_word((u & 0x7f800000u) == 0 ? u & 0x80000000u : u);
         memcpy(&y[i], &u, sizeof u);
     }
 }
@@ -1085,9 +1092,7 @@ void ag_fast_round_bf16(const float *x, float *y, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &x[i], sizeof u);
-        const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        u = nan ? (u & 0xffff0000u) | 0x00400000u : rounded;
+        u = round_word(u);
         memcpy(&y[i], &u, sizeof u);
     }
 }
