@@ -207,7 +207,7 @@ check "a log whose reader left: exit 1, one line naming it ($rc: $(tr '\n' '|' <
 rm -f "$nl_pipe"
 
 # ---- 2. two runs writing the same file ---------------------------------------------------
-"$A" train $TINY --steps 100000000 --threads 1 --quiet --save same.st --log same.csv >first.txt 2>&1 &
+env --default-signal=INT "$A" train $TINY --steps 100000000 --threads 1 --quiet --save same.st --log same.csv >first.txt 2>&1 &
 first=$!
 for _ in $(seq 200); do [ -e same.st.lock ] && break; sleep 0.05; done
 for run in "train $TINY --steps 3 --quiet --save same.st" "train $TINY --steps 3 --quiet --save x.st --log same.csv" \
@@ -973,7 +973,7 @@ check "... and the save is said on stdout and holds the step it names ($(grep '^
           "$A" info term.st | grep -q "step $n,"'
 # the other commands have nothing to save: it does not end them
 rm -f sample.out
-"$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &
+env --default-signal=INT "$A" sample --model m.st --tokens 1000000 --threads 1 >sample.out 2>sample.err &
 pid=$!
 for _ in $(seq 300); do [ -s sample.out ] && break; sleep 0.05; done
 kill -USR1 $pid 2>/dev/null

@@ -121,7 +121,7 @@ done
 # A million tokens would take many minutes: the text must appear while the
 # command runs, and a SIGINT must end it with what was printed kept.
 : >"$W/stream"
-"$AG" sample --model "$W/text.st" --tokens 1000000 --threads 1 >>"$W/stream" 2>"$W/stream.err" &
+env --default-signal=INT "$AG" sample --model "$W/text.st" --tokens 1000000 --threads 1 >>"$W/stream" 2>"$W/stream.err" &
 pid=$!
 i=0
 while [ "$(wc -c <"$W/stream")" -lt 20 ] && [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done

@@ -674,7 +674,8 @@ rm -f "$O"/*
 # same timing would have saved.
 sigint_run() {  # sigint_run N [SIG]: start a run saving over a copy of text.st, send N SIGs (INT)
     cp "$F/text.st" "$O/keep.st"
-    "$A" train --steps 5 --d-model 192 --batch 384 --eval-every 0 --threads 1 --save "$O/keep.st" >"$tmp/stdout" 2>"$tmp/stderr" &
+    env --default-signal=INT "$A" train --steps 5 --d-model 192 --batch 384 --eval-every 0 --threads 1 --save "$O/keep.st" \
+        >"$tmp/stdout" 2>"$tmp/stderr" &
     local pid=$!
     for _ in $(seq 300); do grep -q '^  data' "$tmp/stdout" && break; sleep 0.1; done
     sleep 0.2                   # past the signal handlers' installation, inside step 1

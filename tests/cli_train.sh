@@ -200,7 +200,7 @@ $A train --quiet --lr 1e6 --clip 0 --steps 50 --save "$tmp/good.st" > /dev/null 
 rc=$?
 check "diverging run exits 3 naming the step ($(cat "$tmp/nan.err"))" '[ $rc -eq 3 ] && grep -q "at step" "$tmp/nan.err"'
 check "diverging run keeps the last good checkpoint" 'cmp -s "$tmp/good.st" "$tmp/good.bak"'
-$A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/int.st" > /dev/null 2>&1 &
+env --default-signal=INT $A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/int.st" > /dev/null 2>&1 &
 pid=$!; sleep 1.5; kill -INT $pid; wait $pid; rc=$?
 check "SIGINT exits 130 after saving" '[ $rc -eq 130 ] && $A info "$tmp/int.st" > /dev/null'
 $A train --quiet --text data/tiny.txt --steps 1000000 --save "$tmp/term.st" > /dev/null 2>&1 &
@@ -213,8 +213,8 @@ check "SIGTERM exits 143 after saving" '[ $rc -eq 143 ] && $A info "$tmp/term.st
 # step has no validation loss.  `eval`, with no handler, ends at once.
 for _ in $(seq 720); do cat data/tiny.txt; done > "$tmp/big.txt"
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
-$A train --text "$tmp/big.txt" --steps 2 --log-every 1 --threads 1 --save "$tmp/ev.st" --log "$tmp/ev.csv" \
-    > "$tmp/ev.out" 2> "$tmp/ev.err" &
+env --default-signal=INT $A train --text "$tmp/big.txt" --steps 2 --log-every 1 --threads 1 --save "$tmp/ev.st" \
+    --log "$tmp/ev.csv" > "$tmp/ev.out" 2> "$tmp/ev.err" &
 pid=$!
 for _ in $(seq 600); do grep -q "^step *1/2" "$tmp/ev.out" && break; sleep 0.05; done
 sleep 0.3; t0=$(date +%s.%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%s.%N)

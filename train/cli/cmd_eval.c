@@ -179,7 +179,9 @@ int cmd_eval(int argc, char **argv)
 }
 
 /* sample: SIGINT or SIGTERM stops generating after the current token; what
- * was printed stays, followed by a newline. */
+ * was printed stays, followed by a newline.  A SIGINT ignored when sample
+ * started (a command run with `&` by a shell without job control) stays
+ * ignored, as in train (files.h, on_stop_signals). */
 static volatile sig_atomic_t stop_sampling;
 
 static void on_stop(int sig) { stop_sampling = sig; }
@@ -231,7 +233,8 @@ static int text_prompt(const char *path, const ckpt *ck, const char *prompt, tex
 static int sample_text(ag_ctx *ctx, model *m, text_data *td, const char *prompt, int32_t *buf, int n, long tokens,
                        double temperature, int top_k, ag_pcg32 *rng)
 {
-    signal(SIGINT, on_stop);
+    if (!signal_ignored(SIGINT))
+        signal(SIGINT, on_stop);
     signal(SIGTERM, on_stop);
     if (prompt)
         fputs(prompt, stdout);   /* all its bytes are in the vocabulary: as the tokens decode */

@@ -435,8 +435,9 @@ int cmd_train(int argc, char **argv)
     args_parse(CMD, "Train a multi-head causal attention model on a toy next-token task or a text file.\n"
                     "SIGINT, SIGTERM, SIGHUP, SIGUSR2 and SIGALRM (a scheduler's warning before a kill)\n"
                     "finish the current step, save (--save, or the --resume file) and exit 128 + the\n"
-                    "signal (under nohup SIGHUP stays ignored); SIGUSR1 saves after the current step\n"
-                    "and trains on.",
+                    "signal (one ignored when the run started stays ignored: SIGHUP under nohup, SIGINT\n"
+                    "in a job started with & by a script); SIGUSR1 saves after the current step and\n"
+                    "trains on.",
                argc, argv, opts, nopts);
     /* progress written to a closed pipe must not end the run (train_loop.c
      * stops printing instead) */

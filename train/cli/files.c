@@ -430,12 +430,18 @@ void on_signal_restarting(int sig, void (*handler)(int))
     sigaction(sig, &sa, NULL);
 }
 
+int signal_ignored(int sig)
+{
+    struct sigaction now;
+    return sigaction(sig, NULL, &now) == 0 && now.sa_handler == SIG_IGN;
+}
+
 void on_stop_signals(void (*handler)(int))
 {
-    struct sigaction hup;
-    on_signal_restarting(SIGINT, handler);
+    if (!signal_ignored(SIGINT))
+        on_signal_restarting(SIGINT, handler);
     on_signal_restarting(SIGTERM, handler);
-    if (sigaction(SIGHUP, NULL, &hup) != 0 || hup.sa_handler != SIG_IGN)
+    if (!signal_ignored(SIGHUP))
         on_signal_restarting(SIGHUP, handler);
     on_signal_restarting(SIGUSR2, handler);
     on_signal_restarting(SIGALRM, handler);

@@ -117,13 +117,19 @@ int file_name_too_long(const char *path, char *err, size_t errlen);
  * (SA_RESTART): failed with EINTR, it would be taken for a closed stdout,
  * or fail the save the signal asked for. */
 void on_signal_restarting(int sig, void (*handler)(int));
+/* Whether sig is ignored (SIG_IGN): as the process started, until it sets
+ * a handler. */
+int signal_ignored(int sig);
 /* handler for the signals that ask a process to stop, as above: SIGINT,
  * SIGTERM, SIGHUP (a closed terminal), and SIGUSR2 and SIGALRM, which batch
  * schedulers and `timeout -s` send as a warning before a kill, and whose
  * default action would end the process with nothing saved or cleaned up.
  * SIGQUIT keeps its default (Ctrl-\: leave at once, with a core dump).
  * A SIGHUP ignored when the process started (`nohup`) stays ignored: the
- * run was asked to outlive its terminal. */
+ * run was asked to outlive its terminal.  So does a SIGINT ignored when it
+ * started: a shell without job control starts a command run with `&` so,
+ * for the Ctrl-C meant for the commands in front to pass it by (kill -INT
+ * reaches it through `env --default-signal=INT`; SIGTERM always). */
 void on_stop_signals(void (*handler)(int));
 /* The stop signals (on_stop_signals) end the process with 128 + the signal
  * after outputs_discard (for commands that write a file and then stop). */
