@@ -256,6 +256,21 @@ check "SIGHUP ignored at start (nohup): the run went on through it (hup $hup, al
     eval '[ $hup -eq 0 ] && [ $alive -eq 0 ] && ! grep -q "hung up" err.txt'
 check "SIGHUP ignored at start, then SIGTERM: exit 143, saved (got $rc, step $(meta hup.st step))" \
     eval '[ $rc -eq 143 ] && [ "$(meta hup.st step)" -ge 1 ]'
+# a save cut short by a killed run (simulated: its temporary files made by
+# hand) is removed by the next run that holds the file's lock, and said;
+# files of another name, or not of the temporary pattern, stay
+rm -f stale.st* other.st.tmp.4242
+: >stale.st.tmp.4242; : >stale.st.tmp.4242.1; : >stale.st.tmp.x1; : >other.st.tmp.4242; : >stale.st.tmp.
+"$A" train $TINY --steps 2 --quiet --save stale.st >out.txt 2>err.txt
+rc=$?
+check "stale temporary files of the output: removed ($(ls stale.st* other.st* | tr '\n' ' '))" \
+    eval '[ $rc -eq 0 ] && [ ! -e stale.st.tmp.4242 ] && [ ! -e stale.st.tmp.4242.1 ] && [ -e stale.st ]'
+check "stale temporary files: one line each on stderr ($(tr '\n' '|' <err.txt))" \
+    eval '[ "$(wc -l <err.txt)" -eq 2 ] &&
+          grep -qx "attograd train: removed stale.st.tmp.4242, a save cut short by a run that was killed" err.txt &&
+          grep -qx "attograd train: removed stale.st.tmp.4242.1, a save cut short by a run that was killed" err.txt'
+check "stale temporary files: other names stay" eval '[ -e stale.st.tmp.x1 ] && [ -e other.st.tmp.4242 ] && [ -e stale.st.tmp. ]'
+rm -f stale.st* other.st.tmp.4242
 # started with SIGINT ignored (a script's `attograd train ... &` under a shell
 # without job control, made explicit here), the run passes by the Ctrl-C meant
 # for the commands in front, as a command without a handler would; SIGTERM

@@ -3,6 +3,7 @@
  * files.h).
  */
 #define _XOPEN_SOURCE 700   /* realpath */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -225,6 +226,53 @@ static int lock_name(const char *path, char name[sizeof lock_names[0]])
     return fits;
 }
 
+/* Whether name is base's temporary file as fileio.c names them:
+ * "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<try>". */
+static int temp_of(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
+        return 0;
+    const char *p = name + n + 5;
+    for (int part = 0; part < 2; part++) {
+        if (*p < '0' || *p > '9')
+            return 0;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (*p == '\0')
+            return 1;
+        if (*p++ != '.')
+            return 0;
+    }
+    return 0;
+}
+
+/* With path's lock held, no other run can be writing path: a temporary
+ * file of it is what a run killed while it saved (SIGKILL, a power cut)
+ * left, a checkpoint cut short.  Each is removed, and said (a temporary
+ * name cut short to fit the directory is not recognised, and stays). */
+static void remove_stale_temps(const char *cmd, const char *lock)
+{
+    char dir[sizeof lock_names[0]];
+    snprintf(dir, sizeof dir, "%s", lock);
+    dir[strlen(dir) - 5] = '\0';                 /* the target's real path */
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    const char *base = slash + 1;
+    *slash = '\0';
+    DIR *d = opendir(slash == dir ? "/" : dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!temp_of(e->d_name, base))
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            fprintf(stderr, "attograd %s: removed %s, a save cut short by a run that was killed\n", cmd, e->d_name);
+    }
+    closedir(d);
+}
+
 static void lock_output(const char *cmd, const char *flag, const char *path)
 {
     char name[sizeof lock_names[0]];
@@ -263,6 +311,7 @@ static void lock_output(const char *cmd, const char *flag, const char *path)
         memcpy(lock_names[n_locks], name, sizeof name);
         if (n_locks++ == 0)
             atexit(remove_lock_files);
+        remove_stale_temps(cmd, name);
         return;                             /* fd stays open: closing it would drop the lock */
     }
 }
