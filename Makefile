@@ -387,7 +387,7 @@ WEB_FAST   = $(filter-out src/safetensors.c src/fileio.c src/bigbuf.c src/tape.c
              $(wildcard src/kernels/wasm_*.c)
 WEB_OBJ    = $(WEB_SRC:%.c=$(WEBOBJ)/%.o)
 WEB_PAGE   = $(addprefix train/web/,index.html app.js worker.js)
-WEB_EXPORT = pg_new pg_set_steps pg_train pg_evaluate pg_attention pg_attention_data pg_complete pg_completion_bytes pg_info pg_save pg_open \
+WEB_EXPORT = pg_new pg_set_steps pg_train pg_evaluate pg_eval_begin pg_eval_next pg_attention pg_attention_data pg_complete pg_completion_bytes pg_info pg_save pg_open \
              pg_walkthrough pg_graph pg_error malloc free
 WEB_FLAGS  = -std=c11 -D_POSIX_C_SOURCE=200809L -fno-math-errno -ffp-contract=off $(WARN) -msimd128 \
              -DAG_REFERENCE -Iinclude -Isrc $(LAYER_web)

@@ -1265,15 +1265,40 @@ async function main() {
     check(`the status line follows a large text's build (${lines.slice(0, 5).join(' | ')})`,
           at.every((k, i) => k >= 0 && (i === 0 || k > at[i - 1])) && step > at[2]);
     // Reset builds again from the text the worker has (the page's copy of it was sent again on
-    // each, holding the page's thread): a short task, and the run trained is the command's
+    // each, holding the page's thread): a short task, and the run trained is the command's.
+    // First this run, Paused the moment its last evaluation (every held-out window, in slices)
+    // begins: the Pause is heard, the evaluation waits half done, and Train finishes it (it
+    // was one call, minutes long for a large text, in which a Pause went unheeded)
+    await page.evaluate(() => {
+      const s = document.getElementById('status');
+      new MutationObserver((_, o) => {
+        if (!s.textContent.startsWith('step 3/3 · evaluating on every held-out window')) return;
+        o.disconnect();
+        document.getElementById('train').click();
+      }).observe(s, { childList: true, characterData: true, subtree: true });
+    });
     await page.getByRole('button', { name: 'Train' }).click();
-    await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    const paused = await waitStatus(page, /^step 3\/3 · the evaluation of every held-out window is paused \(\d+ of \d+\): Train finishes it$/, 60000);
+    await page.waitForTimeout(1000);
+    const pausedStill = await statusText(page), pausedLabel = await page.locator('#train').textContent();
+    const [doneAt, allAt] = /\((\d+) of (\d+)\)/.exec(paused).slice(1).map(Number);
+    check(`a Pause in the last evaluation is heard: it waits, not done, until Train (${paused}; a second later ` +
+          `'${pausedStill}', the button ${pausedLabel})`, pausedStill === paused && pausedLabel === 'Train' && doneAt < allAt);
+    await page.getByRole('button', { name: 'Train' }).click();
+    // (the run's end: its last evaluation's figure, the button back to Train; before it the
+    // line shows the evaluation before)
+    const ended = async () => {
+      await page.waitForFunction(() => document.getElementById('train').textContent === 'Train', null, { timeout: 60000 });
+      return statusText(page);
+    };
+    await waitStatus(page, /^step 3\/3 · loss .* validation loss/, 60000);
+    const resumed = await ended();
     // the last step's evaluation, of every held-out window, said as it runs (the line said nothing of it:
     // for a large text the page looked stopped, a Pause unheeded, until it ended)
     const trained = (await page.evaluate(() => window.statuses)).slice(lines.length);
+    const evalAt = trained.indexOf('step 3/3 · evaluating on every held-out window…');
     check(`the status line says the last evaluation, of every held-out window, is under way (${trained.slice(-3).join(' | ')})`,
-          trained.indexOf('step 3/3 · evaluating on every held-out window…') >= 0 &&
-          trained.indexOf('step 3/3 · evaluating on every held-out window…') < trained.findIndex((l) => /^step 3\/3 · loss/.test(l)));
+          evalAt >= 0 && trained.slice(evalAt + 1).some((l) => /^step 3\/3 · loss .* validation loss/.test(l)));
     // (the bytes the page posts to its worker, counted as they go: a 2 MB copy is a few ms, 1.5 GB seconds)
     await page.evaluate(() => { const post = Worker.prototype.postMessage; window.posted = 0;
       Worker.prototype.postMessage = function (m, ...rest) {
@@ -1286,6 +1311,9 @@ async function main() {
     const resetLongest = Math.max(...resetting.map((t) => t.tdur)) / 1000;
     await page.getByRole('button', { name: 'Train' }).click();
     await waitStatus(page, /^step 3\/3 · loss/, 60000);
+    const whole = await ended();
+    check(`the paused and finished last evaluation gives what one not paused gives (${resumed}; ${whole})`,
+          resumed === whole && /validation loss \d/.test(whole));
     const [rHead, rData] = split(await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click()));
     execFileSync(REF, ['train', '--text', 'large.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '16',
                        '--batch', '4', '--steps', '3', '--threads', '1', '--quiet', '--save', 'large.st'], { cwd: TMP });

@@ -54,6 +54,11 @@ static struct {
     char unlinked[320];         /* its settings the page's link cannot hold ("" when none) */
     char from_page[80];         /* what an opened file did not say, taken from the page's Heads
                                  * and Task ("" when it said all) */
+    struct {                    /* an evaluation scored in parts (pg_eval_begin) */
+        int on;                 /* under way: begun, not finished, the model unchanged since */
+        long items, first;      /* the windows (or problems) it scores; the next group's first */
+        double total[3];        /* the groups' sums so far, added in order as evaluate() adds them */
+    } ev;
 } pg;
 
 static char error_text[512];
@@ -383,6 +388,7 @@ int pg_train(int n, float *losses)
                  "to train on" : "no model");
         return -1;
     }
+    pg.ev.on = 0;                    /* the model an evaluation under way scored changes */
     for (; done < n && pg.step < pg.o.steps; done++) {
         double lr = lr_schedule(pg.cosine, pg.step, pg.o.warmup, pg.o.schedule_steps, pg.o.lr, pg.o.min_lr);
         double l = train_step(lr);
@@ -419,20 +425,63 @@ int pg_set_steps(const char *steps_text)
     return 0;
 }
 
-/* Validation loss (and a task's held-out exact matches) into out[3]:
- * loss, correct, total.  max_windows as in evaluate(): 0 = all. */
-int pg_evaluate(int max_windows, double *out)
+/* An evaluation in parts, so that the Worker hears a Pause between them:
+ * the validation split's windows (at most max_windows; 0 = all) or a task's
+ * held-out problems, scored a group of `batch` at a time by pg_eval_next,
+ * and added in order: the same sums, so the same result, as evaluate()'s
+ * (the last step's evaluation of a large text's every window takes minutes
+ * in the page).  Returns the items it scores, or -1.  A training step ends
+ * it (pg_eval_next then refuses). */
+long pg_eval_begin(int max_windows)
 {
-    ENTER(-1);
     if (!pg.live || !pg.trainable) {
         snprintf(error_text, sizeof error_text, "nothing to evaluate on");
         return -1;
     }
-    eval_result r = evaluate(pg.look, &pg.m, &pg.data, TEXT_VAL, max_windows, pg.o.batch, NULL);
+    pg.ev.items = eval_items(&pg.data, &pg.m, TEXT_VAL, max_windows);
+    pg.ev.first = 0;
+    pg.ev.total[0] = pg.ev.total[1] = pg.ev.total[2] = 0;
+    pg.ev.on = 1;
+    return pg.ev.items;
+}
+
+/* Scores up to `groups` more groups of the evaluation begun; out[5]: loss,
+ * correct, total (the result once it is done), items scored, items in all.
+ * Returns 1 when it is done, 0 while items remain, -1 on an error. */
+int pg_eval_next(int groups, double *out)
+{
+    ENTER(-1);
+    if (!pg.live || !pg.ev.on) {
+        snprintf(error_text, sizeof error_text, "no evaluation under way");
+        return -1;
+    }
+    const int batch = pg.o.batch, old = ag_set_grad_enabled(pg.look, 0);
+    for (int g = 0; g < groups && pg.ev.first < pg.ev.items; g++, pg.ev.first += batch) {
+        double v[3];
+        eval_group(pg.look, &pg.m, &pg.data, TEXT_VAL, pg.ev.items, pg.ev.first, batch, v);
+        for (int i = 0; i < 3; i++)
+            pg.ev.total[i] += v[i];
+    }
+    ag_set_grad_enabled(pg.look, old);
+    const int done = pg.ev.first >= pg.ev.items;
+    eval_result r = eval_result_of(&pg.data, pg.ev.total);
     out[0] = r.loss;
     out[1] = (double)r.correct;
     out[2] = (double)r.total;
-    return 0;
+    out[3] = (double)(done ? pg.ev.items : pg.ev.first);
+    out[4] = (double)pg.ev.items;
+    pg.ev.on = !done;
+    return done;
+}
+
+/* Validation loss (and a task's held-out exact matches) into out[5] (as
+ * pg_eval_next's): the whole evaluation at once.  max_windows as in
+ * evaluate(): 0 = all. */
+int pg_evaluate(int max_windows, double *out)
+{
+    if (pg_eval_begin(max_windows) < 0)
+        return -1;
+    return pg_eval_next(INT_MAX, out) < 0 ? -1 : 0;
 }
 
 /* A prompt as token ids (at most max); -1 with a message that names the

@@ -16,6 +16,12 @@ let M = null, running = false, prompt = '', info = null;
 let seen = 0, seenCmd = '';    // the number of the page's last command handled, and its kind
 let opened = null;             // the checkpoint last opened: its name and bytes
 let lossBuf = 0, evalBuf = 0, idsBuf = 0;
+// A large text's last evaluation, of every held-out window (seconds to minutes), runs a
+// slice at a time as training does, so a Pause is heard within one and the status line
+// follows it; paused, Train finishes it.  While under way: { done, all } windows; else null.
+// (Other runs' take a moment, and end with the step's progress as before.)
+let finalEval = null;
+const bigText = () => info.task === 'text' && !!kept && kept.length >= BIG_TEXT;
 // The page's text, kept as /text (a new run built from it again is not sent it again):
 // its length and first bytes (the Prompt's choice reads them), or null
 let kept = null;
@@ -60,13 +66,14 @@ const fail = (what) => post({ type: 'error', message: what + ': ' + lastError() 
 // Why neither Train nor Step can go on, or ''.
 // (a text model opened without its text says so first: raised Steps would not let it train)
 const stuck = () => (!info || !info.live ? 'no model to train: change the settings'
+  : finalEval ? "the last step's evaluation is paused: Train finishes it"
   : !info.trainable ? "this model's text is not loaded: choose it under Text to train on"
   : info.step >= info.steps ? 'the run is at its last step: raise Steps or Reset' : '');
 
 createPlayground().then((module) => {
   M = module;
   lossBuf = M._malloc(4 * 4096);
-  evalBuf = M._malloc(8 * 3);
+  evalBuf = M._malloc(8 * 5);
   idsBuf = M._malloc(4 * 1024);
   post({ type: 'ready' });
 }, (e) => post({ type: 'error', message: 'the engine did not load: ' + e }));
@@ -130,6 +137,38 @@ function evaluate(all) {
   return { step: info.step, loss: v[0], correct: v[1], total: v[2] };
 }
 
+const evaluating = () => `step ${info.step}/${info.steps} · evaluating on every held-out window…`;
+
+// A large text's last evaluation: begun (the status line says so), then slices.
+function beginFinal() {
+  const all = c('pg_eval_begin', 'number', ['number'], [0]);
+  if (all < 0) return lastError();
+  finalEval = { done: 0, all };
+  post({ type: 'building', text: evaluating() });
+  return null;
+}
+
+// Groups of the last evaluation for about SLICE_MS; true while windows remain.  Done, its
+// result goes out as training's evaluations do.
+function evalSlice() {
+  const t0 = performance.now();
+  let rc;
+  do rc = c('pg_eval_next', 'number', ['number', 'number'], [1, evalBuf]);
+  while (rc === 0 && performance.now() - t0 < SLICE_MS);
+  const v = M.HEAPF64.subarray(evalBuf >> 3, (evalBuf >> 3) + 5);
+  if (rc === 0) {
+    finalEval.done = v[3];
+    finalEval.all = v[4];
+    post({ type: 'building', text: `${evaluating()} (${v[3]} of ${v[4]})` });
+    return true;
+  }
+  finalEval = null;
+  const val = rc < 0 ? null : { step: info.step, loss: v[0], correct: v[1], total: v[2] };
+  post({ type: 'progress', info, losses: [], val, snapshot: val ? attention() : null,
+         error: rc < 0 ? 'evaluation stopped: ' + lastError() : null });
+  return false;
+}
+
 // Up to `limit` steps, or SLICE_MS of them; one evaluation where a multiple
 // of evalEvery() or the last step is reached (then the slice ends there).
 function steps(limit) {
@@ -140,23 +179,25 @@ function steps(limit) {
     if (n < 0) { error = 'training stopped: ' + lastError(); running = false; break; }
     losses.push([info.step + 1, M.HEAPF32[lossBuf >> 2]]);
     info.step++;
-    if (info.step % evalEvery() === 0 || info.step === info.steps) {
-      // the last one scores every held-out window: for a large text, seconds to minutes in which
-      // neither a step nor a Pause is seen (the status line said nothing of it)
-      if (info.step === info.steps && info.task === 'text' && kept && kept.length >= BIG_TEXT)
-        post({ type: 'building', text: `step ${info.step}/${info.steps} · evaluating on every held-out window…` });
+    if (info.step === info.steps ? !bigText() : info.step % evalEvery() === 0) {
       val = evaluate(info.step === info.steps);
       break;
     }
+    if (info.step === info.steps) break;
   }
   const snap = val ? attention() : null;
   post({ type: 'progress', info, losses, val, snapshot: snap, error });
-  return !error && info.step < info.steps;
+  // a large text's last evaluation, of every held-out window: in slices of its own (slice())
+  if (!error && losses.length && info.step === info.steps && bigText()) {
+    const why = beginFinal();
+    if (why) post({ type: 'progress', info, losses: [], error: 'evaluation stopped: ' + why });
+  }
+  return !error && (info.step < info.steps || finalEval !== null);
 }
 
 function slice() {
   if (!running) return;
-  if (steps(Infinity)) setTimeout(slice, 0);
+  if (finalEval ? evalSlice() : steps(Infinity)) setTimeout(slice, 0);
   else { running = false; post({ type: 'stopped', info }); }
 }
 
@@ -190,23 +231,32 @@ const handlers = {
     opened = null;
     if (big) post({ type: 'building', text: `evaluating the model of ${name}…` });
     prompt = choosePrompt(m.prompt, text && kept.head);
+    finalEval = null;
     showModel({ val: evaluate(false) });
   },
   steps(m) {
     if (c('pg_set_steps', 'number', ['string'], [m.text]) < 0) { fail('cannot change Steps'); return; }
     refreshInfo();
+    if (info.step < info.steps) finalEval = null;    // not the last step now: training goes on
     post({ type: 'extended', info, text: m.text });
   },
   train() {
     if (running) return;
+    if (finalEval) { running = true; slice(); return; }    // the last evaluation, paused: finished
     if (stuck()) post({ type: 'error', message: stuck() });
     else { running = true; slice(); }
   },
-  pause() { running = false; },
+  pause() {
+    running = false;
+    if (finalEval)
+      post({ type: 'building', text: `step ${info.step}/${info.steps} · the evaluation of every held-out window is paused ` +
+                                     `(${finalEval.done} of ${finalEval.all}): Train finishes it` });
+  },
   step() {
     if (running) return;
     if (stuck()) post({ type: 'error', message: stuck() });
-    else { steps(1); post({ type: 'attention', attention: attention() }); }
+    else if (steps(1) && finalEval) { running = true; slice(); }    // the last step: its evaluation
+    else post({ type: 'attention', attention: attention() });
   },
   // (`choose`: the page's task set back, its Prompt emptied: the model's default)
   prompt(m) {
@@ -261,6 +311,7 @@ const handlers = {
       return;
     }
     running = false;    // the run it replaced stops
+    finalEval = null;
     opened = { name: m.name, bytes: m.bytes, heads: m.heads, task: m.task };
     const task = info && info.live ? info.task : '';
     refreshInfo();
