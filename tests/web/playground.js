@@ -29,7 +29,7 @@
 // builds kept; a text file read after Task changed leaving the run; Enter completing; refusals that leave a run training; Train clicked with
 // Steps typed (the button as the worker trains); a text file's own bytes;
 // a Prompt the model reads (an opened checkpoint of another task, a text
-// without the default prompt's bytes); a large text file; a 200000-step run's
+// without the default prompt's bytes); a large text file (its last evaluation Paused midway and finished by Train, as one not paused); a 200000-step run's
 // loss curve and its Snapshot's heatmaps (at most 100, evenly spread); phone-sized screens (375 and 280 px); Tab order and names; no main-thread task over 50 ms while training; the file:// notice; no console error or
 // uncaught exception anywhere.
 'use strict';
