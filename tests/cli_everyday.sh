@@ -264,20 +264,25 @@ ignored_at_start() {  # ignored_at_start SIG WORD: WORD is what the run would sa
 ignored_at_start HUP "hung up"
 ignored_at_start INT "interrupted"
 # a save cut short by a killed run (simulated: its temporary files made by
-# hand) is removed by the next run that holds the file's lock, and said;
-# files of another name, or not of the temporary pattern, stay
-rm -f stale.st* other.st.tmp.4242
-: >stale.st.tmp.4242; : >stale.st.tmp.4242.1; : >stale.st.tmp.x1; : >other.st.tmp.4242; : >stale.st.tmp.
+# hand, named with the id of a process that has ended) is removed by the next
+# run that holds the file's lock, and said; one of a live process (another
+# rank's check that the file can be written), files of another name, or not of
+# the temporary pattern, stay
+gone=$(sh -c 'echo $$')
+rm -f stale.st* other.st.tmp.$gone
+: >stale.st.tmp.$gone; : >stale.st.tmp.$gone.1; : >stale.st.tmp.$$; : >stale.st.tmp.x1; : >other.st.tmp.$gone
+: >stale.st.tmp.
 "$A" train $TINY --steps 2 --quiet --save stale.st >out.txt 2>err.txt
 rc=$?
 check "stale temporary files of the output: removed ($(ls stale.st* other.st* | tr '\n' ' '))" \
-    eval '[ $rc -eq 0 ] && [ ! -e stale.st.tmp.4242 ] && [ ! -e stale.st.tmp.4242.1 ] && [ -e stale.st ]'
+    eval '[ $rc -eq 0 ] && [ ! -e stale.st.tmp.$gone ] && [ ! -e stale.st.tmp.$gone.1 ] && [ -e stale.st ]'
 check "stale temporary files: one line each on stderr ($(tr '\n' '|' <err.txt))" \
     eval '[ "$(wc -l <err.txt)" -eq 2 ] &&
-          grep -qx "attograd train: removed stale.st.tmp.4242, a save cut short by a run that was killed" err.txt &&
-          grep -qx "attograd train: removed stale.st.tmp.4242.1, a save cut short by a run that was killed" err.txt'
-check "stale temporary files: other names stay" eval '[ -e stale.st.tmp.x1 ] && [ -e other.st.tmp.4242 ] && [ -e stale.st.tmp. ]'
-rm -f stale.st* other.st.tmp.4242
+          grep -qx "attograd train: removed stale.st.tmp.$gone, a save cut short by a run that was killed" err.txt &&
+          grep -qx "attograd train: removed stale.st.tmp.$gone.1, a save cut short by a run that was killed" err.txt'
+check "stale temporary files: a live process's, and other names, stay" \
+    eval '[ -e stale.st.tmp.$$ ] && [ -e stale.st.tmp.x1 ] && [ -e other.st.tmp.$gone ] && [ -e stale.st.tmp. ]'
+rm -f stale.st* other.st.tmp.$gone
 # sample, started with SIGINT ignored, keeps it ignored too
 rm -f sample.out
 (trap '' INT; exec "$A" sample --model ign.st --tokens 1000000 --threads 1 >sample.out 2>err.txt) &

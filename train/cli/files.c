@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,31 +227,36 @@ static int lock_name(const char *path, char name[sizeof lock_names[0]])
     return fits;
 }
 
-/* Whether name is base's temporary file as fileio.c names them:
- * "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<try>". */
-static int temp_of(const char *name, const char *base)
+/* The writer's process id when name is base's temporary file as fileio.c
+ * names them, "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<try>"; else 0. */
+static long temp_of(const char *name, const char *base)
 {
     size_t n = strlen(base);
     if (strncmp(name, base, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0)
         return 0;
     const char *p = name + n + 5;
+    long pid = 0;
     for (int part = 0; part < 2; part++) {
         if (*p < '0' || *p > '9')
             return 0;
-        while (*p >= '0' && *p <= '9')
-            p++;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if (part == 0 && pid < 100000000)
+                pid = pid * 10 + (*p - '0');
         if (*p == '\0')
-            return 1;
+            return pid;
         if (*p++ != '.')
             return 0;
     }
     return 0;
 }
 
-/* With path's lock held, no other run can be writing path: a temporary
- * file of it is what a run killed while it saved (SIGKILL, a power cut)
- * left, a checkpoint cut short.  Each is removed, and said (a temporary
- * name cut short to fit the directory is not recognised, and stays). */
+/* With path's lock held, no other run can be replacing path: a temporary
+ * file of it whose writer is gone is what a run killed while it saved
+ * (SIGKILL, a power cut) left, a checkpoint cut short.  Each is removed,
+ * and said.  One whose process is alive stays: another rank's check that
+ * the file can be written (made and removed at once), or a rank saving
+ * after rank 0 died, which holds no lock.  (A temporary name cut short to
+ * fit the directory is not recognised, and stays.) */
 static void remove_stale_temps(const char *cmd, const char *lock)
 {
     char dir[sizeof lock_names[0]];
@@ -265,7 +271,8 @@ static void remove_stale_temps(const char *cmd, const char *lock)
     if (!d)
         return;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (!temp_of(e->d_name, base))
+        const long pid = temp_of(e->d_name, base);
+        if (pid <= 0 || pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
         if (unlinkat(dirfd(d), e->d_name, 0) == 0)
             fprintf(stderr, "attograd %s: removed %s, a save cut short by a run that was killed\n", cmd, e->d_name);
