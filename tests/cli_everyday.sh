@@ -263,6 +263,22 @@ ignored_at_start() {  # ignored_at_start SIG WORD: WORD is what the run would sa
 }
 ignored_at_start HUP "hung up"
 ignored_at_start INT "interrupted"
+# sample, started with SIGINT ignored, keeps it ignored too
+rm -f sample.out
+(trap '' INT; exec "$A" sample --model ign.st --tokens 1000000 --threads 1 >sample.out 2>err.txt) &
+pid=$!
+for _ in $(seq 300); do [ -s sample.out ] && break; sleep 0.05; done
+kill -INT $pid
+size=$(wc -c <sample.out)
+for _ in $(seq 300); do [ "$(wc -c <sample.out)" -gt $((size + 20)) ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
+kill -0 $pid 2>/dev/null
+alive=$?
+kill -TERM $pid
+wait $pid
+rc=$?
+check "sample with SIGINT ignored at start: prints on through a SIGINT (alive $alive: $(cat err.txt))" \
+    eval '[ $alive -eq 0 ] && [ "$(wc -c <sample.out)" -gt $((size + 20)) ]'
+check "... and SIGTERM ends it, exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
 # a save cut short by a killed run (simulated: its temporary files made by
 # hand, named with the id of a process that has ended) is removed by the next
 # run that holds the file's lock, and said; one of a live process (another
@@ -283,22 +299,6 @@ check "stale temporary files: one line each on stderr ($(tr '\n' '|' <err.txt))"
 check "stale temporary files: a live process's, and other names, stay" \
     eval '[ -e stale.st.tmp.$$ ] && [ -e stale.st.tmp.x1 ] && [ -e other.st.tmp.$gone ] && [ -e stale.st.tmp. ]'
 rm -f stale.st* other.st.tmp.$gone
-# sample, started with SIGINT ignored, keeps it ignored too
-rm -f sample.out
-(trap '' INT; exec "$A" sample --model ign.st --tokens 1000000 --threads 1 >sample.out 2>err.txt) &
-pid=$!
-for _ in $(seq 300); do [ -s sample.out ] && break; sleep 0.05; done
-kill -INT $pid
-size=$(wc -c <sample.out)
-for _ in $(seq 300); do [ "$(wc -c <sample.out)" -gt $((size + 20)) ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.05; done
-kill -0 $pid 2>/dev/null
-alive=$?
-kill -TERM $pid
-wait $pid
-rc=$?
-check "sample with SIGINT ignored at start: prints on through a SIGINT (alive $alive: $(cat err.txt))" \
-    eval '[ $alive -eq 0 ] && [ "$(wc -c <sample.out)" -gt $((size + 20)) ]'
-check "... and SIGTERM ends it, exit 143 (got $rc: $(cat err.txt))" test $rc -eq 143
 
 # ---- 6. endless, special or huge inputs are refused before they are read -------------
 mkfifo fifo

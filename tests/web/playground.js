@@ -1315,8 +1315,13 @@ async function main() {
     check(`the paused and finished last evaluation gives what one not paused gives (${resumed}; ${whole})`,
           resumed === whole && /validation loss \d/.test(whole));
     const [rHead, rData] = split(await download(page, () => page.getByRole('button', { name: 'Save checkpoint' }).click()));
-    execFileSync(REF, ['train', '--text', 'large.txt', '--layers', '1', '--heads', '2', '--d-model', '16', '--context', '16',
-                       '--batch', '4', '--steps', '3', '--threads', '1', '--quiet', '--save', 'large.st'], { cwd: TMP });
+    const refDone = execFileSync(REF, ['train', '--text', 'large.txt', '--layers', '1', '--heads', '2', '--d-model', '16',
+                                       '--context', '16', '--batch', '4', '--steps', '3', '--threads', '1', '--quiet', '--save',
+                                       'large.st'], { cwd: TMP }).toString();
+    // the last evaluation in slices, paused midway or not, is the command's (its done line, 4 decimals as the page's)
+    const refVal = (/validation loss (\d+\.\d{4})/.exec(refDone) || [])[1], pageVal = (/validation loss (\d+\.\d{4})/.exec(resumed) || [])[1];
+    check(`the page's last evaluation, paused and finished, scores what the command's does (page ${pageVal}, command ${refVal})`,
+          refVal !== undefined && pageVal === refVal);
     const [lHead, lData] = split(fs.readFileSync(path.join(TMP, 'large.st')));
     delete rHead.__metadata__.text_path; delete lHead.__metadata__.text_path;
     check(`Reset of a ${size}-byte text's run posts none of it to the worker again (${posted} bytes), holds the page's ` +
