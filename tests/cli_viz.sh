@@ -111,6 +111,103 @@ sys.exit(0 if ok else 1)
 EOF
 check "attn --head 2 --layer 1 on a 9-token prompt: one panel of 9 x 9" test $? -eq 0
 
+# ---- attn --cells image: each panel's cells one PNG, a pixel a cell --------
+# The same prompt as the first picture: every pixel is its rect's colour
+# (alpha 255), or transparent where the rect is masked (the hatching shows
+# through); the PNG's chunk CRCs and zlib stream check out; the image covers
+# the rects' grid.
+"$A" attn --model "$tmp/copy.st" --prompt "$PROMPT" --cells image --out "$tmp/img.svg" --csv "$tmp/img.csv" 2>"$tmp/err"
+check "attn --cells image exits 0, silent" test $? -eq 0 -a ! -s "$tmp/err"
+check "attn --cells image: the same --csv" cmp -s "$tmp/attn.csv" "$tmp/img.csv"
+# image_matches_rects RECTS.svg IMAGE.svg HEADS TOKENS
+image_matches_rects() {
+"$PY" - "$@" <<'EOF'
+import base64, struct, sys, zlib, xml.dom.minidom
+rects_doc, img_doc = (xml.dom.minidom.parse(f) for f in sys.argv[1:3])
+H, L = int(sys.argv[3]), int(sys.argv[4])
+fails = 0
+def check(cond, msg):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL: attn --cells image:", msg)
+def by_class(doc, cls):
+    return [e for e in doc.getElementsByTagName("*") if cls in e.getAttribute("class").split()]
+def png_pixels(uri):
+    prefix = "data:image/png;base64,"
+    check(uri.startswith(prefix), "href %r..." % uri[:40])
+    data = base64.b64decode(uri[len(prefix):], validate=True)
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature")
+    pos, chunks = 8, []
+    while pos < len(data):
+        n, = struct.unpack(">I", data[pos:pos + 4])
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        crc, = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
+        check(crc == zlib.crc32(kind + body), "%s chunk CRC" % kind)
+        chunks.append((kind, body))
+        pos += 12 + n
+    check([k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"], "chunks %s" % [k for k, _ in chunks])
+    w, h, depth, ctype, comp, filt, inter = struct.unpack(">IIBBBBB", chunks[0][1])
+    check((depth, ctype, comp, filt, inter) == (8, 6, 0, 0, 0), "IHDR: 8-bit RGBA, no interlace")
+    raw = zlib.decompress(chunks[1][1])        # checks the stream and its Adler-32
+    check(len(raw) == h * (1 + 4 * w), "%d bytes of pixels for %d x %d" % (len(raw), w, h))
+    rows = [raw[i * (1 + 4 * w):(i + 1) * (1 + 4 * w)] for i in range(h)]
+    check(all(r[0] == 0 for r in rows), "every row unfiltered")
+    return w, h, [[tuple(r[1 + 4 * j:5 + 4 * j]) for j in range(w)] for r in rows]
+check(not by_class(img_doc, "cell"), "no rect cells in an image picture")
+images, masks = by_class(img_doc, "cells"), by_class(img_doc, "masked-area")
+check(len(images) == H and len(masks) == H, "%d images and %d hatched areas, want %d each" % (len(images), len(masks), H))
+check(img_doc.documentElement.getAttribute("xmlns:xlink") == "http://www.w3.org/1999/xlink", "xlink namespace declared")
+cells = by_class(rects_doc, "cell")
+size = int(cells[0].getAttribute("width"))
+for h, im in enumerate(images):
+    check(im.tagName == "image" and im.getAttribute("width") == im.getAttribute("height") == str(L * size),
+          "image %d is %sx%s, want the grid's %d" % (h, im.getAttribute("width"), im.getAttribute("height"), L * size))
+    w, hh, px = png_pixels(im.getAttribute("xlink:href"))
+    check((w, hh) == (L, L), "panel %d PNG %dx%d, want %dx%d" % (h, w, hh, L, L))
+    if (w, hh) != (L, L):
+        break
+    for c in cells[h * L * L:(h + 1) * L * L]:
+        i, j = int(c.getAttribute("y")) // size, int(c.getAttribute("x")) // size
+        if "masked" in c.getAttribute("class").split():
+            check(px[i][j][3] == 0, "panel %d cell %d,%d: masked, pixel %s" % (h, i, j, px[i][j]))
+        else:
+            fill = c.getAttribute("fill")
+            want = tuple(int(fill[k:k + 2], 16) for k in (1, 3, 5)) + (255,)
+            check(px[i][j] == want, "panel %d cell %d,%d: pixel %s, rect %s" % (h, i, j, px[i][j], fill))
+        if fails > 5:
+            break
+print("image-checks-failed", fails)
+sys.exit(1 if fails else 0)
+EOF
+}
+image_matches_rects "$tmp/attn.svg" "$tmp/img.svg" 4 16
+check "attn --cells image: one PNG a panel, each pixel its rect's colour" test $? -eq 0
+
+# --cells auto (the default) draws images past 32768 cells: 4 heads of a
+# 100-token prompt on a text model of context 128 (40,000 cells), under a
+# tenth of the rects' size; --cells rects still draws every cell
+for _ in $(seq 20); do printf 'the quick brown fox jumps over the lazy dog; pack my box with five dozen liquor jugs.\n'; done >"$tmp/long.txt"
+"$A" train --text "$tmp/long.txt" --context 128 --layers 1 --heads 4 --d-model 16 --steps 2 --threads 1 \
+    --quiet --save "$tmp/long.st" >/dev/null 2>&1
+check "train a text model of context 128" test -s "$tmp/long.st"
+LP=$(head -c 100 "$tmp/long.txt")
+"$A" attn --model "$tmp/long.st" --prompt "$LP" --out "$tmp/auto.svg" 2>/dev/null
+check "attn, 40000 cells: drawn as 4 images by default" \
+    test "$(grep -o '<image class="cells"' "$tmp/auto.svg" | wc -l)" -eq 4 -a "$(grep -c '<rect class="cell' "$tmp/auto.svg")" -eq 0
+"$A" attn --model "$tmp/long.st" --prompt "$LP" --cells rects --out "$tmp/rects.svg" 2>/dev/null
+check "attn --cells rects, 40000 cells: every cell a rect" test "$(grep -c '<rect class="cell' "$tmp/rects.svg")" -eq 40000
+check "attn, 40000 cells: the images' SVG under a tenth of the rects'" \
+    test "$(($(wc -c <"$tmp/auto.svg") * 10))" -lt "$(wc -c <"$tmp/rects.svg")"
+"$A" attn --model "$tmp/long.st" --prompt "${LP:0:90}" --out "$tmp/under.svg" 2>/dev/null
+check "attn, 4 x 90 x 90 = 32400 cells: rects by default" test "$(grep -c '<rect class="cell' "$tmp/under.svg")" -eq 32400
+# a panel of 128 x 128: 65,664 bytes of pixels, past one stored block's 65,535
+LP=$(head -c 128 "$tmp/long.txt")
+"$A" attn --model "$tmp/long.st" --prompt "$LP" --head 1 --cells image --out "$tmp/img128.svg" 2>/dev/null
+"$A" attn --model "$tmp/long.st" --prompt "$LP" --head 1 --cells rects --out "$tmp/rects128.svg" 2>/dev/null
+image_matches_rects "$tmp/rects128.svg" "$tmp/img128.svg" 1 128
+check "attn --cells image, 128 x 128 (two deflate blocks): each pixel its rect's colour" test $? -eq 0
+
 # ---- attn on a text model: labels that need XML escaping ---------------
 printf 'a <b> & "c" d\n<a & b> "d" c\n%.0s' $(seq 40) >"$tmp/t.txt"
 "$A" train --text "$tmp/t.txt" --context 16 --layers 1 --heads 2 --d-model 16 --steps 5 --threads 1 \
@@ -171,7 +268,7 @@ fi
 # The pictures render in an SVG renderer other than a browser: librsvg reads
 # each to pixels (a wrong attribute or entity is an error or a warning there)
 if command -v rsvg-convert >/dev/null 2>&1; then
-    for svg in attn one text plot; do
+    for svg in attn one text plot img; do
         rsvg-convert -o "$tmp/$svg.png" "$tmp/$svg.svg" 2>"$tmp/err"
         check "rsvg-convert renders $svg.svg ($(head -c 200 "$tmp/err"))" test $? -eq 0 -a -s "$tmp/$svg.png" -a ! -s "$tmp/err"
     done
@@ -327,6 +424,7 @@ expect_error "attn, model is not a checkpoint" "$A" attn --model "$tmp/copy.csv"
 expect_error "attn --layer 2 of 2 layers" "$A" attn --model "$M" --prompt abc --layer 2 --out "$O"
 expect_error "attn --head 4 of 4 heads" "$A" attn --model "$M" --prompt abc --head 4 --out "$O"
 expect_error "attn --head x" "$A" attn --model "$M" --prompt abc --head x --out "$O"
+expect_error "attn --cells png" "$A" attn --model "$M" --prompt abc --cells png --out "$O"
 expect_error "attn, prompt token outside the task" "$A" attn --model "$M" --prompt 'abz' --out "$O"
 expect_error "attn, prompt longer than L + 1" "$A" attn --model "$M" --prompt 'abcdefgh|abcdefgha' --out "$O"
 expect_error "attn, text prompt byte outside the vocabulary" "$A" attn --model "$tmp/text.st" --prompt 'a?' --out "$O"

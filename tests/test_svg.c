@@ -233,14 +233,20 @@ static float *causal_weights(int n_panels, int T)
     return w;
 }
 
-static char *attention_svg(const char *title, int n_panels, const float *w, int rows, int cols,
-                           const char *const *rl, const char *const *cl, int *rc)
+static char *attention_svg_as(const char *title, int n_panels, const float *w, int rows, int cols,
+                              const char *const *rl, const char *const *cl, svg_cells cells, int *rc)
 {
     membuf m;
     char err[256] = "";
     if (mem_open(&m) != 0) return NULL;
-    *rc = svg_attention(m.f, title, n_panels, NULL, w, rows, cols, rl, cl, err, sizeof err);
+    *rc = svg_attention(m.f, title, n_panels, NULL, w, rows, cols, rl, cl, cells, err, sizeof err);
     return mem_close(&m);
+}
+
+static char *attention_svg(const char *title, int n_panels, const float *w, int rows, int cols,
+                           const char *const *rl, const char *const *cl, int *rc)
+{
+    return attention_svg_as(title, n_panels, w, rows, cols, rl, cl, SVG_CELLS_AUTO, rc);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -276,6 +282,36 @@ static void test_cell_counts(void)
     CHECK(rc == 0 && doc && xml_ok(doc), "5 panels of 3x7: ok and well-formed");
     CHECK(doc && count(doc, "<rect class=\"cell\"") == 5 * 3 * 7, "5 panels of 3x7 cells, none masked");
     free(doc);
+}
+
+/* Cells as one image a panel: asked for, or past SVG_RECT_CELLS_MAX cells
+ * (auto); rects up to it.  (tests/cli_viz.sh reads the PNGs back.) */
+static void test_cells_as_image(void)
+{
+    static const struct { int P, T; svg_cells how; int image; } cases[] = {
+        {1, 1, SVG_CELLS_IMAGE, 1}, {3, 16, SVG_CELLS_IMAGE, 1}, {3, 16, SVG_CELLS_AUTO, 0},
+        {2, 128, SVG_CELLS_AUTO, 0},            /* 32768 cells: the most drawn as rects */
+        {3, 128, SVG_CELLS_AUTO, 1}, {3, 128, SVG_CELLS_RECTS, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const int P = cases[k].P, T = cases[k].T;
+        int rc = -1;
+        float *w = causal_weights(P, T);
+        char *doc = attention_svg_as("t", P, w, T, T, NULL, NULL, cases[k].how, &rc);
+        CHECK(rc == 0 && doc && xml_ok(doc), "%d panels of %d, cells %d: ok and well-formed", P, T, (int)cases[k].how);
+        if (doc) {
+            const int images = count(doc, "<image class=\"cells\""), rects = count(doc, "<rect class=\"cell");
+            if (cases[k].image)
+                CHECK(images == P && rects == 0 && count(doc, "class=\"masked-area\"") == P &&
+                          count(doc, "xlink:href=\"data:image/png;base64,") == P && strstr(doc, "xmlns:xlink="),
+                      "%d panels of %d: %d images, %d rect cells, want %d images", P, T, images, rects, P);
+            else
+                CHECK(images == 0 && rects == P * T * T && !strstr(doc, "xmlns:xlink="),
+                      "%d panels of %d: %d images, %d rect cells, want %d rects", P, T, images, rects, P * T * T);
+        }
+        free(doc);
+        free(w);
+    }
 }
 
 /* Layout: panels go 4 to a row, so panel 4 starts a second row below panel 0. */
@@ -413,9 +449,9 @@ static void test_attention_errors(void)
     float w[4] = {1, 0, 0, 1};
     membuf m;
     mem_open(&m);
-    CHECK(svg_attention(m.f, NULL, 1, NULL, w, 0, 2, NULL, NULL, err, sizeof err) == -1 && strstr(err, "positive"),
+    CHECK(svg_attention(m.f, NULL, 1, NULL, w, 0, 2, NULL, NULL, SVG_CELLS_AUTO, err, sizeof err) == -1 && strstr(err, "positive"),
           "zero rows refused: %s", err);
-    CHECK(svg_attention(m.f, NULL, 1, NULL, NULL, 2, 2, NULL, NULL, err, sizeof err) == -1, "NULL weights refused");
+    CHECK(svg_attention(m.f, NULL, 1, NULL, NULL, 2, 2, NULL, NULL, SVG_CELLS_AUTO, err, sizeof err) == -1, "NULL weights refused");
     free(mem_close(&m));
 
     /* A stream that cannot be written: the write error is reported. */
@@ -426,7 +462,7 @@ static void test_attention_errors(void)
     close(fd);
     FILE *ro = fopen(path, "r");
     err[0] = '\0';
-    CHECK(ro && svg_attention(ro, "t", 1, NULL, w, 2, 2, NULL, NULL, err, sizeof err) == -1 &&
+    CHECK(ro && svg_attention(ro, "t", 1, NULL, w, 2, 2, NULL, NULL, SVG_CELLS_AUTO, err, sizeof err) == -1 &&
               strstr(err, "write error"),
           "read-only stream: write error reported (%s)", err);
     svg_series s = {"a", 2, (const double[]){0, 1}, (const double[]){1, 2}};
@@ -833,7 +869,7 @@ static void test_xmllint(void)
     snprintf(path, sizeof path, "%s/lint.svg", tmpdir);
     FILE *f = fopen(path, "w");
     char err[256];
-    int rc = f ? svg_attention(f, "<&>", 2, NULL, w, 6, 6, labels, labels, err, sizeof err) : -1;
+    int rc = f ? svg_attention(f, "<&>", 2, NULL, w, 6, 6, labels, labels, SVG_CELLS_AUTO, err, sizeof err) : -1;
     if (f) fclose(f);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "xmllint --noout '%s'", path);
@@ -863,6 +899,7 @@ int main(void)
 {
     test_xml_checker();
     test_cell_counts();
+    test_cells_as_image();
     test_panel_grid();
     test_label_escaping();
     test_legend_and_axes();

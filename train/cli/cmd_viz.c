@@ -28,6 +28,9 @@ static void track_outputs(void)
     outputs_discard_on_signals();
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
 /* ---- attn ---------------------------------------------------------------- */
 
 /* The prompt as token ids (ids holds strlen(prompt) + 1), and one label per
@@ -188,8 +191,8 @@ static void abandon_output(ag_atomic_file *a, char *err, size_t errlen)
  * are written, flushed, synced and closed (ag_atomic_ready) before either
  * is renamed into place, so a failure of either, the SVG's last, changes
  * neither file. */
-static int write_attention(const attn_picture *p, const char *out, const char *csv, const char *title, char *err,
-                           size_t errlen)
+static int write_attention(const attn_picture *p, const char *out, const char *csv, const char *title,
+                           svg_cells cells, char *err, size_t errlen)
 {
     ag_atomic_file *svg = &out_file, *tab = &csv_file;
     if (csv) {
@@ -204,7 +207,7 @@ static int write_attention(const attn_picture *p, const char *out, const char *c
         return -1;
     }
     if (svg_attention(svg->f, title ? title : p->title, p->nh, p->ptitles, p->w, p->n, p->n, p->labels, p->labels,
-                      err, errlen)) {
+                      cells, err, errlen)) {
         abandon_output(svg, err, errlen);
         if (csv)
             ag_atomic_abort(tab);
@@ -225,7 +228,8 @@ static int write_attention(const attn_picture *p, const char *out, const char *c
 
 int cmd_attn(int argc, char **argv)
 {
-    const char *CMD = "attn", *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL, *title = NULL;
+    const char *CMD = "attn", *prompt = NULL, *head_s = "all", *out = NULL, *csv = NULL, *title = NULL,
+               *cells_s = "auto";
     saved_model a = { 0 };
     int layer = 0;
     opt opts[] = {
@@ -236,6 +240,8 @@ int cmd_attn(int argc, char **argv)
         { "--out", OPT_STRING, &out, "FILE", "the SVG to write", 0, 0, 0, OPT_REQUIRED, 0 },
         { "--csv", OPT_STRING, &csv, "FILE", "also write the weights as CSV: layer,head,query,key,weight", 0, 0, 0, 0, 0 },
         { "--title", OPT_STRING, &title, "STR", "picture title (default: the model, its data, step and layer; only 'layer L' when tokens x heads drawn < 20)", 0, 0, 0, 0, 0 },
+        { "--cells", OPT_STRING, &cells_s, "HOW", "rects: one element and tooltip a cell; image: a pixel a cell, one image a panel "
+                                                  "(4 bytes a cell, not ~140; no tooltips); auto: image past " STRINGIFY(SVG_RECT_CELLS_MAX) " cells (default auto)", 0, 0, 0, 0, 0 },
         SAVED_MODEL_OPTS(a),
     };
     args_parse(CMD, "Heatmap of the attention weights softmax(QK^T/sqrt(head size) + causal mask) a saved\n"
@@ -244,6 +250,13 @@ int cmd_attn(int argc, char **argv)
                     "tokens; a whole example of L + 1 is accepted and its last token (never read in training)\n"
                     "dropped.",
                argc, argv, opts, (int)(sizeof opts / sizeof opts[0]));
+    svg_cells cells = SVG_CELLS_AUTO;
+    if (strcmp(cells_s, "rects") == 0)
+        cells = SVG_CELLS_RECTS;
+    else if (strcmp(cells_s, "image") == 0)
+        cells = SVG_CELLS_IMAGE;
+    else if (strcmp(cells_s, "auto") != 0)
+        die(CMD, "--cells '%s' is not a way to draw cells (use auto, rects or image)", cells_s);
     /* --text is read too (the vocabulary of a file that does not list it) */
     file_arg in[] = { { "--model", a.path }, { "--text", a.text } }, outs[] = { { "--out", out }, { "--csv", csv } };
     check_distinct(CMD, in, 2, outs, 2);
@@ -278,7 +291,7 @@ int cmd_attn(int argc, char **argv)
                 finite += p.w[k] * 0;       /* NaN when a weight is not finite */
             refuse_overflow(CMD, a.path, finite, AG_FP32);
             attn_title(&p, a.path, &ck);
-            failed = write_attention(&p, out, csv, title, err, sizeof err);
+            failed = write_attention(&p, out, csv, title, cells, err, sizeof err);
         }
     }
     attn_picture_free(&p);

@@ -7,6 +7,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -242,8 +243,8 @@ static void write_hatch_pattern(FILE *out)
     fputs("</linearGradient>\n</defs>\n", out);
 }
 
-static void write_cells(FILE *out, const float *w, int rows, int cols, const panel_layout *L,
-                        const char *const *row_labels, const char *const *col_labels)
+static void write_cell_rects(FILE *out, const float *w, int rows, int cols, const panel_layout *L,
+                             const char *const *row_labels, const char *const *col_labels)
 {
     char rb[16], cb[16];
     fprintf(out, "<g shape-rendering=\"crispEdges\" transform=\"translate(%d,%d)\">\n", L->grid_x,
@@ -271,6 +272,146 @@ static void write_cells(FILE *out, const float *w, int rows, int cols, const pan
     fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#777\"/>\n",
             cols * L->cell, rows * L->cell);
     fputs("</g>\n", out);
+}
+
+/* ---- cells as one image -------------------------------------------------- */
+
+/* A <rect> with its tooltip takes about 140 bytes a cell: a prompt of 256
+ * tokens drawn for 4 heads is 262,144 cells, over 30 MB of SVG that a
+ * browser takes seconds to open.  Past SVG_RECT_CELLS_MAX cells (or when
+ * asked) each panel's cells are one PNG image instead, a pixel a cell (4
+ * bytes), scaled up without smoothing; the masked cells are transparent
+ * over a hatched rectangle, so they look as they do as rects.  The PNG is
+ * the simplest valid one: RGBA, 8 bits a channel, no row filter, its zlib
+ * stream made of stored (uncompressed) deflate blocks. */
+
+static void put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* CRC-32 of PNG's chunks (ISO 3309: reflected polynomial 0xEDB88320). */
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* A chunk at p: length, type, data (already at p + 8), CRC of type and
+ * data.  Returns the chunk's whole size. */
+static size_t png_chunk(unsigned char *p, const char type[4], size_t len)
+{
+    put_be32(p, (uint32_t)len);
+    memcpy(p + 4, type, 4);
+    put_be32(p + 8 + len, crc32_of(p + 4, len + 4));
+    return len + 12;
+}
+
+/* The PNG of one panel's cells into a new buffer (*n bytes), or NULL when
+ * memory runs out. */
+static unsigned char *cells_png(const float *w, int rows, int cols, size_t *n)
+{
+    const size_t row_bytes = 1 + 4 * (size_t)cols, raw = (size_t)rows * row_bytes;
+    const size_t blocks = (raw + 65534) / 65535;            /* a stored block holds up to 65535 bytes */
+    const size_t zlen = 2 + raw + 5 * blocks + 4;           /* header, blocks, Adler-32 */
+    const size_t total = 8 + (12 + 13) + (12 + zlen) + 12;
+    unsigned char *png = malloc(total), *pix = malloc(raw);
+    if (!png || !pix) {
+        free(png);
+        free(pix);
+        return NULL;
+    }
+    for (int i = 0; i < rows; i++) {
+        unsigned char *r = pix + (size_t)i * row_bytes;
+        r[0] = 0;                                           /* filter: none */
+        for (int j = 0; j < cols; j++) {
+            const float v = w[(size_t)i * cols + j];
+            unsigned char *px = r + 1 + 4 * (size_t)j;
+            if (v == 0.0f || isnan(v)) {
+                memset(px, 0, 4);                           /* masked: the hatching shows through */
+            } else {
+                rgb c = colormap(v);
+                px[0] = c.r, px[1] = c.g, px[2] = c.b, px[3] = 255;
+            }
+        }
+    }
+    static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    unsigned char *p = png;
+    memcpy(p, signature, 8);
+    p += 8;
+    unsigned char *ihdr = p + 8;
+    put_be32(ihdr, (uint32_t)cols);
+    put_be32(ihdr + 4, (uint32_t)rows);
+    ihdr[8] = 8;                                            /* bits a channel */
+    ihdr[9] = 6;                                            /* RGBA */
+    ihdr[10] = ihdr[11] = ihdr[12] = 0;                     /* deflate, adaptive filters, no interlace */
+    p += png_chunk(p, "IHDR", 13);
+    unsigned char *z = p + 8;
+    *z++ = 0x78;                                            /* deflate, 32 KB window */
+    *z++ = 0x01;                                            /* (0x7801 is a multiple of 31) */
+    uint32_t a = 1, b = 0;                                  /* Adler-32 */
+    for (size_t off = 0; off < raw;) {
+        const size_t len = raw - off < 65535 ? raw - off : 65535;
+        *z++ = off + len == raw ? 1 : 0;                    /* BFINAL on the last, BTYPE 00: stored */
+        *z++ = (unsigned char)len;
+        *z++ = (unsigned char)(len >> 8);
+        *z++ = (unsigned char)~len;
+        *z++ = (unsigned char)(~len >> 8);
+        memcpy(z, pix + off, len);
+        for (size_t k = 0; k < len; k++) {
+            a = (a + pix[off + k]) % 65521;
+            b = (b + a) % 65521;
+        }
+        z += len;
+        off += len;
+    }
+    put_be32(z, (b << 16) | a);
+    z += 4;
+    p += png_chunk(p, "IDAT", (size_t)(z - (p + 8)));
+    p += png_chunk(p, "IEND", 0);
+    free(pix);
+    *n = (size_t)(p - png);
+    return png;
+}
+
+static void put_base64(FILE *out, const unsigned char *p, size_t n)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                           (i + 2 < n ? p[i + 2] : 0);
+        const char q[4] = {digits[v >> 18], digits[(v >> 12) & 63], i + 1 < n ? digits[(v >> 6) & 63] : '=',
+                           i + 2 < n ? digits[v & 63] : '='};
+        fwrite(q, 1, 4, out);
+    }
+}
+
+/* Returns -1 when the image's memory could not be had. */
+static int write_cell_image(FILE *out, const float *w, int rows, int cols, const panel_layout *L)
+{
+    size_t n = 0;
+    unsigned char *png = cells_png(w, rows, cols, &n);
+    if (!png) return -1;
+    const int gw = cols * L->cell, gh = rows * L->cell;
+    fprintf(out, "<g transform=\"translate(%d,%d)\">\n", L->grid_x, L->grid_y);
+    fprintf(out, "<rect class=\"masked-area\" width=\"%d\" height=\"%d\" fill=\"url(#masked)\"/>\n", gw, gh);
+    fprintf(out, "<image class=\"cells\" width=\"%d\" height=\"%d\" preserveAspectRatio=\"none\""
+            " image-rendering=\"optimizeSpeed\" style=\"image-rendering:pixelated\" xlink:href=\"data:image/png;base64,",
+            gw, gh);
+    put_base64(out, png, n);
+    fprintf(out, "\"><title>%d x %d weights, a pixel each (attn --csv writes their values)</title></image>\n",
+            rows, cols);
+    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#777\"/>\n", gw, gh);
+    fputs("</g>\n", out);
+    free(png);
+    return 0;
 }
 
 static void write_axis_labels(FILE *out, int rows, int cols, const panel_layout *L,
@@ -310,9 +451,9 @@ static void write_axis_labels(FILE *out, int rows, int cols, const panel_layout 
             L->grid_y + rows * L->cell / 2);
 }
 
-static void write_panel(FILE *out, int x, int y, const char *title, int p, const float *w, int rows,
-                        int cols, const panel_layout *L, const char *const *row_labels,
-                        const char *const *col_labels)
+static int write_panel(FILE *out, int x, int y, const char *title, int p, const float *w, int rows,
+                       int cols, const panel_layout *L, const char *const *row_labels,
+                       const char *const *col_labels, int as_image)
 {
     fprintf(out, "<g class=\"panel\" transform=\"translate(%d,%d)\">\n", x, y);
     fprintf(out, "<text class=\"panel-title\" x=\"%d\" y=\"15\" text-anchor=\"middle\" font-size=\"14\""
@@ -321,8 +462,13 @@ static void write_panel(FILE *out, int x, int y, const char *title, int p, const
     else fprintf(out, "head %d", p);
     fputs("</text>\n", out);
     write_axis_labels(out, rows, cols, L, row_labels, col_labels);
-    write_cells(out, w, rows, cols, L, row_labels, col_labels);
+    if (as_image) {
+        if (write_cell_image(out, w, rows, cols, L)) return -1;
+    } else {
+        write_cell_rects(out, w, rows, cols, L, row_labels, col_labels);
+    }
     fputs("</g>\n", out);
+    return 0;
 }
 
 /* The color bar with 0, 0.25, 0.5, 0.75, 1 ticks and a swatch for masked cells. */
@@ -350,7 +496,7 @@ static void write_colorbar(FILE *out, int x, int y, int height)
 
 int svg_attention(FILE *out, const char *title, int n_panels, const char *const *panel_titles,
                   const float *weights, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
+                  const char *const *row_labels, const char *const *col_labels, svg_cells cells,
                   char *err, size_t errlen)
 {
     if (!out || !weights || n_panels < 1 || rows < 1 || cols < 1) {
@@ -373,9 +519,12 @@ int svg_attention(FILE *out, const char *title, int n_panels, const char *const 
     int min_h = title_h + L.grid_y + bar_h + 90; /* room for the legend below the bar */
     if (height < min_h) height = min_h;
 
+    const int as_image = cells == SVG_CELLS_IMAGE ||
+                         (cells == SVG_CELLS_AUTO && (double)n_panels * rows * cols > SVG_RECT_CELLS_MAX);
     fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\""
-            " font-family=\"%s\">\n", width, height, width, height, FONT_SANS);
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"%s width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\""
+            " font-family=\"%s\">\n", as_image ? " xmlns:xlink=\"http://www.w3.org/1999/xlink\"" : "",
+            width, height, width, height, FONT_SANS);
     write_hatch_pattern(out);
     fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
     if (title) {
@@ -387,8 +536,11 @@ int svg_attention(FILE *out, const char *title, int n_panels, const char *const 
     size_t panel_size = (size_t)rows * (size_t)cols;
     for (int p = 0; p < n_panels; p++) {
         int x = margin + (p % per_row) * L.panel_w, y = title_h + (p / per_row) * L.panel_h;
-        write_panel(out, x, y, panel_titles ? panel_titles[p] : NULL, p, weights + p * panel_size, rows,
-                    cols, &L, row_labels, col_labels);
+        if (write_panel(out, x, y, panel_titles ? panel_titles[p] : NULL, p, weights + p * panel_size, rows,
+                        cols, &L, row_labels, col_labels, as_image)) {
+            ag_set_err(err, errlen, "svg_attention: out of memory for a %d x %d image", rows, cols);
+            return -1;
+        }
     }
     write_colorbar(out, margin + per_row * L.panel_w + 10, title_h + L.grid_y, bar_h);
     fputs("</svg>\n", out);

@@ -10,12 +10,19 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* How svg_attention draws the cells: one <rect> each, with its tooltip; one
+ * PNG image a panel, a pixel a cell (4 bytes against about 140); or rects
+ * up to SVG_RECT_CELLS_MAX cells in the picture and images past it. */
+typedef enum { SVG_CELLS_AUTO, SVG_CELLS_RECTS, SVG_CELLS_IMAGE } svg_cells;
+#define SVG_RECT_CELLS_MAX 32768
+
 /*
  * Draw n_panels heatmaps (one per head) in a grid of up to 4 per row, each
  * rows x cols of weights in [0,1]:
  *   weights[p*rows*cols + i*cols + j] = attention of query i to key j in panel p.
- * Every cell is one <rect class="cell ..."> with a <title> tooltip
- * "query 3 'c' → key 1 'd': 0.123". Exact zeros (the masked future in a causal
+ * As rects (cells), every cell is one <rect class="cell ..."> with a <title> tooltip
+ * "query 3 'c' → key 1 'd': 0.123"; as an image, each panel's cells are one
+ * <image class="cells"> over a <rect class="masked-area">. Exact zeros (the masked future in a causal
  * model) are hatched grey so the causal triangle stands out; NaN is hatched too.
  * row_labels/col_labels: one string per row/column, any bytes; they are shown
  * visibly (space as ␣, newline as ⏎, tab as ⇥, other control bytes and
@@ -25,7 +32,7 @@
  */
 int svg_attention(FILE *out, const char *title, int n_panels, const char *const *panel_titles,
                   const float *weights, int rows, int cols,
-                  const char *const *row_labels, const char *const *col_labels,
+                  const char *const *row_labels, const char *const *col_labels, svg_cells cells,
                   char *err, size_t errlen);
 
 /* One line of a chart: n points (x[k], y[k]); points with a non-finite x or y
