@@ -5,8 +5,10 @@
  * of the bf16 product (ag_fast_gemm_bf16: bf16 inputs, fp32 sums) on the same
  * shapes, when the CPU has a bf16 kernel and the build is float.
  * Usage: bench_gemm [threads] (default 2); BENCH_GEMM_STAT=best reports
- * each figure's fastest timing instead of the median (a busy machine),
- * and with one thread times the two libraries in turn.
+ * each figure's fastest timing instead of the median (a busy machine).
+ * The two libraries are timed in turn (see measure_in_turn);
+ * BENCH_GEMM_SAME=attograd (or openblas) times that library in both
+ * places, which checks the method: every ratio should then be near 1.
  *
  * Each figure is also given as a fraction of the ceiling bench_ceiling.h
  * measures first: a register-only loop of the instruction the kernel is
@@ -43,6 +45,8 @@ typedef struct {
     const char *what;
     int batch, ta, tb, M, N, K;
     double ours, blas, bf16;   /* median GFLOP/s */
+    double ratio;              /* ours / OpenBLAS: the median of the rounds' ratios */
+    int blas_items;            /* a batch's items split between our threads, one OpenBLAS thread each */
 } shape;
 
 static double now(void)
@@ -172,19 +176,72 @@ static double measure(const shape *s, const operands *o, int which)
     return stat_best() ? rate[n - 1] : rate[n / 2];
 }
 
-/* One thread and BENCH_GEMM_STAT=best: ours and OpenBLAS's timings taken in
- * turn, so both see the same moments of a busy machine (with one thread
- * neither library leaves threads polling to disturb the other); the
- * fastest of 51 each. */
-static void measure_in_turn(shape *s, const operands *o)
+/* Waits until no thread of the process is polling for work: OpenBLAS's
+ * workers spin for a while after each call (about 120 ms on the Emerald
+ * Rapids of the README: a count of cycles, so longer on a slower clock),
+ * ours for well under a millisecond.  Done when a 5 ms nap costs the process
+ * under 0.5 ms of CPU time; at most a second. */
+static void quiet(void)
 {
-    const int which_blas = s->batch > 1 ? USE_BLAS_ITEMS : USE_BLAS;
-    const int ro = reps_for(s, o, USE_OURS), rb = reps_for(s, o, which_blas);
-    s->ours = s->blas = 0;
-    for (int m = 0; m < timings(); m++) {
-        s->ours = fmax(s->ours, rate_of(s, o, USE_OURS, ro));
-        s->blas = fmax(s->blas, rate_of(s, o, which_blas, rb));
+    for (int i = 0; i < 200; i++) {
+        struct timespec c0, c1;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        if ((double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec) < 5e-4) return;
     }
+}
+
+/* Calls for 20 ms, untimed: the library's threads awake and polling, its
+ * operands in cache, the core out of its idle state (after quiet()'s naps
+ * a virtual CPU's first milliseconds ran measurably slower). */
+static void warm_up(const shape *s, const operands *o, int which)
+{
+    for (double t0 = now(); now() - t0 < 0.02;) run_once(s, o, which);
+}
+
+/* Which library BENCH_GEMM_SAME names for both places, or -1. */
+static int same_library(void)
+{
+    const char *v = getenv("BENCH_GEMM_SAME");
+    if (!v || !*v) return -1;
+    return strcmp(v, "openblas") == 0 ? USE_BLAS : USE_OURS;
+}
+
+/* Ours and OpenBLAS's timings taken in turn, a round each, so both see the
+ * same moments of a machine whose speed drifts (an Emerald Rapids under
+ * KVM by up to 2x within minutes: timed all of one library, then all of
+ * the other, its 1024^3 ratio came out 1.23 in a run where the rounds'
+ * ratios in turn were 0.93-0.95).  OpenBLAS's worker keeps polling for
+ * about 120 ms after each call (yielding the core, but still: a 768 x 512
+ * x 128 product of ours ran at half speed beside it), so each round starts
+ * once the process is quiet, then each library warms up and is timed.  The
+ * figures: the median of 11 rounds each (fastest of 51 with
+ * BENCH_GEMM_STAT=best), and the ratio the median of the rounds' ratios
+ * (the fastest over the fastest). */
+static void measure_in_turn(shape *s, const operands *o, int threads)
+{
+    int first = USE_OURS, second = s->blas_items ? USE_BLAS_ITEMS : USE_BLAS;
+    if (same_library() >= 0) first = second = same_library() == USE_BLAS ? second : USE_OURS;
+    const int n = timings();
+    if (s->blas_items) openblas_set_num_threads(1);
+    const int ro = reps_for(s, o, first), rb = reps_for(s, o, second);
+    double ours[51], blas[51], ratio[51];
+    for (int m = 0; m < n; m++) {
+        quiet();
+        warm_up(s, o, first);
+        ours[m] = rate_of(s, o, first, ro);
+        warm_up(s, o, second);
+        blas[m] = rate_of(s, o, second, rb);
+        ratio[m] = ours[m] / blas[m];
+    }
+    if (s->blas_items) openblas_set_num_threads(threads);
+    qsort(ours, (size_t)n, sizeof ours[0], cmp_double);
+    qsort(blas, (size_t)n, sizeof blas[0], cmp_double);
+    qsort(ratio, (size_t)n, sizeof ratio[0], cmp_double);
+    s->ours = stat_best() ? ours[n - 1] : ours[n / 2];
+    s->blas = stat_best() ? blas[n - 1] : blas[n / 2];
+    s->ratio = stat_best() ? s->ours / s->blas : ratio[n / 2];
 }
 
 static void fill(ag_real *x, size_t n)
@@ -216,44 +273,44 @@ int main(int argc, char **argv)
 
     /* rows = batch*seq (e.g. 16 x 256 = 4096), d_model 128..512, MLP 4*d */
     shape shapes[] = {
-        {"square", 1, 0, 0, 256, 256, 256, 0, 0, 0},
-        {"square", 1, 0, 0, 512, 512, 512, 0, 0, 0},
-        {"square", 1, 0, 0, 1024, 1024, 1024, 0, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 384, 128, 0, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 1536, 384, 0, 0, 0},
-        {"linear x W^T", 1, 0, 1, 4096, 384, 1536, 0, 0, 0},
-        {"linear x W^T", 1, 0, 1, 512, 512, 512, 0, 0, 0},
-        {"dx = dy W", 1, 0, 0, 4096, 384, 1536, 0, 0, 0},
-        {"dx = dy W", 1, 0, 0, 4096, 128, 384, 0, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 1536, 384, 4096, 0, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 128, 128, 4096, 0, 0, 0},
-        {"dW = dy^T x", 1, 1, 0, 64, 256, 512, 0, 0, 0},
-        {"attn q k^T", 256, 0, 1, 32, 32, 16, 0, 0, 0},
-        {"attn p v", 256, 0, 0, 32, 16, 32, 0, 0, 0},
-        {"attn q k^T", 128, 0, 1, 64, 64, 32, 0, 0, 0},
-        {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0, 0},
-        {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0, 0},
-        {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0, 0},
+        {"square", 1, 0, 0, 256, 256, 256, 0, 0, 0, 0, 0},
+        {"square", 1, 0, 0, 512, 512, 512, 0, 0, 0, 0, 0},
+        {"square", 1, 0, 0, 1024, 1024, 1024, 0, 0, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 128, 0, 0, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 1536, 384, 0, 0, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 4096, 384, 1536, 0, 0, 0, 0, 0},
+        {"linear x W^T", 1, 0, 1, 512, 512, 512, 0, 0, 0, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 384, 1536, 0, 0, 0, 0, 0},
+        {"dx = dy W", 1, 0, 0, 4096, 128, 384, 0, 0, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 1536, 384, 4096, 0, 0, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 128, 128, 4096, 0, 0, 0, 0, 0},
+        {"dW = dy^T x", 1, 1, 0, 64, 256, 512, 0, 0, 0, 0, 0},
+        {"attn q k^T", 256, 0, 1, 32, 32, 16, 0, 0, 0, 0, 0},
+        {"attn p v", 256, 0, 0, 32, 16, 32, 0, 0, 0, 0, 0},
+        {"attn q k^T", 128, 0, 1, 64, 64, 32, 0, 0, 0, 0, 0},
+        {"attn q k^T", 32, 0, 1, 256, 256, 64, 0, 0, 0, 0, 0},
+        {"attn p v", 32, 0, 0, 256, 64, 256, 0, 0, 0, 0, 0},
+        {"attn dp^T", 32, 1, 0, 256, 64, 256, 0, 0, 0, 0, 0},
         /* the toy model (B 16, T 32, d 64, 4 heads, vocab 65) and the small
          * one (B 12, T 64, d 128, MLP 512), as the engine calls them */
-        {"toy x W^T", 1, 0, 1, 512, 64, 64, 0, 0, 0},
-        {"toy logits", 1, 0, 1, 512, 65, 64, 0, 0, 0},
-        {"toy dx = dy W", 1, 0, 0, 512, 64, 64, 0, 0, 0},
-        {"toy dW", 1, 1, 0, 64, 64, 512, 0, 0, 0},
-        {"toy dW logits", 1, 1, 0, 65, 64, 512, 0, 0, 0},
-        {"toy q k^T", 64, 0, 0, 32, 32, 16, 0, 0, 0},
-        {"toy p v", 64, 0, 0, 32, 16, 32, 0, 0, 0},
-        {"toy dp", 64, 0, 1, 32, 32, 16, 0, 0, 0},
-        {"toy dq", 64, 0, 1, 32, 16, 32, 0, 0, 0},
-        {"toy dk^T", 64, 1, 0, 16, 32, 32, 0, 0, 0},
-        {"small x W^T", 1, 0, 1, 768, 128, 128, 0, 0, 0},
-        {"small MLP up", 1, 0, 1, 768, 512, 128, 0, 0, 0},
-        {"small MLP down", 1, 0, 1, 768, 128, 512, 0, 0, 0},
-        {"small dx up", 1, 0, 0, 768, 128, 512, 0, 0, 0},
-        {"small dW", 1, 1, 0, 128, 128, 768, 0, 0, 0},
-        {"small dW up", 1, 1, 0, 512, 128, 768, 0, 0, 0},
-        {"small q k^T", 48, 0, 0, 64, 64, 32, 0, 0, 0},
-        {"small p v", 48, 0, 0, 64, 32, 64, 0, 0, 0},
+        {"toy x W^T", 1, 0, 1, 512, 64, 64, 0, 0, 0, 0, 0},
+        {"toy logits", 1, 0, 1, 512, 65, 64, 0, 0, 0, 0, 0},
+        {"toy dx = dy W", 1, 0, 0, 512, 64, 64, 0, 0, 0, 0, 0},
+        {"toy dW", 1, 1, 0, 64, 64, 512, 0, 0, 0, 0, 0},
+        {"toy dW logits", 1, 1, 0, 65, 64, 512, 0, 0, 0, 0, 0},
+        {"toy q k^T", 64, 0, 0, 32, 32, 16, 0, 0, 0, 0, 0},
+        {"toy p v", 64, 0, 0, 32, 16, 32, 0, 0, 0, 0, 0},
+        {"toy dp", 64, 0, 1, 32, 32, 16, 0, 0, 0, 0, 0},
+        {"toy dq", 64, 0, 1, 32, 16, 32, 0, 0, 0, 0, 0},
+        {"toy dk^T", 64, 1, 0, 16, 32, 32, 0, 0, 0, 0, 0},
+        {"small x W^T", 1, 0, 1, 768, 128, 128, 0, 0, 0, 0, 0},
+        {"small MLP up", 1, 0, 1, 768, 512, 128, 0, 0, 0, 0, 0},
+        {"small MLP down", 1, 0, 1, 768, 128, 512, 0, 0, 0, 0, 0},
+        {"small dx up", 1, 0, 0, 768, 128, 512, 0, 0, 0, 0, 0},
+        {"small dW", 1, 1, 0, 128, 128, 768, 0, 0, 0, 0, 0},
+        {"small dW up", 1, 1, 0, 512, 128, 768, 0, 0, 0, 0, 0},
+        {"small q k^T", 48, 0, 0, 64, 64, 32, 0, 0, 0, 0, 0},
+        {"small p v", 48, 0, 0, 64, 32, 64, 0, 0, 0, 0, 0},
     };
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
 
@@ -274,28 +331,26 @@ int main(int argc, char **argv)
     fill(o.A, most);
     fill(o.B, most);
 
-    /* All of ours, then all of OpenBLAS: each library's idle threads spin for
-     * a while after a call and would steal the core from the other.  bf16
-     * only in the float build, and only with a kernel for it. */
+    /* bf16 only in the float build, and only with a kernel for it. */
 #ifdef AG_DOUBLE
     const int bf16 = 0;
 #else
     const int bf16 = ag_bf16_available();
 #endif
-    const int in_turn = threads == 1 && stat_best();
-    for (int i = 0; in_turn && i < ns; i++) measure_in_turn(&shapes[i], &o);
-    for (int i = 0; !in_turn && i < ns; i++) shapes[i].ours = measure(&shapes[i], &o, USE_OURS);
+    /* A batch runs on OpenBLAS its faster way: its items one after another
+     * on OpenBLAS's threads, or split between our threads with one
+     * OpenBLAS thread each, as ours split them (one measurement of each
+     * first, OpenBLAS alone). */
+    for (int i = 0; threads > 1 && i < ns; i++)
+        if (shapes[i].batch > 1) {
+            const double own = measure(&shapes[i], &o, USE_BLAS);
+            openblas_set_num_threads(1);
+            shapes[i].blas_items = measure(&shapes[i], &o, USE_BLAS_ITEMS) > own;
+            openblas_set_num_threads(threads);
+        }
+    for (int i = 0; i < ns; i++) measure_in_turn(&shapes[i], &o, threads);
+    quiet();
     for (int i = 0; bf16 && i < ns; i++) shapes[i].bf16 = measure(&shapes[i], &o, USE_BF16);
-    /* Our threads poll for a while after the last call, then sleep:
-     * let them go to sleep before OpenBLAS's turn. */
-    nanosleep(&(struct timespec){0, 500000000}, NULL);
-    for (int i = 0; !in_turn && i < ns; i++) shapes[i].blas = measure(&shapes[i], &o, USE_BLAS);
-    /* the batched shapes again, their items split between our threads with
-     * one OpenBLAS thread each, as ours split them: the faster counts */
-    openblas_set_num_threads(1);
-    for (int i = 0; !in_turn && i < ns; i++)
-        if (shapes[i].batch > 1) shapes[i].blas = fmax(shapes[i].blas, measure(&shapes[i], &o, USE_BLAS_ITEMS));
-    openblas_set_num_threads(threads);
     if (fp32_ceiling > 0) {
         nanosleep(&(struct timespec){0, 500000000}, NULL);      /* the libraries' threads go to sleep */
         fp32_ceiling = fmax(fp32_ceiling, ceiling_fp32(threads));
@@ -331,11 +386,14 @@ int main(int argc, char **argv)
     if (bf16_ceiling > 0)
         printf("; bf16 %.1f GFLOP/s (%s)", bf16_ceiling, ceiling_bf16_loop(ag_cpu_bf16()));
     printf("\n");
-    if (in_turn)
-        printf("one thread: attograd and OpenBLAS timed in turn, 51 timings each, the fastest counts\n");
-    else
-        printf("batched rows: OpenBLAS's faster of its items in turn on its threads, and split between %d threads "
-               "on one OpenBLAS thread each\n", threads);
+    printf("attograd and OpenBLAS timed in turn, %d rounds, each from a quiet process, each library warmed up 20 ms; "
+           "ratio: %s\n", timings(), stat_best() ? "the fastest over the fastest" : "the median of the rounds' ratios");
+    if (same_library() >= 0)
+        printf("BENCH_GEMM_SAME=%s: that library in both columns (a check of the method: ratios near 1)\n",
+               getenv("BENCH_GEMM_SAME"));
+    if (threads > 1)
+        printf("batched rows: OpenBLAS's faster of its items in turn on its threads (marked o) and split between %d "
+               "threads on one OpenBLAS thread each (marked s)\n", threads);
     printf("%-14s %5s %2s %5s %5s %5s %9s %9s %6s", "shape", "batch", "op", "M", "N", "K",
            "attograd", "OpenBLAS", "ratio");
     if (fp32_ceiling > 0) printf(" %8s", "/ceiling");
@@ -346,9 +404,9 @@ int main(int argc, char **argv)
     printf("\n");
     for (int i = 0; i < ns; i++) {
         const shape *s = &shapes[i];
-        printf("%-14s %5d %c%c %5d %5d %5d %9.1f %9.1f %6.2f", s->what, s->batch,
+        printf("%-14s %5d %c%c %5d %5d %5d %9.1f %8.1f%c %6.2f", s->what, s->batch,
                s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->M, s->N, s->K, s->ours, s->blas,
-               s->ours / s->blas);
+               s->batch == 1 || threads == 1 ? ' ' : s->blas_items ? 's' : 'o', s->ratio);
         if (fp32_ceiling > 0) printf(" %8.2f", s->ours / fp32_ceiling);
         if (bf16) printf(" %11.1f %9.2f", s->bf16, s->bf16 / s->ours);
         if (bf16 && bf16_ceiling > 0) printf(" %8.2f", s->bf16 / bf16_ceiling);
