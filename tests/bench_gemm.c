@@ -130,7 +130,7 @@ static void run_once(const shape *s, const operands *o, int which)
 /* BENCH_GEMM_STAT=best: the fastest of 51 short timings instead of the
  * median of 11, for a machine shared with other work, where the median measures
  * the others' load as much as the product and the fastest run is the one
- * least disturbed (the two libraries run at different moments). */
+ * least disturbed. */
 static int stat_best(void)
 {
     const char *s = getenv("BENCH_GEMM_STAT");
@@ -193,8 +193,10 @@ static void quiet(void)
 }
 
 /* Calls for 20 ms, untimed: the library's threads awake and polling, its
- * operands in cache, the core out of its idle state (after quiet()'s naps
- * a virtual CPU's first milliseconds ran measurably slower). */
+ * operands in cache, the core out of its idle state (with one untimed call
+ * instead, our small products, first after quiet()'s naps, came out at
+ * half the rate of the runs before and after: toy logits 97 GFLOP/s
+ * against 214-220, on the README's Emerald Rapids). */
 static void warm_up(const shape *s, const operands *o, int which)
 {
     for (double t0 = now(); now() - t0 < 0.02;) run_once(s, o, which);
